@@ -1,0 +1,1 @@
+"""pteforge.backends."""

@@ -1,0 +1,5 @@
+import sys
+
+from pteforge.cli import main
+
+sys.exit(main())
