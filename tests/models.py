@@ -1,0 +1,125 @@
+"""Small models shared by the test suites of every layer.
+
+Each ``*_programs()`` function returns method name -> ``torch.export.ExportedProgram``
+plus the example inputs per method, so tests can compare against eager PyTorch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.export import ExportedProgram, export
+
+
+@dataclass
+class MultiMethod:
+    """Exported methods of one model with the eager callables and inputs they came from."""
+
+    programs: dict[str, ExportedProgram]
+    inputs: dict[str, tuple[torch.Tensor, ...]]
+    eager: dict[str, nn.Module]
+
+
+class _Method(nn.Module):
+    """Wraps one bound method of a model as a module so it can be exported on its own."""
+
+    def __init__(self, model: nn.Module, method: str) -> None:
+        super().__init__()
+        self.model = model
+        self.method = method
+
+    def forward(self, *args: torch.Tensor) -> torch.Tensor:
+        return getattr(self.model, self.method)(*args)  # type: ignore[no-any-return]
+
+
+def export_methods(
+    model: nn.Module, inputs: dict[str, tuple[torch.Tensor, ...]]
+) -> MultiMethod:
+    """Export each named method of ``model`` on its example inputs."""
+    model.eval()
+    eager = {name: _Method(model, name) for name in inputs}
+    programs = {name: export(eager[name], inputs[name]) for name in inputs}
+    return MultiMethod(programs=programs, inputs=inputs, eager=eager)
+
+
+class SharedLinearPair(nn.Module):
+    """Two methods that share one large linear layer (the weight-sharing workload)."""
+
+    def __init__(self, features: int = 512) -> None:
+        super().__init__()
+        self.shared = nn.Linear(features, features)
+        self.head_a = nn.Linear(features, 8)
+
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.shared(x))
+
+    def decode(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head_a(torch.sigmoid(self.shared(x)))
+
+
+def shared_linear_programs(features: int = 512) -> MultiMethod:
+    torch.manual_seed(0)
+    x = torch.randn(2, features)
+    return export_methods(SharedLinearPair(features), {"encode": (x,), "decode": (x,)})
+
+
+class TinySeq2Seq(nn.Module):
+    """A ``torch.nn.Transformer``-style encoder/decoder sharing one token embedding."""
+
+    def __init__(self, vocab: int = 64, d_model: int = 32, heads: int = 4) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d_model)
+        self.encoder = nn.TransformerEncoderLayer(d_model, heads, 64, dropout=0.0, batch_first=True)
+        self.decoder = nn.TransformerDecoderLayer(d_model, heads, 64, dropout=0.0, batch_first=True)
+        self.lm_head = nn.Linear(d_model, vocab)
+
+    def encode(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.encoder(self.embed(tokens))  # type: ignore[no-any-return]
+
+    def decode(self, tokens: torch.Tensor, memory: torch.Tensor) -> torch.Tensor:
+        return self.lm_head(self.decoder(self.embed(tokens), memory))  # type: ignore[no-any-return]
+
+
+def seq2seq_programs() -> MultiMethod:
+    torch.manual_seed(0)
+    src = torch.randint(0, 64, (1, 8))
+    tgt = torch.randint(0, 64, (1, 4))
+    memory = torch.randn(1, 8, 32)
+    return export_methods(TinySeq2Seq(), {"encode": (src,), "decode": (tgt, memory)})
+
+
+class UnsupportedOpModel(nn.Module):
+    """A model whose graph holds an op XNNPACK cannot take (``aten.embedding``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(16, 8)
+        self.proj = nn.Linear(8, 8)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.proj(self.embed(tokens))  # type: ignore[no-any-return]
+
+
+def unsupported_op_programs() -> MultiMethod:
+    torch.manual_seed(0)
+    tokens = torch.randint(0, 16, (1, 4))
+    return export_methods(UnsupportedOpModel(), {"forward": (tokens,)})
+
+
+class SmallMLP(nn.Module):
+    """A small single-method model for runtime and service tests."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(16, 32)
+        self.fc2 = nn.Linear(32, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(torch.relu(self.fc1(x)))  # type: ignore[no-any-return]
+
+
+def small_mlp_programs() -> MultiMethod:
+    torch.manual_seed(0)
+    return export_methods(SmallMLP(), {"forward": (torch.randn(1, 16),)})
