@@ -1,1 +1,73 @@
-"""pteforge.backends."""
+"""pteforge.backends: the catalog of named lowering targets.
+
+Nothing here registers anything at import time: :func:`default_catalog` builds the catalog and
+:func:`register_lowering_backends` imports the upstream ``BackendDetails`` we ship.
+"""
+
+from pteforge.backends.catalog import BackendCatalog, CatalogEntry, EntryKind
+from pteforge.backends.coreml import COREML_BACKEND_ID, CoreMLEntry
+from pteforge.backends.defaults import default_catalog
+from pteforge.backends.delegate import DelegateEntry
+from pteforge.backends.entry import (
+    BaseEntry,
+    DelegateEntryBase,
+    PartitionerEntry,
+    PortableEntry,
+    QuantizerEntryBase,
+)
+from pteforge.backends.errors import (
+    BackendCatalogError,
+    InvalidOptionsError,
+    UnknownBackendError,
+)
+from pteforge.backends.options import (
+    CompileSpecOption,
+    CoreMLOptions,
+    DelegateOptions,
+    NoOptions,
+    XnnpackOptions,
+)
+from pteforge.backends.quantization import (
+    XNNPACK_PT2E_RECIPES,
+    QuantizationError,
+    XnnpackPt2eRecipe,
+)
+from pteforge.backends.registry import (
+    executable_backend_ids,
+    register_lowering_backends,
+    registered_backend_ids,
+)
+from pteforge.backends.support import first_unsupported_node
+from pteforge.backends.xnnpack import XNNPACK_BACKEND_ID, XnnpackEntry
+
+__all__ = [
+    "COREML_BACKEND_ID",
+    "XNNPACK_BACKEND_ID",
+    "XNNPACK_PT2E_RECIPES",
+    "BackendCatalog",
+    "BackendCatalogError",
+    "BaseEntry",
+    "CatalogEntry",
+    "CompileSpecOption",
+    "CoreMLEntry",
+    "CoreMLOptions",
+    "DelegateEntry",
+    "DelegateEntryBase",
+    "DelegateOptions",
+    "EntryKind",
+    "InvalidOptionsError",
+    "NoOptions",
+    "PartitionerEntry",
+    "PortableEntry",
+    "QuantizationError",
+    "QuantizerEntryBase",
+    "UnknownBackendError",
+    "XnnpackEntry",
+    "XnnpackOptions",
+    "XnnpackPt2eRecipe",
+    "default_catalog",
+    "executable_backend_ids",
+    "first_unsupported_node",
+    "register_lowering_backends",
+    "registered_backend_ids",
+]

@@ -1,0 +1,80 @@
+"""The compile-only ``coreml`` partitioner entry (upstream ``CoreMLPartitioner``).
+
+``CoreMLBackend.preprocess_multimethod`` converts every method with coremltools and, with the
+default ``positional`` strategy, merges them into one multifunction ``.mlpackage`` stored once
+in the program's named data, so methods share weights. Conversion and merging are pure Python
+and work on Linux; *executing* a CoreML model needs Apple's Core ML framework, so the runtime
+here has no ``CoreMLBackend`` and :meth:`CoreMLEntry.can_execute` is False.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from executorch.exir.backend.partitioner import Partitioner
+
+from pteforge.backends.entry import Options, PartitionerEntry
+from pteforge.backends.errors import BackendCatalogError
+from pteforge.backends.options import CoreMLOptions
+
+COREML_BACKEND_ID = "CoreMLBackend"
+
+
+class CoreMLEntry(PartitionerEntry[CoreMLOptions]):
+    """Compiles supported operators to Core ML; runs only on Apple platforms."""
+
+    options_model = CoreMLOptions
+
+    def __init__(self) -> None:
+        super().__init__(
+            "coreml",
+            COREML_BACKEND_ID,
+            "CoreMLPartitioner: compiles supported operators to a Core ML model; methods "
+            "lowered together become one multifunction model with shared weights. "
+            "Compile-only here: Core ML models execute only on Apple platforms.",
+        )
+
+    def partitioner(self, options: Options = None) -> Partitioner:
+        """A ``CoreMLPartitioner`` with compile specs built from :class:`CoreMLOptions`."""
+        parsed = self.validate(options)
+        upstream = _coreml_modules()
+        return upstream["CoreMLPartitioner"](
+            compile_specs=_compile_specs(parsed, upstream),
+            skip_ops_for_coreml_delegation=list(parsed.skip_ops),
+            take_over_mutable_buffer=parsed.take_over_mutable_buffer,
+            lower_full_graph=parsed.lower_full_graph,
+        )
+
+
+def _coreml_modules() -> dict[str, Any]:
+    """Import the upstream CoreML pieces lazily: coremltools is heavy and optional at runtime."""
+    try:
+        import coremltools as ct
+        from executorch.backends.apple.coreml.compiler.coreml_preprocess import (
+            MULTIMETHOD_WEIGHT_SHARING_STRATEGY,
+            CoreMLBackend,
+        )
+        from executorch.backends.apple.coreml.partition import CoreMLPartitioner
+    except ImportError as error:
+        raise BackendCatalogError(
+            f"the coreml entry needs coremltools and executorch's CoreML backend: {error}"
+        ) from error
+    return {
+        "ct": ct,
+        "CoreMLBackend": CoreMLBackend,
+        "CoreMLPartitioner": CoreMLPartitioner,
+        "Strategy": MULTIMETHOD_WEIGHT_SHARING_STRATEGY,
+    }
+
+
+def _compile_specs(options: CoreMLOptions, upstream: dict[str, Any]) -> list[Any]:
+    ct, backend = upstream["ct"], upstream["CoreMLBackend"]
+    target = options.minimum_deployment_target
+    specs: list[Any] = backend.generate_compile_specs(
+        compute_unit=ct.ComputeUnit[options.compute_unit],
+        minimum_deployment_target=None if target is None else ct.target[target],
+        compute_precision=ct.precision(options.compute_precision),
+    )
+    strategy = upstream["Strategy"](options.multimethod_weight_sharing)
+    specs.append(backend.generate_multimethod_weight_sharing_strategy_compile_spec(strategy))
+    return specs

@@ -1,0 +1,118 @@
+"""Typed option models of catalog entries and their validation."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Mapping
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from pteforge.backends.errors import InvalidOptionsError
+
+
+class EntryOptions(BaseModel):
+    """Base of every options model: unknown fields are errors, values are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class NoOptions(EntryOptions):
+    """An entry that takes no options."""
+
+
+class XnnpackOptions(EntryOptions):
+    """Options of the ``xnnpack`` partitioner entry (``XnnpackPartitioner`` arguments)."""
+
+    precision: Literal["fp32", "static_quant", "dynamic_quant"] | None = Field(
+        default=None,
+        description="Only delegate patterns of this precision; null takes every precision.",
+    )
+    per_op_mode: bool = Field(
+        default=False, description="Delegate each operator as its own partition."
+    )
+
+
+CoreMLTarget = Literal[
+    "iOS15", "iOS16", "iOS17", "iOS18", "iOS26",
+    "macOS12", "macOS13", "macOS14", "macOS15", "macOS26",
+]  # fmt: skip
+
+
+class CoreMLOptions(EntryOptions):
+    """Options of the ``coreml`` partitioner entry (``CoreMLBackend`` compile specs)."""
+
+    compute_unit: Literal["ALL", "CPU_ONLY", "CPU_AND_GPU", "CPU_AND_NE"] = "ALL"
+    compute_precision: Literal["float16", "float32"] = "float16"
+    minimum_deployment_target: CoreMLTarget | None = Field(
+        default=None, description="Oldest OS the model must load on; null lets coremltools pick."
+    )
+    multimethod_weight_sharing: Literal["positional", "disabled"] = Field(
+        default="positional",
+        description="positional: methods are combined into one multifunction model whose "
+        "weights are stored once; disabled: each method is compiled on its own.",
+    )
+    take_over_mutable_buffer: bool = True
+    lower_full_graph: bool = Field(
+        default=False, description="Fail instead of leaving unsupported operators outside."
+    )
+    skip_ops: tuple[str, ...] = Field(
+        default=(), description="Edge operator names (e.g. aten.add.Tensor) kept out of CoreML."
+    )
+
+
+class CompileSpecOption(EntryOptions):
+    """One ``CompileSpec`` with its value as base64 (the wire form of the API)."""
+
+    key: str = Field(min_length=1)
+    value_b64: str = ""
+
+    @field_validator("value_b64")
+    @classmethod
+    def _is_base64(cls, value: str) -> str:
+        try:
+            base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError) as error:
+            raise ValueError(f"not valid base64: {error}") from None
+        return value
+
+    def value(self) -> bytes:
+        """The decoded compile spec value."""
+        return base64.b64decode(self.value_b64, validate=True)
+
+
+class DelegateOptions(EntryOptions):
+    """Options of the whole-graph ``delegate`` entry: a ``DelegationSpec``."""
+
+    backend_id: str = Field(
+        min_length=1, description="Class name of a registered BackendDetails, e.g. XnnpackBackend."
+    )
+    compile_specs: tuple[CompileSpecOption, ...] = ()
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def validate_options(
+    entry_name: str, model: type[M], options: Mapping[str, Any] | BaseModel | None
+) -> M:
+    """Validate ``options`` against ``model``; errors name the entry and every bad field."""
+    if isinstance(options, model):
+        return options
+    if isinstance(options, BaseModel):
+        options = options.model_dump()
+    try:
+        return model.model_validate(dict(options or {}))
+    except ValidationError as error:
+        raise InvalidOptionsError(_describe(entry_name, error)) from None
+    except TypeError as error:
+        raise InvalidOptionsError(f"options of {entry_name!r} must be an object: {error}") from None
+
+
+def _describe(entry_name: str, error: ValidationError) -> str:
+    problems = []
+    for item in error.errors():
+        field = ".".join(str(part) for part in item["loc"]) or "(options)"
+        problems.append(f"{field}: {item['msg']}")
+    return f"invalid options for {entry_name!r}: " + "; ".join(problems)

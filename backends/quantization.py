@@ -1,0 +1,77 @@
+"""Int8 pt2e quantization recipes, named and configured as upstream's XNNPACK recipes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch.export import ExportedProgram
+
+from pteforge.backends.entry import QuantizerEntryBase
+from pteforge.backends.errors import BackendCatalogError
+from pteforge.backends.xnnpack import XNNPACK_BACKEND_ID
+
+# Upstream names (executorch.backends.xnnpack.recipes.XNNPackRecipeType) of the pt2e recipes.
+XNNPACK_PT2E_RECIPES: dict[str, str] = {
+    "xnnpack_pt2e_int8_dynamic_per_channel": "int8 dynamic activations, per-channel weights; "
+    "no calibration needed (inputs are still run once to trace observers).",
+    "xnnpack_pt2e_int8_static_per_channel": "int8 static activations calibrated on the given "
+    "inputs, per-channel weights.",
+    "xnnpack_pt2e_int8_static_per_tensor": "int8 static activations calibrated on the given "
+    "inputs, per-tensor weights.",
+}
+
+
+class QuantizationError(BackendCatalogError):
+    """A quantization recipe could not be applied to a program."""
+
+
+class XnnpackPt2eRecipe(QuantizerEntryBase):
+    """prepare_pt2e -> calibrate -> convert_pt2e -> re-export, with upstream's XNNPACKQuantizer."""
+
+    def __init__(self, recipe: str) -> None:
+        if recipe not in XNNPACK_PT2E_RECIPES:
+            raise BackendCatalogError(
+                f"unknown XNNPACK pt2e recipe {recipe!r}; known: {', '.join(XNNPACK_PT2E_RECIPES)}"
+            )
+        super().__init__(recipe, XNNPACK_BACKEND_ID, XNNPACK_PT2E_RECIPES[recipe])
+
+    def quantize(
+        self, program: ExportedProgram, calibration: Sequence[tuple[torch.Tensor, ...]]
+    ) -> ExportedProgram:
+        """The program quantized by this recipe, observers calibrated on ``calibration``."""
+        from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+        if not calibration:
+            raise QuantizationError(f"{self.name}: needs at least one calibration input tuple")
+        try:
+            prepared = prepare_pt2e(program.module(), self.quantizer())
+            for inputs in calibration:
+                prepared(*inputs)
+            converted = convert_pt2e(prepared)
+            return torch.export.export(converted, _example_args(program, calibration))
+        except (RuntimeError, ValueError, TypeError, AssertionError) as error:
+            raise QuantizationError(f"{self.name}: quantization failed: {error}") from error
+
+    def quantizer(self) -> Any:
+        """Upstream's quantizer for this recipe (``XNNPACKRecipeProvider``'s configuration)."""
+        from executorch.backends.xnnpack.recipes import XNNPACKRecipeProvider, XNNPackRecipeType
+
+        recipe = XNNPACKRecipeProvider().create_recipe(XNNPackRecipeType(self.name))
+        if recipe is None or recipe.quantization_recipe is None:
+            raise QuantizationError(f"upstream has no quantization recipe {self.name!r}")
+        quantizers = recipe.quantization_recipe.quantizers or []
+        if len(quantizers) != 1:
+            raise QuantizationError(f"{self.name}: expected one upstream quantizer")
+        return quantizers[0]
+
+
+def _example_args(
+    program: ExportedProgram, calibration: Sequence[tuple[torch.Tensor, ...]]
+) -> tuple[Any, ...]:
+    """The program's own example inputs when it kept them, else the first calibration tuple."""
+    example = getattr(program, "example_inputs", None)
+    if example is not None and not example[1]:
+        return tuple(example[0])
+    return tuple(calibration[0])

@@ -1,0 +1,38 @@
+"""Which backend ids can lower here (``BackendDetails``) and which can execute here (runtime)."""
+
+from __future__ import annotations
+
+import importlib
+
+from executorch.exir.backend.backend_details import BackendDetails
+
+# Importing these modules defines (and so registers upstream) the BackendDetails we ship.
+LOWERING_BACKEND_MODULES: tuple[str, ...] = (
+    "executorch.backends.xnnpack.xnnpack_preprocess",  # XnnpackBackend
+    "executorch.backends.apple.coreml.compiler.coreml_preprocess",  # CoreMLBackend
+)
+
+
+def register_lowering_backends() -> None:
+    """Import the upstream ``BackendDetails`` implementations pteforge ships.
+
+    Upstream finds a backend by scanning ``BackendDetails.__subclasses__()``, so a backend
+    is usable for lowering only once its defining module is imported. Idempotent.
+    """
+    for module in LOWERING_BACKEND_MODULES:
+        importlib.import_module(module)
+
+
+def registered_backend_ids() -> list[str]:
+    """Backend ids ``to_backend`` would find now, sorted.
+
+    Mirrors upstream's lookup exactly: direct subclasses of ``BackendDetails``, by class name.
+    """
+    return sorted({cls.__name__ for cls in BackendDetails.__subclasses__()})
+
+
+def executable_backend_ids() -> set[str]:
+    """Backend ids the native ``executorch.runtime`` of this host can execute."""
+    from executorch.runtime import Runtime
+
+    return set(Runtime.get().backend_registry.registered_backend_names)

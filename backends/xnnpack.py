@@ -1,0 +1,38 @@
+"""The ``xnnpack`` partitioner entry (upstream ``XnnpackPartitioner``)."""
+
+from __future__ import annotations
+
+from executorch.exir.backend.partitioner import Partitioner
+
+from pteforge.backends.entry import Options, PartitionerEntry
+from pteforge.backends.options import XnnpackOptions
+
+XNNPACK_BACKEND_ID = "XnnpackBackend"
+
+
+class XnnpackEntry(PartitionerEntry[XnnpackOptions]):
+    """Delegates the operators XNNPACK supports (fp32 and int8 quantized patterns)."""
+
+    options_model = XnnpackOptions
+
+    def __init__(self) -> None:
+        super().__init__(
+            "xnnpack",
+            XNNPACK_BACKEND_ID,
+            "XnnpackPartitioner: delegates supported fp32 and quantized operators to XNNPACK.",
+        )
+
+    def partitioner(self, options: Options = None) -> Partitioner:
+        """An ``XnnpackPartitioner`` configured by :class:`XnnpackOptions`."""
+        parsed = self.validate(options)
+        from executorch.backends.xnnpack.partition.config.xnnpack_config import (
+            ConfigPrecisionType,
+        )
+        from executorch.backends.xnnpack.partition.xnnpack_partitioner import (
+            XnnpackPartitioner,
+        )
+
+        precision = None
+        if parsed.precision is not None:
+            precision = ConfigPrecisionType[parsed.precision.upper()]
+        return XnnpackPartitioner(config_precisions=precision, per_op_mode=parsed.per_op_mode)
