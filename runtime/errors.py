@@ -1,0 +1,56 @@
+"""The exception root of ``pteforge.runtime`` and its subclasses."""
+
+from __future__ import annotations
+
+
+class RuntimeLayerError(Exception):
+    """Root of every error raised by ``pteforge.runtime``."""
+
+
+class ArtifactIntegrityError(RuntimeLayerError):
+    """The local artifact file does not match the sha256 it was requested under."""
+
+
+class ProgramLoadError(RuntimeLayerError):
+    """ExecuTorch refused to load the program or one of its methods."""
+
+
+class UnknownMethodError(RuntimeLayerError):
+    """The program has no method of the requested name."""
+
+
+class InvalidInputError(RuntimeLayerError):
+    """The inputs do not match what the method expects (count, dtype or shape)."""
+
+
+class ExecutionError(RuntimeLayerError):
+    """The method failed while executing (ExecuTorch returned an error)."""
+
+
+class WorkerCrashedError(RuntimeLayerError):
+    """The worker process died while serving the request; it has been replaced."""
+
+
+class WorkerTimeoutError(RuntimeLayerError):
+    """The worker did not answer in time; it was killed and replaced."""
+
+
+class PoolClosedError(RuntimeLayerError):
+    """The pool was shut down."""
+
+
+ERROR_KINDS: dict[str, type[RuntimeLayerError]] = {
+    "integrity": ArtifactIntegrityError,
+    "load": ProgramLoadError,
+    "unknown_method": UnknownMethodError,
+    "invalid_input": InvalidInputError,
+    "execution": ExecutionError,
+}
+
+
+def kind_of(error: RuntimeLayerError) -> str:
+    """The wire name of ``error``'s class, used between worker and pool."""
+    for kind, cls in ERROR_KINDS.items():
+        if type(error) is cls:
+            return kind
+    return "execution"

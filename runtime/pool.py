@@ -1,0 +1,292 @@
+"""A pool of runtime worker processes that run methods of ``.pte`` artifacts by sha256."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import queue
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pteforge.runtime.errors import (
+    ERROR_KINDS,
+    PoolClosedError,
+    RuntimeLayerError,
+    UnknownMethodError,
+    WorkerCrashedError,
+    WorkerTimeoutError,
+)
+from pteforge.runtime.metadata import MethodSignature
+from pteforge.runtime.wire import recv_message, send_message
+from pteforge.runtime.worker import WorkerConfig, worker_main
+
+# Where an artifact comes from: a local file, or a callable that writes it to the given path.
+ArtifactSource = Path | Callable[[Path], None]
+
+
+@dataclass
+class InferResult:
+    """Outputs of one method call, with where the time went (milliseconds)."""
+
+    outputs: list[np.ndarray]
+    signature: MethodSignature
+    timings: dict[str, float]
+    cache_hit: bool
+    profile: dict[str, Any] | None = None
+
+
+@dataclass
+class PoolStats:
+    """Counters the pool keeps for metrics."""
+
+    requests: int = 0
+    cache_hits: int = 0
+    cache_misses: int = 0
+    worker_restarts: int = 0
+    worker_crashes: int = 0
+    worker_timeouts: int = 0
+    weight_cache_enabled: bool = False
+
+
+@dataclass
+class _Worker:
+    process: BaseProcess
+    conn: Connection
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def call(
+        self, header: dict[str, Any], arrays: Sequence[np.ndarray], timeout_s: float
+    ) -> tuple[dict[str, Any], list[np.ndarray]]:
+        send_message(self.conn, header, arrays)
+        if not self.conn.poll(timeout_s):
+            raise TimeoutError
+        return recv_message(self.conn)
+
+    def kill(self) -> None:
+        self.conn.close()
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join(timeout=5)
+
+
+class RuntimePool:
+    """Runs artifact methods in ``size`` isolated worker processes.
+
+    Each worker caches loaded programs by sha256 (LRU bounded by ``cache_bytes`` of
+    ``.pte`` files). Artifacts are materialised once into ``artifact_dir`` and loaded by
+    path, so ExecuTorch maps the file instead of copying it; a worker checks the file's
+    sha256 before loading it. A worker that crashes or hangs is replaced; only the
+    request it was serving fails. ``weight_cache_library`` (see ``native``) turns on
+    XNNPACK's packed-weight cache so methods sharing weights share packed copies.
+    """
+
+    def __init__(
+        self,
+        size: int | None,
+        cache_bytes: int,
+        artifact_dir: Path,
+        *,
+        threads_per_worker: int = 1,
+        weight_cache_library: Path | None = None,
+        request_timeout_s: float = 60.0,
+        start_timeout_s: float = 120.0,
+    ) -> None:
+        self.size = size or os.cpu_count() or 1
+        self.artifact_dir = artifact_dir
+        self.request_timeout_s = request_timeout_s
+        self.start_timeout_s = start_timeout_s
+        self.stats = PoolStats()
+        self._config = WorkerConfig(
+            cache_bytes,
+            threads_per_worker,
+            str(weight_cache_library) if weight_cache_library else None,
+        )
+        self._ctx = multiprocessing.get_context("spawn")
+        self._idle: queue.Queue[_Worker] = queue.Queue()
+        self._signatures: dict[str, dict[str, MethodSignature]] = {}
+        self._files_lock = threading.Lock()
+        self._closed = False
+        artifact_dir.mkdir(parents=True, exist_ok=True)
+        for worker in self._start_workers(self.size):
+            self._idle.put(worker)
+
+    # -- workers ---------------------------------------------------------------------------
+
+    def _spawn(self) -> _Worker:
+        parent, child = self._ctx.Pipe()
+        process = self._ctx.Process(
+            target=worker_main, args=(child, self._config), daemon=True, name="pteforge-runtime"
+        )
+        process.start()
+        child.close()
+        return _Worker(process, parent)
+
+    def _await_ready(self, worker: _Worker) -> _Worker:
+        try:
+            if not worker.conn.poll(self.start_timeout_s):
+                raise TimeoutError
+            info, _ = recv_message(worker.conn)
+        except (EOFError, OSError, TimeoutError) as exc:
+            worker.kill()
+            raise RuntimeLayerError(f"runtime worker failed to start: {exc!r}") from exc
+        if not info.get("ok"):
+            worker.kill()
+            raise RuntimeLayerError(f"runtime worker failed to start: {info.get('message')}")
+        worker.info = info
+        self.stats.weight_cache_enabled = bool(info.get("weight_cache"))
+        return worker
+
+    def _start_workers(self, count: int) -> list[_Worker]:
+        spawned = [self._spawn() for _ in range(count)]
+        return [self._await_ready(w) for w in spawned]
+
+    def _replace_later(self, worker: _Worker) -> None:
+        worker.kill()
+        self.stats.worker_restarts += 1
+        threading.Thread(target=self._replace, daemon=True, name="pteforge-respawn").start()
+
+    def _replace(self) -> None:
+        while not self._closed:
+            try:
+                self._idle.put(self._start_workers(1)[0])
+                return
+            except RuntimeLayerError:
+                time.sleep(1.0)  # back off before retrying a failed start
+
+    def _acquire(self) -> _Worker:
+        if self._closed:
+            raise PoolClosedError("the runtime pool is shut down")
+        try:
+            return self._idle.get(timeout=self.request_timeout_s)
+        except queue.Empty:
+            raise WorkerTimeoutError(
+                f"no runtime worker became free within {self.request_timeout_s:.0f}s"
+            ) from None
+
+    def _call(
+        self, header: dict[str, Any], arrays: Sequence[np.ndarray], what: str
+    ) -> tuple[dict[str, Any], list[np.ndarray], float]:
+        queued = time.perf_counter()
+        worker = self._acquire()
+        queue_ms = (time.perf_counter() - queued) * 1e3
+        try:
+            reply, outputs = worker.call(header, arrays, self.request_timeout_s)
+        except TimeoutError:
+            self.stats.worker_timeouts += 1
+            self._replace_later(worker)
+            raise WorkerTimeoutError(
+                f"{what} did not finish within {self.request_timeout_s:.0f}s; "
+                "the runtime worker was stopped and replaced"
+            ) from None
+        except (EOFError, OSError) as exc:
+            self.stats.worker_crashes += 1
+            worker.process.join(timeout=5)
+            code = worker.process.exitcode
+            self._replace_later(worker)
+            raise WorkerCrashedError(
+                f"the runtime worker crashed (exit code {code}) during {what}; "
+                "it has been replaced, other requests are unaffected"
+            ) from exc
+        self._idle.put(worker)
+        return reply, outputs, queue_ms
+
+    # -- artifacts -------------------------------------------------------------------------
+
+    def local_path(self, sha256: str, source: ArtifactSource) -> Path:
+        """The local file for ``sha256``, materialising it from ``source`` if needed."""
+        if isinstance(source, Path):
+            return source
+        target = self.artifact_dir / f"{sha256}.pte"
+        with self._files_lock:
+            if not target.exists():
+                fd, tmp = tempfile.mkstemp(suffix=".part", dir=self.artifact_dir)
+                os.close(fd)
+                try:
+                    source(Path(tmp))
+                    os.replace(tmp, target)
+                finally:
+                    if os.path.exists(tmp):
+                        os.unlink(tmp)
+        return target
+
+    def _request(
+        self, header: dict[str, Any], arrays: Sequence[np.ndarray], source: ArtifactSource
+    ) -> tuple[dict[str, Any], list[np.ndarray], float]:
+        path = self.local_path(header["sha256"], source)
+        header = dict(header, path=str(path))
+        what = f"{header['op']} of artifact {header['sha256'][:12]}"
+        reply, outputs, queue_ms = self._call(header, arrays, what)
+        if reply.get("ok"):
+            return reply, outputs, queue_ms
+        kind = str(reply.get("kind"))
+        if kind == "integrity" and not isinstance(source, Path):
+            path.unlink(missing_ok=True)  # a corrupt cached copy is fetched again next time
+        raise ERROR_KINDS.get(kind, RuntimeLayerError)(str(reply.get("message")))
+
+    # -- public API ------------------------------------------------------------------------
+
+    def describe(self, sha256: str, source: ArtifactSource) -> dict[str, MethodSignature]:
+        """Signatures of every method of the artifact, read in a worker (safe for uploads)."""
+        cached = self._signatures.get(sha256)
+        if cached is not None:
+            return cached
+        reply, _, _ = self._request({"op": "describe", "sha256": sha256}, [], source)
+        signatures = {
+            name: MethodSignature.from_json(data) for name, data in reply["methods"].items()
+        }
+        self._signatures[sha256] = signatures
+        return signatures
+
+    def method_metadata(self, sha256: str, method: str, source: ArtifactSource) -> MethodSignature:
+        """The signature of one method; raises ``UnknownMethodError`` if there is none."""
+        signatures = self.describe(sha256, source)
+        if method not in signatures:
+            known = ", ".join(sorted(signatures))
+            raise UnknownMethodError(f"the artifact has no method {method!r} (methods: {known})")
+        return signatures[method]
+
+    def infer(
+        self,
+        sha256: str,
+        method: str,
+        inputs: Sequence[np.ndarray],
+        source: ArtifactSource,
+        *,
+        profile: bool = False,
+    ) -> InferResult:
+        """Run ``method`` of artifact ``sha256`` on positional numpy ``inputs``."""
+        start = time.perf_counter()
+        signature = self.method_metadata(sha256, method, source)
+        header = {"op": "infer", "sha256": sha256, "method": method, "profile": profile}
+        self.stats.requests += 1
+        reply, outputs, queue_ms = self._request(header, inputs, source)
+        hit = bool(reply.get("hit"))
+        self.stats.cache_hits += hit
+        self.stats.cache_misses += not hit
+        timings = {"queue_ms": queue_ms, **reply["timings"]}
+        timings["total_ms"] = (time.perf_counter() - start) * 1e3
+        return InferResult(outputs, signature, timings, hit, reply.get("profile"))
+
+    def close(self) -> None:
+        """Stop every worker; later calls raise ``PoolClosedError``."""
+        self._closed = True
+        while True:
+            try:
+                self._idle.get_nowait().kill()
+            except queue.Empty:
+                return
+
+    def __enter__(self) -> RuntimePool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,44 @@
+"""Checks that inputs match a method's signature, with errors naming the offending input."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from pteforge.runtime.dtypes import NUMPY_TO_OIP
+from pteforge.runtime.errors import InvalidInputError
+from pteforge.runtime.metadata import MethodSignature, TensorSpec
+
+
+def _names(specs: Sequence[TensorSpec]) -> str:
+    return ", ".join(s.name for s in specs) or "none"
+
+
+def check_count(signature: MethodSignature, count: int) -> None:
+    """Raise unless ``count`` inputs is what ``signature`` takes."""
+    expected = len(signature.inputs)
+    if count != expected:
+        raise InvalidInputError(
+            f"method {signature.name!r} expects {expected} input(s) "
+            f"({_names(signature.inputs)}), got {count}"
+        )
+
+
+def check_tensor(spec: TensorSpec, datatype: str, shape: Sequence[int]) -> None:
+    """Raise unless a tensor of ``datatype`` and ``shape`` fits ``spec``."""
+    if datatype != spec.datatype:
+        raise InvalidInputError(
+            f"input {spec.name!r}: expected datatype {spec.datatype}, got {datatype}"
+        )
+    if tuple(shape) != spec.shape:
+        raise InvalidInputError(
+            f"input {spec.name!r}: expected shape {list(spec.shape)}, got {list(shape)}"
+        )
+
+
+def check_arrays(signature: MethodSignature, arrays: Sequence[np.ndarray]) -> None:
+    """Validate positional numpy inputs against ``signature``."""
+    check_count(signature, len(arrays))
+    for spec, array in zip(signature.inputs, arrays, strict=True):
+        check_tensor(spec, NUMPY_TO_OIP.get(array.dtype, str(array.dtype)), array.shape)
