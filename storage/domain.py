@@ -1,0 +1,182 @@
+"""Domain objects handed out by the store: frozen dataclasses, never ORM rows."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+JsonObject = dict[str, Any]
+
+
+class JobStatus(enum.StrEnum):
+    """The states of a job; see :mod:`pteforge.storage.jobstate` for the allowed moves."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELED = "canceled"
+
+    @property
+    def terminal(self) -> bool:
+        """Whether no further transition is possible from this state."""
+        return self in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELED)
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One input or output of a method: name, dtype name and shape (-1 for dynamic dims)."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+
+    def to_json(self) -> JsonObject:
+        return {"name": self.name, "dtype": self.dtype, "shape": list(self.shape)}
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> TensorSpec:
+        """Parse ``{"name", "dtype", "shape"}``; raises ValueError naming what is wrong."""
+        try:
+            name, dtype, shape = obj["name"], obj["dtype"], obj["shape"]
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"tensor spec needs name, dtype and shape: {obj!r}") from exc
+        if not isinstance(name, str) or not isinstance(dtype, str):
+            raise ValueError(f"tensor spec name and dtype must be strings: {obj!r}")
+        if not isinstance(shape, Sequence) or not all(
+            isinstance(d, int) and not isinstance(d, bool) for d in shape
+        ):
+            raise ValueError(f"tensor spec shape must be a list of ints: {obj!r}")
+        return cls(name=name, dtype=dtype, shape=tuple(shape))
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """A program method with its input and output specs."""
+
+    name: str
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+
+    def to_json(self) -> JsonObject:
+        return {
+            "name": self.name,
+            "inputs": [t.to_json() for t in self.inputs],
+            "outputs": [t.to_json() for t in self.outputs],
+        }
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> MethodSpec:
+        """Parse ``{"name", "inputs": [...], "outputs": [...]}``; raises ValueError."""
+        try:
+            name, inputs, outputs = obj["name"], obj["inputs"], obj["outputs"]
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"method spec needs name, inputs and outputs: {obj!r}") from exc
+        if not isinstance(name, str):
+            raise ValueError(f"method name must be a string: {obj!r}")
+        return cls(
+            name=name,
+            inputs=tuple(TensorSpec.from_json(t) for t in inputs),
+            outputs=tuple(TensorSpec.from_json(t) for t in outputs),
+        )
+
+
+def methods_to_json(methods: Sequence[MethodSpec]) -> list[JsonObject]:
+    """The JSON list form of several method specs."""
+    return [m.to_json() for m in methods]
+
+
+def methods_from_json(objs: Sequence[Mapping[str, Any]]) -> tuple[MethodSpec, ...]:
+    """Parse a JSON list of method specs; raises ValueError naming the bad entry."""
+    return tuple(MethodSpec.from_json(o) for o in objs)
+
+
+@dataclass(frozen=True)
+class BlobRef:
+    """Stored content: its sha256 (lowercase hex) and size in bytes."""
+
+    sha256: str
+    size: int
+
+
+@dataclass(frozen=True)
+class Project:
+    id: str
+    name: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class ApiToken:
+    """An API token's metadata; the plaintext is never stored, only its sha256."""
+
+    id: str
+    project_id: str
+    name: str
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+@dataclass(frozen=True)
+class IssuedToken:
+    """A freshly created token: the only time its plaintext is available."""
+
+    token: ApiToken
+    plaintext: str
+
+
+@dataclass(frozen=True)
+class Program:
+    """One uploaded program (one row per upload)."""
+
+    id: str
+    project_id: str
+    name: str
+    sha256: str
+    size_bytes: int
+    methods: tuple[MethodSpec, ...]
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A `.pte` with its plan and report; ``program_id`` is None for an uploaded `.pte`."""
+
+    id: str
+    project_id: str
+    program_id: str | None
+    sha256: str
+    size_bytes: int
+    plan: JsonObject
+    plan_hash: str
+    report: JsonObject
+    methods: tuple[MethodSpec, ...]
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class Job:
+    """A unit of background work; ``version`` grows by one on every change (for polling)."""
+
+    id: str
+    project_id: str
+    kind: str
+    status: JobStatus
+    stage: str | None
+    payload: JsonObject
+    error_code: str | None
+    error_message: str | None
+    artifact_id: str | None
+    attempts: int
+    max_attempts: int
+    worker_id: str | None
+    lease_expires_at: datetime | None
+    cancel_requested: bool
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    updated_at: datetime
+    version: int

@@ -1,0 +1,40 @@
+"""The storage layer's exceptions; every database error leaves this layer as one of these."""
+
+from __future__ import annotations
+
+
+class StorageError(Exception):
+    """Root of every error raised by :mod:`pteforge.storage`."""
+
+
+class NotFoundError(StorageError):
+    """A row the caller named does not exist (or belongs to another project)."""
+
+
+class ConflictError(StorageError):
+    """A write clashed with existing rows, e.g. a duplicate unique name."""
+
+
+class BlobNotFoundError(NotFoundError):
+    """No stored content has the requested sha256."""
+
+
+class BlobIntegrityError(StorageError):
+    """Stored content does not hash to what it claims; its bytes must not be served."""
+
+    def __init__(self, sha256: str, detail: str) -> None:
+        super().__init__(f"blob {sha256} failed verification: {detail}")
+        self.sha256 = sha256
+        self.detail = detail
+
+
+class InvalidRangeError(StorageError):
+    """A ranged read asked for bytes outside the blob."""
+
+
+class IllegalTransitionError(StorageError):
+    """A job state change that the job state machine does not allow."""
+
+
+class LeaseLostError(IllegalTransitionError):
+    """A worker acted on a job it no longer holds (lease expired or reassigned)."""

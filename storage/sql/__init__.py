@@ -1,0 +1,1 @@
+"""The SQLAlchemy implementation of the store (SQLite and PostgreSQL)."""

@@ -1,0 +1,106 @@
+"""Projects and API tokens."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import Callable
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from pteforge.storage import domain
+from pteforge.storage.errors import ConflictError, NotFoundError
+from pteforge.storage.ids import new_id
+from pteforge.storage.models import ProjectRow, TokenRow
+from pteforge.storage.sql import convert
+from pteforge.storage.sql.errors import insert_row
+from pteforge.storage.store import ProjectRepository, TokenRepository
+
+TOKEN_PREFIX = "ptf_"
+
+
+def hash_token(plaintext: str) -> str:
+    """The stored form of a token: sha256 suffices because tokens carry 256 random bits."""
+    return hashlib.sha256(plaintext.encode()).hexdigest()
+
+
+class SqlProjects(ProjectRepository):
+    def __init__(self, session: Session, clock: Callable[[], datetime]) -> None:
+        self._session = session
+        self._clock = clock
+
+    def create(self, name: str) -> domain.Project:
+        if not name.strip():
+            raise ValueError("project name must not be empty")
+        row = ProjectRow(id=new_id("proj"), name=name, created_at=self._clock())
+        insert_row(self._session, row, f"project {name!r}")
+        return convert.project(row)
+
+    def get(self, project_id: str) -> domain.Project | None:
+        row = self._session.get(ProjectRow, project_id)
+        return None if row is None else convert.project(row)
+
+    def get_by_name(self, name: str) -> domain.Project | None:
+        row = self._session.scalars(select(ProjectRow).where(ProjectRow.name == name)).first()
+        return None if row is None else convert.project(row)
+
+    def get_or_create(self, name: str) -> domain.Project:
+        existing = self.get_by_name(name)
+        if existing is not None:
+            return existing
+        try:
+            return self.create(name)
+        except ConflictError:
+            # Created concurrently by another process since we looked.
+            found = self.get_by_name(name)
+            if found is None:
+                raise
+            return found
+
+
+class SqlTokens(TokenRepository):
+    def __init__(self, session: Session, clock: Callable[[], datetime]) -> None:
+        self._session = session
+        self._clock = clock
+
+    def create(self, project_id: str, name: str) -> domain.IssuedToken:
+        if self._session.get(ProjectRow, project_id) is None:
+            raise NotFoundError(f"project {project_id} not found")
+        plaintext = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        row = TokenRow(
+            id=new_id("tok"),
+            project_id=project_id,
+            name=name,
+            token_sha256=hash_token(plaintext),
+            created_at=self._clock(),
+            revoked_at=None,
+        )
+        insert_row(self._session, row, f"token {name!r}")
+        return domain.IssuedToken(token=convert.token(row), plaintext=plaintext)
+
+    def resolve(self, plaintext: str) -> tuple[domain.ApiToken, domain.Project] | None:
+        found = self._session.execute(
+            select(TokenRow, ProjectRow)
+            .join(ProjectRow, ProjectRow.id == TokenRow.project_id)
+            .where(TokenRow.token_sha256 == hash_token(plaintext), TokenRow.revoked_at.is_(None))
+        ).first()
+        if found is None:
+            return None
+        return convert.token(found[0]), convert.project(found[1])
+
+    def list(self, project_id: str) -> list[domain.ApiToken]:
+        rows = self._session.scalars(
+            select(TokenRow).where(TokenRow.project_id == project_id).order_by(TokenRow.created_at)
+        )
+        return [convert.token(r) for r in rows]
+
+    def revoke(self, project_id: str, token_id: str) -> bool:
+        row = self._session.get(TokenRow, token_id)
+        if row is None or row.project_id != project_id:
+            return False
+        if row.revoked_at is None:
+            row.revoked_at = self._clock()
+            self._session.flush()
+        return True

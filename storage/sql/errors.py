@@ -1,0 +1,38 @@
+"""Translating SQLAlchemy errors into the storage layer's exceptions."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.orm import Session
+
+from pteforge.storage.errors import ConflictError, StorageError
+
+
+def translate(error: sa_exc.SQLAlchemyError) -> StorageError:
+    """The storage exception for a SQLAlchemy error."""
+    if isinstance(error, sa_exc.IntegrityError):
+        return ConflictError(f"conflicts with existing data: {error.orig}")
+    if isinstance(error, sa_exc.DBAPIError):
+        return StorageError(f"database error: {error.orig}")
+    return StorageError(f"database error: {error}")
+
+
+@contextmanager
+def translated() -> Iterator[None]:
+    """Re-raise SQLAlchemy errors from the block as storage errors."""
+    try:
+        yield
+    except sa_exc.SQLAlchemyError as error:
+        raise translate(error) from error
+
+
+def insert_row(session: Session, row: object, what: str) -> None:
+    """Insert ``row`` in a savepoint so a ConflictError leaves the transaction usable."""
+    try:
+        with session.begin_nested():
+            session.add(row)
+    except sa_exc.IntegrityError as error:
+        raise ConflictError(f"{what} conflicts with existing data: {error.orig}") from error

@@ -1,0 +1,202 @@
+"""Jobs as rows: enqueue, atomic claim, leases and heartbeats, and the state machine."""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from pteforge.storage import domain
+from pteforge.storage.domain import JobStatus
+from pteforge.storage.errors import IllegalTransitionError, LeaseLostError, NotFoundError
+from pteforge.storage.ids import new_id
+from pteforge.storage.jobstate import check_transition
+from pteforge.storage.models import JobRow, ProjectRow
+from pteforge.storage.sql import convert
+from pteforge.storage.store import DEFAULT_MAX_ATTEMPTS, JobRepository
+
+LEASE_EXPIRED = "lease_expired"
+
+
+class SqlJobs(JobRepository):
+    def __init__(self, session: Session, clock: Callable[[], datetime]) -> None:
+        self._session = session
+        self._clock = clock
+
+    def enqueue(
+        self,
+        project_id: str,
+        kind: str,
+        payload: Mapping[str, Any],
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    ) -> domain.Job:
+        if max_attempts < 1:
+            raise ValueError("max_attempts must be at least 1")
+        if self._session.get(ProjectRow, project_id) is None:
+            raise NotFoundError(f"project {project_id} not found")
+        now = self._clock()
+        row = JobRow(
+            id=new_id("job"), project_id=project_id, kind=kind,
+            status=JobStatus.QUEUED.value, stage=None, payload=dict(payload),
+            error_code=None, error_message=None, artifact_id=None, attempts=0,
+            max_attempts=max_attempts, worker_id=None, lease_expires_at=None,
+            cancel_requested=False, created_at=now, started_at=None, finished_at=None,
+            updated_at=now, version=1,
+        )  # fmt: skip
+        self._session.add(row)
+        self._session.flush()
+        return convert.job(row)
+
+    def get(self, project_id: str, job_id: str) -> domain.Job | None:
+        row = self._session.get(JobRow, job_id, populate_existing=True)
+        return convert.job(row) if row is not None and row.project_id == project_id else None
+
+    def get_any(self, job_id: str) -> domain.Job | None:
+        row = self._session.get(JobRow, job_id, populate_existing=True)
+        return None if row is None else convert.job(row)
+
+    def list(
+        self, project_id: str, status: JobStatus | None = None, limit: int = 100
+    ) -> list[domain.Job]:
+        query = select(JobRow).where(JobRow.project_id == project_id)
+        if status is not None:
+            query = query.where(JobRow.status == status.value)
+        query = query.order_by(JobRow.created_at.desc(), JobRow.id).limit(limit)
+        return [convert.job(r) for r in self._session.scalars(query)]
+
+    def claim_next(
+        self, worker_id: str, lease: timedelta, kinds: Sequence[str] | None = None
+    ) -> domain.Job | None:
+        # SKIP LOCKED lets PostgreSQL workers pass over rows another worker is claiming;
+        # SQLite ignores it and serialises claims with BEGIN IMMEDIATE instead.
+        query = select(JobRow).where(JobRow.status == JobStatus.QUEUED.value)
+        if kinds is not None:
+            query = query.where(JobRow.kind.in_(list(kinds)))
+        query = query.order_by(JobRow.created_at, JobRow.id).limit(1)
+        row = self._session.scalars(
+            query.with_for_update(skip_locked=True).execution_options(populate_existing=True)
+        ).first()
+        if row is None:
+            return None
+        now = self._clock()
+        _move(row, JobStatus.RUNNING, now)
+        row.worker_id = worker_id
+        row.lease_expires_at = now + lease
+        row.attempts += 1
+        row.started_at = now
+        self._session.flush()
+        return convert.job(row)
+
+    def _held(self, job_id: str, worker_id: str) -> JobRow:
+        row = self._session.get(JobRow, job_id, with_for_update=True, populate_existing=True)
+        if row is None:
+            raise NotFoundError(f"job {job_id} not found")
+        if row.status != JobStatus.RUNNING.value or row.worker_id != worker_id:
+            raise LeaseLostError(
+                f"job {job_id} is not held by worker {worker_id} (status {row.status})"
+            )
+        return row
+
+    def heartbeat(self, job_id: str, worker_id: str, lease: timedelta) -> bool:
+        try:
+            row = self._held(job_id, worker_id)
+        except (LeaseLostError, NotFoundError):
+            return False
+        now = self._clock()
+        row.lease_expires_at = now + lease
+        row.updated_at = now
+        self._session.flush()
+        return not row.cancel_requested
+
+    def set_stage(self, job_id: str, worker_id: str, stage: str) -> domain.Job:
+        row = self._held(job_id, worker_id)
+        row.stage = stage
+        _touch(row, self._clock())
+        self._session.flush()
+        return convert.job(row)
+
+    def succeed(self, job_id: str, worker_id: str, artifact_id: str | None) -> domain.Job:
+        row = self._held(job_id, worker_id)
+        _move(row, JobStatus.SUCCEEDED, self._clock())
+        row.artifact_id = artifact_id
+        self._session.flush()
+        return convert.job(row)
+
+    def fail(self, job_id: str, worker_id: str, code: str, message: str) -> domain.Job:
+        row = self._held(job_id, worker_id)
+        _move(row, JobStatus.FAILED, self._clock())
+        row.error_code, row.error_message = code, message
+        self._session.flush()
+        return convert.job(row)
+
+    def acknowledge_cancel(self, job_id: str, worker_id: str) -> domain.Job:
+        row = self._held(job_id, worker_id)
+        if not row.cancel_requested:
+            raise IllegalTransitionError(f"job {job_id} has no cancel request to acknowledge")
+        _move(row, JobStatus.CANCELED, self._clock())
+        self._session.flush()
+        return convert.job(row)
+
+    def cancel(self, project_id: str, job_id: str) -> domain.Job | None:
+        row = self._session.get(JobRow, job_id, with_for_update=True, populate_existing=True)
+        if row is None or row.project_id != project_id:
+            return None
+        status = JobStatus(row.status)
+        if status is JobStatus.QUEUED:
+            _move(row, JobStatus.CANCELED, self._clock())
+        elif status is JobStatus.RUNNING and not row.cancel_requested:
+            row.cancel_requested = True
+            _touch(row, self._clock())
+        elif status.terminal and status is not JobStatus.CANCELED:
+            check_transition(job_id, status, JobStatus.CANCELED)
+        self._session.flush()
+        return convert.job(row)
+
+    def reap_expired(self) -> builtins.list[domain.Job]:
+        now = self._clock()
+        rows = self._session.scalars(
+            select(JobRow)
+            .where(JobRow.status == JobStatus.RUNNING.value, JobRow.lease_expires_at < now)
+            .with_for_update(skip_locked=True)
+            .execution_options(populate_existing=True)
+        ).all()
+        for row in rows:
+            _expire(row, now)
+        self._session.flush()
+        return [convert.job(r) for r in rows]
+
+
+def _expire(row: JobRow, now: datetime) -> None:
+    """What happens to a running job whose holder stopped heartbeating."""
+    if row.cancel_requested:
+        _move(row, JobStatus.CANCELED, now)
+    elif row.attempts < row.max_attempts:
+        _move(row, JobStatus.QUEUED, now)
+    else:
+        _move(row, JobStatus.FAILED, now)
+        row.error_code = LEASE_EXPIRED
+        row.error_message = (
+            f"worker {row.worker_id} stopped heartbeating and the job used all "
+            f"{row.max_attempts} attempts"
+        )
+    row.worker_id = None
+    row.lease_expires_at = None
+
+
+def _move(row: JobRow, target: JobStatus, now: datetime) -> None:
+    """The one place a job's status changes; rejects moves the state machine forbids."""
+    check_transition(row.id, JobStatus(row.status), target)
+    row.status = target.value
+    if target.terminal:
+        row.finished_at = now
+        row.lease_expires_at = None
+    _touch(row, now)
+
+
+def _touch(row: JobRow, now: datetime) -> None:
+    row.updated_at = now
+    row.version += 1

@@ -1,0 +1,201 @@
+"""The abstract store interface: a unit of work with one repository per kind of row.
+
+Implementations hand out domain objects (:mod:`pteforge.storage.domain`), never ORM rows.
+Nothing commits on its own: the caller's ``with store.transaction() as tx:`` block commits when
+it exits normally and rolls back when it raises.
+"""
+
+from __future__ import annotations
+
+import builtins
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
+from datetime import timedelta
+from typing import Any
+
+from pteforge.storage.blobs import BlobStore
+from pteforge.storage.domain import (
+    ApiToken,
+    Artifact,
+    BlobRef,
+    IssuedToken,
+    Job,
+    JobStatus,
+    MethodSpec,
+    Program,
+    Project,
+)
+
+DEFAULT_MAX_ATTEMPTS = 3
+
+
+class ProjectRepository(ABC):
+    @abstractmethod
+    def create(self, name: str) -> Project:
+        """A new project; raises ConflictError if the name is taken."""
+
+    @abstractmethod
+    def get(self, project_id: str) -> Project | None: ...
+
+    @abstractmethod
+    def get_by_name(self, name: str) -> Project | None: ...
+
+    @abstractmethod
+    def get_or_create(self, name: str) -> Project: ...
+
+
+class TokenRepository(ABC):
+    @abstractmethod
+    def create(self, project_id: str, name: str) -> IssuedToken:
+        """A new token; its plaintext is returned here once and only its sha256 is stored."""
+
+    @abstractmethod
+    def resolve(self, plaintext: str) -> tuple[ApiToken, Project] | None:
+        """The live (not revoked) token with this plaintext and its project, or None."""
+
+    @abstractmethod
+    def list(self, project_id: str) -> list[ApiToken]: ...
+
+    @abstractmethod
+    def revoke(self, project_id: str, token_id: str) -> bool:
+        """Revoke a token; False if the project has no such token."""
+
+
+class ProgramRepository(ABC):
+    @abstractmethod
+    def create(
+        self, project_id: str, name: str, blob: BlobRef, methods: Sequence[MethodSpec]
+    ) -> Program:
+        """Record an uploaded program whose content is already in the blob store."""
+
+    @abstractmethod
+    def get(self, project_id: str, program_id: str) -> Program | None:
+        """The program, or None when absent or owned by another project (indistinguishable)."""
+
+    @abstractmethod
+    def list(self, project_id: str, limit: int = 100) -> list[Program]: ...
+
+    @abstractmethod
+    def delete(self, project_id: str, program_id: str) -> bool:
+        """Delete the row, and its content unless another row still references it."""
+
+
+class ArtifactRepository(ABC):
+    @abstractmethod
+    def create(
+        self,
+        project_id: str,
+        program_id: str | None,
+        blob: BlobRef,
+        plan: Mapping[str, Any],
+        plan_hash: str,
+        report: Mapping[str, Any],
+        methods: Sequence[MethodSpec],
+    ) -> Artifact:
+        """Record a `.pte`; ConflictError if (program_id, plan_hash) already has one."""
+
+    @abstractmethod
+    def get(self, project_id: str, artifact_id: str) -> Artifact | None:
+        """The artifact, or None when absent or owned by another project."""
+
+    @abstractmethod
+    def get_any(self, artifact_id: str) -> Artifact | None:
+        """The artifact whatever its project (for workers and the runtime)."""
+
+    @abstractmethod
+    def find_compiled(self, program_id: str, plan_hash: str) -> Artifact | None:
+        """The artifact already compiled from this program with this plan, if any."""
+
+    @abstractmethod
+    def list(self, project_id: str, limit: int = 100) -> list[Artifact]: ...
+
+    @abstractmethod
+    def delete(self, project_id: str, artifact_id: str) -> bool:
+        """Delete the row, and its content unless another row still references it."""
+
+
+class JobRepository(ABC):
+    """Jobs as rows with an explicit state machine (see :mod:`pteforge.storage.jobstate`).
+
+    Worker-side calls name the worker; acting on a job the worker no longer holds raises
+    :class:`LeaseLostError`, any other illegal move :class:`IllegalTransitionError`.
+    """
+
+    @abstractmethod
+    def enqueue(
+        self,
+        project_id: str,
+        kind: str,
+        payload: Mapping[str, Any],
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    ) -> Job: ...
+
+    @abstractmethod
+    def get(self, project_id: str, job_id: str) -> Job | None:
+        """The job, or None when absent or owned by another project."""
+
+    @abstractmethod
+    def get_any(self, job_id: str) -> Job | None: ...
+
+    @abstractmethod
+    def list(self, project_id: str, status: JobStatus | None = None, limit: int = 100) -> list[Job]:
+        """Newest first."""
+
+    @abstractmethod
+    def claim_next(
+        self, worker_id: str, lease: timedelta, kinds: Sequence[str] | None = None
+    ) -> Job | None:
+        """Atomically take the oldest queued job: running, held by ``worker_id``, attempt+1."""
+
+    @abstractmethod
+    def heartbeat(self, job_id: str, worker_id: str, lease: timedelta) -> bool:
+        """Extend the lease; False if the job is no longer held or its cancel was requested."""
+
+    @abstractmethod
+    def set_stage(self, job_id: str, worker_id: str, stage: str) -> Job: ...
+
+    @abstractmethod
+    def succeed(self, job_id: str, worker_id: str, artifact_id: str | None) -> Job: ...
+
+    @abstractmethod
+    def fail(self, job_id: str, worker_id: str, code: str, message: str) -> Job: ...
+
+    @abstractmethod
+    def acknowledge_cancel(self, job_id: str, worker_id: str) -> Job:
+        """The worker stopped a job whose cancel was requested: running -> canceled."""
+
+    @abstractmethod
+    def cancel(self, project_id: str, job_id: str) -> Job | None:
+        """Queued -> canceled at once; running -> cancel requested (the worker or the reaper
+        finishes it). Canceling a canceled job is a no-op; a finished one raises
+        IllegalTransitionError. None when the project has no such job."""
+
+    @abstractmethod
+    def reap_expired(self) -> builtins.list[Job]:
+        """Running jobs whose lease expired: requeued while attempts remain, else failed with
+        error code ``lease_expired`` (canceled if a cancel was requested). Returns them."""
+
+
+class Transaction(ABC):
+    """One unit of work; all repositories share its database transaction."""
+
+    projects: ProjectRepository
+    tokens: TokenRepository
+    programs: ProgramRepository
+    artifacts: ArtifactRepository
+    jobs: JobRepository
+
+
+class Store(ABC):
+    """Everything pteforge persists: rows through transactions, content through ``blobs``."""
+
+    blobs: BlobStore
+
+    @abstractmethod
+    def transaction(self) -> AbstractContextManager[Transaction]:
+        """A unit of work that commits when the ``with`` block exits without an exception."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release database connections."""
