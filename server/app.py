@@ -1,0 +1,73 @@
+"""The application factory: ``create_app(settings)`` builds one independent service."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from pteforge import __version__
+from pteforge.backends import default_catalog
+from pteforge.server import health
+from pteforge.server.artifacts.router import router as artifacts_router
+from pteforge.server.backends_api.router import router as backends_router
+from pteforge.server.bootstrap import bootstrap_if_empty, usage_text
+from pteforge.server.error_map import layer_translations
+from pteforge.server.errors import install_error_handlers
+from pteforge.server.jobs.router import router as jobs_router
+from pteforge.server.jobs.supervisor import WorkerSupervisor
+from pteforge.server.programs.router import router as programs_router
+from pteforge.server.sandbox import ProcessLimits
+from pteforge.server.services import Services
+from pteforge.server.settings import Settings
+from pteforge.server.store import open_service_store
+
+log = logging.getLogger(__name__)
+
+
+def _process_limits(settings: Settings) -> ProcessLimits:
+    return ProcessLimits(
+        memory_bytes=settings.validate_memory_limit_bytes,
+        wall_seconds=settings.validate_timeout_seconds,
+        cpu_seconds=int(settings.validate_timeout_seconds),
+    )
+
+
+def _build_services(settings: Settings) -> Services:
+    settings.uploads_dir.mkdir(parents=True, exist_ok=True)
+    store = open_service_store(settings)
+    return Services(settings, store, default_catalog(), _process_limits(settings))
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """A FastAPI app whose lifespan opens the store, bootstraps it and runs the workers."""
+    settings = settings or Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        services = _build_services(settings)
+        boot = bootstrap_if_empty(services.store)
+        if boot is not None:
+            print(usage_text(boot, settings.public_url), file=sys.stderr, flush=True)
+        app.state.services = services
+        supervisor = WorkerSupervisor(settings, settings.compile_workers)
+        supervisor.start()
+        try:
+            yield
+        finally:
+            supervisor.stop()
+            services.store.close()
+
+    app = FastAPI(
+        title="pteforge",
+        version=__version__,
+        description="Compile multi-method torch.export programs into ExecuTorch .pte artifacts.",
+        lifespan=lifespan,
+    )
+    install_error_handlers(app, layer_translations())
+    for router in (health.router, programs_router, jobs_router, artifacts_router, backends_router):
+        app.include_router(router)
+    return app

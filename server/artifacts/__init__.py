@@ -1,0 +1,1 @@
+"""Artifacts: `.pte` metadata, verified ranged downloads, and uploads of `.pte` files."""

@@ -1,0 +1,68 @@
+"""Routes of artifacts: metadata, `.pte` download, `.pte` upload."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, status
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import Response
+
+from pteforge.server.artifacts import service
+from pteforge.server.artifacts.download import pte_response
+from pteforge.server.artifacts.schemas import ArtifactOut
+from pteforge.server.auth.dependencies import CurrentPrincipal
+from pteforge.server.http.uploads import owned, receive_multipart
+from pteforge.server.services import ServicesDep
+
+router = APIRouter(prefix="/v1", tags=["artifacts"])
+
+
+@router.get("/artifacts/{artifact_id}", response_model=ArtifactOut, summary="Artifact metadata")
+def get_artifact(
+    artifact_id: str, services: ServicesDep, principal: CurrentPrincipal
+) -> ArtifactOut:
+    return ArtifactOut.of(service.get_artifact(services, principal.project_id, artifact_id))
+
+
+@router.get(
+    "/artifacts/{artifact_id}/pte",
+    summary="Download the .pte (ETag = sha256, Range honoured)",
+    response_class=Response,
+    responses={200: {"content": {"application/octet-stream": {}}}, 206: {}, 304: {}, 416: {}},
+)
+def download_pte(
+    artifact_id: str, request: Request, services: ServicesDep, principal: CurrentPrincipal
+) -> Response:
+    artifact = service.get_artifact(services, principal.project_id, artifact_id)
+    return pte_response(request, services.store.blobs, artifact)
+
+
+@router.post(
+    "/artifacts",
+    status_code=status.HTTP_201_CREATED,
+    response_model=ArtifactOut,
+    summary="Upload a .pte built elsewhere (verified before it is stored)",
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "multipart/form-data": {
+                    "schema": {
+                        "type": "object",
+                        "properties": {"pte": {"type": "string", "format": "binary"}},
+                        "required": ["pte"],
+                    }
+                }
+            },
+        }
+    },
+)
+async def upload_artifact(
+    request: Request, services: ServicesDep, principal: CurrentPrincipal
+) -> ArtifactOut:
+    settings = services.settings
+    upload = await receive_multipart(request, settings.uploads_dir, settings.max_upload_bytes)
+    with owned(upload):
+        artifact = await run_in_threadpool(
+            service.create_uploaded_artifact, services, principal.project_id, upload
+        )
+    return ArtifactOut.of(artifact)

@@ -1,0 +1,55 @@
+"""Artifact use-cases: lookup, and accepting a `.pte` built elsewhere after verifying it."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from pteforge.server.blob_files import file_chunks, store_file
+from pteforge.server.errors import InvalidRequestError, NotFoundError
+from pteforge.server.http.uploads import MultipartUpload
+from pteforge.server.services import Services
+from pteforge.storage.domain import Artifact, MethodSpec
+
+PTE_PART = "pte"
+UPLOADED_PLAN_HASH = "uploaded"
+
+
+def get_artifact(services: Services, project_id: str, artifact_id: str) -> Artifact:
+    with services.store.transaction() as tx:
+        artifact = tx.artifacts.get(project_id, artifact_id)
+    if artifact is None:
+        raise NotFoundError(f"artifact {artifact_id!r} not found")
+    return artifact
+
+
+def _sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    for chunk in file_chunks(path, 1024 * 1024):
+        digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _pte_part(upload: MultipartUpload) -> Path:
+    parts = [p for p in upload.files if p.field_name == PTE_PART]
+    if len(parts) != 1 or len(upload.files) != 1:
+        raise InvalidRequestError(
+            "send exactly one file part named 'pte' holding the .pte", code="invalid_upload"
+        )
+    return parts[0].path
+
+
+def create_uploaded_artifact(
+    services: Services, project_id: str, upload: MultipartUpload
+) -> Artifact:
+    """Verify the `.pte` by loading it in a disposable process, then store it."""
+    from pteforge.server.sandbox import validate_pte_isolated
+
+    path = _pte_part(upload)
+    described = validate_pte_isolated(path, _sha256_of(path), services.process_limits)
+    methods = tuple(MethodSpec.from_json(m.to_json()) for m in described.methods)
+    blob = store_file(services.store.blobs, path)
+    with services.store.transaction() as tx:
+        return tx.artifacts.create(
+            project_id, None, blob, {}, UPLOADED_PLAN_HASH, {"source": "upload"}, methods
+        )

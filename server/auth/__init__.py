@@ -1,0 +1,1 @@
+"""Bearer-token authentication: every token belongs to exactly one project."""

@@ -1,0 +1,1 @@
+"""``GET /v1/backends``: the backend catalog as the service sees it."""

@@ -1,0 +1,145 @@
+"""The service's exception hierarchy and the ONE place errors become HTTP answers.
+
+Every ``/v1`` error is ``{"error": {"code", "message"}}``. Errors of the layers below
+(storage, manager, backends, sandbox) are translated here, by type, so routes just raise.
+Anything untranslated is a bug: 500 ``internal_error``. ``/v2`` keeps its own error shape
+(the inference router answers ``{"error": "..."}`` itself).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from http import HTTPStatus
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+log = logging.getLogger(__name__)
+
+
+class ServiceError(Exception):
+    """Root of the errors ``pteforge.server`` raises; each knows its status and code."""
+
+    status: int = HTTPStatus.BAD_REQUEST
+    code: str = "bad_request"
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+
+
+class NotFoundError(ServiceError):
+    """A missing resource, or one another project owns (indistinguishable on purpose)."""
+
+    status = HTTPStatus.NOT_FOUND
+    code = "not_found"
+
+
+class UnauthorizedError(ServiceError):
+    status = HTTPStatus.UNAUTHORIZED
+    code = "unauthorized"
+
+
+class InvalidRequestError(ServiceError):
+    status = HTTPStatus.UNPROCESSABLE_ENTITY
+    code = "invalid_request"
+
+
+class PayloadTooLargeError(ServiceError):
+    status = HTTPStatus.REQUEST_ENTITY_TOO_LARGE
+    code = "payload_too_large"
+
+
+class ConflictError(ServiceError):
+    status = HTTPStatus.CONFLICT
+    code = "conflict"
+
+
+class RangeNotSatisfiableError(ServiceError):
+    status = HTTPStatus.REQUESTED_RANGE_NOT_SATISFIABLE
+    code = "range_not_satisfiable"
+
+    def __init__(self, message: str, size: int) -> None:
+        super().__init__(message)
+        self.size = size
+
+
+@dataclass(frozen=True)
+class Translation:
+    """How one foreign exception type is answered."""
+
+    exc_type: type[Exception]
+    status: int | Callable[[BaseException], int]
+    code: str | Callable[[BaseException], str]
+    message: Callable[[BaseException], str] = str
+
+
+def error_body(code: str, message: str) -> dict[str, dict[str, str]]:
+    """The pinned error JSON shape."""
+    return {"error": {"code": code, "message": message}}
+
+
+def error_response(status: int, code: str, message: str) -> JSONResponse:
+    headers = {"WWW-Authenticate": "Bearer"} if status == HTTPStatus.UNAUTHORIZED else None
+    return JSONResponse(error_body(code, message), status_code=status, headers=headers)
+
+
+def to_service_error(exc: BaseException, translations: list[Translation]) -> ServiceError | None:
+    """The service error a foreign exception stands for, or None when it is a bug."""
+    if isinstance(exc, ServiceError):
+        return exc
+    for item in translations:
+        if isinstance(exc, item.exc_type):
+            code = item.code if isinstance(item.code, str) else item.code(exc)
+            err = ServiceError(item.message(exc) or type(exc).__name__, code=code)
+            err.status = item.status if isinstance(item.status, int) else item.status(exc)
+            return err
+    return None
+
+
+def _status_code_name(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase.lower().replace(" ", "_").replace("-", "_")
+    except ValueError:
+        return "http_error"
+
+
+def install_error_handlers(app: FastAPI, translations: list[Translation]) -> None:
+    """Answer every exception raised under ``app`` in the pinned error shape."""
+
+    async def on_exception(request: Request, exc: Exception) -> JSONResponse:
+        err = to_service_error(exc, translations)
+        if err is None:
+            log.exception("unhandled error on %s %s", request.method, request.url.path)
+            return error_response(500, "internal_error", f"internal error ({type(exc).__name__})")
+        response = error_response(int(err.status), err.code, err.message)
+        if isinstance(err, RangeNotSatisfiableError):
+            response.headers["Content-Range"] = f"bytes */{err.size}"
+        return response
+
+    async def on_http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        response = error_response(exc.status_code, _status_code_name(exc.status_code), exc.detail)
+        for key, value in (exc.headers or {}).items():
+            response.headers[key] = value
+        return response
+
+    async def on_validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
+        )
+        return error_response(422, "invalid_request", problems or "invalid request")
+
+    app.add_exception_handler(StarletteHTTPException, on_http)  # type: ignore[arg-type]
+    app.add_exception_handler(RequestValidationError, on_validation)  # type: ignore[arg-type]
+    # Known types go through the exception middleware (answered, not re-raised); the bare
+    # Exception handler sits in the server-error middleware, which also logs the bug.
+    handled: list[type[Exception]] = [ServiceError, *(item.exc_type for item in translations)]
+    for exc_type in handled:
+        app.add_exception_handler(exc_type, on_exception)
+    app.add_exception_handler(Exception, on_exception)

@@ -1,0 +1,1 @@
+"""HTTP plumbing shared by the feature routers: streamed uploads, ranged downloads."""

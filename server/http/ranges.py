@@ -1,0 +1,67 @@
+"""``Range`` / ``If-None-Match`` handling for content-addressed downloads."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from pteforge.server.errors import RangeNotSatisfiableError
+
+_RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
+
+
+@dataclass(frozen=True)
+class ByteRange:
+    """An inclusive byte range ``start..end`` of a resource of ``size`` bytes."""
+
+    start: int
+    end: int
+    size: int
+
+    @property
+    def length(self) -> int:
+        return self.end - self.start + 1
+
+    def content_range(self) -> str:
+        return f"bytes {self.start}-{self.end}/{self.size}"
+
+
+def parse_range(header: str | None, size: int) -> ByteRange | None:
+    """The single range a ``Range`` header asks for; None means "send it all".
+
+    Multi-range and non-byte units are legal to ignore (RFC 9110 14.2), so they get the
+    whole body; a syntactically valid range outside the resource raises 416.
+    """
+    if header is None:
+        return None
+    match = _RANGE.match(header.strip())
+    if match is None:
+        return None
+    first, last = match.groups()
+    if not first and not last:
+        return None
+    if not first:  # suffix: the last N bytes
+        suffix = int(last)
+        if suffix == 0 or size == 0:
+            raise RangeNotSatisfiableError(f"range {header!r} selects no bytes", size)
+        return ByteRange(max(0, size - suffix), size - 1, size)
+    start = int(first)
+    end = min(int(last), size - 1) if last else size - 1
+    if start >= size or (last and int(last) < start):
+        raise RangeNotSatisfiableError(f"range {header!r} is outside the {size}-byte body", size)
+    return ByteRange(start, end, size)
+
+
+def quoted_etag(sha256: str) -> str:
+    return f'"{sha256}"'
+
+
+def etag_matches(if_none_match: str | None, sha256: str) -> bool:
+    """Whether an ``If-None-Match`` header names this entity (weak or strong, or ``*``)."""
+    if not if_none_match:
+        return False
+    for tag in if_none_match.split(","):
+        tag = tag.strip()
+        if tag == "*" or tag.removeprefix("W/") == quoted_etag(sha256):
+            return True
+    return False

@@ -1,0 +1,175 @@
+"""Stream a multipart request body to temporary files, enforcing a size limit.
+
+Request bodies never sit in memory: each file part is written to its own file under the
+uploads directory as it arrives, and the body is cut off (413) as soon as it passes the
+configured limit, whatever ``Content-Length`` claimed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+from python_multipart.exceptions import MultipartParseError
+from python_multipart.multipart import MultipartParser, parse_options_header
+from starlette.requests import Request
+
+from pteforge.server.errors import InvalidRequestError, PayloadTooLargeError
+
+_MAX_FIELD_BYTES = 64 * 1024
+_MAX_PARTS = 64
+
+
+@dataclass
+class UploadedPart:
+    """One file part of the body, already on disk."""
+
+    field_name: str
+    filename: str | None
+    path: Path
+    size_bytes: int = 0
+
+
+@dataclass
+class MultipartUpload:
+    """A parsed multipart body: file parts on disk (in body order) and small text fields."""
+
+    files: list[UploadedPart] = field(default_factory=list)
+    fields: dict[str, str] = field(default_factory=dict)
+
+    def cleanup(self) -> None:
+        """Delete the temporary files."""
+        for part in self.files:
+            with contextlib.suppress(FileNotFoundError):
+                part.path.unlink()
+
+
+def check_content_length(request: Request, limit: int) -> None:
+    """Refuse early when the client announces a body over ``limit``."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLargeError(
+            f"request body of {declared} bytes exceeds the {limit}-byte limit"
+        )
+
+
+class _PartWriter:
+    """python-multipart callbacks writing file parts to disk and collecting text fields."""
+
+    def __init__(self, upload: MultipartUpload, directory: Path) -> None:
+        self.upload = upload
+        self.directory = directory
+        self._headers: dict[bytes, bytes] = {}
+        self._header_name = b""
+        self._header_value = b""
+        self._file: BinaryIO | None = None
+        self._text = bytearray()
+        self._name = ""
+
+    def callbacks(self) -> dict[str, object]:
+        return {
+            "on_part_begin": self.on_part_begin,
+            "on_header_field": lambda d, s, e: self._add_name(d[s:e]),
+            "on_header_value": lambda d, s, e: self._add_value(d[s:e]),
+            "on_header_end": self.on_header_end,
+            "on_headers_finished": self.on_headers_finished,
+            "on_part_data": self.on_part_data,
+            "on_part_end": self.on_part_end,
+        }
+
+    def _add_name(self, data: bytes) -> None:
+        self._header_name += data
+
+    def _add_value(self, data: bytes) -> None:
+        self._header_value += data
+
+    def on_part_begin(self) -> None:
+        self._headers, self._text, self._file = {}, bytearray(), None
+
+    def on_header_end(self) -> None:
+        self._headers[self._header_name.lower()] = self._header_value
+        self._header_name, self._header_value = b"", b""
+
+    def on_headers_finished(self) -> None:
+        _, options = parse_options_header(self._headers.get(b"content-disposition", b""))
+        if b"name" not in options:
+            raise InvalidRequestError("a multipart part has no Content-Disposition name")
+        self._name = options[b"name"].decode("utf-8", "replace")
+        if b"filename" not in options:
+            return
+        if len(self.upload.files) >= _MAX_PARTS:
+            raise InvalidRequestError(f"more than {_MAX_PARTS} file parts")
+        fd, path = tempfile.mkstemp(dir=self.directory, suffix=".upload")
+        self._file = os.fdopen(fd, "wb")
+        filename = options[b"filename"].decode("utf-8", "replace")
+        self.upload.files.append(UploadedPart(self._name, filename, Path(path)))
+
+    def on_part_data(self, data: bytes, start: int, end: int) -> None:
+        if self._file is not None:
+            self._file.write(data[start:end])
+            self.upload.files[-1].size_bytes += end - start
+            return
+        self._text += data[start:end]
+        if len(self._text) > _MAX_FIELD_BYTES:
+            raise InvalidRequestError(f"form field {self._name!r} exceeds {_MAX_FIELD_BYTES} bytes")
+
+    def on_part_end(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        else:
+            self.upload.fields[self._name] = self._text.decode("utf-8", "replace")
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+
+
+def _boundary(request: Request) -> bytes:
+    content_type, params = parse_options_header(request.headers.get("content-type"))
+    if content_type != b"multipart/form-data" or b"boundary" not in params:
+        raise InvalidRequestError("expected a multipart/form-data body with a boundary")
+    return params[b"boundary"]
+
+
+async def receive_multipart(request: Request, directory: Path, limit: int) -> MultipartUpload:
+    """Parse the request's multipart body into files under ``directory`` (413 over ``limit``).
+
+    The caller owns the returned upload and must ``cleanup()`` it.
+    """
+    check_content_length(request, limit)
+    directory.mkdir(parents=True, exist_ok=True)
+    upload = MultipartUpload()
+    writer = _PartWriter(upload, directory)
+    parser = MultipartParser(_boundary(request), writer.callbacks())  # type: ignore[arg-type]
+    received = 0
+    try:
+        async for chunk in request.stream():
+            received += len(chunk)
+            if received > limit:
+                raise PayloadTooLargeError(f"request body exceeds the {limit}-byte limit")
+            parser.write(chunk)
+        parser.finalize()
+    except MultipartParseError as exc:
+        writer.close()
+        upload.cleanup()
+        raise InvalidRequestError(f"malformed multipart body: {exc}") from exc
+    except BaseException:
+        writer.close()
+        upload.cleanup()
+        raise
+    return upload
+
+
+@contextlib.contextmanager
+def owned(upload: MultipartUpload) -> Iterator[MultipartUpload]:
+    """Delete the upload's files when the block ends."""
+    try:
+        yield upload
+    finally:
+        upload.cleanup()

@@ -1,0 +1,140 @@
+"""Executes one claimed ``compile`` job: dedupe, lower in a child process, store the result.
+
+Each storage write is its own short transaction (the task boundary commits), so a crash
+between steps leaves the job running with an expiring lease, never half-written.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from pteforge.server.blob_files import store_file
+from pteforge.server.jobs.protocol import LoweringOutcome, LoweringRequest
+from pteforge.server.jobs.runner import Verdict, Watch, run_lowering
+from pteforge.server.settings import Settings
+from pteforge.storage.domain import Artifact, Job, MethodSpec, methods_from_json
+from pteforge.storage.errors import ConflictError
+from pteforge.storage.store import Store
+
+log = logging.getLogger(__name__)
+
+COMPILE_KIND = "compile"
+
+
+class CompileJobRunner:
+    """Runs compile jobs for one worker process."""
+
+    def __init__(
+        self, store: Store, settings: Settings, worker_id: str, stopping: Callable[[], bool]
+    ) -> None:
+        self.store = store
+        self.settings = settings
+        self.worker_id = worker_id
+        self.stopping = stopping
+        self.lease = timedelta(seconds=settings.job_lease_seconds)
+
+    def run(self, job: Job, scratch: Path) -> None:
+        """Take ``job`` to a terminal state (or abandon it if the lease is lost)."""
+        program_id, plan_hash = job.payload["program_id"], job.payload["plan_hash"]
+        with self.store.transaction() as tx:
+            existing = tx.artifacts.find_compiled(program_id, plan_hash)
+            program = tx.programs.get(job.project_id, program_id)
+        if existing is not None:
+            self._succeed(job, existing.id)
+            return
+        if program is None:
+            self._fail(job, "not_found", f"program {program_id} no longer exists")
+            return
+        self._set_stage(job.id, "loading")
+        program_path = scratch / "program.pt2"
+        self.store.blobs.export_to_file(program.sha256, program_path)  # verifies sha256
+        request = LoweringRequest(
+            program_path=str(program_path),
+            plan=job.payload["plan"],
+            output_path=str(scratch / "out.pte"),
+            memory_limit_bytes=self.settings.compile_memory_limit_bytes,
+        )
+        outcome, verdict = run_lowering(request, self._watch(job.id))
+        self._finish(job, outcome, verdict, Path(request.output_path))
+
+    def _watch(self, job_id: str) -> Watch:
+        def heartbeat() -> str:
+            if self.stopping():
+                return Verdict.ABANDON
+            with self.store.transaction() as tx:
+                if tx.jobs.heartbeat(job_id, self.worker_id, self.lease):
+                    return Verdict.CONTINUE
+                job = tx.jobs.get_any(job_id)
+            held = job is not None and job.worker_id == self.worker_id and not job.status.terminal
+            return (
+                Verdict.CANCEL
+                if held and job is not None and job.cancel_requested
+                else (Verdict.CONTINUE if held else Verdict.ABANDON)
+            )
+
+        return Watch(
+            tick_seconds=self.settings.heartbeat_seconds,
+            timeout_seconds=self.settings.compile_timeout_seconds,
+            heartbeat=heartbeat,
+            on_stage=lambda stage: self._set_stage(job_id, stage),
+        )
+
+    def _finish(self, job: Job, outcome: LoweringOutcome, verdict: str, pte: Path) -> None:
+        if verdict == Verdict.ABANDON:
+            log.info("job %s abandoned (lease lost or worker stopping)", job.id)
+        elif verdict == Verdict.CANCEL:
+            with self.store.transaction() as tx:
+                tx.jobs.acknowledge_cancel(job.id, self.worker_id)
+        elif outcome.result is None:
+            code = outcome.error_code or "compile_failed"
+            self._fail(job, code, outcome.error_message or code)
+        else:
+            self._set_stage(job.id, "store")
+            artifact = self._store_artifact(job, outcome.result, pte)
+            self._succeed(job, artifact.id)
+
+    def _store_artifact(self, job: Job, result: dict[str, Any], pte: Path) -> Artifact:
+        blob = store_file(self.store.blobs, pte)
+        methods: tuple[MethodSpec, ...] = methods_from_json(result["methods"])
+        try:
+            with self.store.transaction() as tx:
+                return tx.artifacts.create(
+                    job.project_id,
+                    job.payload["program_id"],
+                    blob,
+                    job.payload["plan"],
+                    job.payload["plan_hash"],
+                    result["report"],
+                    methods,
+                )
+        except ConflictError:  # an identical job finished first: share its artifact
+            with self.store.transaction() as tx:
+                found = tx.artifacts.find_compiled(
+                    job.payload["program_id"], job.payload["plan_hash"]
+                )
+            if found is None:
+                raise
+            return found
+
+    def _set_stage(self, job_id: str, stage: str) -> None:
+        with self.store.transaction() as tx:
+            tx.jobs.set_stage(job_id, self.worker_id, stage)
+
+    def _succeed(self, job: Job, artifact_id: str) -> None:
+        with self.store.transaction() as tx:
+            tx.jobs.succeed(job.id, self.worker_id, artifact_id)
+
+    def fail_quietly(self, job: Job, code: str, message: str) -> None:
+        """Fail ``job`` if this worker still holds it; never raises (used on worker errors)."""
+        try:
+            self._fail(job, code, message)
+        except Exception:
+            log.exception("job %s: could not record failure", job.id)
+
+    def _fail(self, job: Job, code: str, message: str) -> None:
+        with self.store.transaction() as tx:
+            tx.jobs.fail(job.id, self.worker_id, code, message)

@@ -1,0 +1,55 @@
+"""Routes of compile jobs: submit, status, cancel and the server-sent event stream."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, status
+from fastapi.responses import StreamingResponse
+
+from pteforge.server.auth.dependencies import CurrentPrincipal
+from pteforge.server.jobs import service
+from pteforge.server.jobs.events import job_event_stream
+from pteforge.server.jobs.schemas import CompileJobRequest, JobOut
+from pteforge.server.services import ServicesDep
+
+router = APIRouter(prefix="/v1", tags=["jobs"])
+
+
+@router.post(
+    "/compile-jobs",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=JobOut,
+    summary="Queue a compile of a program with a plan",
+)
+def submit_compile_job(
+    body: CompileJobRequest, services: ServicesDep, principal: CurrentPrincipal
+) -> JobOut:
+    """Answers at once; the same program and plan compiled before reuses that artifact."""
+    job = service.submit_compile(services, principal.project_id, body.program_id, body.plan)
+    return JobOut.of(job)
+
+
+@router.get("/jobs/{job_id}", response_model=JobOut, summary="A job's status and stage")
+def get_job(job_id: str, services: ServicesDep, principal: CurrentPrincipal) -> JobOut:
+    return JobOut.of(service.get_job(services, principal.project_id, job_id))
+
+
+@router.post("/jobs/{job_id}/cancel", response_model=JobOut, summary="Cancel a job")
+def cancel_job(job_id: str, services: ServicesDep, principal: CurrentPrincipal) -> JobOut:
+    """A queued job is canceled at once; a running one as soon as its worker notices."""
+    return JobOut.of(service.cancel_job(services, principal.project_id, job_id))
+
+
+@router.get(
+    "/jobs/{job_id}/events",
+    summary="Server-sent events: one per status or stage change, until the job ends",
+    response_class=StreamingResponse,
+)
+def job_events(
+    job_id: str, request: Request, services: ServicesDep, principal: CurrentPrincipal
+) -> StreamingResponse:
+    service.get_job(services, principal.project_id, job_id)  # 404 before the stream starts
+    return StreamingResponse(
+        job_event_stream(services, principal.project_id, job_id, request),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )

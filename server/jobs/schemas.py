@@ -1,0 +1,55 @@
+"""JSON shapes of the job routes."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from pteforge.storage.domain import Job
+
+
+class CompileJobRequest(BaseModel):
+    """``POST /v1/compile-jobs`` body."""
+
+    program_id: str = Field(description="An uploaded program of the caller's project.")
+    plan: dict[str, Any] = Field(
+        description='Lowering plan: {"methods": {METHOD: TARGET}} and/or {"all": TARGET}.'
+    )
+
+
+class JobError(BaseModel):
+    code: str
+    message: str
+
+
+class JobOut(BaseModel):
+    """A job as the API shows it."""
+
+    id: str
+    kind: str
+    status: str
+    stage: str | None
+    error: JobError | None
+    artifact_id: str | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+    @classmethod
+    def of(cls, job: Job) -> JobOut:
+        error = None
+        if job.error_code is not None:
+            error = JobError(code=job.error_code, message=job.error_message or job.error_code)
+        return cls(
+            id=job.id,
+            kind=job.kind,
+            status=job.status.value,
+            stage=job.stage,
+            error=error,
+            artifact_id=job.artifact_id,
+            created_at=job.created_at,
+            started_at=job.started_at,
+            finished_at=job.finished_at,
+        )

@@ -1,0 +1,70 @@
+"""Job use-cases behind the routes: each function is one committed unit of work."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from pteforge.server.errors import ConflictError, InvalidRequestError, NotFoundError
+from pteforge.server.jobs.compile_job import COMPILE_KIND
+from pteforge.server.services import Services
+from pteforge.storage.domain import Job
+from pteforge.storage.errors import IllegalTransitionError
+
+
+def canonical_plan(plan: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """The validated plan in canonical JSON form and its sha256 (the dedupe key).
+
+    Raises the manager's ``PlanError`` (answered 422) naming the bad field.
+    """
+    from pteforge.manager import Plan
+
+    parsed = Plan.parse(plan)
+    canonical: dict[str, Any] = parsed.to_json()
+    text = json.dumps(canonical, sort_keys=True, separators=(",", ":"))
+    return canonical, hashlib.sha256(text.encode()).hexdigest()
+
+
+def _check_plan_methods(plan: dict[str, Any], methods: set[str]) -> None:
+    unknown = sorted(set(plan.get("methods") or {}) - methods)
+    if unknown:
+        raise InvalidRequestError(
+            f"plan names methods the program does not have: {', '.join(unknown)}; "
+            f"the program has: {', '.join(sorted(methods))}",
+            code="invalid_plan",
+        )
+
+
+def submit_compile(
+    services: Services, project_id: str, program_id: str, plan: dict[str, Any]
+) -> Job:
+    """Queue a compile job (a worker reuses an existing artifact for the same plan)."""
+    canonical, plan_hash = canonical_plan(plan)
+    with services.store.transaction() as tx:
+        program = tx.programs.get(project_id, program_id)
+        if program is None:
+            raise NotFoundError(f"program {program_id!r} not found")
+        _check_plan_methods(canonical, {m.name for m in program.methods})
+        payload = {"program_id": program.id, "plan": canonical, "plan_hash": plan_hash}
+        return tx.jobs.enqueue(project_id, COMPILE_KIND, payload)
+
+
+def get_job(services: Services, project_id: str, job_id: str) -> Job:
+    with services.store.transaction() as tx:
+        job = tx.jobs.get(project_id, job_id)
+    if job is None:
+        raise NotFoundError(f"job {job_id!r} not found")
+    return job
+
+
+def cancel_job(services: Services, project_id: str, job_id: str) -> Job:
+    """Cancel a queued or running job; a finished job answers 409."""
+    try:
+        with services.store.transaction() as tx:
+            job = tx.jobs.cancel(project_id, job_id)
+    except IllegalTransitionError as exc:
+        raise ConflictError(f"job {job_id!r} already finished: {exc}") from exc
+    if job is None:
+        raise NotFoundError(f"job {job_id!r} not found")
+    return job

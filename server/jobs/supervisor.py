@@ -1,0 +1,88 @@
+"""Keeps N compile worker processes alive for the lifetime of the server.
+
+Workers are plain OS processes (``python -m pteforge.server.jobs.worker``) that share the
+job queue through storage, so their number is just a setting and other machines can run
+more of them. A worker that exits is restarted; on shutdown all get SIGTERM, then SIGKILL.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping
+
+from pteforge.server.settings import Settings
+
+log = logging.getLogger(__name__)
+
+_CHECK_SECONDS = 0.5
+_RESTART_BACKOFF_SECONDS = 1.0
+_STOP_GRACE_SECONDS = 5.0
+
+
+def settings_env(settings: Settings) -> dict[str, str]:
+    """The environment that makes a child process read the same settings."""
+    env = dict(os.environ)
+    for key, value in settings.model_dump().items():
+        name = f"PTEFORGE_{key.upper()}"
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = str(value)
+    env["TORCH_FORCE_WEIGHTS_ONLY_LOAD"] = "1"
+    return env
+
+
+class WorkerSupervisor:
+    """Starts, restarts and stops the compile worker processes."""
+
+    def __init__(self, settings: Settings, count: int) -> None:
+        self._env: Mapping[str, str] = settings_env(settings)
+        self._count = count
+        self._procs: list[subprocess.Popen[bytes] | None] = [None] * count
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="worker-supervisor", daemon=True)
+
+    def start(self) -> None:
+        for slot in range(self._count):
+            self._spawn(slot)
+        self._thread.start()
+
+    def pids(self) -> list[int]:
+        return [p.pid for p in self._procs if p is not None]
+
+    def _spawn(self, slot: int) -> None:
+        cmd = [sys.executable, "-m", "pteforge.server.jobs.worker", "--name", f"w{slot}"]
+        self._procs[slot] = subprocess.Popen(cmd, env=dict(self._env))
+        log.info("compile worker %d started (pid %d)", slot, self._procs[slot].pid)  # type: ignore[union-attr]
+
+    def _watch(self) -> None:
+        while not self._stop.wait(_CHECK_SECONDS):
+            for slot, proc in enumerate(self._procs):
+                if proc is None or proc.poll() is None:
+                    continue
+                log.warning("compile worker %d exited with %s; restarting", slot, proc.returncode)
+                if self._stop.wait(_RESTART_BACKOFF_SECONDS):
+                    return
+                self._spawn(slot)
+
+    def stop(self) -> None:
+        """Stop watching, then terminate every worker (a worker kills its lowering process)."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        live = [p for p in self._procs if p is not None and p.poll() is None]
+        for proc in live:
+            proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + _STOP_GRACE_SECONDS
+        for proc in live:
+            try:
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()

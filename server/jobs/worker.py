@@ -1,0 +1,90 @@
+"""A compile worker process: ``python -m pteforge.server.jobs.worker``.
+
+It claims ``compile`` jobs from storage (so any number of workers, on any machine that
+reaches the database, share the queue), lowers each in a disposable child process and
+stores the result. It exits when its parent server dies, so a killed server never leaves
+workers holding leases; those leases expire and are reaped by the next worker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import socket
+import sys
+import tempfile
+import threading
+from datetime import timedelta
+from pathlib import Path
+
+from pteforge.server.jobs.compile_job import COMPILE_KIND, CompileJobRunner
+from pteforge.server.settings import Settings
+from pteforge.server.store import open_service_store
+from pteforge.storage.domain import Job
+from pteforge.storage.errors import LeaseLostError
+
+log = logging.getLogger("pteforge.worker")
+
+
+class Worker:
+    """The claim loop of one worker process."""
+
+    def __init__(self, settings: Settings, name: str) -> None:
+        self.settings = settings
+        self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{name}"
+        self.stop = threading.Event()
+        self._parent = os.getppid()
+
+    def _parent_alive(self) -> bool:
+        return os.getppid() == self._parent
+
+    def should_stop(self) -> bool:
+        return self.stop.is_set() or not self._parent_alive()
+
+    def run(self) -> None:
+        store = open_service_store(self.settings, migrate=False)
+        scratch_root = self.settings.home / "work"
+        scratch_root.mkdir(parents=True, exist_ok=True)
+        runner = CompileJobRunner(store, self.settings, self.worker_id, self.should_stop)
+        lease = timedelta(seconds=self.settings.job_lease_seconds)
+        try:
+            while not self.should_stop():
+                with store.transaction() as tx:
+                    for reaped in tx.jobs.reap_expired():
+                        log.warning("job %s lease expired: now %s", reaped.id, reaped.status)
+                    job = tx.jobs.claim_next(self.worker_id, lease, kinds=[COMPILE_KIND])
+                if job is None:
+                    self.stop.wait(self.settings.worker_poll_seconds)
+                    continue
+                self._run_one(runner, job, scratch_root)
+        finally:
+            store.close()
+
+    def _run_one(self, runner: CompileJobRunner, job: Job, scratch_root: Path) -> None:
+        log.info("job %s claimed", job.id)
+        try:
+            with tempfile.TemporaryDirectory(dir=scratch_root) as scratch:
+                runner.run(job, Path(scratch))
+        except LeaseLostError:
+            log.warning("job %s: lease lost; another worker or the reaper owns it", job.id)
+        except Exception as exc:  # a bug here must fail the job, not the worker
+            log.exception("job %s: worker error", job.id)
+            runner.fail_quietly(job, "internal_error", f"worker error: {exc!r}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="pteforge-worker")
+    parser.add_argument("--name", default="w0")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    worker = Worker(Settings(), args.name)
+    signal.signal(signal.SIGTERM, lambda *_: worker.stop.set())
+    signal.signal(signal.SIGINT, lambda *_: worker.stop.set())
+    worker.run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

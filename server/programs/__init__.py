@@ -1,0 +1,1 @@
+"""Program uploads: receive, validate, describe and store multi-method programs."""

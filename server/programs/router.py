@@ -1,0 +1,56 @@
+"""Routes of programs: multipart upload and lookup."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, status
+from starlette.concurrency import run_in_threadpool
+
+from pteforge.server.auth.dependencies import CurrentPrincipal
+from pteforge.server.http.uploads import owned, receive_multipart
+from pteforge.server.programs import service
+from pteforge.server.programs.schemas import ProgramOut
+from pteforge.server.services import ServicesDep
+
+router = APIRouter(prefix="/v1", tags=["programs"])
+
+_UPLOAD_DOC = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "description": "One file part per method (field name = method name, a "
+                    "torch.export.save archive) or one 'program' part (a pt2 archive with "
+                    "several programs); optional text field 'name'.",
+                    "additionalProperties": {"type": "string", "format": "binary"},
+                }
+            }
+        },
+    }
+}
+
+
+@router.post(
+    "/programs",
+    status_code=status.HTTP_201_CREATED,
+    response_model=ProgramOut,
+    summary="Upload a multi-method program",
+    openapi_extra=_UPLOAD_DOC,
+)
+async def upload_program(
+    request: Request, services: ServicesDep, principal: CurrentPrincipal
+) -> ProgramOut:
+    """Streams each part to disk (413 over the size limit), validates, describes, stores."""
+    settings = services.settings
+    upload = await receive_multipart(request, settings.uploads_dir, settings.max_upload_bytes)
+    with owned(upload):
+        program = await run_in_threadpool(
+            service.create_program, services, principal.project_id, upload
+        )
+    return ProgramOut.of(program)
+
+
+@router.get("/programs/{program_id}", response_model=ProgramOut, summary="An uploaded program")
+def get_program(program_id: str, services: ServicesDep, principal: CurrentPrincipal) -> ProgramOut:
+    return ProgramOut.of(service.get_program(services, principal.project_id, program_id))

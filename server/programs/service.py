@@ -1,0 +1,91 @@
+"""Program uploads: validate every archive (never trusting it), describe, then store.
+
+Two upload forms reach here with their files already on disk: one part per method (each
+a ``torch.export.save`` archive, stored together as a bundle) or one ``program`` part
+holding a pt2 archive with several programs (stored as uploaded).
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from pathlib import Path
+
+from pteforge.server.blob_files import store_file
+from pteforge.server.errors import InvalidRequestError, NotFoundError
+from pteforge.server.http.uploads import MultipartUpload, UploadedPart
+from pteforge.server.programs.bundle import write_bundle
+from pteforge.server.services import Services
+from pteforge.storage.domain import MethodSpec, Program
+
+PROGRAM_PART = "program"
+_METHOD_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+
+
+def _describe(services: Services, path: Path) -> tuple[MethodSpec, ...]:
+    """Method specs of an archive: static validation, then a load in a disposable process."""
+    from pteforge.server.sandbox import load_programs_isolated, validate_pt2_archive
+
+    validate_pt2_archive(path)
+    description = load_programs_isolated(path, services.process_limits)
+    return tuple(MethodSpec.from_json(m.to_json()) for m in description.methods)
+
+
+def _renamed(spec: MethodSpec, name: str) -> MethodSpec:
+    return MethodSpec(name=name, inputs=spec.inputs, outputs=spec.outputs)
+
+
+def _file_parts(upload: MultipartUpload) -> list[UploadedPart]:
+    if not upload.files:
+        raise InvalidRequestError(
+            "no file parts: send one part per method (field name = method name) "
+            "or one 'program' part holding a pt2 archive",
+            code="invalid_upload",
+        )
+    names = [p.field_name for p in upload.files]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise InvalidRequestError(f"repeated parts: {', '.join(duplicates)}", code="invalid_upload")
+    if PROGRAM_PART in names and len(names) > 1:
+        raise InvalidRequestError(
+            "a 'program' part cannot be combined with per-method parts", code="invalid_upload"
+        )
+    for name in names:
+        if not _METHOD_NAME.match(name):
+            raise InvalidRequestError(f"invalid method name {name!r}", code="invalid_upload")
+    return upload.files
+
+
+def _single_method(services: Services, part: UploadedPart) -> MethodSpec:
+    specs = _describe(services, part.path)
+    if len(specs) != 1:
+        raise InvalidRequestError(
+            f"part {part.field_name!r} holds {len(specs)} programs; a per-method part holds one",
+            code="invalid_upload",
+        )
+    return _renamed(specs[0], part.field_name)
+
+
+def create_program(services: Services, project_id: str, upload: MultipartUpload) -> Program:
+    """Validate, describe and store an uploaded program (runs in a worker thread)."""
+    parts = _file_parts(upload)
+    name = upload.fields.get("name") or parts[0].filename or "program"
+    if parts[0].field_name == PROGRAM_PART:
+        methods = _describe(services, parts[0].path)
+        blob = store_file(services.store.blobs, parts[0].path)
+    else:
+        methods = tuple(_single_method(services, part) for part in parts)
+        with tempfile.TemporaryDirectory(dir=services.settings.uploads_dir) as scratch:
+            bundle = Path(scratch) / "bundle.zip"
+            write_bundle({p.field_name: p.path for p in parts}, bundle)
+            blob = store_file(services.store.blobs, bundle)
+    with services.store.transaction() as tx:
+        return tx.programs.create(project_id, name, blob, methods)
+
+
+def get_program(services: Services, project_id: str, program_id: str) -> Program:
+    with services.store.transaction() as tx:
+        program = tx.programs.get(project_id, program_id)
+    if program is None:
+        raise NotFoundError(f"program {program_id!r} not found")
+    return program

@@ -1,0 +1,59 @@
+"""Service settings: the one place that reads the environment (prefix ``PTEFORGE_``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Every knob of ``pteforge serve``; each field maps to ``PTEFORGE_<FIELD>``."""
+
+    model_config = SettingsConfigDict(env_prefix="PTEFORGE_", extra="ignore")
+
+    home: Path = Field(
+        default_factory=lambda: Path.home() / ".pteforge",
+        description="Where the embedded SQLite database, blobs and temporary uploads live.",
+    )
+    database_url: str | None = Field(
+        default=None, description="SQLAlchemy URL replacing the embedded SQLite default."
+    )
+    max_upload_bytes: int = Field(
+        default=2 * 1024**3, gt=0, description="Largest accepted request body (413 above it)."
+    )
+    compile_workers: int = Field(default=1, ge=0, description="Compile worker processes.")
+    job_lease_seconds: float = Field(
+        default=30.0, gt=0, description="How long a claimed job stays owned without a heartbeat."
+    )
+    heartbeat_seconds: float = Field(
+        default=1.0, gt=0, description="How often a worker renews its lease and checks cancel."
+    )
+    worker_poll_seconds: float = Field(
+        default=0.5, gt=0, description="How often an idle worker looks for a queued job."
+    )
+    compile_memory_limit_bytes: int | None = Field(
+        default=8 * 1024**3, description="RLIMIT_AS of the process lowering one job (None: none)."
+    )
+    compile_timeout_seconds: float = Field(
+        default=1800.0, gt=0, description="Wall-clock limit of one compile job."
+    )
+    validate_timeout_seconds: float = Field(
+        default=120.0, gt=0, description="Wall-clock limit of validating one upload."
+    )
+    validate_memory_limit_bytes: int = Field(
+        default=4 * 1024**3, gt=0, description="RLIMIT_AS of the process validating an upload."
+    )
+    sse_poll_seconds: float = Field(
+        default=0.2, gt=0, description="How often the job event stream looks at the job row."
+    )
+    public_url: str = Field(
+        default="http://127.0.0.1:8000", description="Base URL shown in the first-start help."
+    )
+    runtime_pool_size: int = Field(default=2, ge=1, description="Inference runtime processes.")
+
+    @property
+    def uploads_dir(self) -> Path:
+        """Scratch space for request bodies streamed to disk before validation."""
+        return self.home / "uploads"
