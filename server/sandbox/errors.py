@@ -1,0 +1,44 @@
+"""Rejections of untrusted uploads.
+
+Every check in this package raises a subclass of :class:`UploadRejectedError`.  The server maps
+``http_status`` to the response and puts ``reason`` in the error code, so a client learns which
+defence fired and on which archive entry.
+"""
+
+from __future__ import annotations
+
+
+class UploadRejectedError(Exception):
+    """An uploaded file was refused; ``reason`` is a stable machine-readable code."""
+
+    http_status = 400
+
+    def __init__(self, reason: str, message: str, entry: str | None = None) -> None:
+        self.reason = reason
+        self.entry = entry
+        self.message = f"{entry}: {message}" if entry else message
+        super().__init__(f"[{reason}] {self.message}")
+
+
+class UploadTooLargeError(UploadRejectedError):
+    """The upload, or what it declares it will expand to, exceeds a size limit."""
+
+    http_status = 413
+
+
+class UnsafeArchiveError(UploadRejectedError):
+    """A pt2 archive uses a feature that could run code or is outside the allowlist."""
+
+    http_status = 422
+
+
+class IsolatedLoadError(UploadRejectedError):
+    """The disposable worker that loads an upload failed, crashed, ran out of memory or time."""
+
+    http_status = 422
+
+
+class InvalidPteError(UploadRejectedError):
+    """An uploaded ``.pte`` does not verify or load in the ExecuTorch runtime."""
+
+    http_status = 422

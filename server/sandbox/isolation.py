@@ -1,0 +1,123 @@
+"""Run a worker module in a disposable, resource-limited child process; JSON is the only reply."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from .errors import IsolatedLoadError
+from .limits import ProcessLimits
+
+_LAUNCHER = Path(__file__).with_name("launch.py")
+_PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH")
+_CRASH_SIGNALS = {signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGILL, signal.SIGFPE}
+_STDERR_TAIL = 2000
+
+
+def worker_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """A minimal environment: no server secrets, forced weights-only torch.load."""
+    env = {k: os.environ[k] for k in _PASSED_ENV if k in os.environ}
+    env.update(
+        TORCH_FORCE_WEIGHTS_ONLY_LOAD="1",
+        MALLOC_ARENA_MAX="2",
+        OMP_NUM_THREADS="1",
+        PYTHONDONTWRITEBYTECODE="1",
+    )
+    env.update(extra or {})
+    return env
+
+
+def run_isolated(
+    module: str,
+    args: list[str],
+    limits: ProcessLimits,
+    *,
+    extra_env: dict[str, str] | None = None,
+    cwd: str | Path | None = None,
+) -> dict[str, Any]:
+    """Run ``python -m module args`` under ``limits`` and return the JSON object it printed.
+
+    Raises ``IsolatedLoadError`` when the child times out, is killed by a signal (crash, CPU or
+    memory limit), exits without a result, or reports a rejection of its own.
+    """
+    cmd = [
+        sys.executable,
+        "-P",
+        str(_LAUNCHER),
+        str(limits.memory_bytes),
+        str(limits.cpu_seconds),
+        module,
+        *args,
+    ]
+    proc = subprocess.Popen(
+        cmd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=worker_env(extra_env),
+        cwd=cwd,
+        start_new_session=True,  # so a timeout can kill the whole group
+    )
+    try:
+        out, err = proc.communicate(timeout=limits.wall_seconds)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        raise IsolatedLoadError(
+            "worker_timeout", f"the loader did not finish within {limits.wall_seconds:g} s"
+        ) from None
+    finally:
+        _kill_group(proc)
+    return _interpret(proc.returncode, out[: limits.max_output_bytes], err)
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate()
+
+
+def _interpret(returncode: int, out: bytes, err: bytes) -> dict[str, Any]:
+    tail = err[-_STDERR_TAIL:].decode("utf-8", "replace")
+    if returncode < 0:
+        raise IsolatedLoadError(*_signal_reason(-returncode))
+    reply = _last_json_line(out)
+    if reply is None:
+        if b"MemoryError" in err or b"std::bad_alloc" in err:
+            raise IsolatedLoadError("worker_out_of_memory", "the loader ran out of memory")
+        raise IsolatedLoadError("worker_failed", f"the loader exited with {returncode}: {tail}")
+    if not reply.get("ok"):
+        raise IsolatedLoadError(
+            str(reply.get("reason", "worker_failed")), str(reply.get("message", ""))
+        )
+    result: dict[str, Any] = reply["result"]
+    return result
+
+
+def _signal_reason(signum: int) -> tuple[str, str]:
+    name = (
+        signal.Signals(signum).name if signum in signal.Signals._value2member_map_ else str(signum)
+    )
+    if signum == signal.SIGXCPU:
+        return "worker_cpu_limit", "the loader exceeded its CPU time limit"
+    if signum == signal.SIGKILL:
+        return "worker_killed", "the loader was killed (memory or CPU limit)"
+    if signum in _CRASH_SIGNALS:
+        return "worker_crashed", f"the loader crashed with {name}"
+    return "worker_killed", f"the loader was killed by {name}"
+
+
+def _last_json_line(out: bytes) -> dict[str, Any] | None:
+    lines = out.strip().splitlines()
+    if not lines:
+        return None
+    try:
+        reply = json.loads(lines[-1])
+    except ValueError:
+        return None
+    return reply if isinstance(reply, dict) else None

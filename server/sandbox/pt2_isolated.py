@@ -1,0 +1,27 @@
+"""Load an uploaded pt2 archive only in a disposable, resource-limited worker process."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .isolation import run_isolated
+from .limits import ArchiveLimits, ProcessLimits
+from .pt2_validator import validate_pt2_archive
+from .specs import ProgramDescription
+
+_WORKER = "pteforge.server.sandbox.pt2_worker"
+
+
+def load_programs_isolated(
+    path: str | Path,
+    limits: ProcessLimits | None = None,
+    archive_limits: ArchiveLimits | None = None,
+) -> ProgramDescription:
+    """Validate ``path`` here, then really load it in a child; only JSON comes back.
+
+    A rejection, crash, memory or time overrun of the child raises ``UploadRejectedError``
+    (``IsolatedLoadError`` for the worker-side failures) and never affects this process.
+    """
+    validate_pt2_archive(path, archive_limits)
+    reply = run_isolated(_WORKER, [str(Path(path).resolve())], limits or ProcessLimits())
+    return ProgramDescription.from_json(reply)

@@ -1,0 +1,192 @@
+"""Allowlist checks of the JSON documents inside a pt2 archive, and spec extraction."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from . import pt2_format as fmt
+from .errors import UnsafeArchiveError
+from .limits import ArchiveLimits
+from .specs import DYNAMIC_DIM, MethodSpec, TensorSpec
+from .sym_grammar import check_guard_code, check_sympy_expr
+
+_MODEL_KEYS = frozenset(
+    {
+        "graph_module",
+        "opset_version",
+        "range_constraints",
+        "schema_version",
+        "verifiers",
+        "torch_version",
+        "guards_code",
+    }
+)
+_PAYLOAD_KEYS = frozenset({"path_name", "is_param", "use_pickle", "tensor_meta"})
+
+
+def parse_json(data: bytes, entry: str) -> Any:
+    """Decode a JSON entry; malformed or absurdly nested documents are rejected."""
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError) as e:
+        raise UnsafeArchiveError("invalid_json", f"not valid JSON: {str(e)[:200]}", entry) from e
+
+
+def _walk(doc: Any) -> Iterator[tuple[str, Any, dict[str, Any]]]:
+    """Every (key, value, owner) pair of a JSON tree, iteratively (no recursion limit)."""
+    stack = [doc]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for key, value in node.items():
+                yield key, value, node
+                stack.append(value)
+        elif isinstance(node, list):
+            stack.extend(node)
+
+
+def check_model_json(doc: Any, entry: str, limits: ArchiveLimits) -> None:
+    """Reject guard code, expressions, custom objects and operators outside the allowlist."""
+    if not isinstance(doc, dict) or not set(doc) <= _MODEL_KEYS or "graph_module" not in doc:
+        raise UnsafeArchiveError("invalid_program", "not a serialized ExportedProgram", entry)
+    guards = doc.get("guards_code") or []
+    if not isinstance(guards, list):
+        raise UnsafeArchiveError("unsafe_guard_code", "guards_code must be a list", entry)
+    for guard in guards:
+        if not isinstance(guard, str):
+            raise UnsafeArchiveError("unsafe_guard_code", "guards_code holds a non-string", entry)
+        check_guard_code(guard, entry, limits.max_expression_chars)
+    for key, value, owner in _walk(doc):
+        _check_pair(key, value, owner, entry, limits)
+
+
+def _check_pair(
+    key: str, value: Any, owner: dict[str, Any], entry: str, limits: ArchiveLimits
+) -> None:
+    if key == "expr_str":
+        if not isinstance(value, str):
+            raise UnsafeArchiveError("unsafe_expression", "expr_str must be a string", entry)
+        check_sympy_expr(value, entry, limits.max_expression_chars)
+    elif key in ("as_custom_obj", "custom_obj") or (key == "custom_obj_values" and value):
+        raise UnsafeArchiveError(
+            "custom_object", f"custom (torchbind) objects ({key}) are not accepted", entry
+        )
+    elif _is_operator(key, owner) and not (
+        isinstance(value, str) and fmt.ALLOWED_TARGET.match(value)
+    ):
+        raise UnsafeArchiveError(
+            "unsafe_operator", f"operator {str(value)[:100]!r} is not allowed", entry
+        )
+
+
+def _is_operator(key: str, owner: dict[str, Any]) -> bool:
+    """Node targets and operator arguments name callables the graph will run."""
+    return key == "as_operator" or (key == "target" and "inputs" in owner and "outputs" in owner)
+
+
+def check_payload_config(doc: Any, entry: str, directory: str, record_sizes: dict[str, int]) -> int:
+    """Check a weights/constants config; return the bytes its tensors declare."""
+    config = doc.get("config") if isinstance(doc, dict) else None
+    if not isinstance(config, dict):
+        raise UnsafeArchiveError("invalid_program", "payload config lacks 'config'", entry)
+    prefix = (
+        fmt.WEIGHT_FILENAME_PREFIX
+        if directory == fmt.WEIGHTS_DIR
+        else fmt.TENSOR_CONSTANT_FILENAME_PREFIX
+    )
+    declared = 0
+    for fqn, meta in config.items():
+        where = f"{entry} [{fqn}]"
+        if not isinstance(meta, dict) or not set(meta) <= _PAYLOAD_KEYS:
+            raise UnsafeArchiveError("invalid_program", "malformed payload entry", where)
+        if meta.get("use_pickle") is not False:
+            raise UnsafeArchiveError(
+                "pickle_payload", "use_pickle payloads are not accepted", where
+            )
+        path_name = meta.get("path_name")
+        if (
+            not isinstance(path_name, str)
+            or not path_name.startswith(prefix)
+            or not path_name[len(prefix) :].isdigit()
+        ):
+            reason = (
+                "custom_object"
+                if str(path_name).startswith(("custom_obj_", "opaque_obj_"))
+                else "invalid_program"
+            )
+            raise UnsafeArchiveError(
+                reason, f"payload path {str(path_name)[:60]!r} is not allowed", where
+            )
+        record = directory + path_name
+        if record not in record_sizes:
+            raise UnsafeArchiveError("invalid_program", f"payload {record} is missing", where)
+        declared += check_tensor_meta(meta.get("tensor_meta"), record_sizes[record], where)
+    return declared
+
+
+def _as_int(value: Any, where: str) -> int:
+    if not isinstance(value, dict) or set(value) != {"as_int"} or type(value["as_int"]) is not int:
+        raise UnsafeArchiveError(
+            "unsafe_expression", "stored tensors need concrete integer sizes", where
+        )
+    number: int = value["as_int"]
+    if number < 0:
+        raise UnsafeArchiveError("invalid_program", "negative size, stride or offset", where)
+    return number
+
+
+def check_tensor_meta(meta: Any, record_bytes: int, where: str) -> int:
+    """The bytes a strided view needs must be present in its payload record."""
+    if not isinstance(meta, dict) or meta.get("dtype") not in fmt.SCALAR_TYPES:
+        raise UnsafeArchiveError("invalid_program", "tensor_meta with an unknown dtype", where)
+    if meta.get("layout") != fmt.LAYOUT_STRIDED or (meta.get("device") or {}).get("type") != "cpu":
+        raise UnsafeArchiveError("invalid_program", "only strided CPU tensors are accepted", where)
+    sizes = [_as_int(s, where) for s in meta.get("sizes", [])]
+    strides = [_as_int(s, where) for s in meta.get("strides", [])]
+    offset = _as_int(meta.get("storage_offset", {"as_int": 0}), where)
+    if len(sizes) != len(strides) or len(sizes) > 64:
+        raise UnsafeArchiveError("invalid_program", "sizes and strides disagree", where)
+    element = fmt.SCALAR_TYPES[meta["dtype"]][1]
+    needed = (
+        0
+        if 0 in sizes
+        else (offset + sum((n - 1) * s for n, s in zip(sizes, strides, strict=True)) + 1) * element
+    )
+    if needed > record_bytes:
+        raise UnsafeArchiveError(
+            "declared_size_mismatch",
+            f"declares {needed} bytes but its payload holds {record_bytes}",
+            where,
+        )
+    return needed
+
+
+def method_spec(name: str, doc: dict[str, Any], entry: str) -> MethodSpec:
+    """User inputs and outputs of one serialized program, read from its signature."""
+    try:
+        graph = doc["graph_module"]["graph"]
+        signature = doc["graph_module"]["signature"]
+        values = graph["tensor_values"]
+        inputs = _specs(signature["input_specs"], "user_input", values)
+        outputs = _specs(signature["output_specs"], "user_output", values)
+    except (KeyError, TypeError, AttributeError) as e:
+        raise UnsafeArchiveError("invalid_program", f"malformed signature: {e!r}", entry) from e
+    return MethodSpec(name, inputs, outputs)
+
+
+def _specs(
+    specs: list[dict[str, Any]], kind: str, values: dict[str, Any]
+) -> tuple[TensorSpec, ...]:
+    found = []
+    for spec in specs:
+        arg = spec.get(kind, {}).get("arg", {})
+        tensor = arg.get("as_tensor") if isinstance(arg, dict) else None
+        if tensor is None:
+            continue
+        meta = values[tensor["name"]]
+        dtype = fmt.SCALAR_TYPES.get(meta["dtype"], ("unknown", 0))[0]
+        shape = tuple(d.get("as_int", DYNAMIC_DIM) for d in meta["sizes"])
+        found.append(TensorSpec(tensor["name"], dtype, shape))
+    return tuple(found)

@@ -1,0 +1,79 @@
+"""Loading validated pt2 archives with torch; call only inside a disposable worker process."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .limits import ArchiveLimits
+from .pt2_validator import validate_pt2_archive
+from .specs import DYNAMIC_DIM, MethodSpec, ProgramDescription, TensorSpec
+
+if TYPE_CHECKING:
+    from torch.export import ExportedProgram
+
+
+def load_validated_programs(
+    path: str | Path, limits: ArchiveLimits | None = None
+) -> dict[str, ExportedProgram]:
+    """Re-validate ``path``, force weights-only unpickling, and load every program in it.
+
+    Meant to run INSIDE a disposable, resource-limited process (the compile worker or
+    :func:`load_programs_isolated`): validation closes the known code paths, the process
+    boundary contains whatever is left.  A ``torch.export.save`` archive yields ``{"model": ep}``.
+    """
+    validate_pt2_archive(path, limits)
+    os.environ["TORCH_FORCE_WEIGHTS_ONLY_LOAD"] = "1"
+    from torch.export.pt2_archive._package import load_pt2
+
+    with open(path, "rb") as f:  # a buffer: load_pt2 then never looks for AOTI packages
+        contents = load_pt2(f)
+    if contents.aoti_runners or not contents.exported_programs:
+        raise ValueError("the archive holds no loadable exported program")
+    return dict(contents.exported_programs)
+
+
+def describe_programs(programs: dict[str, ExportedProgram]) -> ProgramDescription:
+    """Specs of each program's user inputs/outputs and of its example inputs."""
+    methods = tuple(exported_method_spec(name, ep) for name, ep in sorted(programs.items()))
+    examples = {name: _example_specs(ep) for name, ep in sorted(programs.items())}
+    return ProgramDescription(methods, examples)
+
+
+def exported_method_spec(name: str, ep: ExportedProgram) -> MethodSpec:
+    """The same :class:`MethodSpec` the static validator reads, taken from a live program."""
+    from torch.export.graph_signature import InputKind, OutputKind, TensorArgument
+
+    nodes = {n.name: n for n in ep.graph.nodes}
+    sig = ep.graph_signature
+
+    def spec(arg_name: str) -> TensorSpec:
+        return _tensor_spec(arg_name, nodes[arg_name].meta["val"])
+
+    inputs = tuple(
+        spec(s.arg.name)
+        for s in sig.input_specs
+        if s.kind == InputKind.USER_INPUT and isinstance(s.arg, TensorArgument)
+    )
+    outputs = tuple(
+        spec(s.arg.name)
+        for s in sig.output_specs
+        if s.kind == OutputKind.USER_OUTPUT and isinstance(s.arg, TensorArgument)
+    )
+    return MethodSpec(name, inputs, outputs)
+
+
+def _tensor_spec(name: str, value: Any) -> TensorSpec:
+    shape = tuple(d if isinstance(d, int) else DYNAMIC_DIM for d in value.shape)
+    return TensorSpec(name, str(value.dtype).removeprefix("torch."), shape)
+
+
+def _example_specs(ep: ExportedProgram) -> tuple[TensorSpec, ...]:
+    import torch
+    from torch.utils import _pytree as pytree
+
+    if ep.example_inputs is None:
+        return ()
+    leaves = [x for x in pytree.tree_leaves(ep.example_inputs) if isinstance(x, torch.Tensor)]
+    return tuple(_tensor_spec(f"input_{i}", t) for i, t in enumerate(leaves))

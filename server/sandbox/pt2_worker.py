@@ -1,0 +1,16 @@
+"""Worker process: load a validated pt2 archive and print its description as JSON."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .pt2_loader import describe_programs, load_validated_programs
+from .worker_io import worker_main
+
+
+def _job(argv: list[str]) -> dict[str, Any]:
+    return describe_programs(load_validated_programs(argv[0])).to_json()
+
+
+if __name__ == "__main__":
+    worker_main(_job, failure_reason="invalid_program")

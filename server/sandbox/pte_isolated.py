@@ -1,0 +1,41 @@
+"""Validate an uploaded ``.pte`` by loading it in a disposable worker process."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .digests import sha256_file
+from .errors import InvalidPteError, UploadRejectedError
+from .isolation import run_isolated
+from .limits import ProcessLimits
+from .specs import MethodSpec, PteDescription
+
+_WORKER = "pteforge.server.sandbox.pte_worker"
+_PTE_IDENTIFIER = b"ET12"
+
+
+def validate_pte_isolated(
+    path: str | Path, expected_sha256: str | None = None, limits: ProcessLimits | None = None
+) -> PteDescription:
+    """Check the sha256, then load every method with ``InternalConsistency`` verification.
+
+    Loading happens in a child process: a malformed program that crashes (SIGSEGV/SIGABRT),
+    hangs or exhausts memory raises ``InvalidPteError`` (reason ``invalid_pte``) here instead of
+    taking the caller down.  ``expected_sha256`` (e.g. the stored digest) is checked first and
+    again by the child on the exact bytes it loads.
+    """
+    path = Path(path)
+    digest = sha256_file(path)
+    if expected_sha256 is not None and digest != expected_sha256.lower():
+        raise InvalidPteError(
+            "sha256_mismatch", f"content hashes to {digest}, expected {expected_sha256}"
+        )
+    with open(path, "rb") as f:
+        if f.read(8)[4:8] != _PTE_IDENTIFIER:
+            raise InvalidPteError("invalid_pte", "not an ExecuTorch program (no ET12 identifier)")
+    try:
+        reply = run_isolated(_WORKER, [str(path.resolve()), digest], limits or ProcessLimits())
+    except UploadRejectedError as e:
+        raise InvalidPteError("invalid_pte", f"{e.reason}: {e.message}") from e
+    methods = tuple(MethodSpec.from_json(m) for m in reply["methods"])
+    return PteDescription(digest, path.stat().st_size, methods)

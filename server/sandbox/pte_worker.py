@@ -1,0 +1,60 @@
+"""Worker process: verify and load a ``.pte`` with the ExecuTorch runtime, print JSON metadata."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .digests import read_verified
+from .specs import MethodSpec, TensorSpec
+from .worker_io import worker_main
+
+# c10::ScalarType codes as reported by executorch's TensorInfo.dtype()
+_ET_DTYPES = {
+    0: "uint8",
+    1: "int8",
+    2: "int16",
+    3: "int32",
+    4: "int64",
+    5: "float16",
+    6: "float32",
+    7: "float64",
+    11: "bool",
+    15: "bfloat16",
+    27: "uint16",
+    28: "uint32",
+    29: "uint64",
+}
+
+
+def _tensor_specs(meta: Any, count: int, getter: str, prefix: str) -> tuple[TensorSpec, ...]:
+    specs = []
+    for i in range(count):
+        try:
+            info = getattr(meta, getter)(i)
+        except (RuntimeError, ValueError, IndexError):
+            continue  # a non-tensor value (int, bool, None) has no tensor metadata
+        dtype = _ET_DTYPES.get(int(info.dtype()), f"scalar_type_{int(info.dtype())}")
+        specs.append(TensorSpec(f"{prefix}_{i}", dtype, tuple(int(d) for d in info.sizes())))
+    return tuple(specs)
+
+
+def _job(argv: list[str]) -> dict[str, Any]:
+    from executorch.runtime import Runtime, Verification
+
+    data = read_verified(argv[0], argv[1])
+    program = Runtime.get().load_program(data, verification=Verification.InternalConsistency)
+    methods = []
+    for name in sorted(program.method_names):
+        meta = program.load_method(name).metadata
+        methods.append(
+            MethodSpec(
+                name,
+                _tensor_specs(meta, meta.num_inputs(), "input_tensor_meta", "input"),
+                _tensor_specs(meta, meta.num_outputs(), "output_tensor_meta", "output"),
+            ).to_json()
+        )
+    return {"methods": methods}
+
+
+if __name__ == "__main__":
+    worker_main(_job, failure_reason="invalid_pte")

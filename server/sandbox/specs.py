@@ -1,0 +1,108 @@
+"""Plain descriptions of programs and artifacts; JSON is the only form that crosses processes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+DYNAMIC_DIM = -1
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One tensor input or output: ``shape`` uses ``-1`` for a symbolic dimension."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "dtype": self.dtype, "shape": list(self.shape)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TensorSpec:
+        return cls(str(data["name"]), str(data["dtype"]), tuple(int(d) for d in data["shape"]))
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """The user-visible inputs and outputs of one method."""
+
+    name: str
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "inputs": [t.to_json() for t in self.inputs],
+            "outputs": [t.to_json() for t in self.outputs],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> MethodSpec:
+        return cls(
+            str(data["name"]),
+            tuple(TensorSpec.from_json(t) for t in data["inputs"]),
+            tuple(TensorSpec.from_json(t) for t in data["outputs"]),
+        )
+
+
+def methods_to_json(methods: tuple[MethodSpec, ...]) -> list[dict[str, Any]]:
+    """The ``methods`` list of the HTTP API."""
+    return [m.to_json() for m in methods]
+
+
+@dataclass(frozen=True)
+class ArchiveManifest:
+    """What the static validator learnt from a pt2 archive without loading it."""
+
+    root: str
+    methods: tuple[MethodSpec, ...]
+    payload_bytes: int
+    entry_count: int
+
+    @property
+    def method_names(self) -> tuple[str, ...]:
+        return tuple(m.name for m in self.methods)
+
+
+@dataclass(frozen=True)
+class ProgramDescription:
+    """What a disposable worker reported after really loading a pt2 archive."""
+
+    methods: tuple[MethodSpec, ...]
+    example_inputs: dict[str, tuple[TensorSpec, ...]] = field(default_factory=dict)
+
+    @property
+    def method_names(self) -> tuple[str, ...]:
+        return tuple(m.name for m in self.methods)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "methods": methods_to_json(self.methods),
+            "example_inputs": {k: [t.to_json() for t in v] for k, v in self.example_inputs.items()},
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ProgramDescription:
+        return cls(
+            tuple(MethodSpec.from_json(m) for m in data["methods"]),
+            {
+                str(k): tuple(TensorSpec.from_json(t) for t in v)
+                for k, v in data["example_inputs"].items()
+            },
+        )
+
+
+@dataclass(frozen=True)
+class PteDescription:
+    """A verified ``.pte``: its digest, size and per-method tensor metadata."""
+
+    sha256: str
+    size_bytes: int
+    methods: tuple[MethodSpec, ...]
+
+    @property
+    def method_names(self) -> tuple[str, ...]:
+        return tuple(m.name for m in self.methods)
