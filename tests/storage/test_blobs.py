@@ -1,0 +1,166 @@
+"""Chunked, content-addressed, deduplicated, verified blob storage."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select, update
+
+from pteforge.storage import (
+    BlobIntegrityError,
+    BlobNotFoundError,
+    BlobRef,
+    InvalidRangeError,
+    SqlStore,
+)
+from pteforge.storage.models import BlobChunkRow, BlobRow, BlobUploadRow
+
+CHUNK = 4096  # the conftest store's chunk size
+
+
+def _count(store: SqlStore, table: type) -> int:
+    with store.engine.connect() as conn:
+        return int(conn.execute(select(func.count()).select_from(table)).scalar_one())
+
+
+def _pieces(data: bytes, sizes: list[int]) -> Iterator[bytes]:
+    start = 0
+    for size in sizes:
+        yield data[start : start + size]
+        start += size
+    yield data[start:]
+
+
+def test_multi_chunk_round_trip_from_uneven_pieces(store: SqlStore) -> None:
+    data = os.urandom(5 * CHUNK + 123)
+    ref = store.blobs.write(_pieces(data, [1, 4095, 10000, 3]))
+    assert ref == BlobRef(hashlib.sha256(data).hexdigest(), len(data))
+    chunks = list(store.blobs.open(ref.sha256))
+    assert [len(c) for c in chunks] == [CHUNK] * 5 + [123]
+    assert b"".join(chunks) == data
+    assert store.blobs.stat(ref.sha256) == ref
+    assert _count(store, BlobChunkRow) == 6
+
+
+def test_empty_blob(store: SqlStore) -> None:
+    ref = store.blobs.write([])
+    assert ref.size == 0
+    assert store.blobs.read_bytes(ref.sha256) == b""
+
+
+def test_identical_content_is_stored_once(store: SqlStore) -> None:
+    data = os.urandom(3 * CHUNK)
+    first = store.blobs.write([data])
+    second = store.blobs.write(_pieces(data, [100, 5000]))
+    assert first == second
+    assert _count(store, BlobRow) == 1
+    assert _count(store, BlobUploadRow) == 1
+    assert _count(store, BlobChunkRow) == 3
+
+
+def test_missing_blob_is_reported_before_streaming(store: SqlStore) -> None:
+    with pytest.raises(BlobNotFoundError):
+        store.blobs.open("0" * 64)
+    with pytest.raises(BlobNotFoundError):
+        store.blobs.read_range("0" * 64, 0, 1)
+    assert not store.blobs.exists("0" * 64)
+
+
+@pytest.mark.parametrize(
+    ("offset", "length"),
+    [(0, 1), (0, 4096), (4095, 2), (4096, 4096), (100, 3 * 4096 - 100),
+     (10000, 3 * 4096 + 7 - 10000), (5, 0), (3 * 4096 + 6, 1)],
+)  # fmt: skip
+def test_ranged_reads(store: SqlStore, offset: int, length: int) -> None:
+    data = os.urandom(3 * CHUNK + 7)
+    ref = store.blobs.write([data])
+    assert (
+        b"".join(store.blobs.read_range(ref.sha256, offset, length))
+        == data[offset : offset + length]
+    )
+
+
+@pytest.mark.parametrize(("offset", "length"), [(-1, 1), (0, 101), (100, 1), (50, -1)])
+def test_ranges_outside_the_blob_are_rejected(store: SqlStore, offset: int, length: int) -> None:
+    ref = store.blobs.write([os.urandom(100)])
+    with pytest.raises(InvalidRangeError):
+        store.blobs.read_range(ref.sha256, offset, length)
+
+
+def _tamper(store: SqlStore, sha256: str, seq: int, data: bytes, chunk_sha: bool) -> None:
+    values: dict[str, object] = {"data": data}
+    if chunk_sha:
+        values["sha256"] = hashlib.sha256(data).hexdigest()
+    upload = select(BlobRow.upload_id).where(BlobRow.sha256 == sha256).scalar_subquery()
+    with store.engine.begin() as conn:
+        conn.execute(
+            update(BlobChunkRow)
+            .where(BlobChunkRow.upload_id == upload, BlobChunkRow.seq == seq)
+            .values(**values)
+        )
+
+
+def test_corrupted_chunk_is_never_served(store: SqlStore) -> None:
+    data = os.urandom(3 * CHUNK)
+    ref = store.blobs.write([data])
+    _tamper(store, ref.sha256, 1, b"\0" * CHUNK, chunk_sha=False)
+    served: list[bytes] = []
+    with pytest.raises(BlobIntegrityError) as caught:
+        served.extend(store.blobs.open(ref.sha256))
+    assert caught.value.sha256 == ref.sha256
+    assert served == [data[:CHUNK]]  # only the good chunk before it
+    with pytest.raises(BlobIntegrityError):
+        list(store.blobs.read_range(ref.sha256, CHUNK + 10, 5))
+
+
+def test_content_not_matching_its_hash_fails_the_full_read(store: SqlStore) -> None:
+    ref = store.blobs.write([os.urandom(2 * CHUNK)])
+    _tamper(store, ref.sha256, 0, os.urandom(CHUNK), chunk_sha=True)
+    with pytest.raises(BlobIntegrityError, match="content hashes to"):
+        list(store.blobs.open(ref.sha256))
+
+
+def test_export_to_file_is_atomic_and_verified(store: SqlStore, tmp_path: Path) -> None:
+    data = os.urandom(2 * CHUNK + 1)
+    ref = store.blobs.write([data])
+    target = tmp_path / "cache" / f"{ref.sha256}.pte"
+    assert store.blobs.export_to_file(ref.sha256, target) == ref
+    assert target.read_bytes() == data
+    _tamper(store, ref.sha256, 2, b"x", chunk_sha=True)
+    bad_target = tmp_path / "cache" / "bad.pte"
+    with pytest.raises(BlobIntegrityError):
+        store.blobs.export_to_file(ref.sha256, bad_target)
+    assert sorted(p.name for p in target.parent.iterdir()) == [target.name]
+
+
+def test_failed_write_leaves_nothing(store: SqlStore) -> None:
+    def failing() -> Iterator[bytes]:
+        yield os.urandom(3 * CHUNK)
+        raise ConnectionError("client went away")
+
+    with pytest.raises(ConnectionError):
+        store.blobs.write(failing())
+    assert _count(store, BlobUploadRow) == 0
+    assert _count(store, BlobChunkRow) == 0
+
+
+def test_garbage_collection_spares_fresh_uploads_and_referenced_content(
+    store: SqlStore,
+) -> None:
+    kept = store.blobs.write([b"referenced"])
+    loose = store.blobs.write([b"never referenced"])
+    with store.transaction() as tx:
+        project = tx.projects.create("p")
+        tx.programs.create(project.id, "m", kept, [])
+    assert store.blobs.collect_garbage(older_than=timedelta(hours=1)) == 0
+    assert store.blobs.exists(loose.sha256)
+    clock = store.blobs._clock  # the conftest ManualClock
+    clock.advance(timedelta(hours=2))  # type: ignore[attr-defined]
+    store.blobs.collect_garbage(older_than=timedelta(hours=1))
+    assert not store.blobs.exists(loose.sha256)
+    assert store.blobs.read_bytes(kept.sha256) == b"referenced"

@@ -1,0 +1,149 @@
+"""The job state machine, leases, heartbeats, cancellation and the reaper."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from pteforge.storage import (
+    IllegalTransitionError,
+    Job,
+    JobStatus,
+    LeaseLostError,
+    SqlStore,
+)
+from pteforge.storage.jobstate import ALLOWED_TRANSITIONS, check_transition
+from tests.storage.conftest import ManualClock
+
+LEASE = timedelta(seconds=30)
+
+
+def _enqueue(store: SqlStore, n: int = 1, max_attempts: int = 3) -> list[Job]:
+    with store.transaction() as tx:
+        project = tx.projects.get_or_create("p")
+        return [tx.jobs.enqueue(project.id, "compile", {"i": i}, max_attempts) for i in range(n)]
+
+
+def _claim(store: SqlStore, worker: str = "w1") -> Job | None:
+    with store.transaction() as tx:
+        return tx.jobs.claim_next(worker, LEASE)
+
+
+def test_claims_oldest_first_and_runs_to_success(store: SqlStore, clock: ManualClock) -> None:
+    first, _ = _enqueue(store, 2)
+    claimed = _claim(store)
+    assert claimed is not None and claimed.id == first.id
+    assert claimed.status is JobStatus.RUNNING and claimed.attempts == 1
+    assert claimed.lease_expires_at == clock.now + LEASE
+    with store.transaction() as tx:
+        staged = tx.jobs.set_stage(first.id, "w1", "lowering")
+        assert staged.version > claimed.version and staged.stage == "lowering"
+        done = tx.jobs.succeed(first.id, "w1", None)
+    assert done.status is JobStatus.SUCCEEDED and done.finished_at == clock.now
+    assert done.created_at.tzinfo is not None
+
+
+def test_claim_respects_kinds(store: SqlStore) -> None:
+    _enqueue(store)
+    with store.transaction() as tx:
+        assert tx.jobs.claim_next("w1", LEASE, kinds=["export"]) is None
+        assert tx.jobs.claim_next("w1", LEASE, kinds=["compile"]) is not None
+        assert tx.jobs.claim_next("w1", LEASE) is None
+
+
+def test_every_transition_outside_the_table_is_illegal() -> None:
+    for current in JobStatus:
+        for target in JobStatus:
+            if target in ALLOWED_TRANSITIONS[current]:
+                check_transition("j", current, target)
+            else:
+                with pytest.raises(IllegalTransitionError):
+                    check_transition("j", current, target)
+
+
+def test_illegal_moves_through_the_store_are_rejected(store: SqlStore) -> None:
+    (job,) = _enqueue(store)
+    with store.transaction() as tx, pytest.raises(LeaseLostError):
+        tx.jobs.succeed(job.id, "w1", None)  # queued: nobody holds it
+    _claim(store)
+    with store.transaction() as tx:
+        with pytest.raises(LeaseLostError):
+            tx.jobs.fail(job.id, "someone-else", "x", "y")
+        with pytest.raises(IllegalTransitionError):
+            tx.jobs.acknowledge_cancel(job.id, "w1")  # no cancel was requested
+        tx.jobs.fail(job.id, "w1", "lowering_failed", "boom")
+    with store.transaction() as tx:
+        with pytest.raises(IllegalTransitionError):
+            tx.jobs.cancel(job.project_id, job.id)
+        with pytest.raises(LeaseLostError):
+            tx.jobs.succeed(job.id, "w1", None)
+        failed = tx.jobs.get(job.project_id, job.id)
+    assert failed is not None and failed.status is JobStatus.FAILED
+    assert (failed.error_code, failed.error_message) == ("lowering_failed", "boom")
+
+
+def test_cancel_queued_at_once_and_running_through_the_worker(store: SqlStore) -> None:
+    queued, running = _enqueue(store, 2)
+    with store.transaction() as tx:
+        canceled = tx.jobs.cancel(queued.project_id, queued.id)
+        assert canceled is not None and canceled.status is JobStatus.CANCELED
+        assert tx.jobs.cancel(queued.project_id, queued.id) == canceled  # idempotent
+    assert _claim(store) is not None
+    with store.transaction() as tx:
+        requested = tx.jobs.cancel(running.project_id, running.id)
+        assert requested is not None and requested.status is JobStatus.RUNNING
+        assert requested.cancel_requested
+        assert not tx.jobs.heartbeat(running.id, "w1", LEASE)  # tells the worker to stop
+        assert tx.jobs.acknowledge_cancel(running.id, "w1").status is JobStatus.CANCELED
+
+
+def test_expired_lease_is_requeued_then_failed(store: SqlStore, clock: ManualClock) -> None:
+    (job,) = _enqueue(store, max_attempts=2)
+    _claim(store, "w1")
+    clock.advance(LEASE / 2)
+    with store.transaction() as tx:
+        assert tx.jobs.heartbeat(job.id, "w1", LEASE)
+        clock.advance(LEASE / 2 + timedelta(seconds=1))
+        assert tx.jobs.reap_expired() == []  # the heartbeat extended the lease
+    clock.advance(LEASE)
+    with store.transaction() as tx:
+        (requeued,) = tx.jobs.reap_expired()
+    assert requeued.status is JobStatus.QUEUED and requeued.worker_id is None
+    with store.transaction() as tx:
+        assert not tx.jobs.heartbeat(job.id, "w1", LEASE)  # the old holder lost it
+    again = _claim(store, "w2")
+    assert again is not None and again.attempts == 2
+    clock.advance(LEASE * 2)
+    with store.transaction() as tx:
+        (failed,) = tx.jobs.reap_expired()
+        with pytest.raises(LeaseLostError):
+            tx.jobs.succeed(job.id, "w2", None)
+    assert failed.status is JobStatus.FAILED and failed.error_code == "lease_expired"
+    assert "2 attempts" in (failed.error_message or "")
+
+
+def test_expired_lease_with_cancel_requested_is_canceled(
+    store: SqlStore, clock: ManualClock
+) -> None:
+    (job,) = _enqueue(store)
+    _claim(store)
+    with store.transaction() as tx:
+        tx.jobs.cancel(job.project_id, job.id)
+    clock.advance(LEASE * 2)
+    with store.transaction() as tx:
+        (reaped,) = tx.jobs.reap_expired()
+    assert reaped.status is JobStatus.CANCELED
+
+
+def test_list_newest_first_and_by_status(store: SqlStore, clock: ManualClock) -> None:
+    jobs = []
+    for _ in range(3):
+        jobs += _enqueue(store)
+        clock.advance(timedelta(seconds=1))
+    _claim(store)
+    with store.transaction() as tx:
+        listed = tx.jobs.list(jobs[0].project_id)
+        queued = tx.jobs.list(jobs[0].project_id, status=JobStatus.QUEUED)
+    assert [j.id for j in listed] == [j.id for j in reversed(jobs)]
+    assert [j.id for j in queued] == [jobs[2].id, jobs[1].id]

@@ -1,0 +1,55 @@
+"""The schema comes from the migrations, and they agree with the ORM models."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy import inspect, text
+
+from pteforge.storage import SqlStore, open_store
+from pteforge.storage.engine import create_store_engine
+from pteforge.storage.models import Base
+
+
+def test_migrations_match_models(store: SqlStore) -> None:
+    with store.engine.connect() as conn:
+        context = MigrationContext.configure(conn, opts={"compare_type": True})
+        assert compare_metadata(context, Base.metadata) == []
+
+
+def test_schema_is_built_only_by_migrations(database_url: str) -> None:
+    engine = create_store_engine(database_url)
+    assert "jobs" not in inspect(engine).get_table_names()
+    engine.dispose()
+    store = open_store(database_url)
+    tables = set(inspect(store.engine).get_table_names())
+    assert set(Base.metadata.tables) | {"alembic_version"} == tables
+    with store.engine.connect() as conn:
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0001"
+    store.close()
+
+
+def test_concurrent_starts_migrate_once(database_url: str) -> None:
+    code = "import sys; from pteforge.storage import open_store; open_store(sys.argv[1]).close()"
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code, database_url], stderr=subprocess.PIPE)
+        for _ in range(3)
+    ]
+    for proc in procs:
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err.decode()
+    store = open_store(database_url)
+    with store.engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM alembic_version")).scalar() == 1
+    store.close()
+
+
+def test_sqlite_runs_in_wal_mode(store: SqlStore) -> None:
+    if store.dialect != "sqlite":
+        return
+    with store.engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
