@@ -54,3 +54,7 @@ def kind_of(error: RuntimeLayerError) -> str:
         if type(error) is cls:
             return kind
     return "execution"
+
+
+class ProtocolError(InvalidInputError):
+    """An inference request body is malformed (bad JSON, bad binary section, bad fields)."""

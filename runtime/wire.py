@@ -32,7 +32,7 @@ def send_message(conn: Connection, header: dict[str, Any], arrays: Sequence[np.n
     frame = dict(header, tensors=[tensor_header(a) for a in contiguous])
     conn.send_bytes(json.dumps(frame).encode())
     for array in contiguous:
-        conn.send_bytes(array.reshape(-1).view(np.uint8))
+        conn.send_bytes(array.reshape(-1).view(np.uint8).data)
 
 
 def _empty_array(spec: dict[str, Any]) -> np.ndarray:

@@ -1,0 +1,245 @@
+"""Open Inference Protocol v2 codec: request bodies to typed tensors, outputs to responses.
+
+Handles JSON tensors and the binary tensor data extension (a JSON header of
+``Inference-Header-Content-Length`` bytes followed by raw tensor bytes). No HTTP framework
+here; errors are ``InvalidInputError``/``ProtocolError`` with messages naming the tensor.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pteforge.runtime.dtypes import NUMPY_TO_OIP, numpy_dtype
+from pteforge.runtime.errors import InvalidInputError, ProtocolError
+from pteforge.runtime.metadata import MethodSignature, TensorSpec
+from pteforge.runtime.validation import check_count, check_tensor
+
+HEADER_LENGTH = "Inference-Header-Content-Length"
+BINARY_EXTENSION = "binary_tensor_data"
+
+
+@dataclass
+class RequestedOutput:
+    """An output the client asked for and whether it wants it as binary data."""
+
+    name: str
+    binary: bool
+
+
+@dataclass
+class InferRequest:
+    """A decoded infer request: positional inputs ready for the method."""
+
+    id: str | None
+    inputs: list[np.ndarray]
+    outputs: list[RequestedOutput]
+    parameters: dict[str, Any] = field(default_factory=dict)
+
+
+def _split_body(body: bytes, header_length: int | None) -> tuple[dict[str, Any], memoryview]:
+    if header_length is None:
+        header_length = len(body)
+    if not 0 < header_length <= len(body):
+        raise ProtocolError(
+            f"{HEADER_LENGTH} is {header_length} but the body has {len(body)} bytes"
+        )
+    try:
+        header = json.loads(body[:header_length])
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ProtocolError(f"the request JSON is invalid: {exc}") from None
+    if not isinstance(header, dict):
+        raise ProtocolError("the request JSON must be an object")
+    return header, memoryview(body)[header_length:]
+
+
+def _shape(entry: dict[str, Any], name: str) -> list[int]:
+    shape = entry.get("shape")
+    if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
+        raise ProtocolError(f"input {name!r}: 'shape' must be a list of non-negative integers")
+    return shape
+
+
+def _json_data(entry: dict[str, Any], name: str, dtype: np.dtype, shape: list[int]) -> np.ndarray:
+    if "data" not in entry:
+        raise ProtocolError(f"input {name!r}: no 'data' and no binary_data_size parameter")
+    try:
+        array = np.asarray(entry["data"], dtype=dtype)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise InvalidInputError(f"input {name!r}: data is not {dtype.name}: {exc}") from None
+    if array.size != math.prod(shape):
+        raise InvalidInputError(
+            f"input {name!r}: shape {shape} needs {math.prod(shape)} elements, "
+            f"data has {array.size}"
+        )
+    return array.reshape(shape)
+
+
+def _binary_data(
+    name: str, dtype: np.dtype, shape: list[int], size: object, chunk: memoryview
+) -> np.ndarray:
+    expected = math.prod(shape) * dtype.itemsize
+    if size != expected:
+        raise InvalidInputError(
+            f"input {name!r}: binary_data_size is {size}, shape {shape} of {dtype.name} "
+            f"needs {expected} bytes"
+        )
+    return np.frombuffer(chunk, dtype=dtype).reshape(shape)
+
+
+class _BinaryCursor:
+    """Hands out consecutive slices of the binary section."""
+
+    def __init__(self, data: memoryview) -> None:
+        self.data = data
+        self.offset = 0
+
+    def take(self, size: int, name: str) -> memoryview:
+        if self.offset + size > len(self.data):
+            raise ProtocolError(f"input {name!r}: the binary section ends before its data")
+        chunk = self.data[self.offset : self.offset + size]
+        self.offset += size
+        return chunk
+
+
+def _decode_input(entry: Any, spec: TensorSpec, cursor: _BinaryCursor) -> np.ndarray:
+    name = spec.name
+    datatype = str(entry.get("datatype"))
+    shape = _shape(entry, name)
+    check_tensor(spec, datatype, shape)
+    dtype = numpy_dtype(datatype)
+    size = (entry.get("parameters") or {}).get("binary_data_size")
+    if size is None:
+        return _json_data(entry, name, dtype, shape)
+    if not isinstance(size, int) or size < 0:
+        raise ProtocolError(f"input {name!r}: binary_data_size must be a non-negative integer")
+    return _binary_data(name, dtype, shape, size, cursor.take(size, name))
+
+
+def _input_entries(header: dict[str, Any], signature: MethodSignature) -> list[dict[str, Any]]:
+    entries = header.get("inputs")
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise ProtocolError("the request needs an 'inputs' list of tensor objects")
+    known = {spec.name for spec in signature.inputs}
+    names = [str(e.get("name")) for e in entries]
+    for name in names:
+        if name not in known:
+            raise InvalidInputError(
+                f"unknown input {name!r}; method {signature.name!r} takes "
+                f"{', '.join(sorted(known)) or 'no inputs'}"
+            )
+        if names.count(name) > 1:
+            raise InvalidInputError(f"input {name!r} is given more than once")
+    check_count(signature, len(entries))
+    return entries
+
+
+def _requested_outputs(header: dict[str, Any], signature: MethodSignature) -> list[RequestedOutput]:
+    params = header.get("parameters") or {}
+    default_binary = bool(params.get("binary_data_output", False))
+    wanted = header.get("outputs")
+    if not wanted:
+        return [RequestedOutput(spec.name, default_binary) for spec in signature.outputs]
+    known = {spec.name for spec in signature.outputs}
+    requested = []
+    for entry in wanted:
+        name = str(entry.get("name")) if isinstance(entry, dict) else str(entry)
+        if name not in known:
+            raise InvalidInputError(
+                f"unknown output {name!r}; method {signature.name!r} has "
+                f"{', '.join(sorted(known)) or 'no outputs'}"
+            )
+        out_params = (entry.get("parameters") if isinstance(entry, dict) else None) or {}
+        requested.append(RequestedOutput(name, bool(out_params.get("binary_data", default_binary))))
+    return requested
+
+
+def decode_infer_request(
+    body: bytes, header_length: int | None, signature: MethodSignature
+) -> InferRequest:
+    """Parse an infer request body into positional inputs validated against ``signature``.
+
+    ``header_length`` is the ``Inference-Header-Content-Length`` value, or ``None`` for a
+    pure JSON body.
+    """
+    header, binary = _split_body(body, header_length)
+    entries = {str(e.get("name")): e for e in _input_entries(header, signature)}
+    cursor = _BinaryCursor(binary)
+    by_order = [str(e.get("name")) for e in header["inputs"]]
+    decoded = {
+        name: _decode_input(entries[name], _spec(signature, name), cursor) for name in by_order
+    }
+    if cursor.offset != len(binary):
+        raise ProtocolError(
+            f"the binary section has {len(binary) - cursor.offset} bytes no input claims"
+        )
+    params = header.get("parameters") or {}
+    return InferRequest(
+        id=str(header["id"]) if header.get("id") is not None else None,
+        inputs=[decoded[spec.name] for spec in signature.inputs],
+        outputs=_requested_outputs(header, signature),
+        parameters=params if isinstance(params, dict) else {},
+    )
+
+
+def _spec(signature: MethodSignature, name: str) -> TensorSpec:
+    return next(spec for spec in signature.inputs if spec.name == name)
+
+
+def encode_infer_response(
+    model_name: str,
+    request: InferRequest,
+    signature: MethodSignature,
+    outputs: list[np.ndarray],
+    parameters: dict[str, Any],
+) -> tuple[bytes, int | None]:
+    """Build the response body; the second item is the JSON length if binary data follows."""
+    by_name = {spec.name: array for spec, array in zip(signature.outputs, outputs, strict=False)}
+    tensors, chunks = [], []
+    for wanted in request.outputs:
+        array = np.ascontiguousarray(by_name[wanted.name])
+        tensor: dict[str, Any] = {
+            "name": wanted.name,
+            "datatype": NUMPY_TO_OIP.get(array.dtype, str(array.dtype)),
+            "shape": list(array.shape),
+        }
+        if wanted.binary:
+            chunks.append(array.tobytes())
+            tensor["parameters"] = {"binary_data_size": array.nbytes}
+        else:
+            tensor["data"] = array.reshape(-1).tolist()
+        tensors.append(tensor)
+    response: dict[str, Any] = {"model_name": model_name, "model_version": "1"}
+    if request.id is not None:
+        response["id"] = request.id
+    response["parameters"] = parameters
+    response["outputs"] = tensors
+    head = json.dumps(response).encode()
+    if not chunks:
+        return head, None
+    return head + b"".join(chunks), len(head)
+
+
+def model_metadata(model_name: str, signature: MethodSignature) -> dict[str, Any]:
+    """The OIP model metadata object of one method."""
+    return {
+        "name": model_name,
+        "versions": ["1"],
+        "platform": "executorch",
+        "inputs": [spec.to_json() for spec in signature.inputs],
+        "outputs": [spec.to_json() for spec in signature.outputs],
+    }
+
+
+def split_model_name(model: str) -> tuple[str, str]:
+    """``"{artifact_id}.{method}"`` -> (artifact_id, method); no dot means ``forward``."""
+    artifact_id, dot, method = model.rpartition(".")
+    if not dot:
+        return model, "forward"
+    if not artifact_id or not method:
+        raise ProtocolError(f"model name {model!r} is not '{{artifact_id}}.{{method}}'")
+    return artifact_id, method

@@ -1,0 +1,69 @@
+"""Prometheus metrics of the /v2 routes and the runtime pool, on a caller-owned registry."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from pteforge.runtime import RuntimePool
+
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10)
+
+
+class _PoolCollector(Collector):
+    """Reads the pool's counters at scrape time."""
+
+    def __init__(self, pool: RuntimePool) -> None:
+        self.pool = pool
+
+    def collect(self) -> Iterator[Metric]:
+        stats = self.pool.stats
+        counters = (
+            ("cache_hits", "Infers served by an already loaded program", stats.cache_hits),
+            ("cache_misses", "Infers that loaded the program first", stats.cache_misses),
+            ("worker_restarts", "Runtime workers replaced", stats.worker_restarts),
+            ("worker_crashes", "Runtime workers that died mid-request", stats.worker_crashes),
+            ("worker_timeouts", "Runtime workers killed for hanging", stats.worker_timeouts),
+        )
+        for name, doc, value in counters:
+            yield CounterMetricFamily(f"pteforge_runtime_{name}", doc, value=value)
+        yield GaugeMetricFamily("pteforge_runtime_workers", "Pool size", value=self.pool.size)
+        yield GaugeMetricFamily(
+            "pteforge_runtime_xnnpack_weight_cache",
+            "1 when XNNPACK's packed-weight cache is on in the workers",
+            value=int(stats.weight_cache_enabled),
+        )
+
+
+class InferenceMetrics:
+    """Request counters and latency histograms of the /v2 routes."""
+
+    def __init__(self, registry: CollectorRegistry, pool: RuntimePool) -> None:
+        self.registry = registry
+        self.requests = Counter(
+            "pteforge_v2_requests",
+            "Requests to /v2 routes by route and status code",
+            ["route", "code"],
+            registry=registry,
+        )
+        self.latency = Histogram(
+            "pteforge_v2_infer_seconds",
+            "Infer latency by phase (total = HTTP handler, others from the pool)",
+            ["phase"],
+            buckets=_LATENCY_BUCKETS,
+            registry=registry,
+        )
+        registry.register(_PoolCollector(pool))
+
+    def observe_request(self, route: str, code: int) -> None:
+        self.requests.labels(route=route, code=str(code)).inc()
+
+    def observe_timings(self, total_s: float, timings: dict[str, float]) -> None:
+        self.latency.labels(phase="total").observe(total_s)
+        for phase in ("queue", "load", "execute"):
+            value = timings.get(f"{phase}_ms")
+            if value is not None:
+                self.latency.labels(phase=phase).observe(value / 1e3)

@@ -1,0 +1,214 @@
+"""The /v2 Open Inference Protocol routes and /metrics, as a router the server mounts.
+
+Thin HTTP glue: decoding/encoding lives in ``pteforge.runtime.protocol``, execution in
+``pteforge.runtime.RuntimePool``, artifact lookup behind ``ArtifactResolver``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request, Response
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from starlette.concurrency import run_in_threadpool
+
+from pteforge.runtime import (
+    ArtifactIntegrityError,
+    InvalidInputError,
+    PoolClosedError,
+    RuntimeLayerError,
+    RuntimePool,
+    UnknownMethodError,
+    WorkerTimeoutError,
+)
+from pteforge.runtime.metadata import MethodSignature
+from pteforge.runtime.protocol import (
+    BINARY_EXTENSION,
+    HEADER_LENGTH,
+    ProtocolError,
+    decode_infer_request,
+    encode_infer_response,
+    model_metadata,
+    split_model_name,
+)
+from pteforge.server.inference.metrics import InferenceMetrics
+from pteforge.server.inference.resolver import ArtifactResolver, ResolvedArtifact
+
+
+class NotFoundError(RuntimeLayerError):
+    """The model (artifact or method) does not exist for this caller."""
+
+
+def _status(exc: RuntimeLayerError) -> int:
+    """HTTP status of a runtime-layer error on /v2."""
+    if isinstance(exc, InvalidInputError):
+        return 400
+    if isinstance(exc, NotFoundError | UnknownMethodError):
+        return 404
+    if isinstance(exc, PoolClosedError | WorkerTimeoutError):
+        return 503
+    if isinstance(exc, ArtifactIntegrityError):
+        return 500  # the stored bytes do not match their hash: our fault, not the caller's
+    return 422  # the artifact cannot be loaded or crashed the runtime on these inputs
+
+
+def error_response(status: int, message: str) -> JSONResponse:
+    """The /v2 error body: ``{"error": "..."}``."""
+    return JSONResponse({"error": message}, status_code=status)
+
+
+class _Inference:
+    """The synchronous work behind the routes (run in the threadpool)."""
+
+    def __init__(self, resolver: ArtifactResolver, pool: RuntimePool) -> None:
+        self.resolver = resolver
+        self.pool = pool
+
+    def model(self, principal: Any, model: str) -> tuple[ResolvedArtifact, MethodSignature]:
+        artifact_id, method = split_model_name(model)
+        artifact = self.resolver.resolve(principal, artifact_id)
+        if artifact is None:
+            raise NotFoundError(f"model {model!r}: no artifact {artifact_id!r}")
+        if method not in artifact.methods:
+            known = ", ".join(artifact.methods)
+            raise NotFoundError(f"model {model!r}: artifact has no method {method!r} ({known})")
+        signature = self.pool.method_metadata(artifact.sha256, method, artifact.source)
+        return artifact, signature
+
+    def infer(
+        self, principal: Any, model: str, body: bytes, header_length: int | None
+    ) -> tuple[bytes, int | None, dict[str, float]]:
+        artifact, signature = self.model(principal, model)
+        request = decode_infer_request(body, header_length, signature)
+        profile = bool(request.parameters.get("profile", False))
+        result = self.pool.infer(
+            artifact.sha256, signature.name, request.inputs, artifact.source, profile=profile
+        )
+        parameters: dict[str, Any] = {k: round(v, 4) for k, v in result.timings.items()}
+        parameters["cache_hit"] = result.cache_hit
+        if result.profile is not None:
+            parameters["profile"] = json.dumps(result.profile)
+        body_out, json_length = encode_infer_response(
+            model, request, signature, result.outputs, parameters
+        )
+        return body_out, json_length, result.timings
+
+
+def _header_length(request: Request) -> int | None:
+    raw = request.headers.get(HEADER_LENGTH)
+    if raw is None:
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise ProtocolError(f"{HEADER_LENGTH} must be an integer, got {raw!r}") from None
+
+
+def _infer_response(body: bytes, json_length: int | None) -> Response:
+    if json_length is None:
+        return Response(body, media_type="application/json")
+    return Response(
+        body, media_type="application/octet-stream", headers={HEADER_LENGTH: str(json_length)}
+    )
+
+
+def build_inference_router(
+    resolver: ArtifactResolver,
+    pool: RuntimePool,
+    auth: Callable[..., Any],
+    registry: CollectorRegistry,
+    *,
+    server_version: str = "0",
+) -> APIRouter:
+    """The /v2 routes (health unauthenticated, the rest behind ``auth``) and ``/metrics``.
+
+    ``auth`` is a FastAPI dependency; whatever it returns is passed to
+    ``resolver.resolve`` as the principal. Metrics go to ``registry``.
+    """
+    router = APIRouter(tags=["inference (Open Inference Protocol v2)"])
+    work = _Inference(resolver, pool)
+    metrics = InferenceMetrics(registry, pool)
+    Principal = Annotated[Any, Depends(auth)]
+
+    async def guarded(route: str, call: Callable[[], Any]) -> Response:
+        try:
+            response: Response = await call()
+        except RuntimeLayerError as exc:
+            response = error_response(_status(exc), str(exc))
+        metrics.observe_request(route, response.status_code)
+        return response
+
+    @router.get("/v2/health/live", summary="Liveness (no token needed)")
+    async def live() -> dict[str, bool]:
+        return {"live": True}
+
+    @router.get("/v2/health/ready", summary="Readiness (no token needed)")
+    async def ready() -> dict[str, bool]:
+        return {"ready": pool.size > 0}
+
+    @router.get("/v2", summary="Server metadata")
+    async def server_metadata(principal: Principal) -> dict[str, Any]:
+        return {"name": "pteforge", "version": server_version, "extensions": [BINARY_EXTENSION]}
+
+    async def _metadata(principal: Any, model: str) -> Response:
+        async def call() -> Response:
+            _, signature = await run_in_threadpool(work.model, principal, model)
+            return JSONResponse(model_metadata(model, signature))
+
+        return await guarded("metadata", call)
+
+    @router.get("/v2/models/{model}", summary="Model metadata of `{artifact_id}.{method}`")
+    async def metadata(model: str, principal: Principal) -> Response:
+        return await _metadata(principal, model)
+
+    @router.get("/v2/models/{model}/versions/{version}", include_in_schema=False)
+    async def metadata_versioned(model: str, version: str, principal: Principal) -> Response:
+        return await _metadata(principal, model)
+
+    async def _ready(principal: Any, model: str) -> Response:
+        async def call() -> Response:
+            await run_in_threadpool(work.model, principal, model)
+            return JSONResponse({"name": model, "ready": True})
+
+        return await guarded("ready", call)
+
+    @router.get("/v2/models/{model}/ready", summary="Model readiness")
+    async def model_ready(model: str, principal: Principal) -> Response:
+        return await _ready(principal, model)
+
+    @router.get("/v2/models/{model}/versions/{version}/ready", include_in_schema=False)
+    async def model_ready_versioned(model: str, version: str, principal: Principal) -> Response:
+        return await _ready(principal, model)
+
+    async def _infer(request: Request, principal: Any, model: str) -> Response:
+        async def call() -> Response:
+            start = time.perf_counter()
+            header_length = _header_length(request)
+            body = await request.body()
+            out, json_length, timings = await run_in_threadpool(
+                work.infer, principal, model, body, header_length
+            )
+            metrics.observe_timings(time.perf_counter() - start, timings)
+            return _infer_response(out, json_length)
+
+        return await guarded("infer", call)
+
+    @router.post("/v2/models/{model}/infer", summary="Run a method (JSON or binary tensors)")
+    async def infer(model: str, request: Request, principal: Principal) -> Response:
+        return await _infer(request, principal, model)
+
+    @router.post("/v2/models/{model}/versions/{version}/infer", include_in_schema=False)
+    async def infer_versioned(
+        model: str, version: str, request: Request, principal: Principal
+    ) -> Response:
+        return await _infer(request, principal, model)
+
+    @router.get("/metrics", summary="Prometheus metrics", include_in_schema=False)
+    async def prometheus() -> Response:
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+    return router
