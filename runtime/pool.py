@@ -78,13 +78,19 @@ class _Worker:
         self.process.join(timeout=5)
 
 
-def _context(start_method: str) -> multiprocessing.context.BaseContext:
+_Context = multiprocessing.context.ForkServerContext | multiprocessing.context.SpawnContext
+
+
+def _context(start_method: str) -> _Context:
     """A process context; ``forkserver`` preloads torch and ExecuTorch once, so replacing a
     crashed worker takes milliseconds instead of seconds of imports."""
     ctx = multiprocessing.get_context(start_method)
     if isinstance(ctx, multiprocessing.context.ForkServerContext):
         ctx.set_forkserver_preload(["pteforge.runtime.worker", "executorch.runtime"])
-    return ctx
+        return ctx
+    if isinstance(ctx, multiprocessing.context.SpawnContext):
+        return ctx
+    raise ValueError(f"start_method must be 'forkserver' or 'spawn', not {start_method!r}")
 
 
 class RuntimePool:
