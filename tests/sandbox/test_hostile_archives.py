@@ -1,0 +1,166 @@
+"""One hostile archive per code-executing path of torch 2.13's pt2 loader.
+
+Each is rejected by the static validator with a reason naming the path, before any torch code
+reads it, and its marker file is never created.  ``test_payloads_are_real_exploits`` shows the
+same archives DO run their payload in an unprotected ``torch.export.load``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from pteforge.server.sandbox import (
+    ArchiveLimits,
+    UnsafeArchiveError,
+    UploadRejectedError,
+    UploadTooLargeError,
+    load_programs_isolated,
+    validate_pt2_archive,
+)
+
+from . import archives as A
+from .conftest import ValidArchives
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+# name -> (which valid archive to start from, payload edit, expected reason, entry named)
+MARKER_CASES: dict[str, tuple[str, Callable[[Path], Callable[[A.Entries], None]], str, str]] = {
+    "use_pickle_weight": ("single", A.pickled_weight, "pickle_payload", "weights_config.json"),
+    "opaque_obj_constant": ("single", A.opaque_constant, "custom_object", "opaque_obj_0"),
+    "pickled_constant": ("single", A.opaque_constant_config_only, "pickle_payload", "[evil]"),
+    "pickled_sample_inputs": ("single", A.pickled_sample_inputs, "pickle_payload", "sample_inputs"),
+    "sympy_expr_str": ("dynamic", A.sympy_expression, "unsafe_expression", "models/model.json"),
+    "guards_code": ("dynamic", A.guard_code, "unsafe_guard_code", "models/model.json"),
+    "legacy_pickled_weights": ("single", A.legacy_pickled_weights, "pickle_payload", "model.pt"),
+}
+# these reach attacker code in torch.export.load / ep.module() without the validator
+EXPLOITS_WITHOUT_VALIDATOR = (
+    "use_pickle_weight",
+    "opaque_obj_constant",
+    "pickled_sample_inputs",
+    "sympy_expr_str",
+    "guards_code",
+    "legacy_pickled_weights",
+)
+
+
+def _hostile(valid: ValidArchives, case: str, directory: Path) -> tuple[Path, Path]:
+    source, payload, _, _ = MARKER_CASES[case]
+    marker = directory / f"{case}.marker"
+    path = A.edit_archive(getattr(valid, source), directory / f"{case}.pt2", payload(marker))
+    return path, marker
+
+
+@pytest.mark.parametrize("case", sorted(MARKER_CASES))
+def test_code_paths_are_rejected_and_never_run(
+    case: str, valid_archives: ValidArchives, tmp_path: Path
+) -> None:
+    path, marker = _hostile(valid_archives, case, tmp_path)
+    _, _, reason, entry = MARKER_CASES[case]
+    with pytest.raises(UnsafeArchiveError) as info:
+        validate_pt2_archive(path)
+    assert info.value.reason == reason
+    assert entry in info.value.message
+    assert 400 <= info.value.http_status < 500
+    with pytest.raises(UnsafeArchiveError):
+        load_programs_isolated(path)  # the isolated path validates before spawning a loader
+    assert not marker.exists()
+
+
+def test_payloads_are_real_exploits(valid_archives: ValidArchives, tmp_path: Path) -> None:
+    """Without the validator, unprotected torch.export.load runs every one of these payloads."""
+    built = {case: _hostile(valid_archives, case, tmp_path) for case in EXPLOITS_WITHOUT_VALIDATOR}
+    env = {k: v for k, v in os.environ.items() if k != "TORCH_FORCE_WEIGHTS_ONLY_LOAD"}
+    env["PYTHONPATH"] = str(REPO_ROOT)
+    paths = [str(path) for path, _ in built.values()]
+    subprocess.run(
+        [sys.executable, "-m", "tests.sandbox.proof_loader", *paths],
+        env=env,
+        cwd=REPO_ROOT,
+        capture_output=True,
+        timeout=300,
+        check=False,
+    )
+    ran = {case for case, (_, marker) in built.items() if marker.exists()}
+    assert ran == set(EXPLOITS_WITHOUT_VALIDATOR)
+
+
+STRUCTURAL_CASES: dict[str, tuple[Callable[[A.Entries], None], str]] = {
+    "aoti_so_entry": (A.aoti_library, "native_code"),
+    "custom_obj_value": (A.custom_object_value, "custom_object"),
+    "foreign_operator": (A.foreign_operator, "unsafe_operator"),
+    "huge_declared_tensor": (A.huge_declared_tensor, "declared_size_mismatch"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(STRUCTURAL_CASES))
+def test_structural_attacks_are_rejected(
+    case: str, valid_archives: ValidArchives, tmp_path: Path
+) -> None:
+    edit, reason = STRUCTURAL_CASES[case]
+    path = A.edit_archive(valid_archives.single, tmp_path / "a.pt2", edit)
+    with pytest.raises(UnsafeArchiveError) as info:
+        validate_pt2_archive(path)
+    assert info.value.reason == reason
+
+
+def test_huge_tensor_message_names_sizes(valid_archives: ValidArchives, tmp_path: Path) -> None:
+    path = A.edit_archive(valid_archives.single, tmp_path / "a.pt2", A.huge_declared_tensor)
+    assert path.stat().st_size < 64 * 1024
+    expected = "declares 40000000000 bytes but its payload holds 0"
+    with pytest.raises(UnsafeArchiveError, match=expected):
+        validate_pt2_archive(path)
+
+
+def test_zip_bomb_is_rejected(valid_archives: ValidArchives, tmp_path: Path) -> None:
+    path = A.zip_bomb(tmp_path / "bomb.pt2", valid_archives.single)
+    with pytest.raises(UploadTooLargeError) as info:
+        validate_pt2_archive(path)
+    assert info.value.reason == "zip_bomb"
+    assert info.value.http_status == 413
+
+
+def test_total_size_limit(valid_archives: ValidArchives) -> None:
+    with pytest.raises(UploadTooLargeError) as info:
+        validate_pt2_archive(valid_archives.single, ArchiveLimits(max_total_uncompressed=1000))
+    assert info.value.reason == "archive_too_large"
+
+
+def test_entry_count_limit(valid_archives: ValidArchives) -> None:
+    with pytest.raises(UnsafeArchiveError) as info:
+        validate_pt2_archive(valid_archives.single, ArchiveLimits(max_entries=5))
+    assert info.value.reason == "too_many_entries"
+
+
+TRICKY_NAMES = ["single/../../etc/cron.d/x", "/etc/passwd", "single/data\\..\\x", "other/m.json"]
+
+
+@pytest.mark.parametrize("name", TRICKY_NAMES)
+def test_path_tricks_are_rejected(name: str, valid_archives: ValidArchives, tmp_path: Path) -> None:
+    path = A.traversal(tmp_path / "t.pt2", valid_archives.single, name)
+    with pytest.raises(UnsafeArchiveError) as info:
+        validate_pt2_archive(path)
+    assert info.value.reason == "unsafe_entry_name"
+
+
+def test_unknown_entry_is_rejected(valid_archives: ValidArchives, tmp_path: Path) -> None:
+    path = A.traversal(tmp_path / "t.pt2", valid_archives.single, "single/data/notes.txt")
+    with pytest.raises(UnsafeArchiveError) as info:
+        validate_pt2_archive(path)
+    assert info.value.reason == "unknown_entry"
+    assert "single/data/notes.txt" in info.value.message
+
+
+@pytest.mark.parametrize("content", [b"", b"not a zip at all", b"PK\x03\x04" + b"\0" * 100])
+def test_non_zip_is_rejected(content: bytes, tmp_path: Path) -> None:
+    path = tmp_path / "x.pt2"
+    path.write_bytes(content)
+    with pytest.raises(UploadRejectedError) as info:
+        validate_pt2_archive(path)
+    assert info.value.reason == "not_a_zip"
