@@ -1,7 +1,8 @@
 """Subprocess entry points for the multi-process storage tests.
 
 ``python -m tests.storage.procs work URL OUT GO``: claim jobs until the queue is empty, appending
-each claimed job id to OUT; waits for the file GO to exist first so all workers start together.
+each claimed job id to OUT; prints ``READY`` once connected, then waits for the file GO to exist
+so that all workers start claiming together.
 ``python -m tests.storage.procs write URL SIZE SEED``: write deterministic content in 64 KiB
 chunks committed one by one, print ``HALF`` half-way and block on stdin (to be SIGKILLed).
 """
@@ -32,6 +33,7 @@ def content(size: int, seed: int) -> bytes:
 def work(url: str, out: Path, go: Path) -> None:
     store = open_store(url, migrate=False)
     worker_id = f"worker-{os.getpid()}"
+    print("READY", flush=True)
     deadline = time.monotonic() + WAIT_FOR_GO_S
     while not go.exists():
         if time.monotonic() > deadline:
