@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from starlette.concurrency import run_in_threadpool
 
 from pteforge import __version__
 from pteforge.backends import default_catalog
@@ -17,6 +18,7 @@ from pteforge.server.backends_api.router import router as backends_router
 from pteforge.server.bootstrap import bootstrap_if_empty, usage_text
 from pteforge.server.error_map import layer_translations
 from pteforge.server.errors import install_error_handlers
+from pteforge.server.inference_mount import mount_inference, start_runtime_pool
 from pteforge.server.jobs.router import router as jobs_router
 from pteforge.server.jobs.supervisor import WorkerSupervisor
 from pteforge.server.programs.router import router as programs_router
@@ -55,9 +57,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.services = services
         supervisor = WorkerSupervisor(settings, settings.compile_workers)
         supervisor.start()
+        pool = await run_in_threadpool(start_runtime_pool, settings)
+        # /v2 exists only once its runtime is up, so it is added here rather than in the factory.
+        mount_inference(app, services.store, pool)
         try:
             yield
         finally:
+            pool.close()
             supervisor.stop()
             services.store.close()
 

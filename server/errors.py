@@ -12,6 +12,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from http import HTTPStatus
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -19,6 +20,8 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 log = logging.getLogger(__name__)
+
+V2_PREFIX = "/v2/"
 
 
 class ServiceError(Exception):
@@ -85,9 +88,13 @@ def error_body(code: str, message: str) -> dict[str, dict[str, str]]:
     return {"error": {"code": code, "message": message}}
 
 
-def error_response(status: int, code: str, message: str) -> JSONResponse:
+def error_response(request: Request, status: int, code: str, message: str) -> JSONResponse:
+    """The error answer; ``/v2`` (Open Inference Protocol) uses its ``{"error": "..."}``."""
     headers = {"WWW-Authenticate": "Bearer"} if status == HTTPStatus.UNAUTHORIZED else None
-    return JSONResponse(error_body(code, message), status_code=status, headers=headers)
+    body: dict[str, Any] = error_body(code, message)
+    if request.url.path.startswith(V2_PREFIX):
+        body = {"error": message}
+    return JSONResponse(body, status_code=status, headers=headers)
 
 
 def to_service_error(exc: BaseException, translations: list[Translation]) -> ServiceError | None:
@@ -117,14 +124,18 @@ def install_error_handlers(app: FastAPI, translations: list[Translation]) -> Non
         err = to_service_error(exc, translations)
         if err is None:
             log.exception("unhandled error on %s %s", request.method, request.url.path)
-            return error_response(500, "internal_error", f"internal error ({type(exc).__name__})")
-        response = error_response(int(err.status), err.code, err.message)
+            return error_response(
+                request, 500, "internal_error", f"internal error ({type(exc).__name__})"
+            )
+        response = error_response(request, int(err.status), err.code, err.message)
         if isinstance(err, RangeNotSatisfiableError):
             response.headers["Content-Range"] = f"bytes */{err.size}"
         return response
 
     async def on_http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        response = error_response(exc.status_code, _status_code_name(exc.status_code), exc.detail)
+        response = error_response(
+            request, exc.status_code, _status_code_name(exc.status_code), exc.detail
+        )
         for key, value in (exc.headers or {}).items():
             response.headers[key] = value
         return response
@@ -133,7 +144,7 @@ def install_error_handlers(app: FastAPI, translations: list[Translation]) -> Non
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
         )
-        return error_response(422, "invalid_request", problems or "invalid request")
+        return error_response(request, 422, "invalid_request", problems or "invalid request")
 
     app.add_exception_handler(StarletteHTTPException, on_http)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, on_validation)  # type: ignore[arg-type]

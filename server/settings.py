@@ -52,6 +52,10 @@ class Settings(BaseSettings):
         default="http://127.0.0.1:8000", description="Base URL shown in the first-start help."
     )
     runtime_pool_size: int = Field(default=2, ge=1, description="Inference runtime processes.")
+    runtime_cache_bytes: int = Field(
+        default=2 * 1024**3, gt=0, description="Loaded-program cache of each runtime process."
+    )
+    runtime_request_timeout_seconds: float = Field(default=60.0, gt=0)
 
     @property
     def uploads_dir(self) -> Path:

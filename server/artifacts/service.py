@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
-from pteforge.server.blob_files import file_chunks, store_file
+from pteforge.server.blob_files import store_file
 from pteforge.server.errors import InvalidRequestError, NotFoundError
 from pteforge.server.http.uploads import MultipartUpload
 from pteforge.server.services import Services
@@ -21,13 +20,6 @@ def get_artifact(services: Services, project_id: str, artifact_id: str) -> Artif
     if artifact is None:
         raise NotFoundError(f"artifact {artifact_id!r} not found")
     return artifact
-
-
-def _sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    for chunk in file_chunks(path, 1024 * 1024):
-        digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _pte_part(upload: MultipartUpload) -> Path:
@@ -46,7 +38,7 @@ def create_uploaded_artifact(
     from pteforge.server.sandbox import validate_pte_isolated
 
     path = _pte_part(upload)
-    described = validate_pte_isolated(path, _sha256_of(path), services.process_limits)
+    described = validate_pte_isolated(path, None, services.process_limits)
     methods = tuple(MethodSpec.from_json(m.to_json()) for m in described.methods)
     blob = store_file(services.store.blobs, path)
     with services.store.transaction() as tx:

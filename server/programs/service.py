@@ -23,10 +23,9 @@ _METHOD_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
 
 def _describe(services: Services, path: Path) -> tuple[MethodSpec, ...]:
-    """Method specs of an archive: static validation, then a load in a disposable process."""
-    from pteforge.server.sandbox import load_programs_isolated, validate_pt2_archive
+    """Method specs of an archive: validated statically, then loaded in a disposable process."""
+    from pteforge.server.sandbox import load_programs_isolated
 
-    validate_pt2_archive(path)
     description = load_programs_isolated(path, services.process_limits)
     return tuple(MethodSpec.from_json(m.to_json()) for m in description.methods)
 

@@ -1,0 +1,59 @@
+"""HTTP helpers shared by the service tests."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.server.service import wait_until
+
+TERMINAL = {"succeeded", "failed", "canceled"}
+MIXED_PLAN = {"methods": {"encode": {"partitioners": ["xnnpack"]}, "decode": {}}}
+
+
+def upload_methods(client: httpx.Client, files: Mapping[str, Path], name: str = "m") -> Any:
+    parts = {method: (path.name, path.read_bytes()) for method, path in files.items()}
+    response = client.post("/v1/programs", files=parts, data={"name": name})
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+def submit(client: httpx.Client, program_id: str, plan: Mapping[str, Any]) -> Any:
+    response = client.post("/v1/compile-jobs", json={"program_id": program_id, "plan": plan})
+    assert response.status_code == 202, response.text
+    return response.json()
+
+
+def job_state(client: httpx.Client, job_id: str) -> Any:
+    response = client.get(f"/v1/jobs/{job_id}")
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def wait_job(client: httpx.Client, job_id: str, timeout: float = 240.0) -> Any:
+    def finished() -> Any:
+        job = job_state(client, job_id)
+        return job if job["status"] in TERMINAL else None
+
+    return wait_until(finished, timeout, f"job {job_id} to finish", every=0.2)
+
+
+def wait_status(client: httpx.Client, job_id: str, status: str, timeout: float = 120.0) -> Any:
+    def reached() -> Any:
+        job = job_state(client, job_id)
+        assert job["status"] == status or job["status"] not in TERMINAL, job
+        return job if job["status"] == status else None
+
+    return wait_until(reached, timeout, f"job {job_id} to be {status}", every=0.1)
+
+
+def assert_error(response: httpx.Response, status: int, code: str | None = None) -> None:
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"code", "message"}, body
+    assert body["error"]["message"]
+    if code is not None:
+        assert body["error"]["code"] == code, body

@@ -1,0 +1,131 @@
+"""A real ``pteforge serve`` process on a free port, for end-to-end tests and benchmarks."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+_TOKEN_LINE = re.compile(r"^\s+(ptf_\S+)\s*$", re.MULTILINE)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_until(check: Callable[[], Any], timeout: float, what: str, every: float = 0.1) -> Any:
+    """Poll ``check`` until it returns something truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+FAST_JOB_ENV = {
+    "PTEFORGE_JOB_LEASE_SECONDS": "4",
+    "PTEFORGE_HEARTBEAT_SECONDS": "0.5",
+    "PTEFORGE_WORKER_POLL_SECONDS": "0.2",
+    "PTEFORGE_SSE_POLL_SECONDS": "0.1",
+}
+
+
+class ServiceProcess:
+    """``python -m pteforge serve`` with its own home; restartable on the same home."""
+
+    def __init__(self, home: Path, env: Mapping[str, str] | None = None) -> None:
+        self.home = home
+        self.port = free_port()
+        self.env = {**os.environ, **FAST_JOB_ENV, **(env or {}), "PTEFORGE_HOME": str(home)}
+        self.proc: subprocess.Popen[str] | None = None
+        self.log_path = home / "server.log"
+        self.admin_token: str | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 120.0) -> None:
+        self.home.mkdir(parents=True, exist_ok=True)
+        log = self.log_path.open("a")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "pteforge", "serve", "--port", str(self.port)],
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        wait_until(self._ready, timeout, f"the server on {self.url}", every=0.2)
+        match = _TOKEN_LINE.search(self.log_path.read_text())
+        if match and self.admin_token is None:
+            self.admin_token = match.group(1)
+
+    def _ready(self) -> bool:
+        if self.proc is not None and self.proc.poll() is not None:
+            raise AssertionError(f"server exited early:\n{self.log_path.read_text()[-4000:]}")
+        try:
+            return httpx.get(f"{self.url}/v1/health", timeout=1.0).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def client(self, token: str | None = None, timeout: float = 120.0) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
+
+    def create_token(self, name: str, project: str) -> str:
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pteforge",
+                "tokens",
+                "create",
+                "--name",
+                name,
+                "--project",
+                project,
+            ],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return out.stdout.strip().splitlines()[-1]
+
+    def kill(self) -> None:
+        """SIGKILL the server only (its workers notice and exit on their own)."""
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+def temp_home(prefix: str) -> Path:
+    return Path(tempfile.mkdtemp(prefix=prefix))

@@ -1,0 +1,140 @@
+"""The HTTP contract around the compiler: auth, tenants, errors, limits, hostile uploads."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.server.conftest import MAX_UPLOAD_BYTES
+from tests.server.helpers import assert_error
+from tests.server.service import ServiceProcess
+
+
+def test_health_needs_no_token(service: ServiceProcess) -> None:
+    with service.client() as anonymous:
+        assert anonymous.get("/v1/health").json() == {"status": "ok"}
+
+
+@pytest.mark.parametrize(
+    "path", ["/v1/backends", "/v1/programs/x", "/v1/jobs/x", "/v1/artifacts/x"]
+)
+def test_routes_need_a_token(service: ServiceProcess, path: str) -> None:
+    with service.client() as anonymous:
+        assert_error(anonymous.get(path), 401, "unauthorized")
+    with service.client("ptf_not-a-real-token") as stranger:
+        assert_error(stranger.get(path), 401, "unauthorized")
+
+
+def test_backends_catalog(admin: httpx.Client) -> None:
+    entries = {e["name"]: e for e in admin.get("/v1/backends").raise_for_status().json()}
+    assert entries["xnnpack"]["backend_id"] == "XnnpackBackend"
+    assert entries["xnnpack"]["can_execute"] is True
+    assert entries["portable"]["kind"] == "portable"
+    assert all({"kind", "options_schema", "can_execute"} <= set(e) for e in entries.values())
+
+
+def test_openapi_docs_served(admin: httpx.Client) -> None:
+    assert admin.get("/docs").status_code == 200
+    paths = admin.get("/openapi.json").json()["paths"]
+    assert {"/v1/programs", "/v1/compile-jobs", "/v1/jobs/{job_id}/events"} <= set(paths)
+
+
+def test_tokens_create_prints_token_last(service: ServiceProcess) -> None:
+    token = service.create_token("ci", "tokens-test")
+    with service.client(token) as client:
+        assert client.get("/v1/backends").status_code == 200
+
+
+def test_tenant_isolation(
+    service: ServiceProcess, admin: httpx.Client, seq2seq_program: dict[str, Any]
+) -> None:
+    program = seq2seq_program
+    assert admin.get(f"/v1/programs/{program['id']}").json() == program
+    other = service.create_token("intruder", "other-project")
+    with service.client(other) as intruder:
+        assert_error(intruder.get(f"/v1/programs/{program['id']}"), 404, "not_found")
+        missing = intruder.get("/v1/programs/prg_does_not_exist")
+        assert_error(missing, 404, "not_found")
+        job = intruder.post("/v1/compile-jobs", json={"program_id": program["id"], "plan": {}})
+        assert_error(job, 404, "not_found")
+
+
+def test_upload_describes_methods(seq2seq_program: dict[str, Any]) -> None:
+    program = seq2seq_program
+    assert program["name"] == "seq2seq" and len(program["sha256"]) == 64
+    methods = {m["name"]: m for m in program["methods"]}
+    assert set(methods) == {"encode", "decode"}
+    assert [i["shape"] for i in methods["decode"]["inputs"]] == [[1, 4], [1, 8, 32]]
+    assert methods["encode"]["inputs"][0]["dtype"] == "int64"
+    assert methods["decode"]["outputs"][0]["shape"] == [1, 4, 64]
+
+
+def test_size_limit_answers_413(admin: httpx.Client) -> None:
+    big = b"\0" * (MAX_UPLOAD_BYTES + 1)
+    response = admin.post("/v1/programs", files={"forward": ("f.pt2", big)})
+    assert_error(response, 413, "payload_too_large")
+
+
+def test_size_limit_without_content_length(admin: httpx.Client) -> None:
+    boundary = "pteforgeboundary"
+    head = (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="forward"; filename="f.pt2"\r\n\r\n'
+    ).encode()
+
+    def body():  # chunked: no Content-Length to refuse up front
+        yield head
+        for _ in range(MAX_UPLOAD_BYTES // (1 << 20) + 2):
+            yield b"\0" * (1 << 20)
+        yield f"\r\n--{boundary}--\r\n".encode()
+
+    headers = {"Content-Type": f"multipart/form-data; boundary={boundary}"}
+    try:
+        response = admin.post("/v1/programs", content=body(), headers=headers)
+    except httpx.TransportError:
+        return  # the server may close the connection mid-body after answering 413
+    assert_error(response, 413, "payload_too_large")
+
+
+@pytest.mark.parametrize(
+    "files",
+    [
+        {"forward": ("f.pt2", b"this is not a zip archive")},
+        {"forward": ("f.pt2", b"PK\x03\x04" + b"\0" * 64)},
+        {"bad name!": ("f.pt2", b"x")},
+    ],
+    ids=["not-zip", "truncated-zip", "bad-method-name"],
+)
+def test_malformed_program_uploads_are_4xx(admin: httpx.Client, files: dict) -> None:
+    response = admin.post("/v1/programs", files=files)
+    assert 400 <= response.status_code < 500, response.text
+    assert_error(response, response.status_code)
+    assert admin.get("/v1/health").status_code == 200
+
+
+def test_non_multipart_upload_is_rejected(admin: httpx.Client) -> None:
+    response = admin.post("/v1/programs", json={"encode": "x"})
+    assert_error(response, 422, "invalid_request")
+
+
+def test_malformed_pte_upload_is_4xx(admin: httpx.Client) -> None:
+    response = admin.post("/v1/artifacts", files={"pte": ("x.pte", b"\x00" * 128)})
+    assert 400 <= response.status_code < 500, response.text
+    assert_error(response, response.status_code)
+    assert admin.get("/v1/health").status_code == 200
+
+
+def test_bad_plan_is_422(admin: httpx.Client, seq2seq_program: dict[str, Any]) -> None:
+    program = seq2seq_program
+    unknown_method = {"methods": {"nope": {}}}
+    response = admin.post(
+        "/v1/compile-jobs", json={"program_id": program["id"], "plan": unknown_method}
+    )
+    assert_error(response, 422)
+    assert "nope" in response.json()["error"]["message"]
+    bad_target = {"all": {"partitioners": ["no-such-backend"]}}
+    response = admin.post(
+        "/v1/compile-jobs", json={"program_id": program["id"], "plan": bad_target}
+    )
+    assert_error(response, 422)

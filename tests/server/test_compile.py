@@ -1,0 +1,150 @@
+"""Upload, compile in a real worker, stream events, download and run the `.pte` natively."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import torch
+
+from tests.models import MultiMethod, unsupported_op_programs
+from tests.server.helpers import (
+    MIXED_PLAN,
+    TERMINAL,
+    assert_error,
+    submit,
+    upload_methods,
+    wait_job,
+    wait_status,
+)
+
+
+@pytest.fixture(scope="module")
+def compiled(admin: httpx.Client, seq2seq_program: dict[str, Any]) -> dict[str, Any]:
+    """The seq2seq program compiled once with a mixed plan (encode: XNNPACK, decode: portable)."""
+    program = seq2seq_program
+    job = submit(admin, program["id"], MIXED_PLAN)
+    assert job["status"] in {"queued", "running"}
+    events = _read_events(admin, job["id"])
+    done = wait_job(admin, job["id"])
+    assert done["status"] == "succeeded", done
+    artifact = admin.get(f"/v1/artifacts/{done['artifact_id']}").raise_for_status().json()
+    return {"program": program, "job": done, "events": events, "artifact": artifact}
+
+
+def _read_events(client: httpx.Client, job_id: str) -> list[tuple[str, Any]]:
+    events: list[tuple[str, Any]] = []
+    with client.stream("GET", f"/v1/jobs/{job_id}/events") as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        name = None
+        for line in response.iter_lines():
+            if line.startswith("event: "):
+                name = line.removeprefix("event: ")
+            elif line.startswith("data: "):
+                events.append((str(name), json.loads(line.removeprefix("data: "))))
+    return events
+
+
+def test_events_follow_the_stages(compiled: dict[str, Any]) -> None:
+    events = compiled["events"]
+    assert events[-1] == ("end", {"status": "succeeded"})
+    stages = [data["stage"] for name, data in events if name == "job" and data["stage"]]
+    assert stages[-1] == "store"
+    assert "loading" in stages and "emit" in stages
+    order = ["loading", "to_edge", "partition", "preprocess", "emit", "store"]
+    assert [s for s in order if s in stages] == [s for s in stages if s in order]
+
+
+def test_artifact_metadata(compiled: dict[str, Any]) -> None:
+    artifact, program = compiled["artifact"], compiled["program"]
+    assert artifact["program_id"] == program["id"]
+    assert {m["name"] for m in artifact["methods"]} == {"encode", "decode"}
+    assert artifact["plan"] and artifact["report"]
+    assert "encode" in json.dumps(artifact["report"])
+
+
+def test_download_runs_like_eager(
+    admin: httpx.Client, compiled: dict[str, Any], seq2seq: MultiMethod, tmp_path: Path
+) -> None:
+    from executorch.runtime import Runtime
+
+    artifact = compiled["artifact"]
+    response = admin.get(f"/v1/artifacts/{artifact['id']}/pte")
+    assert response.status_code == 200
+    assert response.headers["etag"] == f'"{artifact["sha256"]}"'
+    assert hashlib.sha256(response.content).hexdigest() == artifact["sha256"]
+    pte = tmp_path / "model.pte"
+    pte.write_bytes(response.content)
+    program = Runtime.get().load_program(pte)
+    for method in ("encode", "decode"):
+        inputs = seq2seq.inputs[method]
+        got = program.load_method(method).execute(list(inputs))[0]
+        want = seq2seq.eager[method](*inputs)
+        torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+
+
+def test_download_range_and_conditional(admin: httpx.Client, compiled: dict[str, Any]) -> None:
+    artifact = compiled["artifact"]
+    url = f"/v1/artifacts/{artifact['id']}/pte"
+    whole = admin.get(url).content
+    part = admin.get(url, headers={"Range": "bytes=10-99"})
+    assert part.status_code == 206
+    assert part.content == whole[10:100]
+    assert part.headers["content-range"] == f"bytes 10-99/{len(whole)}"
+    tail = admin.get(url, headers={"Range": "bytes=-16"})
+    assert tail.status_code == 206 and tail.content == whole[-16:]
+    beyond = admin.get(url, headers={"Range": f"bytes={len(whole)}-"})
+    assert_error(beyond, 416, "range_not_satisfiable")
+    assert beyond.headers["content-range"] == f"bytes */{len(whole)}"
+    cached = admin.get(url, headers={"If-None-Match": f'"{artifact["sha256"]}"'})
+    assert cached.status_code == 304 and cached.content == b""
+
+
+def test_same_program_and_plan_reuses_the_artifact(
+    admin: httpx.Client, compiled: dict[str, Any]
+) -> None:
+    again = submit(admin, compiled["program"]["id"], MIXED_PLAN)
+    done = wait_job(admin, again["id"])
+    assert done["status"] == "succeeded", done
+    assert done["artifact_id"] == compiled["artifact"]["id"]
+    assert done["stage"] is None  # never loaded or lowered: no stage was entered
+
+
+def test_upload_pte_built_elsewhere(admin: httpx.Client, compiled: dict[str, Any]) -> None:
+    pte = admin.get(f"/v1/artifacts/{compiled['artifact']['id']}/pte").content
+    response = admin.post("/v1/artifacts", files={"pte": ("model.pte", pte)})
+    assert response.status_code == 201, response.text
+    uploaded = response.json()
+    assert uploaded["sha256"] == compiled["artifact"]["sha256"]
+    assert uploaded["program_id"] is None
+    assert {m["name"] for m in uploaded["methods"]} == {"encode", "decode"}
+
+
+def test_failed_lowering_carries_the_manager_error(admin: httpx.Client, tmp_path: Path) -> None:
+    path = tmp_path / "forward.pt2"
+    torch.export.save(unsupported_op_programs().programs["forward"], path)
+    program = upload_methods(admin, {"forward": path})
+    whole_graph = {"all": {"delegate": {"backend_id": "XnnpackBackend", "compile_specs": []}}}
+    done = wait_job(admin, submit(admin, program["id"], whole_graph)["id"])
+    assert done["status"] == "failed", done
+    assert done["error"]["code"] == "lowering_failed"
+    assert "embedding" in done["error"]["message"]
+
+
+def test_cancel_running_job(admin: httpx.Client, compiled: dict[str, Any]) -> None:
+    plan = {"all": {"partitioners": ["xnnpack"]}}  # a new plan: really lowers
+    job = submit(admin, compiled["program"]["id"], plan)
+    wait_status(admin, job["id"], "running")
+    response = admin.post(f"/v1/jobs/{job['id']}/cancel")
+    assert response.status_code == 200
+    done = wait_job(admin, job["id"], timeout=60)
+    assert done["status"] == "canceled", done
+    assert done["artifact_id"] is None
+    finished_again = admin.post(f"/v1/jobs/{job['id']}/cancel")
+    assert finished_again.status_code == 200
+    assert finished_again.json()["status"] in TERMINAL
