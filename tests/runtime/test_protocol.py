@@ -1,0 +1,124 @@
+"""The OIP codec on its own: JSON and binary bodies, and errors naming the input."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from pteforge.runtime import InvalidInputError
+from pteforge.runtime.metadata import MethodSignature, TensorSpec
+from pteforge.runtime.protocol import (
+    ProtocolError,
+    decode_infer_request,
+    encode_infer_response,
+    split_model_name,
+)
+
+TOKENS = {"name": "input_0", "datatype": "INT64", "shape": [1, 4], "data": [1, 2, 3, 4]}
+MEMORY = {"name": "input_1", "datatype": "FP32", "shape": [1, 2], "data": [1, 2]}
+
+
+def _with(base: dict[str, object], **changes: object) -> dict[str, object]:
+    return {**base, **changes}
+
+
+SIG = MethodSignature(
+    "decode",
+    (TensorSpec("input_0", "INT64", (1, 4)), TensorSpec("input_1", "FP32", (1, 2))),
+    (TensorSpec("output_0", "FP32", (2,)),),
+)
+
+
+def _tensor(name: str, datatype: str, shape: list[int], data: list[float]) -> dict[str, object]:
+    return {"name": name, "datatype": datatype, "shape": shape, "data": data}
+
+
+def _body(*tensors: dict[str, object], **extra: object) -> bytes:
+    return json.dumps({"inputs": list(tensors), **extra}).encode()
+
+
+def test_json_inputs_are_ordered_by_signature_not_by_request() -> None:
+    body = _body(
+        _tensor("input_1", "FP32", [1, 2], [0.5, 1.5]),
+        _tensor("input_0", "INT64", [1, 4], [[1, 2, 3, 4]]),
+    )
+    request = decode_infer_request(body, None, SIG)
+    np.testing.assert_array_equal(request.inputs[0], np.array([[1, 2, 3, 4]], dtype=np.int64))
+    np.testing.assert_array_equal(request.inputs[1], np.array([[0.5, 1.5]], dtype=np.float32))
+
+
+def test_binary_inputs_follow_the_json_header() -> None:
+    tokens = np.arange(4, dtype=np.int64).reshape(1, 4)
+    memory = np.array([[2.0, 3.0]], dtype=np.float32)
+    head = _body(
+        {"name": "input_0", "datatype": "INT64", "shape": [1, 4],
+         "parameters": {"binary_data_size": tokens.nbytes}},
+        {"name": "input_1", "datatype": "FP32", "shape": [1, 2],
+         "parameters": {"binary_data_size": memory.nbytes}},
+    )  # fmt: skip
+    request = decode_infer_request(head + tokens.tobytes() + memory.tobytes(), len(head), SIG)
+    np.testing.assert_array_equal(request.inputs[0], tokens)
+    np.testing.assert_array_equal(request.inputs[1], memory)
+
+
+@pytest.mark.parametrize(
+    ("tensors", "message"),
+    [
+        ([TOKENS], "expects 2 input(s) (input_0, input_1), got 1"),
+        ([_with(TOKENS, datatype="FP32"), MEMORY], "input 'input_0': expected datatype INT64"),
+        (
+            [TOKENS, _with(MEMORY, shape=[2, 1])],
+            "input 'input_1': expected shape [1, 2], got [2, 1]",
+        ),
+        ([_with(TOKENS, data=[1, 2, 3]), MEMORY], "input 'input_0': shape [1, 4] needs 4 elements"),
+        ([_with(TOKENS, name="tokens"), MEMORY], "unknown input 'tokens'"),
+        ([_with(TOKENS, data=["a"] * 4), MEMORY], "input 'input_0': data is not int64"),
+    ],
+)
+def test_mismatches_name_the_input(tensors: list[dict[str, object]], message: str) -> None:
+    with pytest.raises(InvalidInputError) as err:
+        decode_infer_request(_body(*tensors), None, SIG)
+    assert message in str(err.value)
+
+
+def test_malformed_bodies_are_protocol_errors() -> None:
+    with pytest.raises(ProtocolError, match="invalid"):
+        decode_infer_request(b"{not json", None, SIG)
+    with pytest.raises(ProtocolError, match="Inference-Header-Content-Length"):
+        decode_infer_request(b"{}", 10, SIG)
+    head = _body(
+        {"name": "input_0", "datatype": "INT64", "shape": [1, 4],
+         "parameters": {"binary_data_size": 32}},
+        _tensor("input_1", "FP32", [1, 2], [1, 2]),
+    )  # fmt: skip
+    with pytest.raises(ProtocolError, match="binary section ends"):
+        decode_infer_request(head + b"\0" * 8, len(head), SIG)
+
+
+def test_response_mixes_json_and_binary_outputs() -> None:
+    request = decode_infer_request(
+        _body(
+            _tensor("input_0", "INT64", [1, 4], [1, 2, 3, 4]),
+            _tensor("input_1", "FP32", [1, 2], [1, 2]),
+            id="r1",
+            parameters={"binary_data_output": True},
+        ),
+        None,
+        SIG,
+    )
+    out = np.array([1.0, 2.0], dtype=np.float32)
+    body, json_length = encode_infer_response("a.decode", request, SIG, [out], {"x": 1})
+    assert json_length is not None
+    head = json.loads(body[:json_length])
+    assert head["id"] == "r1"
+    assert head["outputs"][0]["parameters"] == {"binary_data_size": 8}
+    np.testing.assert_array_equal(np.frombuffer(body[json_length:], np.float32), out)
+
+
+def test_model_names() -> None:
+    assert split_model_name("abc.decode") == ("abc", "decode")
+    assert split_model_name("abc") == ("abc", "forward")
+    with pytest.raises(ProtocolError):
+        split_model_name("abc.")
