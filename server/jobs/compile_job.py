@@ -14,7 +14,7 @@ from typing import Any
 
 from pteforge.server.blob_files import store_file
 from pteforge.server.jobs.protocol import LoweringOutcome, LoweringRequest
-from pteforge.server.jobs.runner import Verdict, Watch, run_lowering
+from pteforge.server.jobs.runner import Verdict, Watch, lowering_context, run_lowering
 from pteforge.server.settings import Settings
 from pteforge.storage.domain import Artifact, Job, MethodSpec, methods_from_json
 from pteforge.storage.errors import ConflictError
@@ -36,6 +36,7 @@ class CompileJobRunner:
         self.worker_id = worker_id
         self.stopping = stopping
         self.lease = timedelta(seconds=settings.job_lease_seconds)
+        self.ctx = lowering_context()
 
     def run(self, job: Job, scratch: Path) -> None:
         """Take ``job`` to a terminal state (or abandon it if the lease is lost)."""
@@ -58,7 +59,7 @@ class CompileJobRunner:
             output_path=str(scratch / "out.pte"),
             memory_limit_bytes=self.settings.compile_memory_limit_bytes,
         )
-        outcome, verdict = run_lowering(request, self._watch(job.id))
+        outcome, verdict = run_lowering(self.ctx, request, self._watch(job.id))
         self._finish(job, outcome, verdict, Path(request.output_path))
 
     def _watch(self, job_id: str) -> Watch:

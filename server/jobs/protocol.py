@@ -1,13 +1,12 @@
-"""The messages a lowering process sends its worker: one JSON object per line on a pipe.
+"""What a worker asks of a lowering child and what the child answers.
 
-``{"stage": NAME}`` on each stage change, then exactly one of ``{"result": {...}}`` or
-``{"error": {"code", "message"}}``. Kept separate from stdout so library chatter cannot
-corrupt it.
+The child sends ``{"stage": NAME}`` on each stage change, then exactly one of
+``{"result": {"report", "methods"}}`` or ``{"error": {"code", "message"}}`` over a pipe
+private to the two processes (never stdout, where library chatter goes).
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,13 +22,6 @@ class LoweringRequest:
     output_path: str
     memory_limit_bytes: int | None = None
 
-    def to_json(self) -> str:
-        return json.dumps(self.__dict__)
-
-    @classmethod
-    def from_json(cls, text: str) -> LoweringRequest:
-        return cls(**json.loads(text))
-
 
 @dataclass
 class LoweringOutcome:
@@ -39,7 +31,3 @@ class LoweringOutcome:
     error_code: str | None = None
     error_message: str | None = None
     stages: list[str] = field(default_factory=list)
-
-
-def encode(message: dict[str, Any]) -> bytes:
-    return (json.dumps(message) + "\n").encode()

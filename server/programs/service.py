@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from pteforge.server.blob_files import store_file
@@ -19,6 +20,7 @@ from pteforge.server.services import Services
 from pteforge.storage.domain import MethodSpec, Program
 
 PROGRAM_PART = "program"
+_PARALLEL_LOADS = 4
 _METHOD_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
 
@@ -73,7 +75,9 @@ def create_program(services: Services, project_id: str, upload: MultipartUpload)
         methods = _describe(services, parts[0].path)
         blob = store_file(services.store.blobs, parts[0].path)
     else:
-        methods = tuple(_single_method(services, part) for part in parts)
+        # Each part is loaded in its own disposable process; run them side by side.
+        with ThreadPoolExecutor(max_workers=min(len(parts), _PARALLEL_LOADS)) as pool:
+            methods = tuple(pool.map(lambda part: _single_method(services, part), parts))
         with tempfile.TemporaryDirectory(dir=services.settings.uploads_dir) as scratch:
             bundle = Path(scratch) / "bundle.zip"
             write_bundle({p.field_name: p.path for p in parts}, bundle)
