@@ -1,0 +1,73 @@
+"""Errors of the manager layer: one root, plain attributes so callers can map them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+class ManagerError(Exception):
+    """Root of every error raised by ``pteforge.manager``."""
+
+
+class ProgramInputError(ManagerError, ValueError):
+    """A program file or mapping given to the manager is unusable."""
+
+    def __init__(self, message: str, *, source: str | None = None) -> None:
+        self.source = source
+        super().__init__(message)
+
+
+class PlanError(ManagerError, ValueError):
+    """A lowering plan is malformed; ``field`` is the dotted path of the bad field."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        super().__init__(f"plan field {field!r}: {message}")
+
+
+class UnknownMethodError(ManagerError, LookupError):
+    """A plan or mapping names a method the program does not have."""
+
+    def __init__(self, method: str, known: Iterable[str], field: str | None = None) -> None:
+        self.method = method
+        self.known = sorted(known)
+        self.field = field
+        where = f"{field}: " if field else ""
+        super().__init__(
+            f"{where}unknown method {method!r}; the program has: {', '.join(self.known)}"
+        )
+
+
+class UnknownBackendIdError(ManagerError, LookupError):
+    """A backend id that no ``BackendDetails`` subclass provides."""
+
+    def __init__(self, backend_id: str, known: Iterable[str], method: str | None = None) -> None:
+        self.backend_id = backend_id
+        self.method = method
+        self.known = sorted(known)
+        where = f" (method {method!r})" if method else ""
+        super().__init__(
+            f"unknown backend id {backend_id!r}{where}; registered: {', '.join(self.known)}"
+        )
+
+
+class LoweringError(ManagerError, RuntimeError):
+    """A backend could not take (part of) a method; names the first offending node."""
+
+    def __init__(
+        self,
+        *,
+        method: str | None,
+        backend_id: str,
+        node: str | None,
+        operator: str | None,
+        detail: str = "",
+    ) -> None:
+        self.method = method
+        self.backend_id = backend_id
+        self.node = node
+        self.operator = operator
+        self.detail = detail
+        where = f"node {node!r} (operator {operator})" if node else "an unidentified node"
+        message = f"method {method!r}: backend {backend_id!r} cannot lower {where}"
+        super().__init__(f"{message}: {detail}" if detail else message)
