@@ -31,7 +31,9 @@ def _claim(store: SqlStore, worker: str = "w1") -> Job | None:
 
 
 def test_claims_oldest_first_and_runs_to_success(store: SqlStore, clock: ManualClock) -> None:
-    first, _ = _enqueue(store, 2)
+    (first,) = _enqueue(store)
+    clock.advance(timedelta(seconds=1))
+    _enqueue(store)
     claimed = _claim(store)
     assert claimed is not None and claimed.id == first.id
     assert claimed.status is JobStatus.RUNNING and claimed.attempts == 1
