@@ -66,7 +66,11 @@ class CompileSpecOption(EntryOptions):
     """One ``CompileSpec`` with its value as base64 (the wire form of the API)."""
 
     key: str = Field(min_length=1)
-    value_b64: str = ""
+    value_b64: str = Field(
+        default="",
+        pattern=r"^[A-Za-z0-9+/]*={0,2}$",
+        description="The compile spec value bytes, base64-encoded (standard alphabet).",
+    )
 
     @field_validator("value_b64")
     @classmethod

@@ -1,0 +1,83 @@
+"""The XNNPACK pt2e recipes: upstream configuration, calibration on the given inputs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.export import ExportedProgram
+
+from pteforge.backends import (
+    BackendCatalogError,
+    QuantizationError,
+    XnnpackPt2eRecipe,
+    default_catalog,
+)
+from tests.backends.lowering import tiny_mlp
+
+QUANTIZE_PER_TENSOR = torch.ops.quantized_decomposed.quantize_per_tensor
+
+
+def input_scale(program: ExportedProgram) -> float:
+    """The scale of the static quantize node applied to the program's input."""
+    (placeholder,) = program.graph_signature.user_inputs
+    for node in program.graph.nodes:
+        if node.target == QUANTIZE_PER_TENSOR.default and node.args[0].name == placeholder:
+            return float(node.args[1])
+    raise AssertionError("no static quantize node on the input")
+
+
+def targets(program: ExportedProgram) -> set[object]:
+    return {node.target for node in program.graph.nodes if node.op == "call_function"}
+
+
+def test_static_recipe_calibrates_on_the_given_inputs() -> None:
+    model = tiny_mlp()
+    (x,) = model.inputs["forward"]
+    recipe = default_catalog().get_quantizer("xnnpack_pt2e_int8_static_per_channel")
+    narrow = recipe.quantize(model.programs["forward"], [(x,)])
+    wide = recipe.quantize(model.programs["forward"], [(x,), (x * 10,)])
+    # Affine int8 over the observed range (which always includes zero).
+    expected_narrow = (x.max().clamp(min=0) - x.min().clamp(max=0)).item() / 255
+    assert input_scale(narrow) == pytest.approx(expected_narrow, rel=1e-3)
+    assert input_scale(wide) == pytest.approx(10 * expected_narrow, rel=1e-3)
+
+
+def test_dynamic_recipe_chooses_activation_qparams_at_run_time() -> None:
+    model = tiny_mlp()
+    recipe = default_catalog().get_quantizer("xnnpack_pt2e_int8_dynamic_per_channel")
+    quantized = recipe.quantize(model.programs["forward"], [model.inputs["forward"]])
+    assert torch.ops.quantized_decomposed.choose_qparams.tensor in targets(quantized)
+    assert torch.ops.quantized_decomposed.dequantize_per_channel.default in targets(quantized)
+
+
+def test_recipes_reuse_upstream_quantizer_configuration() -> None:
+    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import XNNPACKQuantizer
+
+    for name, dynamic in [
+        ("xnnpack_pt2e_int8_dynamic_per_channel", True),
+        ("xnnpack_pt2e_int8_static_per_channel", False),
+    ]:
+        quantizer = XnnpackPt2eRecipe(name).quantizer()
+        assert isinstance(quantizer, XNNPACKQuantizer)
+        config = quantizer.global_config
+        assert config is not None and config.input_activation.is_dynamic is dynamic
+        assert config.weight.qscheme == torch.per_channel_symmetric
+
+
+def test_empty_calibration_is_an_error() -> None:
+    model = tiny_mlp()
+    recipe = default_catalog().get_quantizer("xnnpack_pt2e_int8_static_per_channel")
+    with pytest.raises(QuantizationError, match="calibration"):
+        recipe.quantize(model.programs["forward"], [])
+
+
+def test_calibration_of_the_wrong_shape_is_translated() -> None:
+    model = tiny_mlp()
+    recipe = default_catalog().get_quantizer("xnnpack_pt2e_int8_static_per_channel")
+    with pytest.raises(QuantizationError, match="xnnpack_pt2e_int8_static_per_channel"):
+        recipe.quantize(model.programs["forward"], [(torch.randn(8, 5),)])
+
+
+def test_unknown_recipe_name_lists_the_known_ones() -> None:
+    with pytest.raises(BackendCatalogError, match="xnnpack_pt2e_int8_dynamic_per_channel"):
+        XnnpackPt2eRecipe("xnnpack_int3")
