@@ -19,6 +19,9 @@ def worker_main(job: Callable[[list[str]], dict[str, Any]], failure_reason: str)
         reply: dict[str, Any] = {"ok": True, "result": job(sys.argv[1:])}
     except UploadRejectedError as e:
         reply = {"ok": False, "reason": e.reason, "message": e.message}
+    except ImportError as e:  # the loader itself could not start: not the upload's fault
+        reason = "worker_out_of_memory" if _looks_like_oom(str(e)) else "worker_failed"
+        reply = {"ok": False, "reason": reason, "message": f"the loader could not start: {e}"}
     except MemoryError:
         reply = {
             "ok": False,
@@ -33,3 +36,7 @@ def worker_main(job: Callable[[list[str]], dict[str, Any]], failure_reason: str)
         }
     with os.fdopen(reply_fd, "w") as out:
         out.write(json.dumps(reply) + "\n")
+
+
+def _looks_like_oom(text: str) -> bool:
+    return "failed to map segment" in text or "Cannot allocate memory" in text

@@ -1,0 +1,93 @@
+"""``.pte`` uploads: verified and loaded only in a disposable worker, digests checked first."""
+
+from __future__ import annotations
+
+import random
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from pteforge.server.sandbox import (
+    InvalidPteError,
+    PteDescription,
+    UploadRejectedError,
+    pte_isolated,
+    read_verified,
+    sha256_file,
+    validate_pte_isolated,
+)
+
+MUTATION_SEEDS = (10, 161, 5, 7, 1, 2)  # for this program 10 and 161 abort an in-process load
+
+
+def test_valid_pte_is_described(mlp_pte: Path) -> None:
+    description = validate_pte_isolated(mlp_pte, sha256_file(mlp_pte))
+    assert description.method_names == ("forward",)
+    [method] = description.methods
+    assert [(t.dtype, t.shape) for t in method.inputs] == [("float32", (1, 16))]
+    assert [(t.dtype, t.shape) for t in method.outputs] == [("float32", (1, 4))]
+    assert description.size_bytes == mlp_pte.stat().st_size
+
+
+def test_sha_mismatch_is_rejected_before_loading(
+    mlp_pte: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def must_not_load(*args: object, **kwargs: object) -> None:
+        raise AssertionError("loaded before the digest was checked")
+
+    monkeypatch.setattr(pte_isolated, "run_isolated", must_not_load)
+    with pytest.raises(InvalidPteError) as info:
+        validate_pte_isolated(mlp_pte, "0" * 64)
+    assert info.value.reason == "sha256_mismatch"
+
+
+def test_read_verified_checks_the_bytes_it_returns(mlp_pte: Path) -> None:
+    assert read_verified(mlp_pte, sha256_file(mlp_pte)) == mlp_pte.read_bytes()
+    with pytest.raises(UploadRejectedError):
+        read_verified(mlp_pte, "f" * 64)
+
+
+def test_truncated_pte_is_rejected(mlp_pte: Path, tmp_path: Path) -> None:
+    data = mlp_pte.read_bytes()
+    bad = tmp_path / "t.pte"
+    bad.write_bytes(data[: len(data) // 2])
+    with pytest.raises(InvalidPteError) as info:
+        validate_pte_isolated(bad)
+    assert info.value.reason == "invalid_pte"
+
+
+def test_not_a_pte_is_rejected_without_a_worker(tmp_path: Path) -> None:
+    bad = tmp_path / "x.pte"
+    bad.write_bytes(b"hello world, not a program")
+    with pytest.raises(InvalidPteError, match="ET12"):
+        validate_pte_isolated(bad)
+
+
+def test_bit_flips_never_take_the_caller_down(mlp_pte: Path, tmp_path: Path) -> None:
+    """Random mutations either verify or are rejected; crashes stay in the worker."""
+    data = mlp_pte.read_bytes()
+    paths = [_mutate(data, seed, tmp_path / f"m{seed}.pte") for seed in MUTATION_SEEDS]
+    with ThreadPoolExecutor(max_workers=2) as pool:  # also shows concurrent callers are safe
+        outcomes = list(pool.map(_outcome, paths))
+    assert len(outcomes) == len(MUTATION_SEEDS)
+    assert any(o != "loaded" for o in outcomes)
+
+
+def _mutate(data: bytes, seed: int, path: Path) -> Path:
+    rng = random.Random(seed)
+    mutated = bytearray(data)
+    for _ in range(4):
+        i = rng.randrange(len(mutated))
+        mutated[i] ^= 1 << rng.randrange(8)
+    path.write_bytes(bytes(mutated))
+    return path
+
+
+def _outcome(path: Path) -> str:
+    try:
+        assert isinstance(validate_pte_isolated(path), PteDescription)
+        return "loaded"
+    except InvalidPteError as e:
+        assert e.reason == "invalid_pte"
+        return e.message.split(":", 1)[0]  # the worker's reason, e.g. worker_crashed

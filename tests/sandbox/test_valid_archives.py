@@ -1,0 +1,103 @@
+"""Real archives written by torch pass the validator and describe the right methods."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from pteforge.server.sandbox import (
+    ArchiveLimits,
+    UnsafeArchiveError,
+    load_programs_isolated,
+    validate_pt2_archive,
+)
+from pteforge.server.sandbox import pt2_format as fmt
+from pteforge.server.sandbox.pt2_loader import exported_method_spec
+
+from .conftest import ValidArchives
+
+
+def test_single_program_archive(valid_archives: ValidArchives) -> None:
+    manifest = validate_pt2_archive(valid_archives.single)
+    assert manifest.method_names == ("model",)
+    [method] = manifest.methods
+    assert [(t.dtype, t.shape) for t in method.inputs] == [("float32", (1, 16))]
+    assert [(t.dtype, t.shape) for t in method.outputs] == [("float32", (1, 4))]
+    assert manifest.payload_bytes == sum(
+        p.numel() * p.element_size()
+        for p in valid_archives.single_source.programs["forward"].state_dict.values()
+    )
+
+
+def test_multi_program_archive(valid_archives: ValidArchives) -> None:
+    manifest = validate_pt2_archive(valid_archives.multi)
+    source = valid_archives.multi_source.programs
+    assert manifest.method_names == tuple(sorted(source))
+    for method in manifest.methods:
+        assert method == exported_method_spec(method.name, source[method.name])
+
+
+def test_dynamic_dims_are_minus_one(valid_archives: ValidArchives) -> None:
+    [method] = validate_pt2_archive(valid_archives.dynamic).methods
+    assert [t.shape for t in method.inputs] == [(-1, 3), (-1, 3)]
+    assert method == exported_method_spec("model", valid_archives.dynamic_source)
+
+
+def test_isolated_load_matches_in_process_export(valid_archives: ValidArchives) -> None:
+    described = load_programs_isolated(valid_archives.multi)
+    source = valid_archives.multi_source
+    assert described.methods == tuple(
+        exported_method_spec(name, ep) for name, ep in sorted(source.programs.items())
+    )
+    for name, inputs in source.inputs.items():
+        assert [t.shape for t in described.example_inputs[name]] == [tuple(x.shape) for x in inputs]
+
+
+def test_isolated_load_of_dynamic_program(valid_archives: ValidArchives) -> None:
+    described = load_programs_isolated(valid_archives.dynamic)
+    assert described.methods == (exported_method_spec("model", valid_archives.dynamic_source),)
+    assert described.to_json()["methods"][0]["inputs"][0]["shape"] == [-1, 3]
+
+
+def test_layout_constants_match_torch() -> None:
+    """Our torch-free restatement of the archive layout must agree with torch's own constants."""
+    from torch.export.pt2_archive import constants as c
+
+    for name in (
+        "ARCHIVE_FORMAT_PATH", "ARCHIVE_FORMAT_VALUE", "ARCHIVE_VERSION_PATH",
+        "ARCHIVE_VERSION_VALUE", "MODELS_FILENAME_FORMAT", "WEIGHTS_DIR", "CONSTANTS_DIR",
+        "WEIGHTS_CONFIG_FILENAME_FORMAT", "CONSTANTS_CONFIG_FILENAME_FORMAT",
+        "SAMPLE_INPUTS_FILENAME_FORMAT", "WEIGHT_FILENAME_PREFIX",
+        "TENSOR_CONSTANT_FILENAME_PREFIX", "CUSTOM_OBJ_FILENAME_PREFIX",
+        "OPAQUE_OBJ_FILENAME_PREFIX", "AOTINDUCTOR_DIR",
+    ):  # fmt: skip
+        assert getattr(fmt, name) == getattr(c, name), name
+
+
+def test_scalar_type_table_matches_torch() -> None:
+    from torch._export.serde.schema import ScalarType
+    from torch._export.serde.serialize import _SERIALIZE_TO_TORCH_DTYPE
+
+    for code, (name, size) in fmt.SCALAR_TYPES.items():
+        dtype = _SERIALIZE_TO_TORCH_DTYPE[ScalarType(code)]
+        assert (str(dtype).removeprefix("torch."), dtype.itemsize) == (name, size)
+
+
+def test_method_count_limit(valid_archives: ValidArchives) -> None:
+    with pytest.raises(UnsafeArchiveError) as info:
+        validate_pt2_archive(valid_archives.multi, ArchiveLimits(max_methods=1))
+    assert info.value.reason == "too_many_methods"
+
+
+def test_validator_does_not_import_torch_code_paths() -> None:
+    """The validator module graph is torch-free (it must run before torch touches a file)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; import pteforge.server.sandbox as s; "
+        "assert 'torch' not in sys.modules, 'torch imported'; "
+        "assert 'fastapi' not in sys.modules"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+    assert torch.__version__.startswith("2.13")
