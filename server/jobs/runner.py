@@ -13,6 +13,7 @@ import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from multiprocessing import forkserver
 from multiprocessing.context import ForkServerContext
 from multiprocessing.process import BaseProcess
 from typing import Any
@@ -42,9 +43,10 @@ class Watch:
 
 
 def lowering_context() -> ForkServerContext:
-    """The worker's fork server context, preloading the compiler once."""
+    """The worker's fork server, started now so the first job does not pay for imports."""
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(PRELOAD)
+    forkserver.ensure_running()
     return ctx
 
 

@@ -1,0 +1,220 @@
+"""Service overhead benchmark: the HTTP service against the library, in the same run.
+
+1. Upload-compile-download wall time through a real ``pteforge serve`` (one compile worker)
+   against loading the same files and calling ``pteforge.manager.compile_programs`` in
+   this process (target: service <= 1.10x library). Both sides are warmed up first.
+2. The server process's peak RSS while a 512 MiB ``.pte`` is uploaded (``POST
+   /v1/artifacts``) and downloaded (``GET /v1/artifacts/{id}/pte``) (target: < 100 MiB
+   above idle). Validation of the upload runs in a disposable process, not counted.
+
+Run: ``.venv/bin/python bench/service.py [--big-mib 512] [--layers 4]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.server.helpers import submit, wait_job
+from tests.server.service import ServiceProcess
+
+PLAN = {"methods": {"encode": {"partitioners": ["xnnpack"]}, "decode": {}}}
+
+
+class Seq2Seq(nn.Module):
+    """An encoder/decoder big enough that lowering, not plumbing, dominates."""
+
+    def __init__(self, layers: int, d_model: int = 256, vocab: int = 1000) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d_model)
+        enc = nn.TransformerEncoderLayer(d_model, 8, 4 * d_model, dropout=0.0, batch_first=True)
+        dec = nn.TransformerDecoderLayer(d_model, 8, 4 * d_model, dropout=0.0, batch_first=True)
+        self.encoder = nn.TransformerEncoder(enc, layers, enable_nested_tensor=False)
+        self.decoder = nn.TransformerDecoder(dec, layers)
+        self.head = nn.Linear(d_model, vocab)
+
+    def encode(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.encoder(self.embed(tokens))  # type: ignore[no-any-return]
+
+    def decode(self, tokens: torch.Tensor, memory: torch.Tensor) -> torch.Tensor:
+        return self.head(self.decoder(self.embed(tokens), memory))  # type: ignore[no-any-return]
+
+
+class _Method(nn.Module):
+    def __init__(self, model: nn.Module, name: str) -> None:
+        super().__init__()
+        self.model, self.name = model, name
+
+    def forward(self, *args: torch.Tensor) -> torch.Tensor:
+        return getattr(self.model, self.name)(*args)  # type: ignore[no-any-return]
+
+
+def save_programs(layers: int, directory: Path) -> dict[str, Path]:
+    """Export ``encode``/``decode`` and save each with ``torch.export.save``."""
+    torch.manual_seed(0)
+    model = Seq2Seq(layers).eval()
+    inputs = {
+        "encode": (torch.randint(0, 1000, (1, 32)),),
+        "decode": (torch.randint(0, 1000, (1, 8)), torch.randn(1, 32, 256)),
+    }
+    files = {}
+    for name, args in inputs.items():
+        files[name] = directory / f"{name}-{layers}.pt2"
+        torch.export.save(torch.export.export(_Method(model, name), args), files[name])
+    return files
+
+
+def library_compile(files: dict[str, Path], out: Path) -> float:
+    """Load the saved programs and compile them in-process; seconds taken."""
+    from pteforge.backends import default_catalog
+    from pteforge.manager import Plan, compile_programs
+
+    start = time.perf_counter()
+    programs = {name: torch.export.load(path) for name, path in files.items()}
+    result = compile_programs(programs, Plan.parse(PLAN), default_catalog())
+    out.write_bytes(result.pte_bytes)
+    return time.perf_counter() - start
+
+
+def service_compile(svc: ServiceProcess, token: str, files: dict[str, Path], out: Path) -> float:
+    """Upload, compile and download through HTTP; seconds taken."""
+    with svc.client(token, timeout=600) as client:
+        start = time.perf_counter()
+        parts = {name: (path.name, path.open("rb")) for name, path in files.items()}
+        response = client.post("/v1/programs", files=parts)
+        assert response.status_code == 201, response.text
+        job = wait_job(client, submit(client, response.json()["id"], PLAN)["id"], timeout=600)
+        assert job["status"] == "succeeded", job
+        url = f"/v1/artifacts/{job['artifact_id']}/pte"
+        with client.stream("GET", url) as stream, out.open("wb") as f:
+            for chunk in stream.iter_bytes():
+                f.write(chunk)
+        return time.perf_counter() - start
+
+
+def big_pte(mib: int, path: Path) -> None:
+    """A portable-only ``.pte`` holding about ``mib`` MiB of fp32 weights."""
+    from pteforge.manager import to_edge
+
+    cols = 4096
+    rows = mib * 1024 * 1024 // (cols * 4)
+    model = nn.Linear(cols, rows, bias=False).eval()
+    program = torch.export.export(model, (torch.randn(1, cols),))
+    path.write_bytes(to_edge(program).to_executorch().buffer)
+
+
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no VmRSS for {pid}")
+
+
+class PeakRss:
+    """Samples a process's RSS every 20 ms while a block runs."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.peak, self._stop = pid, 0, threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.02):
+            self.peak = max(self.peak, rss_kib(self.pid))
+
+    def __enter__(self) -> PeakRss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def stream_big(svc: ServiceProcess, token: str, pte: Path, out: Path) -> dict[str, Any]:
+    """Upload then download ``pte``; the server's idle and peak RSS in MiB."""
+    assert svc.proc is not None
+    pid = svc.proc.pid
+    with svc.client(token, timeout=900) as client:
+        client.get("/v1/backends").raise_for_status()
+        idle = rss_kib(pid)
+        with PeakRss(pid) as peak:
+            with pte.open("rb") as f:
+                response = client.post("/v1/artifacts", files={"pte": ("big.pte", f)})
+            assert response.status_code == 201, response.text
+            url = f"/v1/artifacts/{response.json()['id']}/pte"
+            with client.stream("GET", url) as stream, out.open("wb") as f:
+                for chunk in stream.iter_bytes():
+                    f.write(chunk)
+    assert out.stat().st_size == pte.stat().st_size
+    return {"idle_mib": idle / 1024, "peak_mib": peak.peak / 1024}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--big-mib", type=int, default=512)
+    parser.add_argument("--part", choices=["all", "compile", "memory"], default="all")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="pteforge-bench-"))
+    svc = ServiceProcess(
+        work / "home",
+        env={
+            "PTEFORGE_COMPILE_WORKERS": "1",
+            "PTEFORGE_RUNTIME_POOL_SIZE": "1",
+            "PTEFORGE_MAX_UPLOAD_BYTES": str(2 * 1024**3),
+        },
+    )
+    svc.start()
+    print("| measure | library | service | ratio / delta | target |")
+    print("|---|---|---|---|---|")
+    try:
+        token = svc.admin_token
+        assert token
+        if args.part in ("all", "compile"):
+            compile_row(svc, token, work, args.layers)
+        if args.part in ("all", "memory"):
+            memory_row(svc, token, work, args.big_mib)
+    finally:
+        svc.stop()
+    return 0
+
+
+def compile_row(svc: ServiceProcess, token: str, work: Path, layers: int) -> None:
+    warm = save_programs(1, work)
+    library_compile(warm, work / "warm-lib.pte")
+    service_compile(svc, token, warm, work / "warm-svc.pte")
+    files = save_programs(layers, work)
+    lib_s = library_compile(files, work / "lib.pte")
+    svc_s = service_compile(svc, token, files, work / "svc.pte")
+    print(
+        f"| upload+compile+download, {layers}-layer seq2seq, mixed plan (s) "
+        f"| {lib_s:.2f} | {svc_s:.2f} | {svc_s / lib_s:.2f}x | <= 1.10x |",
+        flush=True,
+    )
+
+
+def memory_row(svc: ServiceProcess, token: str, work: Path, big_mib: int) -> None:
+    pte = work / "big.pte"
+    big_pte(big_mib, pte)
+    mem = stream_big(svc, token, pte, work / "big-down.pte")
+    delta = mem["peak_mib"] - mem["idle_mib"]
+    print(
+        f"| server RSS during {pte.stat().st_size / 2**20:.0f} MiB upload+download (MiB) "
+        f"| idle {mem['idle_mib']:.0f} | peak {mem['peak_mib']:.0f} "
+        f"| +{delta:.0f} MiB | < +100 MiB |",
+        flush=True,
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
