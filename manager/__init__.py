@@ -8,6 +8,7 @@ per-method mix and calls each backend's ``preprocess_multimethod`` once with eve
 from executorch.exir.backend.compile_spec_schema import CompileSpec
 from executorch.exir.backend.partitioner import DelegationSpec
 
+from pteforge.manager.compiler import CompiledProgram, compile_programs
 from pteforge.manager.errors import (
     LoweringError,
     ManagerError,
@@ -16,18 +17,30 @@ from pteforge.manager.errors import (
     UnknownBackendIdError,
     UnknownMethodError,
 )
+from pteforge.manager.loading import load_program_file
+from pteforge.manager.plan import PartitionerRef, Plan, Target
 from pteforge.manager.program_manager import ProgramManager, to_edge, to_edge_transform_and_lower
+from pteforge.manager.signature import MethodSignature, TensorSpec, method_signature
 
 __all__ = [
     "CompileSpec",
+    "CompiledProgram",
     "DelegationSpec",
     "LoweringError",
     "ManagerError",
+    "MethodSignature",
+    "PartitionerRef",
+    "Plan",
     "PlanError",
     "ProgramInputError",
     "ProgramManager",
+    "Target",
+    "TensorSpec",
     "UnknownBackendIdError",
     "UnknownMethodError",
+    "compile_programs",
+    "load_program_file",
+    "method_signature",
     "to_edge",
     "to_edge_transform_and_lower",
 ]

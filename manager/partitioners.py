@@ -105,7 +105,7 @@ class MethodPartitioner(Partitioner):
         self, ep: ExportedProgram
     ) -> tuple[list[torch._ops.OpOverload], OpFilter | None]:
         if len(self.partitioners) == 1:
-            return self.partitioners[0].ops_to_not_decompose(ep)  # type: ignore[no-any-return]
+            return self.partitioners[0].ops_to_not_decompose(ep)
         ops: list[torch._ops.OpOverload] = []
         checks: list[tuple[set[torch._ops.OpOverload], OpFilter | None]] = []
         for partitioner in self.partitioners:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypeAlias
 
 from executorch import exir
 from executorch.exir import EdgeCompileConfig, EdgeProgramManager, ExecutorchBackendConfig
@@ -16,7 +16,7 @@ from pteforge.manager.lowering import BackendRequest, LoweringJob, MethodTarget,
 from pteforge.manager.partitioners import StageCallback
 from pteforge.manager.report import program_report
 
-Programs = ExportedProgram | Mapping[str, ExportedProgram]
+Programs: TypeAlias = ExportedProgram | Mapping[str, ExportedProgram]
 
 
 def _named(programs: Programs) -> dict[str, ExportedProgram]:

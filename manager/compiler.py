@@ -1,0 +1,142 @@
+"""``compile_programs``: run a lowering plan over exported programs to a ``.pte``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from executorch.exir.backend.partitioner import Partitioner
+from torch.export import ExportedProgram
+
+from pteforge.backends import (
+    BackendCatalog,
+    BackendCatalogError,
+    DelegateEntryBase,
+    PartitionerEntry,
+    QuantizerEntryBase,
+    UnknownBackendError,
+)
+from pteforge.manager.errors import PlanError, ProgramInputError, UnknownBackendIdError
+from pteforge.manager.lowering import MethodTarget
+from pteforge.manager.partitioners import StageCallback
+from pteforge.manager.plan import Calibration, Plan, Target
+from pteforge.manager.program_manager import ProgramManager, to_edge_transform_and_lower
+from pteforge.manager.signature import MethodSignature, method_signature
+
+
+@dataclass
+class CompiledProgram:
+    """A compiled ``.pte``, the signatures of its methods and (lazily) its report."""
+
+    pte: bytes
+    methods: dict[str, MethodSignature]
+    manager: ProgramManager = field(repr=False)
+
+    @cached_property
+    def report(self) -> dict[str, Any]:
+        """``ProgramManager.report()`` of the lowered program."""
+        return self.manager.report()
+
+    def write(self, path: str | Path) -> None:
+        """Write the ``.pte`` bytes to ``path``."""
+        Path(path).write_bytes(self.pte)
+
+
+def compile_programs(
+    programs: Mapping[str, ExportedProgram],
+    plan: Plan | Mapping[str, Any] | None,
+    catalog: BackendCatalog,
+    on_stage: StageCallback | None = None,
+) -> CompiledProgram:
+    """Quantize, lower and emit ``programs`` as ``plan`` says, with ``catalog``'s targets.
+
+    ``on_stage`` is called with "quantize" (when a target quantizes), "to_edge",
+    "partition" and "preprocess" (when anything is delegated) and "emit".
+    """
+    if not programs:
+        raise ProgramInputError("no programs given")
+    parsed = plan if isinstance(plan, Plan) else Plan.parse(plan)
+    targets = parsed.resolve(sorted(programs))
+    signatures = {m: method_signature(m, p) for m, p in sorted(programs.items())}
+    quantized = _quantize(programs, targets, catalog, on_stage)
+    requests = {m: _lowering_target(m, t, catalog) for m, t in targets.items() if t.delegated}
+    manager = to_edge_transform_and_lower(quantized, requests, on_stage=on_stage)
+    if on_stage is not None:
+        on_stage("emit")
+    return CompiledProgram(manager.to_executorch().buffer, signatures, manager)
+
+
+def _quantize(
+    programs: Mapping[str, ExportedProgram],
+    targets: Mapping[str, Target],
+    catalog: BackendCatalog,
+    on_stage: StageCallback | None,
+) -> dict[str, ExportedProgram]:
+    """Programs with each target's quantization recipe applied."""
+    out = dict(programs)
+    todo = {m: t for m, t in targets.items() if t.quantize}
+    if todo and on_stage is not None:
+        on_stage("quantize")
+    for method, target in todo.items():
+        where = f"methods.{method}.quantize"
+        entry = _entry(catalog, str(target.quantize), where)
+        if not isinstance(entry, QuantizerEntryBase):
+            raise _wrong_kind(entry, "quantization recipe", where)
+        calibration = target.calibration or _example_inputs(method, programs[method])
+        try:
+            out[method] = entry.quantize(programs[method], calibration)
+        except BackendCatalogError as exc:
+            raise PlanError(where, str(exc)) from exc
+    return out
+
+
+def _example_inputs(method: str, program: ExportedProgram) -> Calibration:
+    example = program.example_inputs
+    if example is None or example[1]:
+        raise PlanError(
+            f"methods.{method}.calibration",
+            "the program keeps no positional example inputs; give calibration tensors",
+        )
+    return (tuple(example[0]),)
+
+
+def _lowering_target(method: str, target: Target, catalog: BackendCatalog) -> MethodTarget:
+    """The Partitioner list or DelegationSpec a plan target names."""
+    if target.delegate is not None:
+        where = f"methods.{method}.delegate"
+        entry = _entry(catalog, "delegate", where)
+        if not isinstance(entry, DelegateEntryBase):
+            raise _wrong_kind(entry, "delegate", where)
+        try:
+            return entry.delegation_spec(target.delegate)
+        except UnknownBackendError as exc:
+            raise UnknownBackendIdError(exc.name, exc.known, method=method) from exc
+        except BackendCatalogError as exc:
+            raise PlanError(where, str(exc)) from exc
+    partitioners: list[Partitioner] = []
+    for index, ref in enumerate(target.partitioners):
+        where = f"methods.{method}.partitioners[{index}]"
+        entry = _entry(catalog, ref.name, where)
+        if not isinstance(entry, PartitionerEntry):
+            raise _wrong_kind(entry, "partitioner", where)
+        try:
+            partitioners.append(entry.partitioner(ref.options))
+        except BackendCatalogError as exc:
+            raise PlanError(where, str(exc)) from exc
+    return partitioners
+
+
+def _entry(catalog: BackendCatalog, name: str, where: str) -> object:
+    try:
+        return catalog.get(name)
+    except UnknownBackendError as exc:
+        raise PlanError(where, str(exc)) from exc
+
+
+def _wrong_kind(entry: object, wanted: str, where: str) -> PlanError:
+    kind = getattr(entry, "kind", "?")
+    name = getattr(entry, "name", "?")
+    return PlanError(where, f"catalog entry {name!r} is a {kind} entry, not a {wanted}")

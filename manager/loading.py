@@ -1,0 +1,35 @@
+"""Reading ``torch.export.save`` archives from disk for the local command line."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import torch
+from torch.export import ExportedProgram
+
+from pteforge.manager.errors import ProgramInputError
+
+
+def load_program_file(path: str | Path, method: str | None = None) -> ExportedProgram:
+    """Load one ``.pt2`` archive, after checking it is a zip archive at all.
+
+    The local CLI trusts its user's own files: ``torch.export.load`` runs the archive's
+    deserialisation in this process. The server never calls this on uploads; it loads
+    untrusted programs in its sandbox.
+    """
+    where = f"method {method!r}: " if method else ""
+    file = Path(path)
+    if not file.is_file():
+        raise ProgramInputError(f"{where}{file}: no such file", source=str(file))
+    if not zipfile.is_zipfile(file):
+        raise ProgramInputError(
+            f"{where}{file}: not a torch.export archive (not a zip file)", source=str(file)
+        )
+    try:
+        return torch.export.load(file)
+    except Exception as exc:  # any failure to read the archive is a bad input file
+        raise ProgramInputError(
+            f"{where}{file}: cannot load as a torch.export program: {type(exc).__name__}: {exc}",
+            source=str(file),
+        ) from exc

@@ -1,0 +1,154 @@
+"""Lowering plans (API.md section 2): which catalog target each method is lowered to.
+
+``{"methods": {METHOD: TARGET}, "all": TARGET}``; a method entry overrides ``all``. TARGET is
+``{"partitioners": [NAME | {"name", "options"}]}``, ``{"delegate": {"backend_id",
+"compile_specs": [{"key", "value_b64"}]}}`` or ``{}``, optionally with ``"quantize": RECIPE``
+and ``"calibration"``: a list of input tuples, each tensor ``{"dtype", "shape", "data"}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from pteforge.manager.errors import PlanError, UnknownMethodError
+
+_TARGET_KEYS = {"partitioners", "delegate", "quantize", "calibration"}
+Calibration = tuple[tuple[torch.Tensor, ...], ...]
+
+
+@dataclass(frozen=True)
+class PartitionerRef:
+    """A catalog partitioner entry by name, with its (unvalidated) options."""
+
+    name: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Target:
+    """How one method is lowered; empty means portable operators only."""
+
+    partitioners: tuple[PartitionerRef, ...] = ()
+    delegate: Mapping[str, Any] | None = None
+    quantize: str | None = None
+    calibration: Calibration | None = None
+
+    @property
+    def delegated(self) -> bool:
+        return bool(self.partitioners) or self.delegate is not None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A parsed plan; build it with :meth:`parse`."""
+
+    methods: Mapping[str, Target] = field(default_factory=dict)
+    all: Target | None = None
+
+    @classmethod
+    def parse(cls, obj: Any) -> Plan:
+        """Parse the JSON plan ``obj``; a bad field raises ``PlanError`` naming it."""
+        if obj is None:
+            return cls()
+        _require_object("plan", obj)
+        unknown = set(obj) - {"methods", "all"}
+        if unknown:
+            raise PlanError(sorted(unknown)[0], "unknown field; a plan has 'methods' and 'all'")
+        methods = obj.get("methods") or {}
+        _require_object("methods", methods)
+        parsed = {str(m): _target(f"methods.{m}", t) for m, t in methods.items()}
+        everything = _target("all", obj["all"]) if obj.get("all") is not None else None
+        return cls(methods=parsed, all=everything)
+
+    def resolve(self, methods: Sequence[str]) -> dict[str, Target]:
+        """The target of every method of a program; plan methods it lacks raise."""
+        for method in self.methods:
+            if method not in methods:
+                raise UnknownMethodError(method, methods, field=f"methods.{method}")
+        default = self.all or Target()
+        return {m: self.methods.get(m, default) for m in methods}
+
+
+def _require_object(name: str, value: Any) -> None:
+    if not isinstance(value, Mapping):
+        raise PlanError(name, f"must be an object, not {type(value).__name__}")
+
+
+def _target(name: str, obj: Any) -> Target:
+    _require_object(name, obj)
+    unknown = set(obj) - _TARGET_KEYS
+    if unknown:
+        keys = ", ".join(sorted(_TARGET_KEYS))
+        raise PlanError(f"{name}.{sorted(unknown)[0]}", f"unknown field; a target has {keys}")
+    if "partitioners" in obj and "delegate" in obj:
+        raise PlanError(name, "give either 'partitioners' or 'delegate', not both")
+    quantize = obj.get("quantize")
+    if quantize is not None and not (isinstance(quantize, str) and quantize):
+        raise PlanError(f"{name}.quantize", "must be a recipe name")
+    return Target(
+        partitioners=_partitioners(f"{name}.partitioners", obj.get("partitioners", [])),
+        delegate=_delegate(f"{name}.delegate", obj.get("delegate")),
+        quantize=quantize,
+        calibration=_calibration(f"{name}.calibration", obj.get("calibration")),
+    )
+
+
+def _partitioners(name: str, obj: Any) -> tuple[PartitionerRef, ...]:
+    if not isinstance(obj, list):
+        raise PlanError(name, "must be a list of catalog partitioner names or objects")
+    refs = []
+    for index, item in enumerate(obj):
+        where = f"{name}[{index}]"
+        if isinstance(item, str) and item:
+            refs.append(PartitionerRef(item))
+            continue
+        _require_object(where, item)
+        if set(item) - {"name", "options"} or not isinstance(item.get("name"), str):
+            raise PlanError(where, "must be a name or {'name': str, 'options': {...}}")
+        options = item.get("options") or {}
+        _require_object(f"{where}.options", options)
+        refs.append(PartitionerRef(item["name"], dict(options)))
+    return tuple(refs)
+
+
+def _delegate(name: str, obj: Any) -> Mapping[str, Any] | None:
+    if obj is None:
+        return None
+    _require_object(name, obj)
+    if not isinstance(obj.get("backend_id"), str) or not obj["backend_id"]:
+        raise PlanError(f"{name}.backend_id", "must be a backend id such as 'XnnpackBackend'")
+    specs = obj.get("compile_specs", [])
+    if not isinstance(specs, list) or not all(isinstance(s, Mapping) for s in specs):
+        raise PlanError(f"{name}.compile_specs", "must be a list of {'key', 'value_b64'}")
+    return dict(obj)
+
+
+def _calibration(name: str, obj: Any) -> Calibration | None:
+    if obj is None:
+        return None
+    if not isinstance(obj, list) or not obj:
+        raise PlanError(name, "must be a non-empty list of input lists")
+    samples = []
+    for index, sample in enumerate(obj):
+        if not isinstance(sample, list):
+            raise PlanError(f"{name}[{index}]", "must be a list of tensors")
+        samples.append(tuple(_tensor(f"{name}[{index}][{i}]", t) for i, t in enumerate(sample)))
+    return tuple(samples)
+
+
+def _tensor(name: str, obj: Any) -> torch.Tensor:
+    _require_object(name, obj)
+    dtype = getattr(torch, str(obj.get("dtype", "float32")), None)
+    if not isinstance(dtype, torch.dtype):
+        raise PlanError(f"{name}.dtype", f"unknown dtype {obj.get('dtype')!r}")
+    shape = obj.get("shape")
+    if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
+        raise PlanError(f"{name}.shape", "must be a list of non-negative integers")
+    try:
+        return torch.tensor(obj.get("data"), dtype=dtype).reshape(shape)
+    except (TypeError, ValueError, RuntimeError) as exc:
+        raise PlanError(f"{name}.data", f"does not hold a {shape} {dtype} tensor: {exc}") from None
