@@ -9,11 +9,17 @@ import re
 def crashing_flips(data: bytes, count: int) -> list[tuple[int, int]]:
     """(offset, bit) flips that make ExecuTorch abort the process.
 
-    Setting bit 7 of a character of an XNNPACK named-data key (a 64-char hex digest)
-    makes the key invalid UTF-8; the XNNPACK backend then aborts inside
-    ``XNNCompiler`` with an uncaught C++ exception when the method is loaded.
+    Each XNNPACK constant key (a 64-char hex digest) appears twice: in the delegate
+    payload and in the program's named-data table. Setting bit 7 of a character of the
+    table's copy makes it invalid UTF-8, and loading the method aborts the process with
+    an uncaught C++ exception (``pybind11::error_already_set``, from ``XNNCompiler``).
     """
-    keys = [m.start() for m in re.finditer(rb"[0-9a-f]{64}", data)]
+    seen: set[bytes] = set()
+    keys = []
+    for match in re.finditer(rb"[0-9a-f]{64}", data):
+        if match.group() in seen:
+            keys.append(match.start())
+        seen.add(match.group())
     if not keys:
         raise ValueError("no named-data key found in the .pte")
     rng = random.Random(7)
