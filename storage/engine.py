@@ -54,6 +54,8 @@ def _on_sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
     # Take transaction control away from the sqlite3 module; _on_sqlite_begin emits BEGIN.
     dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
+    # Large pages: chunks are 1 MiB blobs (only takes effect when the file is created).
+    cursor.execute("PRAGMA page_size=65536")
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.execute("PRAGMA foreign_keys=ON")

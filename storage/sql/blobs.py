@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -94,25 +95,30 @@ class SqlBlobStore(BlobStore):
             raise
 
     def _write_chunks(self, upload_id: str, chunks: Iterable[bytes]) -> BlobRef:
+        """Hash chunks here while a helper thread inserts the previous batch (one in flight)."""
         whole = hashlib.sha256()
         size = 0
-        pending: list[dict[str, object]] = []
-        for seq, chunk in enumerate(rechunk(chunks, self.chunk_size)):
-            whole.update(chunk)
-            size += len(chunk)
-            digest = hashlib.sha256(chunk).hexdigest()
-            pending.append({"upload_id": upload_id, "seq": seq, "sha256": digest, "data": chunk})
-            if len(pending) >= self._chunks_per_commit:
-                self._insert_chunks(pending)
-                pending = []
-        if pending:
-            self._insert_chunks(pending)
+        batch: list[dict[str, object]] = []
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="blob-writer") as pool:
+            in_flight: Future[None] | None = None
+            for seq, chunk in enumerate(rechunk(chunks, self.chunk_size)):
+                whole.update(chunk)
+                size += len(chunk)
+                digest = hashlib.sha256(chunk).hexdigest()
+                batch.append({"upload_id": upload_id, "seq": seq, "sha256": digest, "data": chunk})
+                if len(batch) >= self._chunks_per_commit:
+                    if in_flight is not None:
+                        in_flight.result()
+                    in_flight, batch = pool.submit(self._insert_chunks, batch), []
+            if in_flight is not None:
+                in_flight.result()
+        if batch:
+            self._insert_chunks(batch)
         return BlobRef(sha256=whole.hexdigest(), size=size)
 
     def _insert_chunks(self, rows: list[dict[str, object]]) -> None:
         with translated(), self._engine.begin() as conn:
-            for row in rows:
-                conn.execute(insert(BlobChunkRow).values(**row))
+            conn.execute(insert(BlobChunkRow), rows)
 
     def _publish(self, upload_id: str, ref: BlobRef) -> BlobRef:
         """Make the upload the content for its sha256, or drop it if that content exists."""
@@ -162,8 +168,7 @@ class SqlBlobStore(BlobStore):
 
     def _stream_all(self, located: _Located) -> Iterator[bytes]:
         whole = hashlib.sha256()
-        for seq in range(located.chunk_count):
-            chunk = self._read_chunk(located, seq)
+        for chunk in self._chunks(located, 0, located.chunk_count - 1):
             whole.update(chunk)
             yield chunk
         if whole.hexdigest() != located.sha256:
@@ -174,12 +179,23 @@ class SqlBlobStore(BlobStore):
             return
         first = offset // located.chunk_size
         last = (offset + length - 1) // located.chunk_size
-        for seq in range(first, last + 1):
-            chunk = self._read_chunk(located, seq)
+        for seq, chunk in enumerate(self._chunks(located, first, last), start=first):
             start = seq * located.chunk_size
             lo = max(offset - start, 0)
             hi = min(offset + length - start, len(chunk))
             yield chunk if (lo, hi) == (0, len(chunk)) else chunk[lo:hi]
+
+    def _chunks(self, located: _Located, first: int, last: int) -> Iterator[bytes]:
+        """Verified chunks ``first..last``; a helper thread fetches the next while one is used."""
+        if first > last:
+            return
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="blob-reader") as pool:
+            upcoming = pool.submit(self._read_chunk, located, first)
+            for seq in range(first, last + 1):
+                chunk = upcoming.result()
+                if seq < last:
+                    upcoming = pool.submit(self._read_chunk, located, seq + 1)
+                yield chunk
 
     def _read_chunk(self, located: _Located, seq: int) -> bytes:
         """One chunk, checked against its recorded length and sha256 before anyone sees it."""

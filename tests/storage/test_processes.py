@@ -78,7 +78,7 @@ def test_writer_killed_mid_write_leaves_nothing_visible(
     writer.wait(timeout=60)
     assert writer.returncode == -signal.SIGKILL
     orphan_chunks = _count(store, BlobChunkRow)
-    assert orphan_chunks >= 16  # half the 32 chunks were committed before the kill
+    assert orphan_chunks > 0  # chunks were committed before the kill: a real mid-write
     assert not store.blobs.exists(sha256)
     with pytest.raises(BlobNotFoundError):
         store.blobs.open(sha256)
