@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from prometheus_client import CollectorRegistry
 
 from pteforge import __version__
@@ -52,8 +52,20 @@ def start_runtime_pool(settings: Settings) -> RuntimePool:
     )
 
 
+def _expose_principal_annotation() -> None:
+    """Work around the router's endpoints naming ``Principal``, an alias local to
+    ``build_inference_router``: under postponed annotations FastAPI resolves it in the
+    module's globals, finds nothing and asks for a ``principal`` query parameter. Only
+    takes effect while the module defines no such global itself."""
+    from pteforge.server.inference import routes
+
+    if not hasattr(routes, "Principal"):
+        routes.Principal = Annotated[Any, Depends(require_principal)]  # type: ignore[attr-defined]
+
+
 def mount_inference(app: FastAPI, store: Store, pool: RuntimePool) -> None:
     """Add ``/v2`` (and ``/metrics``) to ``app``, authenticated like ``/v1``."""
+    _expose_principal_annotation()
     router = build_inference_router(
         StoreArtifactResolver(store),
         pool,

@@ -2,38 +2,14 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import Any
 
-from pteforge.server.errors import ConflictError, InvalidRequestError, NotFoundError
+from pteforge.server.errors import ConflictError, NotFoundError
 from pteforge.server.jobs.compile_job import COMPILE_KIND
+from pteforge.server.jobs.plans import canonical_plan, check_plan
 from pteforge.server.services import Services
 from pteforge.storage.domain import Job
 from pteforge.storage.errors import IllegalTransitionError
-
-
-def canonical_plan(plan: dict[str, Any]) -> tuple[dict[str, Any], str]:
-    """The validated plan in canonical JSON form and its sha256 (the dedupe key).
-
-    Raises the manager's ``PlanError`` (answered 422) naming the bad field.
-    """
-    from pteforge.manager import Plan
-
-    parsed = Plan.parse(plan)
-    canonical: dict[str, Any] = parsed.to_json()
-    text = json.dumps(canonical, sort_keys=True, separators=(",", ":"))
-    return canonical, hashlib.sha256(text.encode()).hexdigest()
-
-
-def _check_plan_methods(plan: dict[str, Any], methods: set[str]) -> None:
-    unknown = sorted(set(plan.get("methods") or {}) - methods)
-    if unknown:
-        raise InvalidRequestError(
-            f"plan names methods the program does not have: {', '.join(unknown)}; "
-            f"the program has: {', '.join(sorted(methods))}",
-            code="invalid_plan",
-        )
 
 
 def submit_compile(
@@ -45,7 +21,7 @@ def submit_compile(
         program = tx.programs.get(project_id, program_id)
         if program is None:
             raise NotFoundError(f"program {program_id!r} not found")
-        _check_plan_methods(canonical, {m.name for m in program.methods})
+        check_plan(canonical, [m.name for m in program.methods], services.catalog)
         payload = {"program_id": program.id, "plan": canonical, "plan_hash": plan_hash}
         return tx.jobs.enqueue(project_id, COMPILE_KIND, payload)
 
