@@ -82,8 +82,14 @@ def _check_pair(
 
 
 def _is_operator(key: str, owner: dict[str, Any]) -> bool:
-    """Node targets and operator arguments name callables the graph will run."""
-    return key == "as_operator" or (key == "target" and "inputs" in owner and "outputs" in owner)
+    """Node targets and operator arguments name callables the graph will run.
+
+    ``target`` only occurs in nodes; a node stripped of its other fields is still checked,
+    while a tensor that merely happens to be *named* "target" (a dict value) is not.
+    """
+    if key == "as_operator":
+        return True
+    return key == "target" and (isinstance(owner[key], str) or "inputs" in owner)
 
 
 def check_payload_config(doc: Any, entry: str, directory: str, record_sizes: dict[str, int]) -> int:

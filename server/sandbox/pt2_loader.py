@@ -25,6 +25,7 @@ def load_validated_programs(
     """
     validate_pt2_archive(path, limits)
     os.environ["TORCH_FORCE_WEIGHTS_ONLY_LOAD"] = "1"
+    os.environ.pop("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", None)
     from torch.export.pt2_archive._package import load_pt2
 
     with open(path, "rb") as f:  # a buffer: load_pt2 then never looks for AOTI packages

@@ -17,12 +17,15 @@ import pytest
 
 from pteforge.server.sandbox import (
     ArchiveLimits,
+    IsolatedLoadError,
+    ProcessLimits,
     UnsafeArchiveError,
     UploadRejectedError,
     UploadTooLargeError,
     load_programs_isolated,
     validate_pt2_archive,
 )
+from pteforge.server.sandbox.isolation import run_isolated
 
 from . import archives as A
 from .conftest import ValidArchives
@@ -70,6 +73,15 @@ def test_code_paths_are_rejected_and_never_run(
     assert 400 <= info.value.http_status < 500
     with pytest.raises(UnsafeArchiveError):
         load_programs_isolated(path)  # the isolated path validates before spawning a loader
+    assert not marker.exists()
+
+
+def test_worker_revalidates_what_it_is_given(valid_archives: ValidArchives, tmp_path: Path) -> None:
+    """Handing a hostile file straight to the loader worker still never runs its payload."""
+    path, marker = _hostile(valid_archives, "pickled_sample_inputs", tmp_path)
+    with pytest.raises(IsolatedLoadError) as info:
+        run_isolated("pteforge.server.sandbox.pt2_worker", [str(path)], ProcessLimits())
+    assert info.value.reason == "pickle_payload"
     assert not marker.exists()
 
 

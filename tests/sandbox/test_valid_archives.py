@@ -9,6 +9,7 @@ from pteforge.server.sandbox import (
     ArchiveLimits,
     UnsafeArchiveError,
     load_programs_isolated,
+    load_validated_programs,
     validate_pt2_archive,
 )
 from pteforge.server.sandbox import pt2_format as fmt
@@ -101,3 +102,13 @@ def test_validator_does_not_import_torch_code_paths() -> None:
     )
     subprocess.run([sys.executable, "-c", code], check=True)
     assert torch.__version__.startswith("2.13")
+
+
+def test_loaded_programs_match_eager(valid_archives: ValidArchives) -> None:
+    """What the compile worker gets from load_validated_programs computes what eager does."""
+    programs = load_validated_programs(valid_archives.multi)
+    source = valid_archives.multi_source
+    assert set(programs) == set(source.programs)
+    for name, ep in programs.items():
+        inputs = source.inputs[name]
+        torch.testing.assert_close(ep.module()(*inputs), source.eager[name](*inputs))
