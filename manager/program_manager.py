@@ -8,13 +8,14 @@ from typing import Any, TypeAlias
 
 from executorch import exir
 from executorch.exir import EdgeCompileConfig, EdgeProgramManager, ExecutorchBackendConfig
+from executorch.exir.lowered_backend_module import LoweredBackendModule
 from executorch.exir.program import ExecutorchProgramManager
 from torch.export import ExportedProgram
 
 from pteforge.manager.errors import ProgramInputError
 from pteforge.manager.lowering import BackendRequest, LoweringJob, MethodTarget, lower
 from pteforge.manager.partitioners import StageCallback
-from pteforge.manager.report import program_report
+from pteforge.manager.report import lowered_modules, program_report
 
 Programs: TypeAlias = ExportedProgram | Mapping[str, ExportedProgram]
 
@@ -97,6 +98,10 @@ class ProgramManager:
             EdgeCompileConfig(_check_ir_validity=False),
         )
         return edge.to_executorch(config)
+
+    def lowered_modules(self, method: str = "forward") -> list[LoweredBackendModule]:
+        """The delegate modules of ``method`` (each has ``.buffer()``, and composes)."""
+        return list(lowered_modules(self.exported_program(method)))
 
     def report(self) -> dict[str, Any]:
         """Per method operator delegation per backend; program constant bytes and sharing."""

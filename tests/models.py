@@ -123,3 +123,51 @@ class SmallMLP(nn.Module):
 def small_mlp_programs() -> MultiMethod:
     torch.manual_seed(0)
     return export_methods(SmallMLP(), {"forward": (torch.randn(1, 16),)})
+
+
+class HFEncoderDecoder(nn.Module):
+    """A tiny T5 (Hugging Face ``transformers``) built from a config with random weights.
+
+    ``encode`` runs the encoder; ``decode`` runs the decoder over encoder states and the LM
+    head. Both use T5's shared token embedding, so the two methods share constants.
+    """
+
+    def __init__(self, vocab: int = 64, d_model: int = 32, layers: int = 1) -> None:
+        super().__init__()
+        from transformers import T5Config, T5ForConditionalGeneration
+
+        config = T5Config(
+            vocab_size=vocab,
+            d_model=d_model,
+            d_kv=8,
+            d_ff=2 * d_model,
+            num_layers=layers,
+            num_decoder_layers=layers,
+            num_heads=4,
+            dropout_rate=0.0,
+            use_cache=False,
+            decoder_start_token_id=0,
+            pad_token_id=0,
+        )
+        self.t5 = T5ForConditionalGeneration(config)
+
+    def encode(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.t5.encoder(input_ids=tokens, return_dict=False)[0]  # type: ignore[no-any-return]
+
+    def decode(self, tokens: torch.Tensor, memory: torch.Tensor) -> torch.Tensor:
+        hidden = self.t5.decoder(
+            input_ids=tokens, encoder_hidden_states=memory, use_cache=False, return_dict=False
+        )[0]
+        return self.t5.lm_head(hidden)  # type: ignore[no-any-return]
+
+
+def hf_encoder_decoder_programs(
+    vocab: int = 64, d_model: int = 32, layers: int = 1, src_len: int = 8, tgt_len: int = 4
+) -> MultiMethod:
+    """Encoder and decoder methods of a tiny random-weight ``transformers`` T5."""
+    torch.manual_seed(0)
+    model = HFEncoderDecoder(vocab, d_model, layers)
+    src = torch.randint(0, vocab, (1, src_len))
+    tgt = torch.randint(0, vocab, (1, tgt_len))
+    memory = torch.randn(1, src_len, d_model)
+    return export_methods(model, {"encode": (src,), "decode": (tgt, memory)})
