@@ -62,16 +62,21 @@ def _load_programs(path: Path, scratch: Path) -> dict[str, Any]:
 
 def _lower(request: LoweringRequest, conn: Connection) -> dict[str, Any]:
     from pteforge.backends import default_catalog
-    from pteforge.manager import Plan, compile_programs
+    from pteforge.manager import compile_programs
 
     with tempfile.TemporaryDirectory(prefix="pteforge-lower-") as scratch:
         programs = _load_programs(Path(request.program_path), Path(scratch))
-    plan = Plan.parse(request.plan)
     result = compile_programs(
-        programs, plan, default_catalog(), on_stage=lambda stage: conn.send({"stage": stage})
+        programs,
+        request.plan,
+        default_catalog(),
+        on_stage=lambda stage: conn.send({"stage": stage}),
     )
-    Path(request.output_path).write_bytes(result.pte_bytes)
-    return {"report": result.report, "methods": result.method_specs_json()}
+    result.write(request.output_path)
+    return {
+        "report": result.report,
+        "methods": [result.methods[name].to_json() for name in sorted(result.methods)],
+    }
 
 
 def child_main(request: LoweringRequest, conn: Connection) -> None:

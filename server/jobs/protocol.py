@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-STAGES = ("loading", "to_edge", "partition", "preprocess", "emit", "store")
+STAGES = ("loading", "quantize", "to_edge", "partition", "preprocess", "emit", "store")
 
 
 @dataclass
