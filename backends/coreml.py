@@ -9,8 +9,7 @@ here has no ``CoreMLBackend`` and :meth:`CoreMLEntry.can_execute` is False.
 
 from __future__ import annotations
 
-from typing import Any
-
+from executorch.exir.backend.compile_spec_schema import CompileSpec
 from executorch.exir.backend.partitioner import Partitioner
 
 from pteforge.backends.entry import Options, PartitionerEntry
@@ -37,44 +36,32 @@ class CoreMLEntry(PartitionerEntry[CoreMLOptions]):
     def partitioner(self, options: Options = None) -> Partitioner:
         """A ``CoreMLPartitioner`` with compile specs built from :class:`CoreMLOptions`."""
         parsed = self.validate(options)
-        upstream = _coreml_modules()
-        return upstream["CoreMLPartitioner"](
-            compile_specs=_compile_specs(parsed, upstream),
+        from executorch.backends.apple.coreml.partition import CoreMLPartitioner
+
+        return CoreMLPartitioner(
+            compile_specs=coreml_compile_specs(parsed),
             skip_ops_for_coreml_delegation=list(parsed.skip_ops),
             take_over_mutable_buffer=parsed.take_over_mutable_buffer,
             lower_full_graph=parsed.lower_full_graph,
         )
 
 
-def _coreml_modules() -> dict[str, Any]:
-    """Import the upstream CoreML pieces lazily: coremltools is heavy and optional at runtime."""
+def coreml_compile_specs(options: CoreMLOptions) -> list[CompileSpec]:
+    """The ``CoreMLBackend`` compile specs that :class:`CoreMLOptions` stand for."""
     try:
         import coremltools as ct
         from executorch.backends.apple.coreml.compiler.coreml_preprocess import (
             MULTIMETHOD_WEIGHT_SHARING_STRATEGY,
             CoreMLBackend,
         )
-        from executorch.backends.apple.coreml.partition import CoreMLPartitioner
     except ImportError as error:
-        raise BackendCatalogError(
-            f"the coreml entry needs coremltools and executorch's CoreML backend: {error}"
-        ) from error
-    return {
-        "ct": ct,
-        "CoreMLBackend": CoreMLBackend,
-        "CoreMLPartitioner": CoreMLPartitioner,
-        "Strategy": MULTIMETHOD_WEIGHT_SHARING_STRATEGY,
-    }
-
-
-def _compile_specs(options: CoreMLOptions, upstream: dict[str, Any]) -> list[Any]:
-    ct, backend = upstream["ct"], upstream["CoreMLBackend"]
+        raise BackendCatalogError(f"the coreml entry needs coremltools: {error}") from error
     target = options.minimum_deployment_target
-    specs: list[Any] = backend.generate_compile_specs(
+    specs: list[CompileSpec] = CoreMLBackend.generate_compile_specs(
         compute_unit=ct.ComputeUnit[options.compute_unit],
         minimum_deployment_target=None if target is None else ct.target[target],
         compute_precision=ct.precision(options.compute_precision),
     )
-    strategy = upstream["Strategy"](options.multimethod_weight_sharing)
-    specs.append(backend.generate_multimethod_weight_sharing_strategy_compile_spec(strategy))
+    strategy = MULTIMETHOD_WEIGHT_SHARING_STRATEGY(options.multimethod_weight_sharing)
+    specs.append(CoreMLBackend.generate_multimethod_weight_sharing_strategy_compile_spec(strategy))
     return specs

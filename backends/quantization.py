@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from torch.export import ExportedProgram
+from torch.export import Dim, ExportedProgram
 
 from pteforge.backends.entry import QuantizerEntryBase
 from pteforge.backends.errors import BackendCatalogError
@@ -50,7 +50,11 @@ class XnnpackPt2eRecipe(QuantizerEntryBase):
             for inputs in calibration:
                 prepared(*inputs)
             converted = convert_pt2e(prepared)
-            return torch.export.export(converted, _example_args(program, calibration))
+            return torch.export.export(
+                converted,
+                _example_args(program, calibration),
+                dynamic_shapes=dynamic_shapes_of(program),
+            )
         except Exception as error:  # torch/torchao raise many kinds; translate at the boundary
             raise QuantizationError(f"{self.name}: quantization failed: {error}") from error
 
@@ -75,3 +79,32 @@ def _example_args(
     if example is not None and not example[1]:
         return tuple(example[0])
     return tuple(calibration[0])
+
+
+def dynamic_shapes_of(program: ExportedProgram) -> tuple[dict[int, Any] | None, ...] | None:
+    """``dynamic_shapes`` that re-export ``program``'s flat tensor inputs with the same ranges.
+
+    ``None`` when every input dimension is static.
+    """
+    names = set(program.graph_signature.user_inputs)
+    inputs = [n for n in program.graph.nodes if n.op == "placeholder" and n.name in names]
+    shapes = tuple(_dynamic_dims(program, node.meta.get("val")) for node in inputs)
+    return shapes if any(shapes) else None
+
+
+def _dynamic_dims(program: ExportedProgram, value: object) -> dict[int, Any] | None:
+    dims: dict[int, Any] = {}
+    for index, size in enumerate(getattr(value, "shape", ())):
+        if isinstance(size, torch.SymInt):
+            bounds = program.range_constraints.get(size.node.expr)
+            low = None if bounds is None else _finite(bounds.lower)
+            high = None if bounds is None else _finite(bounds.upper)
+            dims[index] = Dim.DYNAMIC(min=low, max=high)
+    return dims or None
+
+
+def _finite(bound: Any) -> int | None:
+    try:
+        return int(bound)
+    except (TypeError, OverflowError, ValueError):
+        return None

@@ -7,7 +7,8 @@ import json
 from executorch.exir import to_edge
 from executorch.exir._serialize._program import deserialize_pte_binary
 
-from pteforge.backends import default_catalog
+from pteforge.backends import CoreMLOptions, default_catalog
+from pteforge.backends.coreml import coreml_compile_specs
 from tests.models import shared_linear_programs
 
 FEATURES = 64
@@ -53,3 +54,25 @@ def test_weight_sharing_stores_the_shared_weight_once() -> None:
     separate = len(compile_two_methods("disabled"))
     shared_weight_bytes = FEATURES * FEATURES * 4  # fp32 shared linear, in both methods
     assert separate - shared >= shared_weight_bytes
+
+
+def test_options_become_coreml_compile_specs() -> None:
+    options = CoreMLOptions(
+        compute_unit="CPU_ONLY",
+        compute_precision="float32",
+        minimum_deployment_target="iOS17",
+        multimethod_weight_sharing="disabled",
+    )
+    specs = {spec.key: spec.value for spec in coreml_compile_specs(options)}
+    assert specs["compute_units"] == b"cpu_only"
+    assert specs["model_compute_precision"] == b"float32"
+    assert specs["multimethod_weight_sharing_strategy"] == b"disabled"
+    assert "min_deployment_target" in specs
+
+
+def test_compute_precision_reaches_the_compiled_model() -> None:
+    entry = default_catalog().get_partitioner("coreml")
+    model = shared_linear_programs(FEATURES)
+    fp16 = to_edge(model.programs).to_backend(entry.partitioner({})).to_executorch().buffer
+    # fp16 (the default) halves the 16 KiB fp32 shared weight; blob alignment eats a little.
+    assert len(compile_two_methods("positional")) - len(fp16) >= FEATURES * FEATURES

@@ -9,10 +9,18 @@ from torch.export import ExportedProgram
 from pteforge.backends import (
     BackendCatalogError,
     QuantizationError,
+    XnnpackEntry,
     XnnpackPt2eRecipe,
     default_catalog,
 )
-from tests.backends.lowering import tiny_mlp
+from tests.backends.lowering import (
+    TinyMLP,
+    assert_int8_close,
+    lower_with_partitioner,
+    run_pte,
+    tiny_mlp,
+)
+from tests.models import MultiMethod
 
 QUANTIZE_PER_TENSOR = torch.ops.quantized_decomposed.quantize_per_tensor
 
@@ -81,3 +89,20 @@ def test_calibration_of_the_wrong_shape_is_translated() -> None:
 def test_unknown_recipe_name_lists_the_known_ones() -> None:
     with pytest.raises(BackendCatalogError, match="xnnpack_pt2e_int8_dynamic_per_channel"):
         XnnpackPt2eRecipe("xnnpack_int3")
+
+
+def test_dynamic_batch_survives_quantization() -> None:
+    model = TinyMLP().eval()
+    batch = torch.export.Dim("batch", min=1, max=16)
+    program = torch.export.export(model, (torch.randn(4, 32),), dynamic_shapes=({0: batch},))
+    generator = torch.Generator().manual_seed(2)
+    small, large = torch.randn(2, 32, generator=generator), torch.randn(9, 32, generator=generator)
+    recipe = default_catalog().get_quantizer("xnnpack_pt2e_int8_static_per_channel")
+    quantized = recipe.quantize(program, [(small,), (large,)])
+    assert [r.upper for r in quantized.range_constraints.values()] == [16]
+    pte = lower_with_partitioner(
+        XnnpackEntry().partitioner(), MultiMethod({"forward": quantized}, {}, {})
+    )
+    for x in (small, large):
+        (actual,) = run_pte(pte, "forward", (x,))
+        assert_int8_close(actual, model(x).detach())
