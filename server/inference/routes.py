@@ -4,8 +4,8 @@ Thin HTTP glue: decoding/encoding lives in ``pteforge.runtime.protocol``, execut
 ``pteforge.runtime.RuntimePool``, artifact lookup behind ``ArtifactResolver``.
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations``: FastAPI must see the ``Principal`` alias built
+# inside ``build_inference_router`` as a real object, not a string it cannot resolve.
 import json
 import time
 from collections.abc import Callable

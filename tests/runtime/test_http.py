@@ -1,0 +1,185 @@
+"""/v2 over a real socket with unmodified tritonclient.http and KServe REST clients."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx
+import numpy as np
+import pytest
+import torch
+import tritonclient.http as triton
+from kserve import InferenceRESTClient, InferInput, InferRequest, RESTConfig
+from tritonclient.utils import InferenceServerException
+
+from tests.runtime.conftest import Server
+from tests.runtime.helpers import Compiled
+
+
+def auth() -> dict[str, str]:
+    """Fresh headers per call: tritonclient adds its own entries to the dict it is given."""
+    return {"Authorization": "Bearer tok-a"}
+
+
+def _eager(compiled: Compiled, method: str) -> np.ndarray:
+    with torch.no_grad():
+        return compiled.model.eager[method](*compiled.model.inputs[method]).numpy()
+
+
+def _triton(server: Server) -> triton.InferenceServerClient:
+    return triton.InferenceServerClient(url=server.url.removeprefix("http://"))
+
+
+def _triton_inputs(compiled: Compiled, method: str, binary: bool) -> list[triton.InferInput]:
+    inputs = []
+    for i, tensor in enumerate(compiled.model.inputs[method]):
+        array = tensor.numpy()
+        datatype = "INT64" if array.dtype == np.int64 else "FP32"
+        entry = triton.InferInput(f"input_{i}", list(array.shape), datatype)
+        entry.set_data_from_numpy(array, binary_data=binary)
+        inputs.append(entry)
+    return inputs
+
+
+def test_health_needs_no_token(server: Server) -> None:
+    assert httpx.get(f"{server.url}/v2/health/live").json() == {"live": True}
+    assert httpx.get(f"{server.url}/v2/health/ready").json() == {"ready": True}
+    client = _triton(server)
+    assert client.is_server_live() and client.is_server_ready()
+
+
+def test_metadata_through_tritonclient(server: Server) -> None:
+    client = _triton(server)
+    assert "binary_tensor_data" in client.get_server_metadata(headers=auth())["extensions"]
+    meta = client.get_model_metadata("s2s.decode", headers=auth())
+    assert meta["inputs"] == [
+        {"name": "input_0", "datatype": "INT64", "shape": [1, 4]},
+        {"name": "input_1", "datatype": "FP32", "shape": [1, 8, 32]},
+    ]
+    assert meta["outputs"] == [{"name": "output_0", "datatype": "FP32", "shape": [1, 4, 64]}]
+    assert client.is_model_ready("s2s.encode", headers=auth())
+
+
+@pytest.mark.parametrize("binary", [False, True])
+@pytest.mark.parametrize(("model", "name", "method"), [("mlp", "mlp", "forward"),
+                                                       ("s2s", "seq2seq", "decode")])  # fmt: skip
+def test_tritonclient_infer(
+    server: Server,
+    artifacts: dict[str, Compiled],
+    binary: bool,
+    model: str,
+    name: str,
+    method: str,
+) -> None:
+    compiled = artifacts[name]
+    result = _triton(server).infer(
+        f"{model}.{method}",
+        _triton_inputs(compiled, method, binary),
+        outputs=[triton.InferRequestedOutput("output_0", binary_data=binary)],
+        headers=auth(),
+    )
+    np.testing.assert_allclose(
+        result.as_numpy("output_0"), _eager(compiled, method), rtol=1e-4, atol=1e-4
+    )
+    parameters = result.get_response()["parameters"]
+    assert {"queue_ms", "load_ms", "execute_ms", "cache_hit"} <= set(parameters)
+
+
+def test_artifact_is_materialized_once(server: Server, artifacts: dict[str, Compiled]) -> None:
+    client = _triton(server)
+    for _ in range(3):
+        client.infer(
+            "mlp.forward", _triton_inputs(artifacts["mlp"], "forward", True), headers=auth()
+        )
+    assert server.resolver.materialized == 1
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_kserve_rest_client_infer(
+    server: Server, artifacts: dict[str, Compiled], binary: bool
+) -> None:
+    compiled = artifacts["seq2seq"]
+    inputs = []
+    for i, tensor in enumerate(compiled.model.inputs["decode"]):
+        array = tensor.numpy()
+        datatype = "INT64" if array.dtype == np.int64 else "FP32"
+        entry = InferInput(f"input_{i}", list(array.shape), datatype)
+        entry.set_data_from_numpy(array, binary_data=binary)
+        inputs.append(entry)
+
+    async def call() -> np.ndarray:
+        client = InferenceRESTClient(RESTConfig(protocol="v2"))
+        try:
+            response = await client.infer(
+                server.url, InferRequest("s2s.decode", inputs), model_name="s2s.decode",
+                headers=auth(),
+            )  # fmt: skip
+        finally:
+            await client.close()
+        return np.asarray(response.outputs[0].as_numpy())
+
+    output = asyncio.run(call())
+    np.testing.assert_allclose(output, _eager(compiled, "decode"), rtol=1e-4, atol=1e-4)
+
+
+def _post(server: Server, model: str, inputs: list[dict[str, object]]) -> httpx.Response:
+    return httpx.post(
+        f"{server.url}/v2/models/{model}/infer", json={"inputs": inputs}, headers=auth()
+    )
+
+
+@pytest.mark.parametrize(
+    ("inputs", "message"),
+    [
+        ([], "expects 1 input(s) (input_0), got 0"),
+        ([{"name": "input_0", "datatype": "INT64", "shape": [1, 16], "data": [0] * 16}],
+         "input 'input_0': expected datatype FP32, got INT64"),
+        ([{"name": "input_0", "datatype": "FP32", "shape": [2, 16], "data": [0] * 32}],
+         "input 'input_0': expected shape [1, 16], got [2, 16]"),
+    ],
+)  # fmt: skip
+def test_bad_inputs_get_400_naming_the_input(
+    server: Server, inputs: list[dict[str, object]], message: str
+) -> None:
+    response = _post(server, "mlp.forward", inputs)
+    assert response.status_code == 400
+    assert message in response.json()["error"]
+
+
+def test_tritonclient_sees_the_400_message(server: Server, artifacts: dict[str, Compiled]) -> None:
+    entry = triton.InferInput("input_0", [1, 8], "FP32")
+    entry.set_data_from_numpy(np.zeros((1, 8), np.float32))
+    with pytest.raises(InferenceServerException, match=r"expected shape \[1, 16\], got \[1, 8\]"):
+        _triton(server).infer("mlp.forward", [entry], headers=auth())
+
+
+def test_other_projects_and_unknown_models_are_404(server: Server) -> None:
+    other = {"Authorization": "Bearer tok-b"}
+    assert httpx.get(f"{server.url}/v2/models/mlp.forward", headers=other).status_code == 404
+    assert httpx.get(f"{server.url}/v2/models/other.forward", headers=auth()).status_code == 404
+    missing = httpx.get(f"{server.url}/v2/models/mlp.backward", headers=auth())
+    assert missing.status_code == 404 and "backward" in missing.json()["error"]
+    assert httpx.get(f"{server.url}/v2/models/mlp.forward").status_code == 401
+
+
+def test_profile_mode_returns_etdump_times(server: Server, artifacts: dict[str, Compiled]) -> None:
+    result = _triton(server).infer(
+        "s2s.encode",
+        _triton_inputs(artifacts["seq2seq"], "encode", True),
+        headers=auth(),
+        parameters={"profile": True},
+    )
+    profile = json.loads(result.get_response()["parameters"]["profile"])
+    assert profile["delegate_calls"] and profile["operators"]
+
+
+def test_metrics(server: Server, artifacts: dict[str, Compiled]) -> None:
+    _triton(server).infer("mlp.forward", _triton_inputs(artifacts["mlp"], "forward", True),
+                          headers=auth())  # fmt: skip
+    text = httpx.get(f"{server.url}/metrics").text
+    assert 'pteforge_v2_requests_total{code="200",route="infer"}' in text
+    assert "pteforge_v2_infer_seconds_bucket" in text
+    assert "pteforge_runtime_cache_hits_total" in text
+    assert "pteforge_runtime_worker_restarts_total" in text
+    assert "pteforge_runtime_xnnpack_weight_cache 1.0" in text
