@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 import torch
 from executorch.exir.backend.partitioner import DelegationSpec, Partitioner, PartitionResult
 from torch.export import ExportedProgram
+from torch.fx.passes.utils.fuser_utils import validate_partition
 
 StageCallback = Callable[[str], None]
 OpFilter = Callable[[torch.fx.Node], bool]
@@ -57,8 +58,8 @@ class MethodPartitioner(Partitioner):
     """Runs partitioners in order, each on the nodes the earlier ones left untagged.
 
     Tags are made unique per inner partitioner and ``partition_tags`` merged. A later
-    partition that overlaps operator nodes an earlier one claimed is dropped whole, so every
-    kept partition stays exactly as its partitioner made it (and therefore convex).
+    partition loses the nodes an earlier one claimed; what is left is kept only if it still
+    holds an operator and fuses without a dependency cycle, else it is dropped.
     """
 
     def __init__(
@@ -139,7 +140,7 @@ def _keep_disjoint(
     claimed: dict[torch.fx.Node, str],
     prefix: str,
 ) -> dict[str, DelegationSpec]:
-    """Rename this round's tags with ``prefix``; drop partitions that overlap ``claimed``."""
+    """Rename this round's tags with ``prefix``, minus the ``claimed`` nodes."""
     groups: dict[str, list[torch.fx.Node]] = {}
     for node in program.graph_module.graph.nodes:
         tag = node.meta.pop(_TAG, None)
@@ -147,9 +148,17 @@ def _keep_disjoint(
             groups.setdefault(tag, []).append(node)
     kept: dict[str, DelegationSpec] = {}
     for tag, nodes in groups.items():
-        if tag not in tags or any(n in claimed and n.op != "placeholder" for n in nodes):
+        left = [n for n in nodes if n not in claimed]
+        if tag not in tags or not _fusable(left):
             continue
-        for node in nodes:
+        for node in left:
             node.meta[_TAG] = prefix + tag
         kept[prefix + tag] = tags[tag]
     return kept
+
+
+def _fusable(nodes: list[torch.fx.Node]) -> bool:
+    """Whether ``nodes`` hold an operator and can be fused without a dependency cycle."""
+    if all(n.op == "placeholder" for n in nodes):
+        return False
+    return bool(validate_partition(nodes))
