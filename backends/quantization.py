@@ -45,8 +45,9 @@ class XnnpackPt2eRecipe(QuantizerEntryBase):
 
         if not calibration:
             raise QuantizationError(f"{self.name}: needs at least one calibration input tuple")
+        quantizer = self.quantizer()
         try:
-            prepared = prepare_pt2e(program.module(), self.quantizer())
+            prepared = prepare_pt2e(program.module(), quantizer)
             for inputs in calibration:
                 prepared(*inputs)
             converted = convert_pt2e(prepared)
