@@ -148,6 +148,8 @@ class _SreprParser:
     def _arg(self, func: str, depth: int) -> _Tok:
         tok, nxt = self._peek(), self._peek(1)
         if tok is not None and tok.kind == "name" and nxt is not None and nxt.kind == "=":
+            if func not in ("Symbol", "Float"):
+                raise ValueError(f"{func} takes no keyword arguments")
             self.pos += 2
             value = self._take("name" if func == "Symbol" else "int")
             if func == "Symbol" and (

@@ -30,6 +30,7 @@ BAD_EXPRS = [
     "Add(" * 100 + "1" + ")" * 100,
     "Symbol('s0', evaluate=True)",
     "S('x')",
+    "Add(Integer(1), Integer(2), evaluate=0)",
     "Add(1, 2",
     "eval",
 ]
