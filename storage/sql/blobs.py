@@ -14,13 +14,19 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+import psycopg
 from sqlalchemy import Connection, Engine, exists, insert, select
 from sqlalchemy import exc as sa_exc
 
 from pteforge.storage.blobs import DEFAULT_CHUNK_SIZE, BlobStore
 from pteforge.storage.domain import BlobRef
 from pteforge.storage.engine import READ_ONLY_OPTION
-from pteforge.storage.errors import BlobIntegrityError, BlobNotFoundError, InvalidRangeError
+from pteforge.storage.errors import (
+    BlobIntegrityError,
+    BlobNotFoundError,
+    InvalidRangeError,
+    StorageError,
+)
 from pteforge.storage.ids import new_id
 from pteforge.storage.models import (
     ArtifactRow,
@@ -200,20 +206,16 @@ class SqlBlobStore(BlobStore):
     def _read_chunk(self, located: _Located, seq: int) -> bytes:
         """One chunk, checked against its recorded length and sha256 before anyone sees it."""
         with translated(), self._reader() as conn:
-            row = conn.execute(
-                select(BlobChunkRow.sha256, BlobChunkRow.data).where(
-                    BlobChunkRow.upload_id == located.upload_id, BlobChunkRow.seq == seq
-                )
-            ).one_or_none()
+            row = _fetch_chunk(conn, located.upload_id, seq)
         if row is None:
             raise BlobIntegrityError(located.sha256, f"chunk {seq} is missing")
-        data = bytes(row.data)
+        recorded_sha256, data = row
         if len(data) != located.chunk_length(seq):
             raise BlobIntegrityError(
                 located.sha256,
                 f"chunk {seq} has {len(data)} bytes, expected {located.chunk_length(seq)}",
             )
-        if hashlib.sha256(data).hexdigest() != row.sha256:
+        if hashlib.sha256(data).hexdigest() != recorded_sha256:
             raise BlobIntegrityError(located.sha256, f"chunk {seq} does not match its sha256")
         return data
 
@@ -260,6 +262,29 @@ class SqlBlobStore(BlobStore):
 
     def _reader(self) -> Connection:
         return self._engine.connect().execution_options(**{READ_ONLY_OPTION: True})
+
+
+_PG_CHUNK_QUERY = "SELECT sha256, data FROM blob_chunks WHERE upload_id = %s AND seq = %s"
+
+
+def _fetch_chunk(conn: Connection, upload_id: str, seq: int) -> tuple[str, bytes] | None:
+    """A chunk's recorded sha256 and bytes, or None."""
+    if conn.dialect.name == "postgresql":
+        # Binary results: the default text format hex-encodes bytea, about 3x slower.
+        driver = conn.connection.driver_connection
+        assert isinstance(driver, psycopg.Connection)
+        try:
+            with driver.cursor(binary=True) as cursor:
+                found = cursor.execute(_PG_CHUNK_QUERY, (upload_id, seq)).fetchone()
+        except psycopg.Error as error:
+            raise StorageError(f"database error reading chunk {seq}: {error}") from error
+        return None if found is None else (found[0], bytes(found[1]))
+    row = conn.execute(
+        select(BlobChunkRow.sha256, BlobChunkRow.data).where(
+            BlobChunkRow.upload_id == upload_id, BlobChunkRow.seq == seq
+        )
+    ).one_or_none()
+    return None if row is None else (row.sha256, bytes(row.data))
 
 
 def _locate_in(conn: Connection, sha256: str) -> _Located | None:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
+import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import inspect, text
 
-from pteforge.storage import SqlStore, open_store
+from pteforge.storage import SqlStore, StorageError, default_sqlite_url, open_store
 from pteforge.storage.engine import create_store_engine
 from pteforge.storage.models import Base
 
@@ -47,9 +49,18 @@ def test_concurrent_starts_migrate_once(database_url: str) -> None:
     store.close()
 
 
-def test_sqlite_runs_in_wal_mode(store: SqlStore) -> None:
-    if store.dialect != "sqlite":
-        return
+def test_sqlite_is_a_wal_file_under_home(tmp_path: Path) -> None:
+    url = default_sqlite_url(tmp_path / "home")
+    store = open_store(url)
+    assert (tmp_path / "home" / "pteforge.db").is_file()
     with store.engine.connect() as conn:
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
         assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+    store.close()
+
+
+def test_unusable_urls_are_named() -> None:
+    with pytest.raises(StorageError, match="unsupported database"):
+        open_store("mysql://localhost/x")
+    with pytest.raises(StorageError, match="file path"):
+        open_store("sqlite://")
