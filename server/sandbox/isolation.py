@@ -71,12 +71,15 @@ def run_isolated(
         raise IsolatedLoadError(
             "worker_timeout", f"the loader did not finish within {limits.wall_seconds:g} s"
         ) from None
-    finally:
+    except BaseException:
         _kill_group(proc)
+        raise
     return _interpret(proc.returncode, out[: limits.max_output_bytes], err)
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """Kill the worker and anything it spawned; only while it is unreaped, so the group id
+    cannot have been reused by an unrelated process."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.communicate()
