@@ -101,7 +101,7 @@ class SqlBlobStore(BlobStore):
             raise
 
     def _write_chunks(self, upload_id: str, chunks: Iterable[bytes]) -> BlobRef:
-        """Hash chunks here while a helper thread inserts the previous batch (one in flight)."""
+        """Hash the stream here while a helper thread hashes and inserts the previous batch."""
         whole = hashlib.sha256()
         size = 0
         batch: list[dict[str, object]] = []
@@ -110,8 +110,7 @@ class SqlBlobStore(BlobStore):
             for seq, chunk in enumerate(rechunk(chunks, self.chunk_size)):
                 whole.update(chunk)
                 size += len(chunk)
-                digest = hashlib.sha256(chunk).hexdigest()
-                batch.append({"upload_id": upload_id, "seq": seq, "sha256": digest, "data": chunk})
+                batch.append({"upload_id": upload_id, "seq": seq, "data": chunk})
                 if len(batch) >= self._chunks_per_commit:
                     if in_flight is not None:
                         in_flight.result()
@@ -123,6 +122,10 @@ class SqlBlobStore(BlobStore):
         return BlobRef(sha256=whole.hexdigest(), size=size)
 
     def _insert_chunks(self, rows: list[dict[str, object]]) -> None:
+        for row in rows:  # each chunk's own hash, checked on every read
+            data = row["data"]
+            assert isinstance(data, bytes)
+            row["sha256"] = hashlib.sha256(data).hexdigest()
         with translated(), self._engine.begin() as conn:
             conn.execute(insert(BlobChunkRow), rows)
 
