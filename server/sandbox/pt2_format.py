@@ -103,3 +103,6 @@ ALLOWED_TARGET = re.compile(
     r"|math\.(?:ceil|floor|trunc|sqrt)"
     r"|torch\.sym_(?:max|min|float|int|not|ite|sqrt|sum))$"
 )
+# Core operators that reach outside the graph's own tensors: reading a file on the server
+# (from_file) or re-pointing a tensor at another storage (set_).
+DENIED_TARGET = re.compile(r"^torch\.ops\.aten\.(?:from_file|set_?|set_data)(?:\.|$)")

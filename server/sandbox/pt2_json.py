@@ -73,9 +73,7 @@ def _check_pair(
         raise UnsafeArchiveError(
             "custom_object", f"custom (torchbind) objects ({key}) are not accepted", entry
         )
-    elif _is_operator(key, owner) and not (
-        isinstance(value, str) and fmt.ALLOWED_TARGET.match(value)
-    ):
+    elif _is_operator(key, owner) and not _allowed_operator(value):
         raise UnsafeArchiveError(
             "unsafe_operator", f"operator {str(value)[:100]!r} is not allowed", entry
         )
@@ -90,6 +88,14 @@ def _is_operator(key: str, owner: dict[str, Any]) -> bool:
     if key == "as_operator":
         return True
     return key == "target" and (isinstance(owner[key], str) or "inputs" in owner)
+
+
+def _allowed_operator(value: Any) -> bool:
+    return (
+        isinstance(value, str)
+        and fmt.ALLOWED_TARGET.match(value) is not None
+        and fmt.DENIED_TARGET.match(value) is None
+    )
 
 
 def check_payload_config(doc: Any, entry: str, directory: str, record_sizes: dict[str, int]) -> int:

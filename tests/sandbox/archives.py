@@ -176,11 +176,16 @@ def custom_object_value(entries: Entries) -> None:
     edit_json(entries, f"models/{model_name(entries)}.json", inject)
 
 
-def foreign_operator(entries: Entries) -> None:
-    def inject(doc: Any) -> None:
-        doc["graph_module"]["graph"]["nodes"][0]["target"] = "torch.load"
+def operator_edit(target: str) -> Callable[[Entries], None]:
+    """The first node calls ``target`` instead of its aten op."""
 
-    edit_json(entries, f"models/{model_name(entries)}.json", inject)
+    def edit(entries: Entries) -> None:
+        def inject(doc: Any) -> None:
+            doc["graph_module"]["graph"]["nodes"][0]["target"] = target
+
+        edit_json(entries, f"models/{model_name(entries)}.json", inject)
+
+    return edit
 
 
 def huge_declared_tensor(entries: Entries) -> None:

@@ -106,7 +106,13 @@ def test_payloads_are_real_exploits(valid_archives: ValidArchives, tmp_path: Pat
 STRUCTURAL_CASES: dict[str, tuple[Callable[[A.Entries], None], str]] = {
     "aoti_so_entry": (A.aoti_library, "native_code"),
     "custom_obj_value": (A.custom_object_value, "custom_object"),
-    "foreign_operator": (A.foreign_operator, "unsafe_operator"),
+    "foreign_operator": (A.operator_edit("torch.load"), "unsafe_operator"),
+    "file_reading_aten_op": (
+        A.operator_edit("torch.ops.aten.from_file.default"),
+        "unsafe_operator",
+    ),
+    "extension_operator": (A.operator_edit("#evil:op"), "unsafe_operator"),
+    "dunder_operator": (A.operator_edit("torch.ops.aten.__class__"), "unsafe_operator"),
     "huge_declared_tensor": (A.huge_declared_tensor, "declared_size_mismatch"),
 }
 
