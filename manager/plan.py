@@ -58,7 +58,8 @@ class Plan:
         unknown = set(obj) - {"methods", "all"}
         if unknown:
             raise PlanError(sorted(unknown)[0], "unknown field; a plan has 'methods' and 'all'")
-        methods = obj.get("methods") or {}
+        methods = obj.get("methods")
+        methods = {} if methods is None else methods
         _require_object("methods", methods)
         parsed = {str(m): _target(f"methods.{m}", t) for m, t in methods.items()}
         everything = _target("all", obj["all"]) if obj.get("all") is not None else None

@@ -15,12 +15,14 @@ def test_seed_flow_runs_verbatim(shared_linear: MultiMethod) -> None:
 
     from pteforge.manager import CompileSpec, DelegationSpec, to_edge
 
+    # fmt: off
     edge_manager = to_edge({"encode": encode_ep, "decode": decode_ep})  # torch.export ExportedPrograms
     lowered = edge_manager.to_backend(DelegationSpec("XnnpackBackend", []))  # whole graph, every method
     lowered = edge_manager.to_backend({"encode": DelegationSpec("XnnpackBackend", [])})  # only encode
     lowered = edge_manager.to_backend({"encode": XnnpackPartitioner(),       # mix per method
                                        "decode": DelegationSpec("XnnpackBackend", [])})
     pte_bytes = lowered.to_executorch().buffer
+    # fmt: on
 
     assert CompileSpec("k", b"v").value == b"v"
     report = lowered.report()["methods"]

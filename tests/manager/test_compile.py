@@ -1,0 +1,112 @@
+"""``compile_programs``: plans over the backend catalog, down to a running ``.pte``."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from pteforge.backends import BackendCatalog, default_catalog
+from pteforge.manager import (
+    LoweringError,
+    PlanError,
+    UnknownBackendIdError,
+    compile_programs,
+)
+from tests.manager.helpers import assert_runs_like_eager, run_method
+from tests.models import (
+    MultiMethod,
+    hf_encoder_decoder_programs,
+    small_mlp_programs,
+    unsupported_op_programs,
+)
+
+
+@pytest.fixture(scope="module")
+def catalog() -> BackendCatalog:
+    return default_catalog()
+
+
+@pytest.fixture(scope="module")
+def hf_model() -> MultiMethod:
+    return hf_encoder_decoder_programs()
+
+
+def test_hf_encoder_decoder_mixed_plan_runs_like_eager(
+    hf_model: MultiMethod, catalog: BackendCatalog
+) -> None:
+    stages: list[str] = []
+    plan = {"methods": {"encode": {"partitioners": ["xnnpack"]}, "decode": {}}}
+    compiled = compile_programs(hf_model.programs, plan, catalog, on_stage=stages.append)
+    assert stages == ["to_edge", "partition", "preprocess", "emit"]
+    report = compiled.report["methods"]
+    assert report["encode"]["backends"]["XnnpackBackend"]["delegated_operators"] > 0
+    assert report["decode"]["backends"] == {}
+    assert report["decode"]["non_delegated_operators"] > 0
+    assert compiled.report["program"]["shared_constant_bytes"] > 0  # the shared embedding
+    decode = compiled.methods["decode"]
+    assert [(i.dtype, i.shape) for i in decode.inputs] == [
+        ("int64", (1, 4)),
+        ("float32", (1, 8, 32)),
+    ]
+    assert [(o.dtype, o.shape) for o in decode.outputs] == [("float32", (1, 4, 64))]
+    assert_runs_like_eager(compiled.pte, hf_model, atol=1e-4, rtol=1e-4)
+
+
+def test_quantized_plan_calibrates_on_example_inputs(
+    catalog: BackendCatalog, tmp_path: object
+) -> None:
+    model = small_mlp_programs()
+    stages: list[str] = []
+    plan = {
+        "all": {"partitioners": ["xnnpack"], "quantize": "xnnpack_pt2e_int8_static_per_channel"}
+    }
+    compiled = compile_programs(model.programs, plan, catalog, on_stage=stages.append)
+    assert stages == ["quantize", "to_edge", "partition", "preprocess", "emit"]
+    operators = compiled.report["methods"]["forward"]["operators"]
+    assert any("quantize" in op and n["delegated"] for op, n in operators.items())
+    (inputs,) = model.inputs.values()
+    got = run_method(compiled.pte, "forward", inputs)[0]
+    expected = model.eager["forward"](*inputs)
+    assert float((got - expected).abs().max()) <= 0.05 * float(expected.abs().max())
+
+
+def test_unknown_partitioner_names_the_field(catalog: BackendCatalog) -> None:
+    model = small_mlp_programs()
+    with pytest.raises(PlanError) as raised:
+        compile_programs(model.programs, {"all": {"partitioners": ["xnnpak"]}}, catalog)
+    assert raised.value.field == "methods.forward.partitioners[0]"
+    assert "xnnpack" in str(raised.value)  # the known names are listed
+
+
+def test_unknown_delegate_backend_lists_registered(catalog: BackendCatalog) -> None:
+    model = small_mlp_programs()
+    plan = {"all": {"delegate": {"backend_id": "NoSuchBackend"}}}
+    with pytest.raises(UnknownBackendIdError) as raised:
+        compile_programs(model.programs, plan, catalog)
+    assert raised.value.method == "forward"
+    assert "XnnpackBackend" in raised.value.known
+
+
+def test_whole_graph_plan_on_unsupported_op_names_node(catalog: BackendCatalog) -> None:
+    model = unsupported_op_programs()
+    plan = {"methods": {"forward": {"delegate": {"backend_id": "XnnpackBackend"}}}}
+    with pytest.raises(LoweringError) as raised:
+        compile_programs(model.programs, plan, catalog)
+    error = raised.value
+    assert (error.method, error.backend_id) == ("forward", "XnnpackBackend")
+    assert error.node == "aten_embedding_default"
+    assert error.operator is not None and "embedding" in error.operator
+
+
+def test_compiled_program_writes_its_bytes(catalog: BackendCatalog, tmp_path: object) -> None:
+    from pathlib import Path
+
+    model = small_mlp_programs()
+    compiled = compile_programs(model.programs, None, catalog)
+    target = Path(str(tmp_path)) / "mlp.pte"
+    compiled.write(target)
+    assert target.read_bytes() == compiled.pte
+    (inputs,) = model.inputs.values()
+    torch.testing.assert_close(
+        run_method(target.read_bytes(), "forward", inputs)[0], model.eager["forward"](*inputs)
+    )
