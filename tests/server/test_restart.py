@@ -1,39 +1,31 @@
-"""A server killed with a job in flight: after restart the job ends, it never stays running."""
+"""A server killed with a job in flight: after restart the job ends, it never stays running.
+
+Runs last (module order) on the package's shared server, which it leaves restarted.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
+from typing import Any
 
-import pytest
-
-from tests.server.helpers import MIXED_PLAN, submit, upload_methods, wait_job, wait_status
+from tests.server.helpers import submit, wait_job, wait_status
 from tests.server.service import ServiceProcess
 
-
-@pytest.fixture(scope="module")
-def own_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
-    svc = ServiceProcess(tmp_path_factory.mktemp("restart-home"))
-    svc.start()
-    try:
-        yield svc
-    finally:
-        svc.stop()
+# A plan no other test compiles, so the job really lowers instead of reusing an artifact.
+RESTART_PLAN = {"methods": {"decode": {"partitioners": ["xnnpack"]}}}
 
 
 def test_job_in_flight_survives_a_server_kill(
-    own_service: ServiceProcess, seq2seq_files: dict[str, Path]
+    service: ServiceProcess, seq2seq_program: dict[str, Any]
 ) -> None:
-    token = own_service.admin_token
+    token = service.admin_token
     assert token
-    with own_service.client(token) as client:
-        program = upload_methods(client, seq2seq_files)
-        job = submit(client, program["id"], MIXED_PLAN)
+    with service.client(token) as client:
+        job = submit(client, seq2seq_program["id"], RESTART_PLAN)
         wait_status(client, job["id"], "running")
-    own_service.kill()  # SIGKILL: no shutdown hook runs
+    service.kill()  # SIGKILL: no shutdown hook runs; the workers see their parent die
 
-    own_service.start()
-    with own_service.client(token) as client:
+    service.start()
+    with service.client(token) as client:
         done = wait_job(client, job["id"], timeout=240)
     assert done["status"] in {"succeeded", "failed"}, done
     if done["status"] == "failed":
