@@ -182,3 +182,23 @@ def test_non_zip_is_rejected(content: bytes, tmp_path: Path) -> None:
     with pytest.raises(UploadRejectedError) as info:
         validate_pt2_archive(path)
     assert info.value.reason == "not_a_zip"
+
+
+def test_duplicate_entry_is_rejected(valid_archives: ValidArchives, tmp_path: Path) -> None:
+    path = A.traversal(tmp_path / "d.pt2", valid_archives.single, "single/archive_version")
+    with pytest.raises(UnsafeArchiveError) as info:
+        validate_pt2_archive(path)
+    assert info.value.reason == "duplicate_entry"
+
+
+def test_overlapping_entries_are_rejected(valid_archives: ValidArchives, tmp_path: Path) -> None:
+    """Two central-directory records pointing at the same bytes (overlap zip-bomb trick)."""
+    data = bytearray(valid_archives.single.read_bytes())
+    central = data.rfind(b"PK\x05\x06")
+    first_record = data.rfind(b"PK\x01\x02", 0, central)
+    data[first_record + 42 : first_record + 46] = (0).to_bytes(4, "little")  # local header offset
+    path = tmp_path / "overlap.pt2"
+    path.write_bytes(bytes(data))
+    with pytest.raises(UnsafeArchiveError) as info:
+        validate_pt2_archive(path)
+    assert info.value.reason == "unsafe_zip"
