@@ -9,6 +9,7 @@ mistaken for content, and removed by :meth:`SqlBlobStore.collect_garbage`.
 from __future__ import annotations
 
 import hashlib
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ from pteforge.storage.sql.errors import translated
 from pteforge.storage.sql.references import delete_upload, release_blob
 
 DEFAULT_CHUNKS_PER_COMMIT = 4
+PG_PARALLELISM = 3
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,8 @@ class SqlBlobStore(BlobStore):
         self._clock = clock
         self.chunk_size = chunk_size
         self._chunks_per_commit = chunks_per_commit
+        # PostgreSQL stores chunks in parallel backends; SQLite has one writer at a time.
+        self._parallelism = PG_PARALLELISM if engine.dialect.name == "postgresql" else 1
 
     def write(self, chunks: Iterable[bytes]) -> BlobRef:
         upload_id = new_id("upl")
@@ -101,22 +105,23 @@ class SqlBlobStore(BlobStore):
             raise
 
     def _write_chunks(self, upload_id: str, chunks: Iterable[bytes]) -> BlobRef:
-        """Hash the stream here while a helper thread hashes and inserts the previous batch."""
+        """Hash the stream here while helper threads hash and insert earlier batches."""
         whole = hashlib.sha256()
         size = 0
         batch: list[dict[str, object]] = []
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="blob-writer") as pool:
-            in_flight: Future[None] | None = None
+        in_flight: deque[Future[None]] = deque()
+        with ThreadPoolExecutor(self._parallelism, thread_name_prefix="blob-writer") as pool:
             for seq, chunk in enumerate(rechunk(chunks, self.chunk_size)):
                 whole.update(chunk)
                 size += len(chunk)
                 batch.append({"upload_id": upload_id, "seq": seq, "data": chunk})
                 if len(batch) >= self._chunks_per_commit:
-                    if in_flight is not None:
-                        in_flight.result()
-                    in_flight, batch = pool.submit(self._insert_chunks, batch), []
-            if in_flight is not None:
-                in_flight.result()
+                    if len(in_flight) >= self._parallelism:
+                        in_flight.popleft().result()
+                    in_flight.append(pool.submit(self._insert_chunks, batch))
+                    batch = []
+            while in_flight:
+                in_flight.popleft().result()
         if batch:
             self._insert_chunks(batch)
         return BlobRef(sha256=whole.hexdigest(), size=size)
@@ -195,16 +200,13 @@ class SqlBlobStore(BlobStore):
             yield chunk if (lo, hi) == (0, len(chunk)) else chunk[lo:hi]
 
     def _chunks(self, located: _Located, first: int, last: int) -> Iterator[bytes]:
-        """Verified chunks ``first..last``; a helper thread fetches the next while one is used."""
-        if first > last:
-            return
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="blob-reader") as pool:
-            upcoming = pool.submit(self._read_chunk, located, first)
+        """Verified chunks ``first..last``; helper threads fetch the next ones meanwhile."""
+        upcoming: deque[Future[bytes]] = deque()
+        with ThreadPoolExecutor(self._parallelism, thread_name_prefix="blob-reader") as pool:
             for seq in range(first, last + 1):
-                chunk = upcoming.result()
-                if seq < last:
-                    upcoming = pool.submit(self._read_chunk, located, seq + 1)
-                yield chunk
+                while len(upcoming) < self._parallelism and seq + len(upcoming) <= last:
+                    upcoming.append(pool.submit(self._read_chunk, located, seq + len(upcoming)))
+                yield upcoming.popleft().result()
 
     def _read_chunk(self, located: _Located, seq: int) -> bytes:
         """One chunk, checked against its recorded length and sha256 before anyone sees it."""
