@@ -57,7 +57,7 @@ class PoolStats:
     weight_cache_enabled: bool = False
 
 
-@dataclass
+@dataclass(eq=False)
 class _Worker:
     process: BaseProcess
     conn: Connection
@@ -132,6 +132,8 @@ class RuntimePool:
         self._idle: queue.Queue[_Worker] = queue.Queue()
         self._signatures: dict[str, dict[str, MethodSignature]] = {}
         self._files_lock = threading.Lock()
+        self._stats_lock = threading.Lock()
+        self._live: set[_Worker] = set()
         self._closed = False
         artifact_dir.mkdir(parents=True, exist_ok=True)
         for worker in self._start_workers(self.size):
@@ -160,6 +162,7 @@ class RuntimePool:
             worker.kill()
             raise RuntimeLayerError(f"runtime worker failed to start: {info.get('message')}")
         worker.info = info
+        self._live.add(worker)
         self.stats.weight_cache_enabled = bool(info.get("weight_cache"))
         return worker
 
@@ -167,18 +170,28 @@ class RuntimePool:
         spawned = [self._spawn() for _ in range(count)]
         return [self._await_ready(w) for w in spawned]
 
+    def _count(self, **increments: int) -> None:
+        with self._stats_lock:
+            for name, amount in increments.items():
+                setattr(self.stats, name, getattr(self.stats, name) + amount)
+
     def _replace_later(self, worker: _Worker) -> None:
+        self._live.discard(worker)
         worker.kill()
-        self.stats.worker_restarts += 1
+        self._count(worker_restarts=1)
         threading.Thread(target=self._replace, daemon=True, name="pteforge-respawn").start()
 
     def _replace(self) -> None:
         while not self._closed:
             try:
-                self._idle.put(self._start_workers(1)[0])
-                return
+                worker = self._start_workers(1)[0]
             except RuntimeLayerError:
                 time.sleep(1.0)  # back off before retrying a failed start
+                continue
+            if self._closed:
+                worker.kill()
+            self._idle.put(worker)
+            return
 
     def _acquire(self) -> _Worker:
         if self._closed:
@@ -199,14 +212,16 @@ class RuntimePool:
         try:
             reply, outputs = worker.call(header, arrays, self.request_timeout_s)
         except TimeoutError:
-            self.stats.worker_timeouts += 1
+            self._count(worker_timeouts=1)
             self._replace_later(worker)
             raise WorkerTimeoutError(
                 f"{what} did not finish within {self.request_timeout_s:.0f}s; "
                 "the runtime worker was stopped and replaced"
             ) from None
         except (EOFError, OSError) as exc:
-            self.stats.worker_crashes += 1
+            if self._closed:
+                raise PoolClosedError("the runtime pool was shut down mid-request") from exc
+            self._count(worker_crashes=1)
             worker.process.join(timeout=5)
             code = worker.process.exitcode
             self._replace_later(worker)
@@ -214,6 +229,9 @@ class RuntimePool:
                 f"the runtime worker crashed (exit code {code}) during {what}; "
                 "it has been replaced, other requests are unaffected"
             ) from exc
+        except BaseException:
+            self._replace_later(worker)  # the conversation may be out of step: start afresh
+            raise
         self._idle.put(worker)
         return reply, outputs, queue_ms
 
@@ -285,11 +303,9 @@ class RuntimePool:
         start = time.perf_counter()
         signature = self.method_metadata(sha256, method, source)
         header = {"op": "infer", "sha256": sha256, "method": method, "profile": profile}
-        self.stats.requests += 1
         reply, outputs, queue_ms = self._request(header, inputs, source)
         hit = bool(reply.get("hit"))
-        self.stats.cache_hits += hit
-        self.stats.cache_misses += not hit
+        self._count(requests=1, cache_hits=int(hit), cache_misses=int(not hit))
         timings = {"queue_ms": queue_ms, **reply["timings"]}
         timings["total_ms"] = (time.perf_counter() - start) * 1e3
         return InferResult(outputs, signature, timings, hit, reply.get("profile"))
@@ -297,11 +313,9 @@ class RuntimePool:
     def close(self) -> None:
         """Stop every worker; later calls raise ``PoolClosedError``."""
         self._closed = True
-        while True:
-            try:
-                self._idle.get_nowait().kill()
-            except queue.Empty:
-                return
+        for worker in list(self._live):
+            self._live.discard(worker)
+            worker.kill()
 
     def __enter__(self) -> RuntimePool:
         return self
