@@ -40,7 +40,7 @@ from pteforge.storage.sql.errors import translated
 from pteforge.storage.sql.references import delete_upload, release_blob
 
 DEFAULT_CHUNKS_PER_COMMIT = 4
-PG_PARALLELISM = 3
+PG_PARALLELISM = 2
 
 
 @dataclass(frozen=True)
@@ -82,16 +82,20 @@ class SqlBlobStore(BlobStore):
         engine: Engine,
         clock: Callable[[], datetime],
         chunk_size: int = DEFAULT_CHUNK_SIZE,
-        chunks_per_commit: int = DEFAULT_CHUNKS_PER_COMMIT,
+        chunks_per_commit: int | None = None,
     ) -> None:
+        postgres = engine.dialect.name == "postgresql"
+        # PostgreSQL stores chunks from parallel backends; SQLite has one writer at a time.
+        # Either way about DEFAULT_CHUNKS_PER_COMMIT chunks are in flight.
+        self._parallelism = PG_PARALLELISM if postgres else 1
+        if chunks_per_commit is None:
+            chunks_per_commit = max(1, DEFAULT_CHUNKS_PER_COMMIT // self._parallelism)
         if chunk_size <= 0 or chunks_per_commit <= 0:
             raise ValueError("chunk_size and chunks_per_commit must be positive")
         self._engine = engine
         self._clock = clock
         self.chunk_size = chunk_size
         self._chunks_per_commit = chunks_per_commit
-        # PostgreSQL stores chunks in parallel backends; SQLite has one writer at a time.
-        self._parallelism = PG_PARALLELISM if engine.dialect.name == "postgresql" else 1
 
     def write(self, chunks: Iterable[bytes]) -> BlobRef:
         upload_id = new_id("upl")
