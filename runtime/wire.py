@@ -1,12 +1,15 @@
-"""Framing of messages between the pool and its workers: JSON headers plus raw tensor bytes.
+"""Framing of messages between the pool and its workers: JSON header plus raw tensor bytes.
 
-Nothing here unpickles: a message is one JSON frame followed by one frame of raw bytes per
-tensor, whose dtype (from a fixed allow-list) and shape travel in the header.
+Nothing here unpickles. A message is a single frame (one write, one read: a round trip
+costs two pipe transfers however many tensors there are): an 8-byte little-endian header
+length, the JSON header, then each tensor's raw bytes, whose dtype (from a fixed
+allow-list) and shape travel in the header.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from typing import Any
@@ -17,6 +20,7 @@ from pteforge.runtime.dtypes import NUMPY_TO_OIP
 from pteforge.runtime.errors import RuntimeLayerError
 
 _ALLOWED_DTYPES = {dt.str: dt for dt in NUMPY_TO_OIP}
+_LENGTH_BYTES = 8
 
 
 def tensor_header(array: np.ndarray) -> dict[str, Any]:
@@ -26,30 +30,50 @@ def tensor_header(array: np.ndarray) -> dict[str, Any]:
     return {"dtype": array.dtype.str, "shape": list(array.shape)}
 
 
-def send_message(conn: Connection, header: dict[str, Any], arrays: Sequence[np.ndarray]) -> None:
-    """Send ``header`` and ``arrays`` as one message."""
+def encode_message(header: dict[str, Any], arrays: Sequence[np.ndarray]) -> bytes:
+    """One frame holding ``header`` and the bytes of ``arrays``."""
     contiguous = [np.ascontiguousarray(a) for a in arrays]
-    frame = dict(header, tensors=[tensor_header(a) for a in contiguous])
-    conn.send_bytes(json.dumps(frame).encode())
-    for array in contiguous:
-        conn.send_bytes(array.reshape(-1).view(np.uint8).data)
+    head = json.dumps(dict(header, tensors=[tensor_header(a) for a in contiguous])).encode()
+    parts = [len(head).to_bytes(_LENGTH_BYTES, "little"), head]
+    parts.extend(a.tobytes() for a in contiguous)
+    return b"".join(parts)
 
 
-def _empty_array(spec: dict[str, Any]) -> np.ndarray:
+def _dtype(spec: dict[str, Any]) -> np.dtype:
     dtype = _ALLOWED_DTYPES.get(str(spec.get("dtype")))
     if dtype is None:
         raise RuntimeLayerError(f"unexpected dtype {spec.get('dtype')!r} on the wire")
-    return np.empty([int(d) for d in spec["shape"]], dtype=dtype)
+    return dtype
 
 
-def recv_message(conn: Connection) -> tuple[dict[str, Any], list[np.ndarray]]:
-    """Receive one message sent by ``send_message``; raises ``EOFError`` if the peer died."""
-    header: dict[str, Any] = json.loads(conn.recv_bytes())
-    arrays = []
+def decode_message(frame: bytes | bytearray) -> tuple[dict[str, Any], list[np.ndarray]]:
+    """Split a frame made by ``encode_message``; arrays are views into ``frame``."""
+    head_end = _LENGTH_BYTES + int.from_bytes(frame[:_LENGTH_BYTES], "little")
+    header: dict[str, Any] = json.loads(frame[_LENGTH_BYTES:head_end])
+    arrays, offset = [], head_end
     for spec in header.pop("tensors", []):
-        array = _empty_array(spec)
-        received = conn.recv_bytes_into(array.reshape(-1).view(np.uint8))
-        if received != array.nbytes:
-            raise RuntimeLayerError(f"tensor frame of {received} bytes, expected {array.nbytes}")
-        arrays.append(array)
+        dtype, shape = _dtype(spec), [int(d) for d in spec["shape"]]
+        count = math.prod(shape)
+        if offset + count * dtype.itemsize > len(frame):
+            raise RuntimeLayerError("a tensor frame is shorter than its header says")
+        arrays.append(np.frombuffer(frame, dtype, count, offset).reshape(shape))
+        offset += count * dtype.itemsize
+    if offset != len(frame):
+        raise RuntimeLayerError(f"{len(frame) - offset} stray bytes after the tensors")
     return header, arrays
+
+
+def send_message(conn: Connection, header: dict[str, Any], arrays: Sequence[np.ndarray]) -> None:
+    """Send ``header`` and ``arrays`` as one frame."""
+    conn.send_bytes(encode_message(header, arrays))
+
+
+def recv_message(
+    conn: Connection, writable: bool = False
+) -> tuple[dict[str, Any], list[np.ndarray]]:
+    """Receive one message; ``writable`` copies the frame so arrays may be written to.
+
+    Raises ``EOFError`` if the peer died.
+    """
+    frame = conn.recv_bytes()
+    return decode_message(bytearray(frame) if writable else frame)

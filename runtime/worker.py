@@ -177,7 +177,7 @@ def worker_main(conn: Connection, config: WorkerConfig) -> None:
     send_message(conn, {"ok": True, "weight_cache": executor.weight_cache}, [])
     while True:
         try:
-            header, arrays = recv_message(conn)
+            header, arrays = recv_message(conn, writable=True)
         except (EOFError, OSError):
             return
         reply, outputs = _handle(executor, header, arrays)
