@@ -3,24 +3,60 @@
 ``to_edge(...).to_backend(...)`` accepts partitioners, whole-graph ``DelegationSpec``s or a
 per-method mix and calls each backend's ``preprocess_multimethod`` once with every method.
 ``Plan`` and ``compile_programs`` run the JSON lowering plans of the service and the CLI.
+
+Names are loaded on first use: importing ExecuTorch takes seconds, and ``pteforge compile``
+should reject a bad argument before paying for it.
 """
 
-from executorch.exir.backend.compile_spec_schema import CompileSpec
-from executorch.exir.backend.partitioner import DelegationSpec
+from __future__ import annotations
 
-from pteforge.manager.compiler import CompiledProgram, compile_programs
-from pteforge.manager.errors import (
-    LoweringError,
-    ManagerError,
-    PlanError,
-    ProgramInputError,
-    UnknownBackendIdError,
-    UnknownMethodError,
-)
-from pteforge.manager.loading import load_program_file
-from pteforge.manager.plan import PartitionerRef, Plan, Target
-from pteforge.manager.program_manager import ProgramManager, to_edge, to_edge_transform_and_lower
-from pteforge.manager.signature import MethodSignature, TensorSpec, method_signature
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from executorch.exir.backend.compile_spec_schema import CompileSpec
+    from executorch.exir.backend.partitioner import DelegationSpec
+
+    from pteforge.manager.compiler import CompiledProgram, compile_programs
+    from pteforge.manager.errors import (
+        LoweringError,
+        ManagerError,
+        PlanError,
+        ProgramInputError,
+        UnknownBackendIdError,
+        UnknownMethodError,
+    )
+    from pteforge.manager.loading import load_program_file
+    from pteforge.manager.plan import PartitionerRef, Plan, Target
+    from pteforge.manager.program_manager import (
+        ProgramManager,
+        to_edge,
+        to_edge_transform_and_lower,
+    )
+    from pteforge.manager.signature import MethodSignature, TensorSpec, method_signature
+
+_SOURCES: dict[str, str] = {
+    "CompileSpec": "executorch.exir.backend.compile_spec_schema",
+    "DelegationSpec": "executorch.exir.backend.partitioner",
+    "CompiledProgram": "pteforge.manager.compiler",
+    "compile_programs": "pteforge.manager.compiler",
+    "LoweringError": "pteforge.manager.errors",
+    "ManagerError": "pteforge.manager.errors",
+    "PlanError": "pteforge.manager.errors",
+    "ProgramInputError": "pteforge.manager.errors",
+    "UnknownBackendIdError": "pteforge.manager.errors",
+    "UnknownMethodError": "pteforge.manager.errors",
+    "load_program_file": "pteforge.manager.loading",
+    "PartitionerRef": "pteforge.manager.plan",
+    "Plan": "pteforge.manager.plan",
+    "Target": "pteforge.manager.plan",
+    "ProgramManager": "pteforge.manager.program_manager",
+    "to_edge": "pteforge.manager.program_manager",
+    "to_edge_transform_and_lower": "pteforge.manager.program_manager",
+    "MethodSignature": "pteforge.manager.signature",
+    "TensorSpec": "pteforge.manager.signature",
+    "method_signature": "pteforge.manager.signature",
+}
 
 __all__ = [
     "CompileSpec",
@@ -44,3 +80,16 @@ __all__ = [
     "to_edge",
     "to_edge_transform_and_lower",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    source = _SOURCES.get(name)
+    if source is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(source), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_SOURCES])

@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
-from pteforge.backends import BackendCatalogError, default_catalog
-from pteforge.manager.compiler import compile_programs
 from pteforge.manager.errors import ManagerError, ProgramInputError
-from pteforge.manager.loading import load_program_file
 
 EXIT_BAD_INPUT = 2
 _STAGES = ("quantize", "to_edge", "partition", "preprocess", "emit")
+# Third-party loggers that warn about optional native libraries and untested versions
+# while ExecuTorch and its backends load; none of it is about the user's input.
+_THIRD_PARTY_NOISE = ("torchao", "torch.utils._pytree", "coremltools")
 
 
 def register(subparsers: Any) -> None:
@@ -82,19 +85,46 @@ def _read_plan(path: Path | None) -> Any:
         raise ProgramInputError(f"--plan {path}: cannot read a JSON plan: {exc}") from exc
 
 
+@contextmanager
+def _quiet_third_party() -> Iterator[None]:
+    """Keep warnings of optional native libraries off the user's terminal."""
+    loggers = [logging.getLogger(name) for name in _THIRD_PARTY_NOISE]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
+
+
 def _compile(args: argparse.Namespace) -> dict[str, Any]:
+    from pteforge.manager.loading import check_archive
+
     files = _method_files(args.method)
     plan = _read_plan(args.plan)
+    for name, file in files.items():
+        check_archive(file, name)
+    with _quiet_third_party():
+        return _compile_files(files, plan, args.output)
+
+
+def _compile_files(files: dict[str, Path], plan: Any, output: Path) -> dict[str, Any]:
+    from pteforge.backends import default_catalog
+    from pteforge.manager.compiler import compile_programs
+    from pteforge.manager.loading import load_program_file
+
     programs = {name: load_program_file(file, name) for name, file in files.items()}
     progress = _Progress(sys.stderr)
     compiled = compile_programs(programs, plan, default_catalog(), on_stage=progress)
     progress.done()
     try:
-        compiled.write(args.output)
+        compiled.write(output)
     except OSError as exc:
-        raise ProgramInputError(f"-o {args.output}: cannot write: {exc}") from exc
+        raise ProgramInputError(f"-o {output}: cannot write: {exc}") from exc
     return {
-        "output": str(args.output),
+        "output": str(output),
         "size_bytes": len(compiled.pte),
         "methods": {m: s.to_json() for m, s in compiled.methods.items()},
         "report": compiled.report,
@@ -105,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
     """Handler of ``pteforge compile``; bad input is one line on stderr and exit code 2."""
     try:
         summary = _compile(args)
-    except (ManagerError, BackendCatalogError) as exc:
+    except ManagerError as exc:
         message = " ".join(str(exc).split())
         print(f"pteforge compile: error: {message}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -11,6 +11,23 @@ from torch.export import ExportedProgram
 from pteforge.manager.errors import ProgramInputError
 
 
+def _where(method: str | None) -> str:
+    return f"method {method!r}: " if method else ""
+
+
+def check_archive(path: str | Path, method: str | None = None) -> Path:
+    """Raise ``ProgramInputError`` unless ``path`` is an existing zip archive."""
+    file = Path(path)
+    if not file.is_file():
+        raise ProgramInputError(f"{_where(method)}{file}: no such file", source=str(file))
+    if not zipfile.is_zipfile(file):
+        raise ProgramInputError(
+            f"{_where(method)}{file}: not a torch.export archive (not a zip file)",
+            source=str(file),
+        )
+    return file
+
+
 def load_program_file(path: str | Path, method: str | None = None) -> ExportedProgram:
     """Load one ``.pt2`` archive, after checking it is a zip archive at all.
 
@@ -18,14 +35,8 @@ def load_program_file(path: str | Path, method: str | None = None) -> ExportedPr
     deserialisation in this process. The server never calls this on uploads; it loads
     untrusted programs in its sandbox.
     """
-    where = f"method {method!r}: " if method else ""
-    file = Path(path)
-    if not file.is_file():
-        raise ProgramInputError(f"{where}{file}: no such file", source=str(file))
-    if not zipfile.is_zipfile(file):
-        raise ProgramInputError(
-            f"{where}{file}: not a torch.export archive (not a zip file)", source=str(file)
-        )
+    file = check_archive(path, method)
+    where = _where(method)
     try:
         return torch.export.load(file)
     except Exception as exc:  # any failure to read the archive is a bad input file

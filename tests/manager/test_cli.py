@@ -1,0 +1,83 @@
+"""``pteforge compile`` in a subprocess: success, and one-line errors with exit code 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.manager.helpers import run_method
+from tests.models import small_mlp_programs
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _pteforge(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pteforge", "compile", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("cli")
+    model = small_mlp_programs()
+    torch.export.save(model.programs["forward"], path / "mlp.pt2")
+    (path / "not-a-zip.pt2").write_text("definitely not a program")
+    plans = {
+        "xnnpack.json": {"all": {"partitioners": ["xnnpack"]}},
+        "unknown-method.json": {"methods": {"encode": {}}},
+        "unknown-backend.json": {"all": {"delegate": {"backend_id": "NoSuchBackend"}}},
+    }
+    for name, plan in plans.items():
+        (path / name).write_text(json.dumps(plan))
+    return path
+
+
+def test_compile_writes_a_pte_that_runs(workdir: Path) -> None:
+    out = workdir / "mlp.pte"
+    done = _pteforge(
+        "--method", f"forward={workdir / 'mlp.pt2'}", "--plan", str(workdir / "xnnpack.json"),
+        "-o", str(out),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["report"]["methods"]["forward"]["backends"]["XnnpackBackend"]
+    for stage in ("to_edge", "partition", "preprocess", "emit"):
+        assert stage in done.stderr
+    model = small_mlp_programs()
+    (inputs,) = model.inputs.values()
+    torch.testing.assert_close(
+        run_method(out.read_bytes(), "forward", inputs)[0], model.eager["forward"](*inputs)
+    )
+
+
+@pytest.mark.parametrize(
+    ("program", "plan", "expected"),
+    [
+        ("not-a-zip.pt2", None, "not a zip file"),
+        ("mlp.pt2", "unknown-method.json", "unknown method 'encode'"),
+        ("mlp.pt2", "unknown-backend.json", "unknown backend id 'NoSuchBackend'"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    workdir: Path, program: str, plan: str | None, expected: str
+) -> None:
+    args = ["--method", f"forward={workdir / program}", "-o", str(workdir / "x.pte")]
+    if plan is not None:
+        args += ["--plan", str(workdir / plan)]
+    done = _pteforge(*args)
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert expected in lines[0]
