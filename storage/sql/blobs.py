@@ -62,13 +62,21 @@ def rechunk(pieces: Iterable[bytes], size: int) -> Iterator[bytes]:
     """Regroup byte pieces of any sizes into chunks of exactly ``size`` (the last may be short)."""
     buffer = bytearray()
     for piece in pieces:
+        if not buffer and len(piece) == size and isinstance(piece, bytes):
+            yield piece  # already a whole chunk: no copy
+            continue
         view = memoryview(piece)
-        while len(buffer) + len(view) >= size:
-            take = size - len(buffer)
+        if buffer:
+            take = min(size - len(buffer), len(view))
             buffer += view[:take]
             view = view[take:]
+            if len(buffer) < size:
+                continue
             yield bytes(buffer)
             buffer.clear()
+        while len(view) >= size:
+            yield bytes(view[:size])
+            view = view[size:]
         buffer += view
     if buffer:
         yield bytes(buffer)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import random
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -19,6 +20,7 @@ from pteforge.storage import (
     SqlStore,
 )
 from pteforge.storage.models import BlobChunkRow, BlobRow, BlobUploadRow
+from pteforge.storage.sql.blobs import rechunk
 
 CHUNK = 4096  # the conftest store's chunk size
 
@@ -164,3 +166,16 @@ def test_garbage_collection_spares_fresh_uploads_and_referenced_content(
     store.blobs.collect_garbage(older_than=timedelta(hours=1))
     assert not store.blobs.exists(loose.sha256)
     assert store.blobs.read_bytes(kept.sha256) == b"referenced"
+
+
+def test_rechunk_regroups_any_piece_sizes_exactly() -> None:
+    rng = random.Random(1)
+    for _ in range(300):
+        size = rng.choice([1, 3, 7, 16])
+        data = rng.randbytes(rng.randrange(0, 100))
+        cuts = sorted(rng.randrange(0, len(data) + 1) for _ in range(rng.randrange(0, 8)))
+        pieces = [data[a:b] for a, b in zip([0, *cuts], [*cuts, len(data)], strict=True)]
+        out = list(rechunk(pieces, size))
+        assert b"".join(out) == data
+        assert all(len(c) == size for c in out[:-1])
+        assert not out or 0 < len(out[-1]) <= size
