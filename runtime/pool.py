@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import queue
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from multiprocessing.connection import Connection
-from multiprocessing.process import BaseProcess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +23,8 @@ from pteforge.runtime.errors import (
     WorkerTimeoutError,
 )
 from pteforge.runtime.metadata import MethodSignature
-from pteforge.runtime.wire import recv_message, send_message
-from pteforge.runtime.worker import WorkerConfig, worker_main
+from pteforge.runtime.processes import WorkerProcess, process_context
+from pteforge.runtime.worker import WorkerConfig
 
 # Where an artifact comes from: a local file, or a callable that writes it to the given path.
 ArtifactSource = Path | Callable[[Path], None]
@@ -55,42 +52,6 @@ class PoolStats:
     worker_crashes: int = 0
     worker_timeouts: int = 0
     weight_cache_enabled: bool = False
-
-
-@dataclass(eq=False)
-class _Worker:
-    process: BaseProcess
-    conn: Connection
-    info: dict[str, Any] = field(default_factory=dict)
-
-    def call(
-        self, header: dict[str, Any], arrays: Sequence[np.ndarray], timeout_s: float
-    ) -> tuple[dict[str, Any], list[np.ndarray]]:
-        send_message(self.conn, header, arrays)
-        if not self.conn.poll(timeout_s):
-            raise TimeoutError
-        return recv_message(self.conn)
-
-    def kill(self) -> None:
-        self.conn.close()
-        if self.process.is_alive():
-            self.process.kill()
-        self.process.join(timeout=5)
-
-
-_Context = multiprocessing.context.ForkServerContext | multiprocessing.context.SpawnContext
-
-
-def _context(start_method: str) -> _Context:
-    """A process context; ``forkserver`` preloads torch and ExecuTorch once, so replacing a
-    crashed worker takes milliseconds instead of seconds of imports."""
-    ctx = multiprocessing.get_context(start_method)
-    if isinstance(ctx, multiprocessing.context.ForkServerContext):
-        ctx.set_forkserver_preload(["pteforge.runtime.worker", "executorch.runtime"])
-        return ctx
-    if isinstance(ctx, multiprocessing.context.SpawnContext):
-        return ctx
-    raise ValueError(f"start_method must be 'forkserver' or 'spawn', not {start_method!r}")
 
 
 class RuntimePool:
@@ -128,12 +89,12 @@ class RuntimePool:
             threads_per_worker,
             str(weight_cache_library) if weight_cache_library else None,
         )
-        self._ctx = _context(start_method)
-        self._idle: queue.Queue[_Worker] = queue.Queue()
+        self._ctx = process_context(start_method)
+        self._idle: queue.Queue[WorkerProcess] = queue.Queue()
         self._signatures: dict[str, dict[str, MethodSignature]] = {}
         self._files_lock = threading.Lock()
         self._stats_lock = threading.Lock()
-        self._live: set[_Worker] = set()
+        self._live: set[WorkerProcess] = set()
         self._closed = False
         artifact_dir.mkdir(parents=True, exist_ok=True)
         for worker in self._start_workers(self.size):
@@ -141,41 +102,20 @@ class RuntimePool:
 
     # -- workers ---------------------------------------------------------------------------
 
-    def _spawn(self) -> _Worker:
-        parent, child = self._ctx.Pipe()
-        process = self._ctx.Process(
-            target=worker_main, args=(child, self._config), daemon=True, name="pteforge-runtime"
-        )
-        process.start()
-        child.close()
-        return _Worker(process, parent)
-
-    def _await_ready(self, worker: _Worker) -> _Worker:
-        try:
-            if not worker.conn.poll(self.start_timeout_s):
-                raise TimeoutError
-            info, _ = recv_message(worker.conn)
-        except (EOFError, OSError, TimeoutError) as exc:
-            worker.kill()
-            raise RuntimeLayerError(f"runtime worker failed to start: {exc!r}") from exc
-        if not info.get("ok"):
-            worker.kill()
-            raise RuntimeLayerError(f"runtime worker failed to start: {info.get('message')}")
-        worker.info = info
-        self._live.add(worker)
-        self.stats.weight_cache_enabled = bool(info.get("weight_cache"))
-        return worker
-
-    def _start_workers(self, count: int) -> list[_Worker]:
-        spawned = [self._spawn() for _ in range(count)]
-        return [self._await_ready(w) for w in spawned]
+    def _start_workers(self, count: int) -> list[WorkerProcess]:
+        spawned = [WorkerProcess.spawn(self._ctx, self._config) for _ in range(count)]
+        ready = [w.await_ready(self.start_timeout_s) for w in spawned]
+        for worker in ready:
+            self._live.add(worker)
+            self.stats.weight_cache_enabled = bool(worker.info.get("weight_cache"))
+        return ready
 
     def _count(self, **increments: int) -> None:
         with self._stats_lock:
             for name, amount in increments.items():
                 setattr(self.stats, name, getattr(self.stats, name) + amount)
 
-    def _replace_later(self, worker: _Worker) -> None:
+    def _replace_later(self, worker: WorkerProcess) -> None:
         self._live.discard(worker)
         worker.kill()
         self._count(worker_restarts=1)
@@ -193,7 +133,7 @@ class RuntimePool:
             self._idle.put(worker)
             return
 
-    def _acquire(self) -> _Worker:
+    def _acquire(self) -> WorkerProcess:
         if self._closed:
             raise PoolClosedError("the runtime pool is shut down")
         try:

@@ -1,0 +1,82 @@
+"""Handles on runtime worker processes: starting them cleanly, talking to them, killing them."""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from typing import Any
+
+import numpy as np
+
+from pteforge.runtime.errors import RuntimeLayerError
+from pteforge.runtime.wire import recv_message, send_message
+from pteforge.runtime.worker import WorkerConfig, worker_main
+
+
+@dataclass(eq=False)
+class WorkerProcess:
+    """One worker process and the parent's end of its connection."""
+
+    process: BaseProcess
+    conn: Connection
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def call(
+        self, header: dict[str, Any], arrays: Sequence[np.ndarray], timeout_s: float
+    ) -> tuple[dict[str, Any], list[np.ndarray]]:
+        """One request/reply exchange; ``TimeoutError`` if no reply within ``timeout_s``."""
+        send_message(self.conn, header, arrays)
+        if not self.conn.poll(timeout_s):
+            raise TimeoutError
+        return recv_message(self.conn)
+
+    @classmethod
+    def spawn(cls, ctx: Context, config: WorkerConfig) -> WorkerProcess:
+        """Start a worker (it then loads ExecuTorch and says it is ready)."""
+        parent, child = ctx.Pipe()
+        process = ctx.Process(
+            target=worker_main, args=(child, config), daemon=True, name="pteforge-runtime"
+        )
+        process.start()
+        child.close()
+        return cls(process, parent)
+
+    def await_ready(self, timeout_s: float) -> WorkerProcess:
+        """Wait for the worker's hello; kill it and raise if it does not come."""
+        try:
+            if not self.conn.poll(timeout_s):
+                raise TimeoutError
+            info, _ = recv_message(self.conn)
+        except (EOFError, OSError, TimeoutError) as exc:
+            self.kill()
+            raise RuntimeLayerError(f"runtime worker failed to start: {exc!r}") from exc
+        if not info.get("ok"):
+            self.kill()
+            raise RuntimeLayerError(f"runtime worker failed to start: {info.get('message')}")
+        self.info = info
+        return self
+
+    def kill(self) -> None:
+        """Stop the process (if still running) and close the connection."""
+        self.conn.close()
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join(timeout=5)
+
+
+Context = multiprocessing.context.ForkServerContext | multiprocessing.context.SpawnContext
+
+
+def process_context(start_method: str) -> Context:
+    """A process context; ``forkserver`` preloads torch and ExecuTorch once, so replacing a
+    crashed worker takes milliseconds instead of seconds of imports."""
+    ctx = multiprocessing.get_context(start_method)
+    if isinstance(ctx, multiprocessing.context.ForkServerContext):
+        ctx.set_forkserver_preload(["pteforge.runtime.worker", "executorch.runtime"])
+        return ctx
+    if isinstance(ctx, multiprocessing.context.SpawnContext):
+        return ctx
+    raise ValueError(f"start_method must be 'forkserver' or 'spawn', not {start_method!r}")
