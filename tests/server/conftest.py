@@ -11,7 +11,7 @@ import httpx
 import pytest
 import torch
 
-from tests.models import MultiMethod, seq2seq_programs
+from tests.models import MultiMethod, hf_encoder_decoder_programs
 from tests.server.helpers import upload_methods
 from tests.server.service import ServiceProcess
 
@@ -33,7 +33,8 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess
 
 @pytest.fixture(scope="package")
 def seq2seq() -> MultiMethod:
-    return seq2seq_programs()
+    """A transformers-built (T5) encoder/decoder: ``encode`` and ``decode`` methods."""
+    return hf_encoder_decoder_programs()
 
 
 @pytest.fixture(scope="package")
