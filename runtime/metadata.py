@@ -12,18 +12,41 @@ from pteforge.runtime.errors import ProgramLoadError
 
 @dataclass(frozen=True)
 class TensorSpec:
-    """One input or output of a method: its name, OIP datatype and static shape."""
+    """One input or output of a method: its name, OIP datatype and shape.
+
+    ``shape`` has ``-1`` for dynamic dimensions; ``max_shape`` is then the upper bound
+    the program was planned for (ExecuTorch records dynamism per tensor, not per
+    dimension, so every dimension of a dynamic tensor is reported as ``-1``).
+    """
 
     name: str
     datatype: str
     shape: tuple[int, ...]
+    max_shape: tuple[int, ...] | None = None
+
+    @property
+    def dynamic(self) -> bool:
+        return self.max_shape is not None
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "datatype": self.datatype, "shape": list(self.shape)}
+        data: dict[str, Any] = {
+            "name": self.name,
+            "datatype": self.datatype,
+            "shape": list(self.shape),
+        }
+        if self.max_shape is not None:
+            data["max_shape"] = list(self.max_shape)
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> TensorSpec:
-        return cls(str(data["name"]), str(data["datatype"]), tuple(int(d) for d in data["shape"]))
+        max_shape = data.get("max_shape")
+        return cls(
+            str(data["name"]),
+            str(data["datatype"]),
+            tuple(int(d) for d in data["shape"]),
+            tuple(int(d) for d in max_shape) if max_shape is not None else None,
+        )
 
 
 @dataclass(frozen=True)
@@ -60,25 +83,80 @@ def output_name(index: int) -> str:
     return f"output_{index}"
 
 
-def _tensor_spec(meta: Any, index: int, name: str, is_input: bool) -> TensorSpec:
+# Per method: which inputs and which outputs are dynamically shaped tensors.
+Dynamism = dict[str, tuple[list[bool], list[bool]]]
+
+
+def _tensor_spec(meta: Any, index: int, name: str, is_input: bool, dynamic: bool) -> TensorSpec:
     try:
         info = meta.input_tensor_meta(index) if is_input else meta.output_tensor_meta(index)
     except Exception:  # a non-tensor value (int, bool, ...) has no tensor metadata
         return TensorSpec(name, "UNSUPPORTED", ())
-    return TensorSpec(name, oip_datatype(int(info.dtype())), tuple(int(s) for s in info.sizes()))
+    sizes = tuple(int(s) for s in info.sizes())
+    datatype = oip_datatype(int(info.dtype()))
+    if dynamic:
+        return TensorSpec(name, datatype, tuple(-1 for _ in sizes), sizes)
+    return TensorSpec(name, datatype, sizes)
 
 
-def signature_from_meta(method: str, meta: Any) -> MethodSignature:
+def signature_from_meta(
+    method: str, meta: Any, dynamic: tuple[list[bool], list[bool]] = ([], [])
+) -> MethodSignature:
     """Build a ``MethodSignature`` from an ExecuTorch ``MethodMeta``."""
-    inputs = tuple(_tensor_spec(meta, i, input_name(i), True) for i in range(meta.num_inputs()))
-    outputs = tuple(_tensor_spec(meta, i, output_name(i), False) for i in range(meta.num_outputs()))
+    dyn_in, dyn_out = dynamic
+    inputs = tuple(
+        _tensor_spec(meta, i, input_name(i), True, i < len(dyn_in) and dyn_in[i])
+        for i in range(meta.num_inputs())
+    )
+    outputs = tuple(
+        _tensor_spec(meta, i, output_name(i), False, i < len(dyn_out) and dyn_out[i])
+        for i in range(meta.num_outputs())
+    )
     return MethodSignature(method, inputs, outputs)
 
 
-def describe_program(program: Any) -> dict[str, MethodSignature]:
+def _is_dynamic(value: Any) -> bool:
+    dynamism = getattr(value.val, "shape_dynamism", None)  # None for non-tensor values
+    return dynamism is not None and int(getattr(dynamism, "value", dynamism)) != 0
+
+
+def _program_flatbuffer(path: Path) -> Any:
+    """The Program table of a ``.pte``, reading only its flatbuffer (not the segments)."""
+    from executorch.exir._serialize._program import (
+        _flatbuffer_to_program,
+        _get_extended_header,
+    )
+
+    with path.open("rb") as fh:
+        head = fh.read(64)
+        header = _get_extended_header(head)
+        size = header.program_size if header is not None and header.is_valid() else None
+        return _flatbuffer_to_program(head + (fh.read(size - len(head)) if size else fh.read()))
+
+
+def read_dynamism(path: Path) -> Dynamism:
+    """Which method inputs/outputs are dynamic tensors, from the program flatbuffer.
+
+    The runtime's ``MethodMeta`` only reports the upper-bound sizes; the flatbuffer's
+    per-tensor ``shape_dynamism`` says whether they may vary. Unreadable -> all static.
+    """
+    try:
+        return {
+            plan.name: (
+                [_is_dynamic(plan.values[i]) for i in plan.inputs],
+                [_is_dynamic(plan.values[i]) for i in plan.outputs],
+            )
+            for plan in _program_flatbuffer(path).execution_plan
+        }
+    except Exception:
+        return {}
+
+
+def describe_program(program: Any, dynamism: Dynamism | None = None) -> dict[str, MethodSignature]:
     """Signatures of every method of a loaded ``executorch.runtime.Program``."""
+    dynamism = dynamism or {}
     return {
-        name: signature_from_meta(name, program.metadata(name))
+        name: signature_from_meta(name, program.metadata(name), dynamism.get(name, ([], [])))
         for name in sorted(program.method_names)
     }
 
@@ -95,4 +173,4 @@ def describe_pte(path: str | Path) -> dict[str, MethodSignature]:
         program = Runtime.get().load_program(Path(path))
     except Exception as exc:
         raise ProgramLoadError(f"cannot load {path}: {exc}") from exc
-    return describe_program(program)
+    return describe_program(program, read_dynamism(Path(path)))

@@ -31,9 +31,17 @@ def check_tensor(spec: TensorSpec, datatype: str, shape: Sequence[int]) -> None:
         raise InvalidInputError(
             f"input {spec.name!r}: expected datatype {spec.datatype}, got {datatype}"
         )
-    if tuple(shape) != spec.shape:
+    if spec.max_shape is None:
+        if tuple(shape) != spec.shape:
+            raise InvalidInputError(
+                f"input {spec.name!r}: expected shape {list(spec.shape)}, got {list(shape)}"
+            )
+    elif len(shape) != len(spec.max_shape) or any(
+        d > bound for d, bound in zip(shape, spec.max_shape, strict=True)
+    ):
         raise InvalidInputError(
-            f"input {spec.name!r}: expected shape {list(spec.shape)}, got {list(shape)}"
+            f"input {spec.name!r}: expected a shape within {list(spec.max_shape)} "
+            f"(dynamic), got {list(shape)}"
         )
 
 

@@ -25,7 +25,7 @@ from pteforge.runtime.errors import (
     kind_of,
 )
 from pteforge.runtime.lru import ByteLRU
-from pteforge.runtime.metadata import MethodSignature, describe_program
+from pteforge.runtime.metadata import MethodSignature, describe_program, read_dynamism
 from pteforge.runtime.validation import check_arrays
 from pteforge.runtime.wire import recv_message, send_message
 
@@ -95,7 +95,7 @@ class Executor:
             program = self.runtime.load_program(local)
         except Exception as exc:
             raise ProgramLoadError(f"ExecuTorch cannot load the artifact: {exc}") from exc
-        loaded = LoadedProgram(program, describe_program(program))
+        loaded = LoadedProgram(program, describe_program(program, read_dynamism(local)))
         self.programs.put(sha256, loaded, local.stat().st_size)
         return loaded, False
 

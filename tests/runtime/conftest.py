@@ -11,7 +11,14 @@ import pytest
 from pteforge.runtime import RuntimePool
 from pteforge.runtime.native import build_xnnpack_options
 from tests.models import seq2seq_programs, shared_linear_programs, small_mlp_programs
-from tests.runtime.helpers import Compiled, MemoryResolver, build_app, compile_pte, serve
+from tests.runtime.helpers import (
+    Compiled,
+    MemoryResolver,
+    build_app,
+    compile_pte,
+    dynamic_mlp_programs,
+    serve,
+)
 
 
 @pytest.fixture(scope="session")
@@ -21,6 +28,7 @@ def artifacts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Compiled]:
         "mlp": compile_pte(small_mlp_programs(), root / "mlp.pte"),
         "seq2seq": compile_pte(seq2seq_programs(), root / "seq2seq.pte"),
         "shared": compile_pte(shared_linear_programs(1024), root / "shared.pte"),
+        "dynamic": compile_pte(dynamic_mlp_programs(), root / "dynamic.pte"),
     }
 
 

@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry
 
 from pteforge.runtime import RuntimePool
 from pteforge.server.inference import ResolvedArtifact, build_inference_router
-from tests.models import MultiMethod
+from tests.models import MultiMethod, SmallMLP
 
 TOKENS = {"tok-a": "project-a", "tok-b": "project-b"}
 
@@ -42,6 +42,18 @@ def compile_pte(model: MultiMethod, path: Path) -> Compiled:
     data = lowered.to_executorch().buffer
     path.write_bytes(data)
     return Compiled(path, hashlib.sha256(data).hexdigest(), model)
+
+
+def dynamic_mlp_programs() -> MultiMethod:
+    """``SmallMLP`` exported with a dynamic batch dimension (1..8)."""
+    import torch
+    from torch.export import Dim, export
+
+    torch.manual_seed(0)
+    model = SmallMLP().eval()
+    x = torch.randn(2, 16)
+    program = export(model, (x,), dynamic_shapes=({0: Dim("batch", min=1, max=8)},))
+    return MultiMethod({"forward": program}, {"forward": (x,)}, {"forward": model})
 
 
 class MemoryResolver:

@@ -11,6 +11,7 @@ import torch
 
 from pteforge.runtime import (
     ArtifactIntegrityError,
+    InvalidInputError,
     RuntimePool,
     UnknownMethodError,
     WorkerCrashedError,
@@ -139,3 +140,18 @@ def test_worker_cache_is_bounded_by_bytes(artifacts: dict[str, Compiled], tmp_pa
             hits.append(result.cache_hit)
     # describe() loads the program first, so its first infer is already a hit
     assert hits == [True, True, True, True, False]
+
+
+def test_dynamic_dimensions(pool: RuntimePool, artifacts: dict[str, Compiled]) -> None:
+    compiled = artifacts["dynamic"]
+    signature = pool.method_metadata(compiled.sha256, "forward", compiled.path)
+    assert signature.inputs[0].shape == (-1, -1)
+    assert signature.inputs[0].max_shape == (8, 16)
+    x = np.random.default_rng(0).standard_normal((3, 16)).astype(np.float32)
+    result = pool.infer(compiled.sha256, "forward", [x], compiled.path)
+    with torch.no_grad():
+        expected = compiled.model.eager["forward"](torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(result.outputs[0], expected, rtol=1e-4, atol=1e-4)
+    too_big = np.zeros((9, 16), np.float32)
+    with pytest.raises(InvalidInputError, match=r"input 'input_0': expected a shape within"):
+        pool.infer(compiled.sha256, "forward", [too_big], compiled.path)
