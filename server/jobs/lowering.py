@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import os
 import resource
 import tempfile
@@ -79,14 +80,35 @@ def _lower(request: LoweringRequest, conn: Connection) -> dict[str, Any]:
     }
 
 
+_OOM_MARKERS = ("failed to map segment", "cannot allocate memory", "out of memory", "bad_alloc")
+
+
+def _out_of_memory(exc: BaseException | None) -> bool:
+    """Whether ``exc`` (or what caused it) is the address-space cap being hit.
+
+    Under RLIMIT_AS it surfaces as MemoryError, ENOMEM, a failed ``dlopen`` or a C++
+    ``bad_alloc`` turned into RuntimeError, depending on who allocated.
+    """
+    while exc is not None:
+        if isinstance(exc, MemoryError) or getattr(exc, "errno", None) == errno.ENOMEM:
+            return True
+        if any(marker in str(exc).lower() for marker in _OOM_MARKERS):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
 def child_main(request: LoweringRequest, conn: Connection) -> None:
     """Entry point of the forked child: lower, then send the result or the error."""
     _contain(request.memory_limit_bytes)
     try:
         conn.send({"result": _lower(request, conn)})
-    except MemoryError:
-        conn.send({"error": {"code": "out_of_memory", "message": "lowering ran out of memory"}})
     except Exception as exc:
-        conn.send({"error": {"code": failure_code(exc), "message": str(exc) or repr(exc)}})
+        if _out_of_memory(exc):
+            limit = request.memory_limit_bytes or 0
+            message = f"lowering ran out of memory (limit {limit / 2**20:.0f} MiB): {exc}"
+            conn.send({"error": {"code": "out_of_memory", "message": message}})
+        else:
+            conn.send({"error": {"code": failure_code(exc), "message": str(exc) or repr(exc)}})
     finally:
         conn.close()

@@ -1,0 +1,59 @@
+"""The lowering child: out of memory or a crash fails that job only, with a clear error."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pteforge.server.jobs.protocol import LoweringRequest
+from pteforge.server.jobs.runner import Verdict, Watch, lowering_context, run_lowering
+from pteforge.server.programs.bundle import write_bundle
+
+
+def _watch(stages: list[str]) -> Watch:
+    return Watch(
+        tick_seconds=0.2,
+        timeout_seconds=300,
+        heartbeat=lambda: Verdict.CONTINUE,
+        on_stage=stages.append,
+    )
+
+
+def _request(seq2seq_files: dict[str, Path], tmp_path: Path, limit: int | None) -> LoweringRequest:
+    bundle = tmp_path / "program.pt2"
+    write_bundle(seq2seq_files, bundle)
+    return LoweringRequest(
+        program_path=str(bundle),
+        plan={"methods": {"encode": {"partitioners": ["xnnpack"]}}},
+        output_path=str(tmp_path / "out.pte"),
+        memory_limit_bytes=limit,
+    )
+
+
+def test_out_of_memory_fails_the_job_not_the_worker(
+    seq2seq_files: dict[str, Path], tmp_path: Path
+) -> None:
+    tiny = 64 * 1024 * 1024  # far below what torch already maps: every allocation fails
+    outcome, verdict = run_lowering(
+        lowering_context(), _request(seq2seq_files, tmp_path, tiny), _watch([])
+    )
+    assert verdict == Verdict.CONTINUE
+    assert outcome.result is None
+    assert outcome.error_code == "out_of_memory", outcome
+    assert outcome.error_message
+    assert not (tmp_path / "out.pte").exists()
+
+
+def test_lowering_in_a_child_succeeds(seq2seq_files: dict[str, Path], tmp_path: Path) -> None:
+    """Also after the out-of-memory child above: the worker's fork server is unharmed."""
+    stages: list[str] = []
+    outcome, verdict = run_lowering(
+        lowering_context(), _request(seq2seq_files, tmp_path, None), _watch(stages)
+    )
+    assert verdict == Verdict.CONTINUE
+    assert outcome.error_code is None, outcome.error_message
+    assert outcome.result is not None and {m["name"] for m in outcome.result["methods"]} == {
+        "encode",
+        "decode",
+    }
+    assert stages[0] == "to_edge" and stages[-1] == "emit"
+    assert (tmp_path / "out.pte").stat().st_size > 0
