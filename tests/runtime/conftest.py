@@ -16,6 +16,7 @@ from tests.runtime.helpers import (
     MemoryResolver,
     build_app,
     compile_pte,
+    crashing_copy,
     dynamic_mlp_programs,
     serve,
 )
@@ -64,6 +65,7 @@ def server(pool: RuntimePool, artifacts: dict[str, Compiled]) -> Iterator[Server
     resolver.add("project-a", "mlp", artifacts["mlp"], as_path=False)
     resolver.add("project-a", "s2s", artifacts["seq2seq"], as_path=True)
     resolver.add("project-b", "other", artifacts["mlp"], as_path=True)
+    resolver.add("project-a", "crash", crashing_copy(artifacts["mlp"]), as_path=True)
     app, registry = build_app(resolver, pool)
     with serve(app) as url:
         yield Server(url, resolver, registry)

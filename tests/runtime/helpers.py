@@ -56,6 +56,17 @@ def dynamic_mlp_programs() -> MultiMethod:
     return MultiMethod({"forward": program}, {"forward": (x,)}, {"forward": model})
 
 
+def crashing_copy(compiled: Compiled) -> Compiled:
+    """A copy of ``compiled`` mutated so that loading its method aborts the process."""
+    from tests.runtime.mutations import crashing_flips, flip
+
+    data = compiled.path.read_bytes()
+    mutated = flip(data, *crashing_flips(data, 1)[0])
+    path = compiled.path.with_name(f"crashing-{compiled.path.name}")
+    path.write_bytes(mutated)
+    return Compiled(path, hashlib.sha256(mutated).hexdigest(), compiled.model)
+
+
 class MemoryResolver:
     """Artifacts by (project, artifact id); materialising from bytes counts its calls."""
 

@@ -183,3 +183,24 @@ def test_metrics(server: Server, artifacts: dict[str, Compiled]) -> None:
     assert "pteforge_runtime_cache_hits_total" in text
     assert "pteforge_runtime_worker_restarts_total" in text
     assert "pteforge_runtime_xnnpack_weight_cache 1.0" in text
+
+
+def test_a_crashing_artifact_fails_only_its_request(
+    server: Server, artifacts: dict[str, Compiled]
+) -> None:
+    restarts = _metric(server, "pteforge_runtime_worker_restarts_total")
+    body = {"inputs": [{"name": "input_0", "datatype": "FP32", "shape": [1, 16],
+                        "data": [0.0] * 16}]}  # fmt: skip
+    crashed = httpx.post(f"{server.url}/v2/models/crash.forward/infer", json=body, headers=auth())
+    assert crashed.status_code == 422
+    assert "runtime worker crashed" in crashed.json()["error"]
+    after = httpx.post(f"{server.url}/v2/models/mlp.forward/infer", json=body, headers=auth())
+    assert after.status_code == 200
+    assert _metric(server, "pteforge_runtime_worker_restarts_total") == restarts + 1
+
+
+def _metric(server: Server, name: str) -> float:
+    for line in httpx.get(f"{server.url}/metrics").text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError(f"metric {name} not found")
