@@ -27,7 +27,8 @@ Public API (stable; the server codes against it)::
         tx.jobs.get(project_id, id) / get_any(id) / list(project_id, status=None)
         tx.jobs.claim_next(worker_id, lease: timedelta, kinds=None) -> Job | None
         tx.jobs.heartbeat(job_id, worker_id, lease) -> bool  # False: lost or cancel requested
-        tx.jobs.set_stage / succeed(artifact_id) / fail(code, message) / acknowledge_cancel
+        tx.jobs.set_stage(job_id, worker_id, stage) / succeed(job_id, worker_id, artifact_id)
+        tx.jobs.fail(job_id, worker_id, code, message) / acknowledge_cancel(job_id, worker_id)
         tx.jobs.cancel(project_id, id) -> Job | None; tx.jobs.reap_expired() -> list[Job]
     # Job.version grows on every change (poll get() for server-sent events).
 
@@ -37,7 +38,8 @@ Public API (stable; the server codes against it)::
     store.blobs.open(sha) -> Iterator[bytes]          # BlobNotFoundError at once
     store.blobs.read_range(sha, offset, length) -> Iterator[bytes]   # InvalidRangeError
     store.blobs.export_to_file(sha, path) -> BlobRef  # temp file, verified, atomic rename
-    store.blobs.collect_garbage(older_than) -> int; store.blobs.chunk_size
+    store.blobs.collect_garbage(older_than) -> int   # abandoned uploads, unreferenced content
+    store.blobs.chunk_size                            # 1 MiB by default
 
 Errors (``pteforge.storage.errors``): StorageError > NotFoundError > BlobNotFoundError;
 ConflictError; BlobIntegrityError (content does not match its hash: never serve it);

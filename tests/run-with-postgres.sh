@@ -45,7 +45,8 @@ if [[ -z "$BINDIR" ]]; then
     [[ -n "$BINDIR" ]] || die "PostgreSQL installed but initdb/pg_ctl not found"
 fi
 
-PGTMP="$(mktemp -d "${TMPDIR:-/tmp}/pteforge-pg.XXXXXX")"
+# Not $TMPDIR: the postgres user must be able to reach the dir, and the socket path stay short.
+PGTMP="$(mktemp -d /tmp/pteforge-pg.XXXXXX)"
 PGDATA="$PGTMP/data"
 RUN_AS=()
 if [[ "$(id -u)" == 0 ]]; then
@@ -64,9 +65,19 @@ cleanup() {
     rm -rf "$PGTMP"
     exit "$status"
 }
+CHILD=""
+# Bash runs traps only between commands, so the command runs in the background and we wait:
+# a signal to this script reaches the command, then the EXIT trap cleans up.
+forward() {
+    if [[ -n "$CHILD" ]]; then
+        kill -"$1" "$CHILD" 2>/dev/null || true
+        wait "$CHILD" 2>/dev/null || true
+    fi
+    exit "$2"
+}
 trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+trap 'forward INT 130' INT
+trap 'forward TERM 143' TERM
 
 free_port() {
     python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
@@ -93,8 +104,10 @@ done
 export PTEFORGE_TEST_POSTGRES_URL="postgresql+psycopg://postgres@127.0.0.1:$PORT/pteforge_test"
 log "$("$BINDIR/postgres" --version) on 127.0.0.1:$PORT"
 
+"$@" <&0 &
+CHILD=$!
 set +e
-"$@"
+wait "$CHILD"
 status=$?
 set -e
 exit "$status"
