@@ -6,6 +6,7 @@ import hashlib
 import os
 import random
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
 
@@ -179,3 +180,14 @@ def test_rechunk_regroups_any_piece_sizes_exactly() -> None:
         assert b"".join(out) == data
         assert all(len(c) == size for c in out[:-1])
         assert not out or 0 < len(out[-1]) <= size
+
+
+def test_concurrent_identical_writes_store_one_copy(store: SqlStore) -> None:
+    data = os.urandom(8 * CHUNK)
+    with ThreadPoolExecutor(4) as pool:
+        refs = list(pool.map(lambda _: store.blobs.write(_pieces(data, [CHUNK] * 3)), range(4)))
+    assert len(set(refs)) == 1
+    assert _count(store, BlobRow) == 1
+    assert _count(store, BlobUploadRow) == 1
+    assert _count(store, BlobChunkRow) == 8
+    assert store.blobs.read_bytes(refs[0].sha256) == data
