@@ -250,6 +250,11 @@ class RuntimePool:
         timings["total_ms"] = (time.perf_counter() - start) * 1e3
         return InferResult(outputs, signature, timings, hit, reply.get("profile"))
 
+    @property
+    def ready(self) -> bool:
+        """True while the pool is open and at least one worker is running."""
+        return not self._closed and any(w.process.is_alive() for w in list(self._live))
+
     def close(self) -> None:
         """Stop every worker; later calls raise ``PoolClosedError``."""
         self._closed = True

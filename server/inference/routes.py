@@ -147,8 +147,10 @@ def build_inference_router(
         return {"live": True}
 
     @router.get("/v2/health/ready", summary="Readiness (no token needed)")
-    async def ready() -> dict[str, bool]:
-        return {"ready": pool.size > 0}
+    async def ready() -> Any:
+        if not pool.ready:
+            return JSONResponse({"ready": False}, status_code=503)
+        return {"ready": True}
 
     @router.get("/v2", summary="Server metadata")
     async def server_metadata(principal: Principal) -> dict[str, Any]:
