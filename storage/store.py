@@ -36,13 +36,16 @@ class ProjectRepository(ABC):
         """A new project; raises ConflictError if the name is taken."""
 
     @abstractmethod
-    def get(self, project_id: str) -> Project | None: ...
+    def get(self, project_id: str) -> Project | None:
+        """The project with this id, or None."""
 
     @abstractmethod
-    def get_by_name(self, name: str) -> Project | None: ...
+    def get_by_name(self, name: str) -> Project | None:
+        """The project with this name, or None."""
 
     @abstractmethod
-    def get_or_create(self, name: str) -> Project: ...
+    def get_or_create(self, name: str) -> Project:
+        """The project with this name, created if missing (safe against a concurrent create)."""
 
 
 class TokenRepository(ABC):
@@ -55,7 +58,8 @@ class TokenRepository(ABC):
         """The live (not revoked) token with this plaintext and its project, or None."""
 
     @abstractmethod
-    def list(self, project_id: str) -> list[ApiToken]: ...
+    def list(self, project_id: str) -> list[ApiToken]:
+        """The project's tokens, revoked ones included, oldest first."""
 
     @abstractmethod
     def revoke(self, project_id: str, token_id: str) -> bool:
@@ -74,7 +78,8 @@ class ProgramRepository(ABC):
         """The program, or None when absent or owned by another project (indistinguishable)."""
 
     @abstractmethod
-    def list(self, project_id: str, limit: int = 100) -> list[Program]: ...
+    def list(self, project_id: str, limit: int = 100) -> list[Program]:
+        """The project's programs, newest first."""
 
     @abstractmethod
     def delete(self, project_id: str, program_id: str) -> bool:
@@ -108,7 +113,8 @@ class ArtifactRepository(ABC):
         """The artifact already compiled from this program with this plan, if any."""
 
     @abstractmethod
-    def list(self, project_id: str, limit: int = 100) -> list[Artifact]: ...
+    def list(self, project_id: str, limit: int = 100) -> list[Artifact]:
+        """The project's artifacts, newest first."""
 
     @abstractmethod
     def delete(self, project_id: str, artifact_id: str) -> bool:
@@ -129,14 +135,16 @@ class JobRepository(ABC):
         kind: str,
         payload: Mapping[str, Any],
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-    ) -> Job: ...
+    ) -> Job:
+        """A new queued job with no attempts made."""
 
     @abstractmethod
     def get(self, project_id: str, job_id: str) -> Job | None:
         """The job, or None when absent or owned by another project."""
 
     @abstractmethod
-    def get_any(self, job_id: str) -> Job | None: ...
+    def get_any(self, job_id: str) -> Job | None:
+        """The job whatever its project (for workers)."""
 
     @abstractmethod
     def list(self, project_id: str, status: JobStatus | None = None, limit: int = 100) -> list[Job]:
@@ -153,13 +161,16 @@ class JobRepository(ABC):
         """Extend the lease; False if the job is no longer held or its cancel was requested."""
 
     @abstractmethod
-    def set_stage(self, job_id: str, worker_id: str, stage: str) -> Job: ...
+    def set_stage(self, job_id: str, worker_id: str, stage: str) -> Job:
+        """Record the running job's current stage (bumps ``version``)."""
 
     @abstractmethod
-    def succeed(self, job_id: str, worker_id: str, artifact_id: str | None) -> Job: ...
+    def succeed(self, job_id: str, worker_id: str, artifact_id: str | None) -> Job:
+        """Running -> succeeded, naming the artifact it produced."""
 
     @abstractmethod
-    def fail(self, job_id: str, worker_id: str, code: str, message: str) -> Job: ...
+    def fail(self, job_id: str, worker_id: str, code: str, message: str) -> Job:
+        """Running -> failed with an error code and a human-readable message."""
 
     @abstractmethod
     def acknowledge_cancel(self, job_id: str, worker_id: str) -> Job:
