@@ -148,3 +148,25 @@ def test_cancel_running_job(admin: httpx.Client, compiled: dict[str, Any]) -> No
     finished_again = admin.post(f"/v1/jobs/{job['id']}/cancel")
     assert finished_again.status_code == 200
     assert finished_again.json()["status"] in TERMINAL
+
+
+def test_pt2_archive_with_several_programs(
+    admin: httpx.Client, seq2seq: MultiMethod, tmp_path: Path
+) -> None:
+    """One ``program`` part written by ``package_pt2`` holds both methods."""
+    from executorch.runtime import Runtime
+    from torch.export.pt2_archive._package import package_pt2
+
+    archive = tmp_path / "model.pt2"
+    package_pt2(archive, exported_programs=dict(seq2seq.programs))
+    response = admin.post("/v1/programs", files={"program": ("model.pt2", archive.read_bytes())})
+    assert response.status_code == 201, response.text
+    program = response.json()
+    assert {m["name"] for m in program["methods"]} == {"encode", "decode"}
+    done = wait_job(admin, submit(admin, program["id"], {"all": {}})["id"])
+    assert done["status"] == "succeeded", done
+    pte = admin.get(f"/v1/artifacts/{done['artifact_id']}/pte").content
+    method = Runtime.get().load_program(pte).load_method("decode")
+    inputs = seq2seq.inputs["decode"]
+    got = method.execute(list(inputs))[0]
+    torch.testing.assert_close(got, seq2seq.eager["decode"](*inputs), atol=1e-4, rtol=1e-4)
