@@ -6,8 +6,10 @@ Thin HTTP glue: decoding/encoding lives in ``pteforge.runtime.protocol``, execut
 
 # No ``from __future__ import annotations``: FastAPI must see the ``Principal`` alias built
 # inside ``build_inference_router`` as a real object, not a string it cannot resolve.
+import gzip
 import json
 import time
+import zlib
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -108,6 +110,21 @@ def _header_length(request: Request) -> int | None:
         raise ProtocolError(f"{HEADER_LENGTH} must be an integer, got {raw!r}") from None
 
 
+def _decompressed(request: Request, body: bytes) -> bytes:
+    """The body without its ``Content-Encoding`` (tritonclient can gzip or deflate requests)."""
+    encoding = request.headers.get("content-encoding", "identity").lower()
+    try:
+        if encoding == "gzip":
+            return gzip.decompress(body)
+        if encoding == "deflate":
+            return zlib.decompress(body)
+    except (OSError, zlib.error, EOFError) as exc:
+        raise ProtocolError(f"cannot decompress the {encoding} request body: {exc}") from None
+    if encoding != "identity":
+        raise ProtocolError(f"unsupported Content-Encoding {encoding!r} (gzip, deflate)")
+    return body
+
+
 def _infer_response(body: bytes, json_length: int | None) -> Response:
     if json_length is None:
         return Response(body, media_type="application/json")
@@ -190,7 +207,7 @@ def build_inference_router(
         async def call() -> Response:
             start = time.perf_counter()
             header_length = _header_length(request)
-            body = await request.body()
+            body = _decompressed(request, await request.body())
             out, json_length, timings = await run_in_threadpool(
                 work.infer, principal, model, body, header_length
             )

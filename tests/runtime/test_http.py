@@ -86,6 +86,22 @@ def test_tritonclient_infer(
     assert {"queue_ms", "load_ms", "execute_ms", "cache_hit"} <= set(parameters)
 
 
+@pytest.mark.parametrize("compression", ["gzip", "deflate"])
+def test_compressed_requests(
+    server: Server, artifacts: dict[str, Compiled], compression: str
+) -> None:
+    compiled = artifacts["mlp"]
+    result = _triton(server).infer(
+        "mlp.forward",
+        _triton_inputs(compiled, "forward", True),
+        headers=auth(),
+        request_compression_algorithm=compression,
+    )
+    np.testing.assert_allclose(
+        result.as_numpy("output_0"), _eager(compiled, "forward"), rtol=1e-4, atol=1e-4
+    )
+
+
 def test_artifact_is_materialized_once(server: Server, artifacts: dict[str, Compiled]) -> None:
     client = _triton(server)
     for _ in range(3):
