@@ -58,7 +58,9 @@ class WorkerSupervisor:
 
     def _spawn(self, slot: int) -> None:
         cmd = [sys.executable, "-m", "pteforge.server.jobs.worker", "--name", f"w{slot}"]
-        self._procs[slot] = subprocess.Popen(cmd, env=dict(self._env))
+        # Own session: a terminal's Ctrl+C reaches the server, which then stops the workers
+        # in order; a worker notices by itself when the server is gone.
+        self._procs[slot] = subprocess.Popen(cmd, env=dict(self._env), start_new_session=True)
         log.info("compile worker %d started (pid %d)", slot, self._procs[slot].pid)  # type: ignore[union-attr]
 
     def _watch(self) -> None:

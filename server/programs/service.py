@@ -70,8 +70,8 @@ def _single_method(services: Services, part: UploadedPart) -> MethodSpec:
 def create_program(services: Services, project_id: str, upload: MultipartUpload) -> Program:
     """Validate, describe and store an uploaded program (runs in a worker thread)."""
     parts = _file_parts(upload)
-    name = upload.fields.get("name") or parts[0].filename or "program"
     if parts[0].field_name == PROGRAM_PART:
+        name = upload.fields.get("name") or parts[0].filename or "program"
         methods = _describe(services, parts[0].path)
         blob = store_file(services.store.blobs, parts[0].path)
     else:

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import io
+import os
+import pickle
+import tempfile
+import zipfile
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -97,20 +103,41 @@ def test_size_limit_without_content_length(admin: httpx.Client) -> None:
     assert_error(response, 413, "payload_too_large")
 
 
+PWNED = Path(tempfile.gettempdir()) / "pteforge-pwned"
+
+
+def _pickle_bomb_archive() -> bytes:
+    """A zip shaped like a ``torch.export.save`` archive whose payload pickle runs code."""
+
+    class RunsCode:
+        def __reduce__(self) -> tuple[object, tuple[str]]:
+            return (os.system, (f"touch {PWNED}",))
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        zf.writestr("archive/version", "0")
+        zf.writestr("archive/models/model.json", "{}")
+        zf.writestr("archive/data/weights/model_weights_config.json", "{}")
+        zf.writestr("archive/data/weights/weight_0", pickle.dumps(RunsCode()))
+    return buffer.getvalue()
+
+
 @pytest.mark.parametrize(
     "files",
     [
         {"forward": ("f.pt2", b"this is not a zip archive")},
         {"forward": ("f.pt2", b"PK\x03\x04" + b"\0" * 64)},
         {"bad name!": ("f.pt2", b"x")},
+        {"forward": ("f.pt2", _pickle_bomb_archive())},
     ],
-    ids=["not-zip", "truncated-zip", "bad-method-name"],
+    ids=["not-zip", "truncated-zip", "bad-method-name", "pickled-code"],
 )
 def test_malformed_program_uploads_are_4xx(admin: httpx.Client, files: dict) -> None:
     response = admin.post("/v1/programs", files=files)
     assert 400 <= response.status_code < 500, response.text
     assert_error(response, response.status_code)
     assert admin.get("/v1/health").status_code == 200
+    assert not PWNED.exists()
 
 
 def test_non_multipart_upload_is_rejected(admin: httpx.Client) -> None:
