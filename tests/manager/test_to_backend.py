@@ -171,3 +171,12 @@ def test_unknown_method_in_mapping(shared_edge: ProgramManager) -> None:
     with pytest.raises(UnknownMethodError) as raised:
         shared_edge.to_backend({"encdoe": XnnpackPartitioner()})
     assert raised.value.known == ["decode", "encode"]
+
+
+def test_partitioner_naming_unregistered_backend_lists_registered(
+    shared_edge: ProgramManager,
+) -> None:
+    with pytest.raises(UnknownBackendIdError) as raised:
+        shared_edge.to_backend({"encode": OpPartitioner("NoSuchBackend", _activation)})
+    assert raised.value.backend_id == "NoSuchBackend"
+    assert "XnnpackBackend" in raised.value.known
