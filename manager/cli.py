@@ -7,6 +7,7 @@ import json
 import logging
 import sys
 import time
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -87,13 +88,16 @@ def _read_plan(path: Path | None) -> Any:
 
 @contextmanager
 def _quiet_third_party() -> Iterator[None]:
-    """Keep warnings of optional native libraries off the user's terminal."""
+    """Keep library-internal warnings (not about the user's input) off the terminal."""
     loggers = [logging.getLogger(name) for name in _THIRD_PARTY_NOISE]
     levels = [logger.level for logger in loggers]
     for logger in loggers:
         logger.setLevel(logging.ERROR)
     try:
-        yield
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            yield
     finally:
         for logger, level in zip(loggers, levels, strict=True):
             logger.setLevel(level)
