@@ -180,3 +180,9 @@ def test_partitioner_naming_unregistered_backend_lists_registered(
         shared_edge.to_backend({"encode": OpPartitioner("NoSuchBackend", _activation)})
     assert raised.value.backend_id == "NoSuchBackend"
     assert "XnnpackBackend" in raised.value.known
+
+
+def test_to_backend_reports_partition_then_preprocess(shared_edge: ProgramManager) -> None:
+    stages: list[str] = []
+    shared_edge.to_backend(DelegationSpec("XnnpackBackend", []), on_stage=stages.append)
+    assert stages == ["partition", "preprocess"]
