@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pteforge.server.blob_files import store_file
+from pteforge.server.jobs.lowering import warm_up
 from pteforge.server.jobs.protocol import LoweringOutcome, LoweringRequest
 from pteforge.server.jobs.runner import Verdict, Watch, lowering_context, run_lowering
 from pteforge.server.settings import Settings
@@ -37,6 +38,13 @@ class CompileJobRunner:
         self.stopping = stopping
         self.lease = timedelta(seconds=settings.job_lease_seconds)
         self.ctx = lowering_context()
+
+    def warm_up(self) -> None:
+        """Pay first-use costs once in this process so every forked job starts warm."""
+        try:
+            warm_up()
+        except Exception:  # a cold start is slower, not wrong
+            log.exception("compile warm-up failed; jobs will start cold")
 
     def run(self, job: Job, scratch: Path) -> None:
         """Take ``job`` to a terminal state (or abandon it if the lease is lost)."""
@@ -70,12 +78,9 @@ class CompileJobRunner:
                 if tx.jobs.heartbeat(job_id, self.worker_id, self.lease):
                     return Verdict.CONTINUE
                 job = tx.jobs.get_any(job_id)
-            held = job is not None and job.worker_id == self.worker_id and not job.status.terminal
-            return (
-                Verdict.CANCEL
-                if held and job is not None and job.cancel_requested
-                else (Verdict.CONTINUE if held else Verdict.ABANDON)
-            )
+            # A refused heartbeat means the cancel was requested or the lease is gone.
+            ours = job is not None and job.worker_id == self.worker_id and not job.status.terminal
+            return Verdict.CANCEL if ours and job and job.cancel_requested else Verdict.ABANDON
 
         return Watch(
             tick_seconds=self.settings.heartbeat_seconds,

@@ -1,10 +1,11 @@
-"""The disposable process that lowers one job, forked from a preloaded fork server.
+"""The disposable process that lowers one job, forked from its warmed-up compile worker.
 
-The compile worker keeps a ``forkserver`` that imported torch, ExecuTorch and the manager
-once; each job is a fresh child of it (no seconds of imports per job, no state shared
-between jobs). The child caps its own address space first, so an out-of-memory lowering
-dies here and only fails its job, and it loads programs only after the sandbox validated
-them, with ``TORCH_FORCE_WEIGHTS_ONLY_LOAD=1``.
+The worker imports torch, ExecuTorch and the manager once and lowers a tiny program
+(:func:`warm_up`) so that first-use costs (lazy imports, tracing caches) are paid once;
+each job is then a fresh forked child of it: warm, yet sharing nothing with other jobs.
+The child caps its own address space first, so an out-of-memory lowering dies there and
+only fails its job, and it loads programs only after the sandbox validated them, with
+``TORCH_FORCE_WEIGHTS_ONLY_LOAD=1``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import ctypes
 import errno
 import os
 import resource
+import signal
 import tempfile
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -22,22 +24,27 @@ from typing import Any
 from pteforge.server.jobs.failures import failure_code
 from pteforge.server.jobs.protocol import LoweringRequest
 
-# Imported once by the fork server so that each job's child starts warm.
-PRELOAD = [
-    "torch",
-    "executorch.exir",
-    "executorch.backends.xnnpack.partition.xnnpack_partitioner",
-    "pteforge.manager",
-    "pteforge.backends",
-    "pteforge.server.sandbox",
-    "pteforge.server.jobs.lowering",
-]
-
 _PR_SET_PDEATHSIG = 1
 
 
+def warm_up() -> None:
+    """Lower a tiny two-method program once, in the worker, before any job forks."""
+    import torch
+
+    from pteforge.backends import default_catalog
+    from pteforge.manager import compile_programs
+    from pteforge.server import sandbox  # noqa: F401  (imported here, not per job)
+
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()).eval()
+    program = torch.export.export(model, (torch.randn(1, 8),))
+    plan = {"methods": {"a": {"partitioners": ["xnnpack"]}}}
+    compile_programs({"a": program, "b": program}, plan, default_catalog())
+
+
 def _contain(memory_limit: int | None) -> None:
-    """Cap memory and die with the fork server (whose death means the worker died)."""
+    """Cap memory, take default signal handling, and die with the worker."""
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, signal.SIG_DFL)
     if memory_limit:
         resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))

@@ -10,8 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-STAGES = ("loading", "quantize", "to_edge", "partition", "preprocess", "emit", "store")
-
 
 @dataclass
 class LoweringRequest:

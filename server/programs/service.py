@@ -75,6 +75,7 @@ def create_program(services: Services, project_id: str, upload: MultipartUpload)
         methods = _describe(services, parts[0].path)
         blob = store_file(services.store.blobs, parts[0].path)
     else:
+        name = upload.fields.get("name") or "program"
         # Each part is loaded in its own disposable process; run them side by side.
         with ThreadPoolExecutor(max_workers=min(len(parts), _PARALLEL_LOADS)) as pool:
             methods = tuple(pool.map(lambda part: _single_method(services, part), parts))

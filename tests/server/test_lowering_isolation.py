@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import multiprocessing
 from pathlib import Path
 
 from pteforge.server.jobs.protocol import LoweringRequest
-from pteforge.server.jobs.runner import Verdict, Watch, lowering_context, run_lowering
+from pteforge.server.jobs.runner import Verdict, Watch, run_lowering
 from pteforge.server.programs.bundle import write_bundle
+
+# The worker forks its warmed-up, single-threaded self; this pytest process has runtime and
+# export threads whose locks a fork could inherit held, so children here come from a clean
+# fork server instead (same child code, slower start).
+_CTX = multiprocessing.get_context("forkserver")
 
 
 def _watch(stages: list[str]) -> Watch:
     return Watch(
         tick_seconds=0.2,
-        timeout_seconds=300,
+        timeout_seconds=180,
         heartbeat=lambda: Verdict.CONTINUE,
         on_stage=stages.append,
     )
@@ -33,9 +39,7 @@ def test_out_of_memory_fails_the_job_not_the_worker(
     seq2seq_files: dict[str, Path], tmp_path: Path
 ) -> None:
     tiny = 64 * 1024 * 1024  # far below what torch already maps: every allocation fails
-    outcome, verdict = run_lowering(
-        lowering_context(), _request(seq2seq_files, tmp_path, tiny), _watch([])
-    )
+    outcome, verdict = run_lowering(_CTX, _request(seq2seq_files, tmp_path, tiny), _watch([]))
     assert verdict == Verdict.CONTINUE
     assert outcome.result is None
     assert outcome.error_code == "out_of_memory", outcome
@@ -46,9 +50,7 @@ def test_out_of_memory_fails_the_job_not_the_worker(
 def test_lowering_in_a_child_succeeds(seq2seq_files: dict[str, Path], tmp_path: Path) -> None:
     """Also after the out-of-memory child above: the worker's fork server is unharmed."""
     stages: list[str] = []
-    outcome, verdict = run_lowering(
-        lowering_context(), _request(seq2seq_files, tmp_path, None), _watch(stages)
-    )
+    outcome, verdict = run_lowering(_CTX, _request(seq2seq_files, tmp_path, None), _watch(stages))
     assert verdict == Verdict.CONTINUE
     assert outcome.error_code is None, outcome.error_message
     assert outcome.result is not None and {m["name"] for m in outcome.result["methods"]} == {
