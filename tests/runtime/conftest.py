@@ -28,7 +28,7 @@ def artifacts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Compiled]:
     return {
         "mlp": compile_pte(small_mlp_programs(), root / "mlp.pte"),
         "seq2seq": compile_pte(seq2seq_programs(), root / "seq2seq.pte"),
-        "shared": compile_pte(shared_linear_programs(1024), root / "shared.pte"),
+        "shared": compile_pte(shared_linear_programs(2048), root / "shared.pte"),
         "dynamic": compile_pte(dynamic_mlp_programs(), root / "dynamic.pte"),
     }
 
