@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from pteforge.server.blob_files import store_file
-from pteforge.server.jobs.lowering import warm_up
 from pteforge.server.jobs.protocol import LoweringOutcome, LoweringRequest
 from pteforge.server.jobs.runner import Verdict, Watch, lowering_context, run_lowering
 from pteforge.server.settings import Settings
@@ -38,13 +37,6 @@ class CompileJobRunner:
         self.stopping = stopping
         self.lease = timedelta(seconds=settings.job_lease_seconds)
         self.ctx = lowering_context()
-
-    def warm_up(self) -> None:
-        """Pay first-use costs once in this process so every forked job starts warm."""
-        try:
-            warm_up()
-        except Exception:  # a cold start is slower, not wrong
-            log.exception("compile warm-up failed; jobs will start cold")
 
     def run(self, job: Job, scratch: Path) -> None:
         """Take ``job`` to a terminal state (or abandon it if the lease is lost)."""

@@ -1,8 +1,7 @@
-"""The disposable process that lowers one job, forked from its warmed-up compile worker.
+"""The disposable process that lowers one job, forked from a preloaded fork server.
 
-The worker imports torch, ExecuTorch and the manager once and lowers a tiny program
-(:func:`warm_up`) so that first-use costs (lazy imports, tracing caches) are paid once;
-each job is then a fresh forked child of it: warm, yet sharing nothing with other jobs.
+Each compile worker keeps a ``forkserver`` that imported torch, ExecuTorch and the manager
+once; each job is a fresh child of it (no per-job imports, no state shared between jobs).
 The child caps its own address space first, so an out-of-memory lowering dies there and
 only fails its job, and it loads programs only after the sandbox validated them, with
 ``TORCH_FORCE_WEIGHTS_ONLY_LOAD=1``.
@@ -27,22 +26,22 @@ from pteforge.server.jobs.protocol import LoweringRequest
 _PR_SET_PDEATHSIG = 1
 
 
-def warm_up() -> None:
-    """Lower a tiny two-method program once, in the worker, before any job forks."""
-    import torch
-
-    from pteforge.backends import default_catalog
-    from pteforge.manager import compile_programs
-    from pteforge.server import sandbox  # noqa: F401  (imported here, not per job)
-
-    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()).eval()
-    program = torch.export.export(model, (torch.randn(1, 8),))
-    plan = {"methods": {"a": {"partitioners": ["xnnpack"]}}}
-    compile_programs({"a": program, "b": program}, plan, default_catalog())
+# Imported once by the worker's fork server so that each job's child starts without
+# seconds of imports. (Warming up by lowering in the fork server would save more, but
+# forking a process that has run torch's thread pools can deadlock the child.)
+PRELOAD = [
+    "torch",
+    "executorch.exir",
+    "executorch.backends.xnnpack.partition.xnnpack_partitioner",
+    "pteforge.manager",
+    "pteforge.backends",
+    "pteforge.server.sandbox",
+    "pteforge.server.jobs.lowering",
+]
 
 
 def _contain(memory_limit: int | None) -> None:
-    """Cap memory, take default signal handling, and die with the worker."""
+    """Cap memory, take default signal handling, die with the fork server (and worker)."""
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, signal.SIG_DFL)
     if memory_limit:

@@ -13,11 +13,12 @@ import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from multiprocessing.context import ForkContext, ForkServerContext
+from multiprocessing import forkserver
+from multiprocessing.context import ForkServerContext
 from multiprocessing.process import BaseProcess
 from typing import Any
 
-from pteforge.server.jobs.lowering import child_main
+from pteforge.server.jobs.lowering import PRELOAD, child_main
 from pteforge.server.jobs.protocol import LoweringOutcome, LoweringRequest
 
 _EXIT_GRACE_SECONDS = 10.0
@@ -41,9 +42,12 @@ class Watch:
     on_stage: Callable[[str], None]
 
 
-def lowering_context() -> ForkContext:
-    """Children are forked from the (single-threaded, warmed-up) worker itself."""
-    return multiprocessing.get_context("fork")
+def lowering_context() -> ForkServerContext:
+    """The worker's fork server, started now so the first job does not pay for imports."""
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(PRELOAD)
+    forkserver.ensure_running()
+    return ctx
 
 
 def _died_message(exitcode: int | None) -> str:
@@ -73,10 +77,9 @@ def _reap(proc: BaseProcess, grace_seconds: float) -> None:
 
 
 def run_lowering(
-    ctx: ForkContext | ForkServerContext, request: LoweringRequest, watch: Watch
+    ctx: ForkServerContext, request: LoweringRequest, watch: Watch
 ) -> tuple[LoweringOutcome, str]:
-    """Run ``request`` in a fresh child of ``ctx`` (the worker forks, see
-    :func:`lowering_context`); returns the outcome and the final Verdict."""
+    """Run ``request`` in a fresh child of ``ctx``; returns the outcome and the final Verdict."""
     receiver, sender = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=child_main, args=(request, sender), name="pteforge-lowering")
     proc.start()

@@ -49,7 +49,6 @@ class Worker:
         scratch_root.mkdir(parents=True, exist_ok=True)
         runner = CompileJobRunner(store, self.settings, self.worker_id, self.should_stop)
         lease = timedelta(seconds=self.settings.job_lease_seconds)
-        runner.warm_up()
         try:
             while not self.should_stop():
                 with store.transaction() as tx:

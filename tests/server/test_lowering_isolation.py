@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-import multiprocessing
+from multiprocessing.context import ForkServerContext
 from pathlib import Path
 
+import pytest
+
 from pteforge.server.jobs.protocol import LoweringRequest
-from pteforge.server.jobs.runner import Verdict, Watch, run_lowering
+from pteforge.server.jobs.runner import Verdict, Watch, lowering_context, run_lowering
 from pteforge.server.programs.bundle import write_bundle
 
-# The worker forks its warmed-up, single-threaded self; this pytest process has runtime and
-# export threads whose locks a fork could inherit held, so children here come from a clean
-# fork server instead (same child code, slower start).
-_CTX = multiprocessing.get_context("forkserver")
+
+@pytest.fixture(scope="module")
+def ctx() -> ForkServerContext:
+    """The fork server a compile worker uses."""
+    return lowering_context()
 
 
 def _watch(stages: list[str]) -> Watch:
@@ -36,10 +39,10 @@ def _request(seq2seq_files: dict[str, Path], tmp_path: Path, limit: int | None) 
 
 
 def test_out_of_memory_fails_the_job_not_the_worker(
-    seq2seq_files: dict[str, Path], tmp_path: Path
+    ctx: ForkServerContext, seq2seq_files: dict[str, Path], tmp_path: Path
 ) -> None:
     tiny = 64 * 1024 * 1024  # far below what torch already maps: every allocation fails
-    outcome, verdict = run_lowering(_CTX, _request(seq2seq_files, tmp_path, tiny), _watch([]))
+    outcome, verdict = run_lowering(ctx, _request(seq2seq_files, tmp_path, tiny), _watch([]))
     assert verdict == Verdict.CONTINUE
     assert outcome.result is None
     assert outcome.error_code == "out_of_memory", outcome
@@ -47,10 +50,12 @@ def test_out_of_memory_fails_the_job_not_the_worker(
     assert not (tmp_path / "out.pte").exists()
 
 
-def test_lowering_in_a_child_succeeds(seq2seq_files: dict[str, Path], tmp_path: Path) -> None:
+def test_lowering_in_a_child_succeeds(
+    ctx: ForkServerContext, seq2seq_files: dict[str, Path], tmp_path: Path
+) -> None:
     """Also after the out-of-memory child above: the worker's fork server is unharmed."""
     stages: list[str] = []
-    outcome, verdict = run_lowering(_CTX, _request(seq2seq_files, tmp_path, None), _watch(stages))
+    outcome, verdict = run_lowering(ctx, _request(seq2seq_files, tmp_path, None), _watch(stages))
     assert verdict == Verdict.CONTINUE
     assert outcome.error_code is None, outcome.error_message
     assert outcome.result is not None and {m["name"] for m in outcome.result["methods"]} == {
