@@ -1,0 +1,67 @@
+"""The service on PostgreSQL (the production database) instead of the embedded SQLite."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from sqlalchemy.engine import make_url
+
+from tests.server.helpers import assert_error, submit, upload_methods, wait_job
+from tests.server.service import ServiceProcess
+
+POSTGRES_ENV = "PTEFORGE_TEST_POSTGRES_URL"
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture(scope="module")
+def postgres_url() -> Iterator[str]:
+    """A fresh database on the server ``tests/run-with-postgres.sh`` started."""
+    base = os.environ.get(POSTGRES_ENV)
+    if not base:
+        pytest.fail(f"{POSTGRES_ENV} is not set: run through tests/run-with-postgres.sh")
+    name = f"srv_{uuid.uuid4().hex[:16]}"
+    admin = make_url(base).set(drivername="postgresql", database="postgres")
+    conninfo = admin.render_as_string(hide_password=False)
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield make_url(base).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="module")
+def pg_service(
+    postgres_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServiceProcess]:
+    svc = ServiceProcess(
+        tmp_path_factory.mktemp("pg-home"), env={"PTEFORGE_DATABASE_URL": postgres_url}
+    )
+    svc.start()
+    try:
+        yield svc
+    finally:
+        svc.stop()
+
+
+def test_compile_and_isolation_on_postgres(
+    pg_service: ServiceProcess, seq2seq_files: dict[str, Path]
+) -> None:
+    assert pg_service.admin_token
+    with pg_service.client(pg_service.admin_token) as client:
+        program = upload_methods(client, seq2seq_files)
+        done = wait_job(client, submit(client, program["id"], {"all": {}})["id"])
+        assert done["status"] == "succeeded", done
+        artifact = client.get(f"/v1/artifacts/{done['artifact_id']}").json()
+        pte = client.get(f"/v1/artifacts/{artifact['id']}/pte").content
+        assert hashlib.sha256(pte).hexdigest() == artifact["sha256"]
+    other = pg_service.create_token("other", "other-project")
+    with pg_service.client(other) as intruder:
+        assert_error(intruder.get(f"/v1/artifacts/{artifact['id']}"), 404, "not_found")
