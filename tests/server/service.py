@@ -123,6 +123,20 @@ class ServiceProcess:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
 
+    def worker_pids(self) -> list[int]:
+        """The compile worker processes the server supervises (children running the worker)."""
+        assert self.proc is not None
+        found = []
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+                cmdline = (stat.parent / "cmdline").read_bytes()
+            except (OSError, IndexError, ValueError):
+                continue  # the process went away while we looked
+            if ppid == self.proc.pid and b"pteforge.server.jobs.worker" in cmdline:
+                found.append(int(stat.parent.name))
+        return found
+
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 

@@ -1,14 +1,16 @@
-"""A server killed with a job in flight: after restart the job ends, it never stays running.
+"""Processes dying under the service: a killed server or worker never strands a job.
 
 Runs last (module order) on the package's shared server, which it leaves restarted.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 from typing import Any
 
 from tests.server.helpers import submit, wait_job, wait_status
-from tests.server.service import ServiceProcess
+from tests.server.service import ServiceProcess, wait_until
 
 # A plan no other test compiles, so the job really lowers instead of reusing an artifact.
 RESTART_PLAN = {"methods": {"decode": {"partitioners": ["xnnpack"]}}}
@@ -32,3 +34,18 @@ def test_job_in_flight_survives_a_server_kill(
         assert done["error"]["code"] and done["error"]["message"]
     else:
         assert done["artifact_id"]
+
+
+def test_a_killed_worker_is_replaced(
+    service: ServiceProcess, seq2seq_program: dict[str, Any]
+) -> None:
+    before = wait_until(service.worker_pids, 30, "a compile worker")
+    for pid in before:
+        os.kill(pid, signal.SIGKILL)
+    wait_until(
+        lambda: [p for p in service.worker_pids() if p not in before], 60, "a new compile worker"
+    )
+    plan = {"methods": {"encode": {}, "decode": {"partitioners": ["xnnpack"]}}}
+    with service.client(service.admin_token) as client:
+        done = wait_job(client, submit(client, seq2seq_program["id"], plan)["id"])
+    assert done["status"] == "succeeded", done
