@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import Depends, FastAPI
+from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 
 from pteforge import __version__
 from pteforge.runtime import RuntimePool
+from pteforge.runtime.native import NativeBuildError, build_xnnpack_options
 from pteforge.server.auth.dependencies import Principal, require_principal
 from pteforge.server.inference import ResolvedArtifact, build_inference_router
 from pteforge.server.settings import Settings
 from pteforge.storage.store import Store
+
+log = logging.getLogger(__name__)
 
 
 class StoreArtifactResolver:
@@ -42,6 +46,16 @@ class StoreArtifactResolver:
         return write
 
 
+def _weight_cache_library(settings: Settings) -> Path | None:
+    """The XNNPACK weight-cache shim, built on first start; without it methods that share
+    weights each hold a packed copy, so the service still runs, only with more memory."""
+    try:
+        return build_xnnpack_options(settings.home / "native")
+    except NativeBuildError as exc:
+        log.warning("XNNPACK weight cache off: %s", exc)
+        return None
+
+
 def start_runtime_pool(settings: Settings) -> RuntimePool:
     """The pool of runtime worker processes (blocks until they are up)."""
     return RuntimePool(
@@ -49,23 +63,12 @@ def start_runtime_pool(settings: Settings) -> RuntimePool:
         settings.runtime_cache_bytes,
         settings.home / "runtime-cache",
         request_timeout_s=settings.runtime_request_timeout_seconds,
+        weight_cache_library=_weight_cache_library(settings),
     )
-
-
-def _expose_principal_annotation() -> None:
-    """Work around the router's endpoints naming ``Principal``, an alias local to
-    ``build_inference_router``: under postponed annotations FastAPI resolves it in the
-    module's globals, finds nothing and asks for a ``principal`` query parameter. Only
-    takes effect while the module defines no such global itself."""
-    from pteforge.server.inference import routes
-
-    if not hasattr(routes, "Principal"):
-        routes.Principal = Annotated[Any, Depends(require_principal)]  # type: ignore[attr-defined]
 
 
 def mount_inference(app: FastAPI, store: Store, pool: RuntimePool) -> None:
     """Add ``/v2`` (and ``/metrics``) to ``app``, authenticated like ``/v1``."""
-    _expose_principal_annotation()
     router = build_inference_router(
         StoreArtifactResolver(store),
         pool,

@@ -8,8 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 import pytest
 import torch
+import tritonclient.http as triton
+from tritonclient.utils import InferenceServerException
 
 from tests.models import MultiMethod, unsupported_op_programs
 from tests.server.helpers import (
@@ -21,6 +24,7 @@ from tests.server.helpers import (
     wait_job,
     wait_status,
 )
+from tests.server.service import ServiceProcess
 
 
 @pytest.fixture(scope="module")
@@ -170,3 +174,52 @@ def test_pt2_archive_with_several_programs(
     inputs = seq2seq.inputs["decode"]
     got = method.execute(list(inputs))[0]
     torch.testing.assert_close(got, seq2seq.eager["decode"](*inputs), atol=1e-4, rtol=1e-4)
+
+
+# /v2: the compiled artifact served by the same service, driven by unmodified tritonclient.
+
+
+def _triton_inputs(model: MultiMethod, method: str) -> list[triton.InferInput]:
+    entries = []
+    for i, tensor in enumerate(model.inputs[method]):
+        array = tensor.numpy()
+        datatype = "INT64" if array.dtype == np.int64 else "FP32"
+        entry = triton.InferInput(f"input_{i}", list(array.shape), datatype)
+        entry.set_data_from_numpy(array, binary_data=True)
+        entries.append(entry)
+    return entries
+
+
+@pytest.mark.parametrize("method", ["encode", "decode"])
+def test_v2_infer_matches_eager(
+    service: ServiceProcess,
+    admin: httpx.Client,
+    compiled: dict[str, Any],
+    seq2seq: MultiMethod,
+    method: str,
+) -> None:
+    token = {"Authorization": admin.headers["Authorization"]}
+    client = triton.InferenceServerClient(url=service.url.removeprefix("http://"))
+    model = f"{compiled['artifact']['id']}.{method}"
+    assert client.is_model_ready(model, headers=dict(token))
+    result = client.infer(model, _triton_inputs(seq2seq, method), headers=dict(token))
+    with torch.no_grad():
+        expected = seq2seq.eager[method](*seq2seq.inputs[method])
+    expected = expected[0] if isinstance(expected, tuple) else expected
+    np.testing.assert_allclose(result.as_numpy("output_0"), expected.numpy(), atol=1e-4, rtol=1e-4)
+
+
+def test_v2_needs_a_token_and_hides_other_projects(
+    service: ServiceProcess, compiled: dict[str, Any]
+) -> None:
+    other_project_token = service.create_token("v2-outsider", "v2-other-project")
+    model = f"{compiled['artifact']['id']}.encode"
+    assert httpx.get(f"{service.url}/v2/models/{model}").status_code == 401
+    client = triton.InferenceServerClient(url=service.url.removeprefix("http://"))
+    with pytest.raises(InferenceServerException):
+        client.get_model_metadata(model, headers={"Authorization": f"Bearer {other_project_token}"})
+    response = httpx.get(
+        f"{service.url}/v2/models/{model}",
+        headers={"Authorization": f"Bearer {other_project_token}"},
+    )
+    assert response.status_code == 404
