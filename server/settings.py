@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from pydantic import Field
@@ -51,7 +52,11 @@ class Settings(BaseSettings):
     public_url: str = Field(
         default="http://127.0.0.1:8000", description="Base URL shown in the first-start help."
     )
-    runtime_pool_size: int = Field(default=2, ge=1, description="Inference runtime processes.")
+    runtime_pool_size: int = Field(
+        default_factory=lambda: os.cpu_count() or 1,
+        ge=1,
+        description="Inference runtime processes (default: one per core).",
+    )
     runtime_cache_bytes: int = Field(
         default=2 * 1024**3, gt=0, description="Loaded-program cache of each runtime process."
     )
