@@ -52,6 +52,15 @@ class Settings(BaseSettings):
     public_url: str = Field(
         default="http://127.0.0.1:8000", description="Base URL shown in the first-start help."
     )
+    blob_gc_interval_seconds: float = Field(
+        default=600.0, gt=0, description="How often a worker removes unreferenced content."
+    )
+    blob_gc_grace_seconds: float = Field(
+        default=3600.0,
+        gt=0,
+        description="Age before unreferenced content or an abandoned upload is removed; "
+        "longer than any upload or compile takes to reference what it wrote.",
+    )
     runtime_pool_size: int = Field(
         default_factory=lambda: os.cpu_count() or 1,
         ge=1,

@@ -16,6 +16,7 @@ import socket
 import sys
 import tempfile
 import threading
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -23,7 +24,8 @@ from pteforge.server.jobs.compile_job import COMPILE_KIND, CompileJobRunner
 from pteforge.server.settings import Settings
 from pteforge.server.store import open_service_store
 from pteforge.storage.domain import Job
-from pteforge.storage.errors import LeaseLostError
+from pteforge.storage.errors import LeaseLostError, StorageError
+from pteforge.storage.store import Store
 
 log = logging.getLogger("pteforge.worker")
 
@@ -36,6 +38,7 @@ class Worker:
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{name}"
         self.stop = threading.Event()
         self._parent = os.getppid()
+        self._next_gc = time.monotonic()
 
     def _parent_alive(self) -> bool:
         return os.getppid() == self._parent
@@ -51,6 +54,7 @@ class Worker:
         lease = timedelta(seconds=self.settings.job_lease_seconds)
         try:
             while not self.should_stop():
+                self._maybe_collect_garbage(store)
                 with store.transaction() as tx:
                     for reaped in tx.jobs.reap_expired():
                         log.warning("job %s lease expired: now %s", reaped.id, reaped.status)
@@ -61,6 +65,22 @@ class Worker:
                 self._run_one(runner, job, scratch_root)
         finally:
             store.close()
+
+    def _maybe_collect_garbage(self, store: Store) -> None:
+        """Remove abandoned uploads (a writer killed mid-write) and content no row references,
+        once they are older than the grace period; any worker may do it, it is idempotent."""
+        if time.monotonic() < self._next_gc:
+            return
+        self._next_gc = time.monotonic() + self.settings.blob_gc_interval_seconds
+        try:
+            removed = store.blobs.collect_garbage(
+                timedelta(seconds=self.settings.blob_gc_grace_seconds)
+            )
+        except StorageError as exc:  # e.g. two workers collecting at once: the next round retries
+            log.warning("blob garbage collection skipped: %s", exc)
+            return
+        if removed:
+            log.info("blob garbage collection removed %d unreferenced items", removed)
 
     def _run_one(self, runner: CompileJobRunner, job: Job, scratch_root: Path) -> None:
         log.info("job %s claimed", job.id)
