@@ -1,7 +1,7 @@
 """Static check of the only pickle a valid pt2 archive holds: its sample inputs.
 
-The loader tries ``torch.load(weights_only=True)`` and on failure retries with
-``weights_only=False``, so the bytes themselves must be harmless.  A ``torch.save`` zip is
+The loader tries a weights-only ``torch.load`` and on failure retries with full unpickling,
+so the bytes themselves must be harmless.  A ``torch.save`` zip is
 accepted only if its ``data.pkl`` uses plain data opcodes and a handful of tensor-rebuilding
 globals; no opcode list is interpreted, only scanned.
 """
