@@ -27,16 +27,30 @@ _PR_SET_PDEATHSIG = 1
 
 
 # Imported once by the worker's fork server so that each job's child starts without
-# seconds of imports. (Warming up by lowering in the fork server would save more, but
-# forking a process that has run torch's thread pools can deadlock the child.)
+# seconds of imports: every module a lowering imports lazily (found by diffing
+# ``sys.modules`` around a lowering), and the worker's own ``__main__`` module, which
+# multiprocessing re-imports in each child. Imports only: warming up by lowering in the
+# fork server would save more, but forking a process that has run torch's thread pools
+# can deadlock the child.
 PRELOAD = [
     "torch",
+    "torch.export._trace",
+    "torch.export._unlift",
+    "torch.export.pt2_archive._package",
+    "torch.fx.experimental.validator",
+    "torch.utils.serialization",
     "executorch.exir",
+    "executorch.exir.backend.canonical_partitioners.all_node_partitioner",
+    "executorch.extension.flat_tensor.serialize.serialize",
     "executorch.backends.xnnpack.partition.xnnpack_partitioner",
     "pteforge.manager",
+    "pteforge.manager.compiler",
+    "pteforge.manager.program_manager",
     "pteforge.backends",
     "pteforge.server.sandbox",
+    "pteforge.server.programs.bundle",
     "pteforge.server.jobs.lowering",
+    "pteforge.server.jobs.worker",
 ]
 
 
