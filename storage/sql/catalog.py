@@ -29,6 +29,17 @@ def _check_owner_and_blob(session: Session, project_id: str, blob: domain.BlobRe
         raise StorageError(f"blob {blob.sha256} has {size} bytes, not {blob.size}")
 
 
+def _delete_releasing_content(session: Session, row: ProgramRow | ArtifactRow | None) -> bool:
+    """Delete ``row`` and release its content, which goes only if no other row references it."""
+    if row is None:
+        return False
+    sha256 = row.blob_sha256
+    session.delete(row)
+    session.flush()
+    release_blob(session, sha256)
+    return True
+
+
 class SqlPrograms(ProgramRepository):
     def __init__(self, session: Session, clock: Callable[[], datetime]) -> None:
         self._session = session
@@ -72,14 +83,7 @@ class SqlPrograms(ProgramRepository):
         return [convert.program(r) for r in rows]
 
     def delete(self, project_id: str, program_id: str) -> bool:
-        row = self._row(project_id, program_id)
-        if row is None:
-            return False
-        sha256 = row.blob_sha256
-        self._session.delete(row)
-        self._session.flush()
-        release_blob(self._session, sha256)
-        return True
+        return _delete_releasing_content(self._session, self._row(project_id, program_id))
 
 
 class SqlArtifacts(ArtifactRepository):
@@ -145,11 +149,4 @@ class SqlArtifacts(ArtifactRepository):
         return [convert.artifact(r) for r in rows]
 
     def delete(self, project_id: str, artifact_id: str) -> bool:
-        row = self._row(project_id, artifact_id)
-        if row is None:
-            return False
-        sha256 = row.blob_sha256
-        self._session.delete(row)
-        self._session.flush()
-        release_blob(self._session, sha256)
-        return True
+        return _delete_releasing_content(self._session, self._row(project_id, artifact_id))
