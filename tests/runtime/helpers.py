@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import httpx
+import numpy as np
 import uvicorn
 from fastapi import FastAPI, Header, HTTPException
 from prometheus_client import CollectorRegistry
@@ -134,3 +135,17 @@ def serve(app: FastAPI, deadline_s: float = 30.0) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+def triton_inputs(model: MultiMethod, method: str, binary: bool) -> list[Any]:
+    """``tritonclient.http.InferInput``s named ``input_N`` for ``method``'s example inputs."""
+    import tritonclient.http as triton
+
+    entries = []
+    for i, tensor in enumerate(model.inputs[method]):
+        array = tensor.numpy()
+        datatype = "INT64" if array.dtype == np.int64 else "FP32"
+        entry = triton.InferInput(f"input_{i}", list(array.shape), datatype)
+        entry.set_data_from_numpy(array, binary_data=binary)
+        entries.append(entry)
+    return entries

@@ -14,7 +14,7 @@ from kserve import InferenceRESTClient, InferInput, InferRequest, RESTConfig
 from tritonclient.utils import InferenceServerException
 
 from tests.runtime.conftest import Server
-from tests.runtime.helpers import Compiled
+from tests.runtime.helpers import Compiled, triton_inputs
 
 
 def auth() -> dict[str, str]:
@@ -29,17 +29,6 @@ def _eager(compiled: Compiled, method: str) -> np.ndarray:
 
 def _triton(server: Server) -> triton.InferenceServerClient:
     return triton.InferenceServerClient(url=server.url.removeprefix("http://"))
-
-
-def _triton_inputs(compiled: Compiled, method: str, binary: bool) -> list[triton.InferInput]:
-    inputs = []
-    for i, tensor in enumerate(compiled.model.inputs[method]):
-        array = tensor.numpy()
-        datatype = "INT64" if array.dtype == np.int64 else "FP32"
-        entry = triton.InferInput(f"input_{i}", list(array.shape), datatype)
-        entry.set_data_from_numpy(array, binary_data=binary)
-        inputs.append(entry)
-    return inputs
 
 
 def test_health_needs_no_token(server: Server) -> None:
@@ -75,7 +64,7 @@ def test_tritonclient_infer(
     compiled = artifacts[name]
     result = _triton(server).infer(
         f"{model}.{method}",
-        _triton_inputs(compiled, method, binary),
+        triton_inputs(compiled.model, method, binary),
         outputs=[triton.InferRequestedOutput("output_0", binary_data=binary)],
         headers=auth(),
     )
@@ -93,7 +82,7 @@ def test_compressed_requests(
     compiled = artifacts["mlp"]
     result = _triton(server).infer(
         "mlp.forward",
-        _triton_inputs(compiled, "forward", True),
+        triton_inputs(compiled.model, "forward", True),
         headers=auth(),
         request_compression_algorithm=compression,
     )
@@ -106,7 +95,7 @@ def test_artifact_is_materialized_once(server: Server, artifacts: dict[str, Comp
     client = _triton(server)
     for _ in range(3):
         client.infer(
-            "mlp.forward", _triton_inputs(artifacts["mlp"], "forward", True), headers=auth()
+            "mlp.forward", triton_inputs(artifacts["mlp"].model, "forward", True), headers=auth()
         )
     assert server.resolver.materialized == 1
 
@@ -182,7 +171,7 @@ def test_other_projects_and_unknown_models_are_404(server: Server) -> None:
 def test_profile_mode_returns_etdump_times(server: Server, artifacts: dict[str, Compiled]) -> None:
     result = _triton(server).infer(
         "s2s.encode",
-        _triton_inputs(artifacts["seq2seq"], "encode", True),
+        triton_inputs(artifacts["seq2seq"].model, "encode", True),
         headers=auth(),
         parameters={"profile": True},
     )
@@ -191,7 +180,7 @@ def test_profile_mode_returns_etdump_times(server: Server, artifacts: dict[str, 
 
 
 def test_metrics(server: Server, artifacts: dict[str, Compiled]) -> None:
-    _triton(server).infer("mlp.forward", _triton_inputs(artifacts["mlp"], "forward", True),
+    _triton(server).infer("mlp.forward", triton_inputs(artifacts["mlp"].model, "forward", True),
                           headers=auth())  # fmt: skip
     text = httpx.get(f"{server.url}/metrics").text
     assert 'pteforge_v2_requests_total{code="200",route="infer"}' in text

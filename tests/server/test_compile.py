@@ -15,6 +15,7 @@ import tritonclient.http as triton
 from tritonclient.utils import InferenceServerException
 
 from tests.models import MultiMethod, unsupported_op_programs
+from tests.runtime.helpers import triton_inputs
 from tests.server.helpers import (
     MIXED_PLAN,
     TERMINAL,
@@ -179,17 +180,6 @@ def test_pt2_archive_with_several_programs(
 # /v2: the compiled artifact served by the same service, driven by unmodified tritonclient.
 
 
-def _triton_inputs(model: MultiMethod, method: str) -> list[triton.InferInput]:
-    entries = []
-    for i, tensor in enumerate(model.inputs[method]):
-        array = tensor.numpy()
-        datatype = "INT64" if array.dtype == np.int64 else "FP32"
-        entry = triton.InferInput(f"input_{i}", list(array.shape), datatype)
-        entry.set_data_from_numpy(array, binary_data=True)
-        entries.append(entry)
-    return entries
-
-
 @pytest.mark.parametrize("method", ["encode", "decode"])
 def test_v2_infer_matches_eager(
     service: ServiceProcess,
@@ -202,7 +192,7 @@ def test_v2_infer_matches_eager(
     client = triton.InferenceServerClient(url=service.url.removeprefix("http://"))
     model = f"{compiled['artifact']['id']}.{method}"
     assert client.is_model_ready(model, headers=dict(token))
-    result = client.infer(model, _triton_inputs(seq2seq, method), headers=dict(token))
+    result = client.infer(model, triton_inputs(seq2seq, method, binary=True), headers=dict(token))
     with torch.no_grad():
         expected = seq2seq.eager[method](*seq2seq.inputs[method])
     expected = expected[0] if isinstance(expected, tuple) else expected
