@@ -41,14 +41,19 @@ class BlobStore(ABC):
     def open(self, sha256: str) -> Iterator[bytes]:
         """Stream the content in chunks.
 
-        Raises :class:`BlobNotFoundError` at once when absent. Each chunk is checked before it
-        is yielded and the whole hash after the last one; any mismatch raises
-        :class:`BlobIntegrityError` from the iterator.
+        Raises :class:`BlobNotFoundError` at once when absent. Each chunk's length and bytes are
+        checked, before it is yielded, against the length implied by the blob's size and the
+        collision-resistant digest recorded when the content was written; a missing, short,
+        long or altered chunk raises :class:`BlobIntegrityError` from the iterator, and nothing
+        of it is yielded. The writer computed the content's sha256 over exactly the chunks whose
+        digests it recorded, so a read that completes yields content with that sha256. The
+        whole hash is not recomputed: a rewrite of a chunk's bytes *together with* its recorded
+        digest (deliberate tampering with the database, not corruption) is not detected.
         """
 
     @abstractmethod
     def read_range(self, sha256: str, offset: int, length: int) -> Iterator[bytes]:
-        """Stream ``length`` bytes from ``offset`` (for HTTP Range), each chunk verified.
+        """Stream ``length`` bytes from ``offset`` (for HTTP Range), each chunk verified as in open.
 
         Raises :class:`BlobNotFoundError` or :class:`InvalidRangeError` at once.
         """

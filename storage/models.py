@@ -97,7 +97,9 @@ class BlobChunkRow(Base):
         ForeignKey("blob_uploads.id", ondelete="CASCADE"), primary_key=True
     )
     seq: Mapped[int] = mapped_column(Integer, primary_key=True)
-    sha256: Mapped[str] = mapped_column(String(64))
+    # The digest of ``data`` recorded by the writer: BLAKE3 since migration 0002, SHA-256 before.
+    blake3: Mapped[str | None] = mapped_column(String(64))
+    sha256: Mapped[str | None] = mapped_column(String(64))
     data: Mapped[bytes] = mapped_column(LargeBinary)
 
 

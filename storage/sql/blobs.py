@@ -15,7 +15,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-import psycopg
 from sqlalchemy import Connection, Engine, exists, insert, select
 from sqlalchemy import exc as sa_exc
 
@@ -26,21 +25,25 @@ from pteforge.storage.errors import (
     BlobIntegrityError,
     BlobNotFoundError,
     InvalidRangeError,
-    StorageError,
 )
 from pteforge.storage.ids import new_id
 from pteforge.storage.models import (
     ArtifactRow,
-    BlobChunkRow,
     BlobRow,
     BlobUploadRow,
     ProgramRow,
 )
+from pteforge.storage.sql.chunks import fetch_chunk, insert_chunks, rechunk
 from pteforge.storage.sql.errors import translated
 from pteforge.storage.sql.references import delete_upload, release_blob
 
+__all__ = ["SqlBlobStore", "rechunk"]
+
 DEFAULT_CHUNKS_PER_COMMIT = 4
 PG_PARALLELISM = 2
+# Chunks fetched and verified ahead of the consumer, each by its own thread (both databases
+# serve concurrent readers; hashing and fetching release the GIL).
+READ_AHEAD = 2
 
 
 @dataclass(frozen=True)
@@ -56,30 +59,6 @@ class _Located:
     @property
     def chunk_count(self) -> int:
         return -(-self.size // self.chunk_size)
-
-
-def rechunk(pieces: Iterable[bytes], size: int) -> Iterator[bytes]:
-    """Regroup byte pieces of any sizes into chunks of exactly ``size`` (the last may be short)."""
-    buffer = bytearray()
-    for piece in pieces:
-        if not buffer and len(piece) == size and isinstance(piece, bytes):
-            yield piece  # already a whole chunk: no copy
-            continue
-        view = memoryview(piece)
-        if buffer:
-            take = min(size - len(buffer), len(view))
-            buffer += view[:take]
-            view = view[take:]
-            if len(buffer) < size:
-                continue
-            yield bytes(buffer)
-            buffer.clear()
-        while len(view) >= size:
-            yield bytes(view[:size])
-            view = view[size:]
-        buffer += view
-    if buffer:
-        yield bytes(buffer)
 
 
 class SqlBlobStore(BlobStore):
@@ -117,34 +96,31 @@ class SqlBlobStore(BlobStore):
             raise
 
     def _write_chunks(self, upload_id: str, chunks: Iterable[bytes]) -> BlobRef:
-        """Hash the stream here while helper threads hash and insert earlier batches."""
+        """Hash the whole stream here while helper threads digest and insert earlier batches."""
         whole = hashlib.sha256()
         size = 0
-        batch: list[dict[str, object]] = []
+        batch: list[tuple[int, bytes]] = []
         in_flight: deque[Future[None]] = deque()
         with ThreadPoolExecutor(self._parallelism, thread_name_prefix="blob-writer") as pool:
             for seq, chunk in enumerate(rechunk(chunks, self.chunk_size)):
-                whole.update(chunk)
-                size += len(chunk)
-                batch.append({"upload_id": upload_id, "seq": seq, "data": chunk})
+                batch.append((seq, chunk))
                 if len(batch) >= self._chunks_per_commit:
                     if len(in_flight) >= self._parallelism:
                         in_flight.popleft().result()
-                    in_flight.append(pool.submit(self._insert_chunks, batch))
+                    in_flight.append(pool.submit(self._insert_chunks, upload_id, batch))
                     batch = []
+                # After the hand-off, so the helper inserts while this thread hashes.
+                whole.update(chunk)
+                size += len(chunk)
+            if batch:
+                in_flight.append(pool.submit(self._insert_chunks, upload_id, batch))
             while in_flight:
                 in_flight.popleft().result()
-        if batch:
-            self._insert_chunks(batch)
         return BlobRef(sha256=whole.hexdigest(), size=size)
 
-    def _insert_chunks(self, rows: list[dict[str, object]]) -> None:
-        for row in rows:  # each chunk's own hash, checked on every read
-            data = row["data"]
-            assert isinstance(data, bytes)
-            row["sha256"] = hashlib.sha256(data).hexdigest()
+    def _insert_chunks(self, upload_id: str, chunks: list[tuple[int, bytes]]) -> None:
         with translated(), self._engine.begin() as conn:
-            conn.execute(insert(BlobChunkRow), rows)
+            insert_chunks(conn, upload_id, chunks)
 
     def _publish(self, upload_id: str, ref: BlobRef) -> BlobRef:
         """Make the upload the content for its sha256, or drop it if that content exists."""
@@ -193,12 +169,9 @@ class SqlBlobStore(BlobStore):
         return self._stream_range(located, offset, length)
 
     def _stream_all(self, located: _Located) -> Iterator[bytes]:
-        whole = hashlib.sha256()
-        for chunk in self._chunks(located, 0, located.chunk_count - 1):
-            whole.update(chunk)
-            yield chunk
-        if whole.hexdigest() != located.sha256:
-            raise BlobIntegrityError(located.sha256, f"content hashes to {whole.hexdigest()}")
+        # No whole-content hash here: every chunk is checked against the digest recorded when
+        # the writer hashed the whole content over exactly these chunks (see open()).
+        yield from self._chunks(located, 0, located.chunk_count - 1)
 
     def _stream_range(self, located: _Located, offset: int, length: int) -> Iterator[bytes]:
         if length == 0:
@@ -214,27 +187,19 @@ class SqlBlobStore(BlobStore):
     def _chunks(self, located: _Located, first: int, last: int) -> Iterator[bytes]:
         """Verified chunks ``first..last``; helper threads fetch the next ones meanwhile."""
         upcoming: deque[Future[bytes]] = deque()
-        with ThreadPoolExecutor(self._parallelism, thread_name_prefix="blob-reader") as pool:
+        with ThreadPoolExecutor(READ_AHEAD, thread_name_prefix="blob-reader") as pool:
             for seq in range(first, last + 1):
-                while len(upcoming) < self._parallelism and seq + len(upcoming) <= last:
+                while len(upcoming) < READ_AHEAD and seq + len(upcoming) <= last:
                     upcoming.append(pool.submit(self._read_chunk, located, seq + len(upcoming)))
                 yield upcoming.popleft().result()
 
     def _read_chunk(self, located: _Located, seq: int) -> bytes:
-        """One chunk, checked against its recorded length and sha256 before anyone sees it."""
+        """One chunk, checked against its recorded length and digest before anyone sees it."""
         with translated(), self._reader() as conn:
-            row = _fetch_chunk(conn, located.upload_id, seq)
-        if row is None:
+            stored = fetch_chunk(conn, located.upload_id, seq)
+        if stored is None:
             raise BlobIntegrityError(located.sha256, f"chunk {seq} is missing")
-        recorded_sha256, data = row
-        if len(data) != located.chunk_length(seq):
-            raise BlobIntegrityError(
-                located.sha256,
-                f"chunk {seq} has {len(data)} bytes, expected {located.chunk_length(seq)}",
-            )
-        if hashlib.sha256(data).hexdigest() != recorded_sha256:
-            raise BlobIntegrityError(located.sha256, f"chunk {seq} does not match its sha256")
-        return data
+        return stored.verify(located.sha256, seq, located.chunk_length(seq))
 
     def collect_garbage(self, older_than: timedelta) -> int:
         cutoff = self._clock() - older_than
@@ -279,29 +244,6 @@ class SqlBlobStore(BlobStore):
 
     def _reader(self) -> Connection:
         return self._engine.connect().execution_options(**{READ_ONLY_OPTION: True})
-
-
-_PG_CHUNK_QUERY = "SELECT sha256, data FROM blob_chunks WHERE upload_id = %s AND seq = %s"
-
-
-def _fetch_chunk(conn: Connection, upload_id: str, seq: int) -> tuple[str, bytes] | None:
-    """A chunk's recorded sha256 and bytes, or None."""
-    if conn.dialect.name == "postgresql":
-        # Binary results: the default text format hex-encodes bytea, about 3x slower.
-        driver = conn.connection.driver_connection
-        assert isinstance(driver, psycopg.Connection)
-        try:
-            with driver.cursor(binary=True) as cursor:
-                found = cursor.execute(_PG_CHUNK_QUERY, (upload_id, seq)).fetchone()
-        except psycopg.Error as error:
-            raise StorageError(f"database error reading chunk {seq}: {error}") from error
-        return None if found is None else (found[0], bytes(found[1]))
-    row = conn.execute(
-        select(BlobChunkRow.sha256, BlobChunkRow.data).where(
-            BlobChunkRow.upload_id == upload_id, BlobChunkRow.seq == seq
-        )
-    ).one_or_none()
-    return None if row is None else (row.sha256, bytes(row.data))
 
 
 def _locate_in(conn: Connection, sha256: str) -> _Located | None:

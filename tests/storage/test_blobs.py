@@ -11,7 +11,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from sqlalchemy import func, select, update
+from sqlalchemy import delete, func, select, update
 
 from pteforge.storage import (
     BlobIntegrityError,
@@ -21,7 +21,7 @@ from pteforge.storage import (
     SqlStore,
 )
 from pteforge.storage.models import BlobChunkRow, BlobRow, BlobUploadRow
-from pteforge.storage.sql.blobs import rechunk
+from pteforge.storage.sql.chunks import chunk_digest, rechunk
 
 CHUNK = 4096  # the conftest store's chunk size
 
@@ -95,11 +95,14 @@ def test_ranges_outside_the_blob_are_rejected(store: SqlStore, offset: int, leng
         store.blobs.read_range(ref.sha256, offset, length)
 
 
-def _tamper(store: SqlStore, sha256: str, seq: int, data: bytes, chunk_sha: bool) -> None:
-    values: dict[str, object] = {"data": data}
-    if chunk_sha:
-        values["sha256"] = hashlib.sha256(data).hexdigest()
-    upload = select(BlobRow.upload_id).where(BlobRow.sha256 == sha256).scalar_subquery()
+def _tamper(
+    store: SqlStore, blob: str, seq: int, data: bytes, digest: bool, **values: object
+) -> None:
+    """Overwrite a chunk's bytes, with (``digest``) or without a matching recorded digest."""
+    values["data"] = data
+    if digest:
+        values["blake3"] = chunk_digest(data)
+    upload = select(BlobRow.upload_id).where(BlobRow.sha256 == blob).scalar_subquery()
     with store.engine.begin() as conn:
         conn.execute(
             update(BlobChunkRow)
@@ -111,21 +114,43 @@ def _tamper(store: SqlStore, sha256: str, seq: int, data: bytes, chunk_sha: bool
 def test_corrupted_chunk_is_never_served(store: SqlStore) -> None:
     data = os.urandom(3 * CHUNK)
     ref = store.blobs.write([data])
-    _tamper(store, ref.sha256, 1, b"\0" * CHUNK, chunk_sha=False)
+    flipped = bytearray(data[CHUNK : 2 * CHUNK])
+    flipped[1234] ^= 0x01
+    _tamper(store, ref.sha256, 1, bytes(flipped), digest=False)
     served: list[bytes] = []
-    with pytest.raises(BlobIntegrityError) as caught:
+    with pytest.raises(BlobIntegrityError, match="chunk 1 does not match") as caught:
         served.extend(store.blobs.open(ref.sha256))
     assert caught.value.sha256 == ref.sha256
     assert served == [data[:CHUNK]]  # only the good chunk before it
     with pytest.raises(BlobIntegrityError):
         list(store.blobs.read_range(ref.sha256, CHUNK + 10, 5))
+    assert b"".join(store.blobs.read_range(ref.sha256, 0, CHUNK)) == data[:CHUNK]
 
 
-def test_content_not_matching_its_hash_fails_the_full_read(store: SqlStore) -> None:
-    ref = store.blobs.write([os.urandom(2 * CHUNK)])
-    _tamper(store, ref.sha256, 0, os.urandom(CHUNK), chunk_sha=True)
-    with pytest.raises(BlobIntegrityError, match="content hashes to"):
+def test_missing_chunk_fails_the_read(store: SqlStore) -> None:
+    ref = store.blobs.write([os.urandom(3 * CHUNK)])
+    upload = select(BlobRow.upload_id).where(BlobRow.sha256 == ref.sha256).scalar_subquery()
+    with store.engine.begin() as conn:
+        conn.execute(
+            delete(BlobChunkRow).where(BlobChunkRow.upload_id == upload, BlobChunkRow.seq == 2)
+        )
+    with pytest.raises(BlobIntegrityError, match="chunk 2 is missing"):
         list(store.blobs.open(ref.sha256))
+
+
+def test_chunks_from_before_blake3_are_verified_by_their_sha256(store: SqlStore) -> None:
+    data = os.urandom(2 * CHUNK)
+    ref = store.blobs.write([data])
+    second = data[CHUNK:]
+    legacy = {"blake3": None, "sha256": hashlib.sha256(second).hexdigest()}
+    _tamper(store, ref.sha256, 1, second, digest=False, **legacy)
+    assert store.blobs.read_bytes(ref.sha256) == data
+    _tamper(store, ref.sha256, 1, second[:-1] + b"?", digest=False, **legacy)
+    with pytest.raises(BlobIntegrityError, match="chunk 1 does not match"):
+        store.blobs.read_bytes(ref.sha256)
+    _tamper(store, ref.sha256, 1, second, digest=False, blake3=None, sha256=None)
+    with pytest.raises(BlobIntegrityError, match="chunk 1 has no recorded digest"):
+        store.blobs.read_bytes(ref.sha256)
 
 
 def test_export_to_file_is_atomic_and_verified(store: SqlStore, tmp_path: Path) -> None:
@@ -134,9 +159,9 @@ def test_export_to_file_is_atomic_and_verified(store: SqlStore, tmp_path: Path) 
     target = tmp_path / "cache" / f"{ref.sha256}.pte"
     assert store.blobs.export_to_file(ref.sha256, target) == ref
     assert target.read_bytes() == data
-    _tamper(store, ref.sha256, 2, b"x", chunk_sha=True)
+    _tamper(store, ref.sha256, 2, b"xy", digest=True)  # a wrong length, digest matching
     bad_target = tmp_path / "cache" / "bad.pte"
-    with pytest.raises(BlobIntegrityError):
+    with pytest.raises(BlobIntegrityError, match="chunk 2 has 2 bytes, expected 1"):
         store.blobs.export_to_file(ref.sha256, bad_target)
     assert sorted(p.name for p in target.parent.iterdir()) == [target.name]
 

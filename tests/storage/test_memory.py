@@ -32,7 +32,7 @@ def test_write_and_read_stream_in_bounded_memory(database_url: str) -> None:
         _, write_peak = tracemalloc.get_traced_memory()
         tracemalloc.reset_peak()
         size = 0
-        for chunk in store.blobs.open(ref.sha256):  # verifies the hash at the end
+        for chunk in store.blobs.open(ref.sha256):  # each chunk verified
             size += len(chunk)
         _, read_peak = tracemalloc.get_traced_memory()
     finally:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import inspect, text
@@ -14,6 +18,7 @@ from sqlalchemy import inspect, text
 from pteforge.storage import SqlStore, StorageError, default_sqlite_url, open_store
 from pteforge.storage.engine import create_store_engine
 from pteforge.storage.models import Base
+from pteforge.storage.schema import alembic_config
 
 
 def test_migrations_match_models(store: SqlStore) -> None:
@@ -30,7 +35,7 @@ def test_schema_is_built_only_by_migrations(database_url: str) -> None:
     tables = set(inspect(store.engine).get_table_names())
     assert set(Base.metadata.tables) | {"alembic_version"} == tables
     with store.engine.connect() as conn:
-        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0001"
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0002"
     store.close()
 
 
@@ -64,3 +69,32 @@ def test_unusable_urls_are_named() -> None:
         open_store("mysql://localhost/x")
     with pytest.raises(StorageError, match="file path"):
         open_store("sqlite://")
+
+
+def test_content_written_before_0002_stays_readable(database_url: str) -> None:
+    data = os.urandom(5000)
+    chunks = [data[:4096], data[4096:]]
+    engine = create_store_engine(database_url)
+    config = alembic_config()
+    with engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.upgrade(config, "0001")
+        conn.execute(
+            text("INSERT INTO blob_uploads (id, started_at) VALUES ('upl_old', :now)"),
+            {"now": datetime.now(UTC)},
+        )
+        for seq, chunk in enumerate(chunks):
+            conn.execute(
+                text("INSERT INTO blob_chunks VALUES ('upl_old', :seq, :sha, :data)"),
+                {"seq": seq, "sha": hashlib.sha256(chunk).hexdigest(), "data": chunk},
+            )
+        conn.execute(
+            text("INSERT INTO blobs VALUES (:sha, :size, 4096, 'upl_old', :now)"),
+            {"sha": hashlib.sha256(data).hexdigest(), "size": len(data), "now": datetime.now(UTC)},
+        )
+    engine.dispose()
+    store = open_store(database_url)
+    try:
+        assert store.blobs.read_bytes(hashlib.sha256(data).hexdigest()) == data
+    finally:
+        store.close()
