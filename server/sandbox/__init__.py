@@ -12,6 +12,8 @@ from .errors import (
     UploadRejectedError,
     UploadTooLargeError,
 )
+from .forked import SANDBOX_PRELOAD, ForkServerIsolation
+from .isolation import Isolation, SubprocessIsolation
 from .limits import ArchiveLimits, ProcessLimits
 from .pt2_isolated import load_programs_isolated
 from .pt2_loader import load_validated_programs
@@ -28,15 +30,19 @@ from .specs import (
 from .spool import SpooledUpload, spool_upload
 
 __all__ = [
+    "SANDBOX_PRELOAD",
     "ArchiveLimits",
     "ArchiveManifest",
+    "ForkServerIsolation",
     "InvalidPteError",
     "IsolatedLoadError",
+    "Isolation",
     "MethodSpec",
     "ProcessLimits",
     "ProgramDescription",
     "PteDescription",
     "SpooledUpload",
+    "SubprocessIsolation",
     "TensorSpec",
     "UnsafeArchiveError",
     "UploadRejectedError",

@@ -8,8 +8,9 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from .errors import IsolatedLoadError
 from .limits import ProcessLimits
@@ -20,9 +21,13 @@ _CRASH_SIGNALS = {signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGILL, 
 _STDERR_TAIL = 2000
 
 
-def worker_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """A minimal environment: no server secrets, forced weights-only torch.load."""
-    env = {k: os.environ[k] for k in _PASSED_ENV if k in os.environ}
+def worker_env(
+    extra: dict[str, str] | None = None, base: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """A minimal environment from ``base`` (default: ours): no server secrets, forced
+    weights-only torch.load."""
+    base = os.environ if base is None else base
+    env = {k: base[k] for k in _PASSED_ENV if k in base}
     env.update(
         TORCH_FORCE_WEIGHTS_ONLY_LOAD="1",
         MALLOC_ARENA_MAX="2",
@@ -77,6 +82,23 @@ def run_isolated(
     return _interpret(proc.returncode, out[: limits.max_output_bytes], err)
 
 
+class Isolation(Protocol):
+    """Where sandbox jobs run: each in a fresh, disposable, resource-limited process."""
+
+    def run(self, module: str, args: list[str], limits: ProcessLimits) -> dict[str, Any]:
+        """Run ``module``'s ``JOB`` on ``args`` under ``limits``; its result, or raise
+        ``IsolatedLoadError``."""
+        ...
+
+
+class SubprocessIsolation:
+    """Each job in a new interpreter (``python -m``): seconds of imports per job, but needs
+    nothing running. Used where no fork server is up (the CLI, tests)."""
+
+    def run(self, module: str, args: list[str], limits: ProcessLimits) -> dict[str, Any]:
+        return run_isolated(module, args, limits)
+
+
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     """Kill the worker and anything it spawned; only while it is unreaped, so the group id
     cannot have been reused by an unrelated process."""
@@ -87,13 +109,25 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
 
 def _interpret(returncode: int, out: bytes, err: bytes) -> dict[str, Any]:
     tail = err[-_STDERR_TAIL:].decode("utf-8", "replace")
+    return interpret_reply(returncode, _last_json_line(out), tail)
+
+
+def interpret_reply(
+    returncode: int, reply: dict[str, Any] | None, stderr_tail: str
+) -> dict[str, Any]:
+    """The job's result from a finished child, or the ``IsolatedLoadError`` that says why not.
+
+    ``returncode`` is negative when a signal killed the child; ``reply`` is what it answered
+    (None if nothing parseable); ``stderr_tail`` explains a silent failure.
+    """
     if returncode < 0:
         raise IsolatedLoadError(*_signal_reason(-returncode))
-    reply = _last_json_line(out)
     if reply is None:
-        if b"MemoryError" in err or b"std::bad_alloc" in err:
+        if "MemoryError" in stderr_tail or "std::bad_alloc" in stderr_tail:
             raise IsolatedLoadError("worker_out_of_memory", "the loader ran out of memory")
-        raise IsolatedLoadError("worker_failed", f"the loader exited with {returncode}: {tail}")
+        raise IsolatedLoadError(
+            "worker_failed", f"the loader exited with {returncode}: {stderr_tail}"
+        )
     if not reply.get("ok"):
         raise IsolatedLoadError(
             str(reply.get("reason", "worker_failed")), str(reply.get("message", ""))

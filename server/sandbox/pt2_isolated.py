@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .isolation import run_isolated
+from .isolation import Isolation, SubprocessIsolation
 from .limits import ArchiveLimits, ProcessLimits
 from .pt2_validator import validate_pt2_archive
 from .specs import ProgramDescription
@@ -16,12 +16,15 @@ def load_programs_isolated(
     path: str | Path,
     limits: ProcessLimits | None = None,
     archive_limits: ArchiveLimits | None = None,
+    isolation: Isolation | None = None,
 ) -> ProgramDescription:
     """Validate ``path`` here, then really load it in a child; only JSON comes back.
 
     A rejection, crash, memory or time overrun of the child raises ``UploadRejectedError``
     (``IsolatedLoadError`` for the worker-side failures) and never affects this process.
+    ``isolation`` picks how the child starts (default: a fresh interpreter).
     """
     validate_pt2_archive(path, archive_limits)
-    reply = run_isolated(_WORKER, [str(Path(path).resolve())], limits or ProcessLimits())
+    isolation = isolation or SubprocessIsolation()
+    reply = isolation.run(_WORKER, [str(Path(path).resolve())], limits or ProcessLimits())
     return ProgramDescription.from_json(reply)

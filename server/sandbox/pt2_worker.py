@@ -5,12 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from .pt2_loader import describe_programs, load_validated_programs
-from .worker_io import worker_main
+from .worker_io import WorkerJob, worker_main
 
 
 def _job(argv: list[str]) -> dict[str, Any]:
     return describe_programs(load_validated_programs(argv[0])).to_json()
 
 
+JOB = WorkerJob(_job, failure_reason="invalid_program")
+
 if __name__ == "__main__":
-    worker_main(_job, failure_reason="invalid_program")
+    worker_main(JOB)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from .digests import sha256_file
 from .errors import InvalidPteError, UploadRejectedError
-from .isolation import run_isolated
+from .isolation import Isolation, SubprocessIsolation
 from .limits import ProcessLimits
 from .specs import MethodSpec, PteDescription
 
@@ -15,7 +15,10 @@ _PTE_IDENTIFIER = b"ET12"
 
 
 def validate_pte_isolated(
-    path: str | Path, expected_sha256: str | None = None, limits: ProcessLimits | None = None
+    path: str | Path,
+    expected_sha256: str | None = None,
+    limits: ProcessLimits | None = None,
+    isolation: Isolation | None = None,
 ) -> PteDescription:
     """Check the sha256, then load every method with ``InternalConsistency`` verification.
 
@@ -34,7 +37,8 @@ def validate_pte_isolated(
         if f.read(8)[4:8] != _PTE_IDENTIFIER:
             raise InvalidPteError("invalid_pte", "not an ExecuTorch program (no ET12 identifier)")
     try:
-        reply = run_isolated(_WORKER, [str(path.resolve()), digest], limits or ProcessLimits())
+        isolation = isolation or SubprocessIsolation()
+        reply = isolation.run(_WORKER, [str(path.resolve()), digest], limits or ProcessLimits())
     except UploadRejectedError as e:
         raise InvalidPteError("invalid_pte", f"{e.reason}: {e.message}") from e
     methods = tuple(MethodSpec.from_json(m) for m in reply["methods"])

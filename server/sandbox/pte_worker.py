@@ -6,7 +6,7 @@ from typing import Any
 
 from .digests import read_verified
 from .specs import MethodSpec, TensorSpec
-from .worker_io import worker_main
+from .worker_io import WorkerJob, worker_main
 
 # c10::ScalarType codes as reported by executorch's TensorInfo.dtype()
 _ET_DTYPES = {
@@ -56,5 +56,7 @@ def _job(argv: list[str]) -> dict[str, Any]:
     return {"methods": methods}
 
 
+JOB = WorkerJob(_job, failure_reason="invalid_pte")
+
 if __name__ == "__main__":
-    worker_main(_job, failure_reason="invalid_pte")
+    worker_main(JOB)

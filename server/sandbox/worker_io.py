@@ -1,4 +1,9 @@
-"""The child side of :mod:`isolation`: run one job and answer with a single JSON line."""
+"""The child side of the isolation boundary: run one job and answer with a single JSON object.
+
+A worker module defines ``JOB = WorkerJob(run, failure_reason)``. Started as a script
+(:mod:`isolation`) it calls :func:`worker_main`; forked from the server's fork server
+(:mod:`forked`) the child calls :func:`reply_for` directly.
+"""
 
 from __future__ import annotations
 
@@ -6,34 +11,48 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from .errors import UploadRejectedError
 
 
-def worker_main(job: Callable[[list[str]], dict[str, Any]], failure_reason: str) -> None:
-    """Run ``job(argv)``; library prints go to stderr, the reply alone to the real stdout."""
-    reply_fd = os.dup(1)
-    os.dup2(2, 1)  # anything torch or a backend prints must not corrupt the reply
+@dataclass(frozen=True)
+class WorkerJob:
+    """What a worker module does with its arguments, and the rejection reason of its failures."""
+
+    run: Callable[[list[str]], dict[str, Any]]
+    failure_reason: str
+
+
+def reply_for(job: WorkerJob, argv: list[str]) -> dict[str, Any]:
+    """Run ``job`` and turn its result or failure into the reply object."""
     try:
-        reply: dict[str, Any] = {"ok": True, "result": job(sys.argv[1:])}
+        return {"ok": True, "result": job.run(argv)}
     except UploadRejectedError as e:
-        reply = {"ok": False, "reason": e.reason, "message": e.message}
+        return {"ok": False, "reason": e.reason, "message": e.message}
     except ImportError as e:  # the loader itself could not start: not the upload's fault
         reason = "worker_out_of_memory" if _looks_like_oom(str(e)) else "worker_failed"
-        reply = {"ok": False, "reason": reason, "message": f"the loader could not start: {e}"}
+        return {"ok": False, "reason": reason, "message": f"the loader could not start: {e}"}
     except MemoryError:
-        reply = {
+        return {
             "ok": False,
             "reason": "worker_out_of_memory",
             "message": "the loader ran out of memory",
         }
     except Exception as e:  # any third-party failure becomes a rejection with its text
-        reply = {
+        return {
             "ok": False,
-            "reason": failure_reason,
+            "reason": job.failure_reason,
             "message": f"{type(e).__name__}: {e}"[:2000],
         }
+
+
+def worker_main(job: WorkerJob) -> None:
+    """Run ``job`` on ``sys.argv``; library prints go to stderr, the reply alone to stdout."""
+    reply_fd = os.dup(1)
+    os.dup2(2, 1)  # anything torch or a backend prints must not corrupt the reply
+    reply = reply_for(job, sys.argv[1:])
     with os.fdopen(reply_fd, "w") as out:
         out.write(json.dumps(reply) + "\n")
     # The reply is out; skip the interpreter's teardown of torch (most of a second), which

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import multiprocessing
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import torch
 
+from pteforge.server.sandbox import (
+    SANDBOX_PRELOAD,
+    ForkServerIsolation,
+    Isolation,
+    SubprocessIsolation,
+)
 from tests.models import MultiMethod, shared_linear_programs, small_mlp_programs
 
 from .archives import dynamic_program, save_programs
@@ -47,3 +54,14 @@ def mlp_pte(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("pte") / "mlp.pte"
     path.write_bytes(lowered.to_executorch().buffer)
     return path
+
+
+@pytest.fixture(scope="session", params=["subprocess", "forkserver"])
+def isolation(request: pytest.FixtureRequest) -> Isolation:
+    """Both ways a sandbox child starts: a fresh interpreter, or forked from the fork server
+    (what the server uses; here the test process's, preloaded like the server's)."""
+    if request.param == "subprocess":
+        return SubprocessIsolation()
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(SANDBOX_PRELOAD)  # no effect if another test started it first
+    return ForkServerIsolation(ctx)

@@ -8,7 +8,7 @@ import sys
 import time
 from typing import Any
 
-from pteforge.server.sandbox.worker_io import worker_main
+from pteforge.server.sandbox.worker_io import WorkerJob, worker_main
 
 
 def _job(argv: list[str]) -> dict[str, Any]:
@@ -26,11 +26,15 @@ def _job(argv: list[str]) -> dict[str, Any]:
     if mode == "exit":
         sys.stdout.flush()
         os._exit(7)
+    if mode == "env":
+        return {"env": dict(os.environ)}
     if mode == "chatty":
         print("library noise on stdout")
         return {"fine": True}
     raise ValueError(f"unknown mode {mode}")
 
 
+JOB = WorkerJob(_job, failure_reason="job_failed")
+
 if __name__ == "__main__":
-    worker_main(_job, failure_reason="job_failed")
+    worker_main(JOB)

@@ -25,7 +25,7 @@ from pteforge.server.sandbox import (
     load_programs_isolated,
     validate_pt2_archive,
 )
-from pteforge.server.sandbox.isolation import run_isolated
+from pteforge.server.sandbox.isolation import Isolation
 
 from . import archives as A
 from .conftest import ValidArchives
@@ -76,11 +76,13 @@ def test_code_paths_are_rejected_and_never_run(
     assert not marker.exists()
 
 
-def test_worker_revalidates_what_it_is_given(valid_archives: ValidArchives, tmp_path: Path) -> None:
+def test_worker_revalidates_what_it_is_given(
+    valid_archives: ValidArchives, tmp_path: Path, isolation: Isolation
+) -> None:
     """Handing a hostile file straight to the loader worker still never runs its payload."""
     path, marker = _hostile(valid_archives, "pickled_sample_inputs", tmp_path)
     with pytest.raises(IsolatedLoadError) as info:
-        run_isolated("pteforge.server.sandbox.pt2_worker", [str(path)], ProcessLimits())
+        isolation.run("pteforge.server.sandbox.pt2_worker", [str(path)], ProcessLimits())
     assert info.value.reason == "pickle_payload"
     assert not marker.exists()
 

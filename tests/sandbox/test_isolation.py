@@ -6,7 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from pteforge.server.sandbox import IsolatedLoadError, ProcessLimits, load_programs_isolated
+from pteforge.server.sandbox import (
+    IsolatedLoadError,
+    Isolation,
+    ProcessLimits,
+    SubprocessIsolation,
+    load_programs_isolated,
+)
 from pteforge.server.sandbox.isolation import run_isolated, worker_env
 
 from .conftest import ValidArchives
@@ -15,52 +21,63 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 MIB = 1024 * 1024
 
 
-def _run(mode: str, limits: ProcessLimits) -> dict[str, object]:
-    return run_isolated(
-        "tests.sandbox.misbehaving_worker",
-        [mode],
-        limits,
-        extra_env={"PYTHONPATH": str(REPO_ROOT)},
-        cwd=REPO_ROOT,
-    )
+class _Runner:
+    """Runs the misbehaving worker under each isolation kind."""
+
+    def __init__(self, isolation: Isolation) -> None:
+        self.isolation = isolation
+
+    def __call__(self, mode: str, limits: ProcessLimits) -> dict[str, object]:
+        module = "tests.sandbox.misbehaving_worker"
+        if isinstance(self.isolation, SubprocessIsolation):
+            # a fresh interpreter must be told where the tests package is
+            return run_isolated(
+                module, [mode], limits, extra_env={"PYTHONPATH": str(REPO_ROOT)}, cwd=REPO_ROOT
+            )
+        return self.isolation.run(module, [mode], limits)
 
 
-def test_well_behaved_worker_reply_survives_stdout_noise() -> None:
+@pytest.fixture
+def _run(isolation: Isolation) -> _Runner:
+    return _Runner(isolation)
+
+
+def test_well_behaved_worker_reply_survives_stdout_noise(_run: _Runner) -> None:
     assert _run("chatty", ProcessLimits()) == {"fine": True}
 
 
-def test_memory_limit_is_reported() -> None:
+def test_memory_limit_is_reported(_run: _Runner) -> None:
     with pytest.raises(IsolatedLoadError) as info:
         _run("hog", ProcessLimits(memory_bytes=512 * MIB))
     assert info.value.reason == "worker_out_of_memory"
 
 
-def test_crash_is_reported() -> None:
+def test_crash_is_reported(_run: _Runner) -> None:
     with pytest.raises(IsolatedLoadError) as info:
         _run("segfault", ProcessLimits())
     assert info.value.reason == "worker_crashed"
     assert "SIGSEGV" in info.value.message
 
 
-def test_wall_clock_timeout_kills_the_worker() -> None:
+def test_wall_clock_timeout_kills_the_worker(_run: _Runner) -> None:
     with pytest.raises(IsolatedLoadError) as info:
         _run("hang", ProcessLimits(wall_seconds=2))
     assert info.value.reason == "worker_timeout"
 
 
-def test_cpu_limit_kills_the_worker() -> None:
+def test_cpu_limit_kills_the_worker(_run: _Runner) -> None:
     with pytest.raises(IsolatedLoadError) as info:
         _run("spin", ProcessLimits(cpu_seconds=1, wall_seconds=60))
     assert info.value.reason in ("worker_cpu_limit", "worker_killed")
 
 
-def test_exit_without_reply_is_reported() -> None:
+def test_exit_without_reply_is_reported(_run: _Runner) -> None:
     with pytest.raises(IsolatedLoadError) as info:
         _run("exit", ProcessLimits())
     assert info.value.reason == "worker_failed"
 
 
-def test_worker_errors_are_translated() -> None:
+def test_worker_errors_are_translated(_run: _Runner) -> None:
     with pytest.raises(IsolatedLoadError) as info:
         _run("nonsense", ProcessLimits())
     assert info.value.reason == "job_failed"
@@ -68,8 +85,11 @@ def test_worker_errors_are_translated() -> None:
 
 
 def test_real_loader_under_a_tiny_memory_limit(valid_archives: ValidArchives) -> None:
+    """A fresh interpreter cannot even import torch in 200 MiB. (A forked child inherits
+    torch already mapped and only its new allocations hit the cap: see the ``hog`` test.)"""
     with pytest.raises(IsolatedLoadError) as info:
-        load_programs_isolated(valid_archives.single, ProcessLimits(memory_bytes=200 * MIB))
+        limits = ProcessLimits(memory_bytes=200 * MIB)
+        load_programs_isolated(valid_archives.single, limits, isolation=SubprocessIsolation())
     assert info.value.reason.startswith("worker_")
 
 
@@ -78,3 +98,14 @@ def test_worker_env_forces_weights_only_and_drops_secrets(monkeypatch: pytest.Mo
     env = worker_env()
     assert env["TORCH_FORCE_WEIGHTS_ONLY_LOAD"] == "1"
     assert "PTEFORGE_DATABASE_URL" not in env
+
+
+def test_the_worker_runs_with_the_minimal_environment(
+    _run: _Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever the server's environment holds (here a database URL) never reaches a loader."""
+    monkeypatch.setenv("PTEFORGE_DATABASE_URL", "postgresql://user:secret@db/pteforge")
+    env = _run("env", ProcessLimits())["env"]
+    assert isinstance(env, dict)
+    assert env["TORCH_FORCE_WEIGHTS_ONLY_LOAD"] == "1"
+    assert not [name for name in env if name.startswith("PTEFORGE_")]

@@ -5,14 +5,16 @@ from __future__ import annotations
 import random
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from pteforge.server.sandbox import (
     InvalidPteError,
+    Isolation,
+    ProcessLimits,
     PteDescription,
     UploadRejectedError,
-    pte_isolated,
     read_verified,
     sha256_file,
     validate_pte_isolated,
@@ -24,8 +26,8 @@ MUTATION_SEEDS = (10, 161, 5, 1)  # crash, crash, loads, rejected
 KNOWN_PTE_SHA256 = "d8b516fd35e2813c73fc926500b10c80329e45bf9d281ddde3da8cba6c50a54e"
 
 
-def test_valid_pte_is_described(mlp_pte: Path) -> None:
-    description = validate_pte_isolated(mlp_pte, sha256_file(mlp_pte))
+def test_valid_pte_is_described(mlp_pte: Path, isolation: Isolation) -> None:
+    description = validate_pte_isolated(mlp_pte, sha256_file(mlp_pte), isolation=isolation)
     assert description.method_names == ("forward",)
     [method] = description.methods
     assert [(t.dtype, t.shape) for t in method.inputs] == [("float32", (1, 16))]
@@ -33,15 +35,14 @@ def test_valid_pte_is_described(mlp_pte: Path) -> None:
     assert description.size_bytes == mlp_pte.stat().st_size
 
 
-def test_sha_mismatch_is_rejected_before_loading(
-    mlp_pte: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    def must_not_load(*args: object, **kwargs: object) -> None:
+class _MustNotLoad:
+    def run(self, module: str, args: list[str], limits: ProcessLimits) -> dict[str, Any]:
         raise AssertionError("loaded before the digest was checked")
 
-    monkeypatch.setattr(pte_isolated, "run_isolated", must_not_load)
+
+def test_sha_mismatch_is_rejected_before_loading(mlp_pte: Path) -> None:
     with pytest.raises(InvalidPteError) as info:
-        validate_pte_isolated(mlp_pte, "0" * 64)
+        validate_pte_isolated(mlp_pte, "0" * 64, isolation=_MustNotLoad())
     assert info.value.reason == "sha256_mismatch"
 
 
@@ -67,12 +68,14 @@ def test_not_a_pte_is_rejected_without_a_worker(tmp_path: Path) -> None:
         validate_pte_isolated(bad)
 
 
-def test_bit_flips_never_take_the_caller_down(mlp_pte: Path, tmp_path: Path) -> None:
+def test_bit_flips_never_take_the_caller_down(
+    mlp_pte: Path, tmp_path: Path, isolation: Isolation
+) -> None:
     """Random mutations either verify or are rejected; crashes stay in the worker."""
     data = mlp_pte.read_bytes()
     paths = [_mutate(data, seed, tmp_path / f"m{seed}.pte") for seed in MUTATION_SEEDS]
     with ThreadPoolExecutor(max_workers=2) as pool:  # also shows concurrent callers are safe
-        outcomes = list(pool.map(_outcome, paths))
+        outcomes = list(pool.map(lambda path: _outcome(path, isolation), paths))
     assert len(outcomes) == len(MUTATION_SEEDS)
     assert any(o != "loaded" for o in outcomes)
     if sha256_file(mlp_pte) == KNOWN_PTE_SHA256:
@@ -89,9 +92,9 @@ def _mutate(data: bytes, seed: int, path: Path) -> Path:
     return path
 
 
-def _outcome(path: Path) -> str:
+def _outcome(path: Path, isolation: Isolation) -> str:
     try:
-        assert isinstance(validate_pte_isolated(path), PteDescription)
+        assert isinstance(validate_pte_isolated(path, isolation=isolation), PteDescription)
         return "loaded"
     except InvalidPteError as e:
         assert e.reason == "invalid_pte"
