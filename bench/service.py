@@ -182,6 +182,7 @@ def main() -> int:
             "PTEFORGE_COMPILE_WORKERS": "1",
             "PTEFORGE_RUNTIME_POOL_SIZE": "1",
             "PTEFORGE_MAX_UPLOAD_BYTES": str(2 * 1024**3),
+            "PTEFORGE_COMPILE_WARMUP": "true",  # the default of `pteforge serve`
         },
     )
     svc.start()

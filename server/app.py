@@ -18,11 +18,12 @@ from pteforge.server.backends_api.router import router as backends_router
 from pteforge.server.bootstrap import bootstrap_if_empty, usage_text
 from pteforge.server.error_map import layer_translations
 from pteforge.server.errors import install_error_handlers
+from pteforge.server.fork_server import start_fork_server
 from pteforge.server.inference_mount import mount_inference, start_runtime_pool
 from pteforge.server.jobs.router import router as jobs_router
 from pteforge.server.jobs.supervisor import WorkerSupervisor
 from pteforge.server.programs.router import router as programs_router
-from pteforge.server.sandbox import ProcessLimits
+from pteforge.server.sandbox import ForkServerIsolation, ProcessLimits
 from pteforge.server.services import Services
 from pteforge.server.settings import Settings
 from pteforge.server.store import open_service_store
@@ -41,7 +42,8 @@ def _process_limits(settings: Settings) -> ProcessLimits:
 def _build_services(settings: Settings) -> Services:
     settings.uploads_dir.mkdir(parents=True, exist_ok=True)
     store = open_service_store(settings)
-    return Services(settings, store, default_catalog(), _process_limits(settings))
+    isolation = ForkServerIsolation(start_fork_server())
+    return Services(settings, store, default_catalog(), _process_limits(settings), isolation)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -57,6 +59,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.services = services
         supervisor = WorkerSupervisor(settings, settings.compile_workers)
         supervisor.start()
+        services.job_queued = supervisor.wake
         pool = await run_in_threadpool(start_runtime_pool, settings)
         # /v2 exists only once its runtime is up, so it is added here rather than in the factory.
         mount_inference(app, services.store, pool)

@@ -2,25 +2,30 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import Depends, Request
 
 from pteforge.backends.catalog import BackendCatalog
-from pteforge.server.sandbox import ProcessLimits
+from pteforge.server.sandbox import Isolation, ProcessLimits, SubprocessIsolation
 from pteforge.server.settings import Settings
 from pteforge.storage.store import Store
 
 
 @dataclass
 class Services:
-    """Settings, the store, the backend catalog and upload-validation limits of one service."""
+    """Settings, the store, the backend catalog and how uploads are validated, of one service."""
 
     settings: Settings
     store: Store
     catalog: BackendCatalog
     process_limits: ProcessLimits
+    # How upload loaders start; the app forks them from its preloaded fork server.
+    isolation: Isolation = field(default_factory=SubprocessIsolation)
+    # Called after a job is committed to the queue (the app points it at its workers).
+    job_queued: Callable[[], None] = field(default=lambda: None)
 
 
 def get_services(request: Request) -> Services:

@@ -37,6 +37,11 @@ class Settings(BaseSettings):
     compile_memory_limit_bytes: int | None = Field(
         default=8 * 1024**3, description="RLIMIT_AS of the process lowering one job (None: none)."
     )
+    compile_warmup: bool = Field(
+        default=True,
+        description="Warm each standby lowering process up with a tiny lowering while the "
+        "worker is idle, so a job does not pay the first-lowering cost (about 2 s).",
+    )
     compile_timeout_seconds: float = Field(
         default=1800.0, gt=0, description="Wall-clock limit of one compile job."
     )

@@ -38,7 +38,9 @@ def create_uploaded_artifact(
     from pteforge.server.sandbox import validate_pte_isolated
 
     path = _pte_part(upload)
-    described = validate_pte_isolated(path, None, services.process_limits)
+    described = validate_pte_isolated(
+        path, None, services.process_limits, isolation=services.isolation
+    )
     methods = tuple(MethodSpec.from_json(m.to_json()) for m in described.methods)
     blob = store_file(services.store.blobs, path)
     with services.store.transaction() as tx:

@@ -14,7 +14,13 @@ from typing import Any
 
 from pteforge.server.blob_files import store_file
 from pteforge.server.jobs.protocol import LoweringOutcome, LoweringRequest
-from pteforge.server.jobs.runner import Verdict, Watch, lowering_context, run_lowering
+from pteforge.server.jobs.runner import (
+    StandbyLowering,
+    Verdict,
+    Watch,
+    lowering_context,
+    run_lowering,
+)
 from pteforge.server.settings import Settings
 from pteforge.storage.domain import Artifact, Job, MethodSpec, methods_from_json
 from pteforge.storage.errors import ConflictError
@@ -37,6 +43,32 @@ class CompileJobRunner:
         self.stopping = stopping
         self.lease = timedelta(seconds=settings.job_lease_seconds)
         self.ctx = lowering_context()
+        self._standby: StandbyLowering | None = None
+        self.prepare()
+
+    def prepare(self) -> None:
+        """Start the standby lowering process for the next job, unless one is waiting."""
+        if self._standby is not None and not self._standby.process.is_alive():
+            log.warning(
+                "standby lowering process died while idle (exit %s); replacing it",
+                self._standby.process.exitcode,
+            )
+            self._standby.discard()
+            self._standby = None
+        if self._standby is None:
+            self._standby = StandbyLowering.start(self.ctx, self.settings.compile_warmup)
+
+    def close(self) -> None:
+        """Stop the waiting standby (the worker is stopping)."""
+        if self._standby is not None:
+            self._standby.discard()
+            self._standby = None
+
+    def _take_standby(self) -> StandbyLowering:
+        self.prepare()
+        standby, self._standby = self._standby, None
+        assert standby is not None
+        return standby
 
     def run(self, job: Job, scratch: Path) -> None:
         """Take ``job`` to a terminal state (or abandon it if the lease is lost)."""
@@ -59,7 +91,7 @@ class CompileJobRunner:
             output_path=str(scratch / "out.pte"),
             memory_limit_bytes=self.settings.compile_memory_limit_bytes,
         )
-        outcome, verdict = run_lowering(self.ctx, request, self._watch(job.id))
+        outcome, verdict = run_lowering(self._take_standby(), request, self._watch(job.id))
         self._finish(job, outcome, verdict, Path(request.output_path))
 
     def _watch(self, job_id: str) -> Watch:
@@ -119,6 +151,7 @@ class CompileJobRunner:
             return found
 
     def _set_stage(self, job_id: str, stage: str) -> None:
+        log.info("job %s: %s", job_id, stage)
         with self.store.transaction() as tx:
             tx.jobs.set_stage(job_id, self.worker_id, stage)
 

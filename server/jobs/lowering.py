@@ -2,9 +2,12 @@
 
 Each compile worker keeps a ``forkserver`` that imported torch, ExecuTorch and the manager
 once; each job is a fresh child of it (no per-job imports, no state shared between jobs).
-The child caps its own address space first, so an out-of-memory lowering dies there and
-only fails its job, and it loads programs only after the sandbox validated them, with
-``TORCH_FORCE_WEIGHTS_ONLY_LOAD=1``.
+The child is started *before* its job, as a standby: it warms up with a tiny lowering of its
+own (see :mod:`warmup`) while the worker is idle, then waits for one request, lowers it and
+exits. Before touching the job it caps its own address space, so an out-of-memory lowering
+dies there and only fails its job, and it loads programs only after the sandbox validated
+them, with ``TORCH_FORCE_WEIGHTS_ONLY_LOAD=1``. Messages both ways are JSON, never pickles:
+the child reads untrusted programs, so the worker must not unpickle what it sends.
 """
 
 from __future__ import annotations
@@ -12,9 +15,11 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import json
 import os
 import resource
 import signal
+import sys
 import tempfile
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -50,20 +55,38 @@ PRELOAD = [
     "pteforge.server.sandbox",
     "pteforge.server.programs.bundle",
     "pteforge.server.jobs.lowering",
+    "pteforge.server.jobs.warmup",
     "pteforge.server.jobs.worker",
 ]
 
 
-def _contain(memory_limit: int | None) -> None:
-    """Cap memory, take default signal handling, die with the fork server (and worker)."""
+def send_json(conn: Connection, message: dict[str, Any]) -> None:
+    """One message over a lowering pipe, as JSON bytes."""
+    conn.send_bytes(json.dumps(message).encode())
+
+
+def recv_json(conn: Connection) -> dict[str, Any]:
+    """The next message of a lowering pipe; ``EOFError`` once the other end is closed."""
+    message = json.loads(conn.recv_bytes())
+    if not isinstance(message, dict):
+        raise ValueError("a lowering message must be a JSON object")
+    return message
+
+
+def _detach() -> None:
+    """Take default signal handling and die with the fork server (and so the worker)."""
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, signal.SIG_DFL)
-    if memory_limit:
-        resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     with contextlib.suppress(OSError, AttributeError):  # not Linux: no parent-death signal
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, 9)
     os.environ["TORCH_FORCE_WEIGHTS_ONLY_LOAD"] = "1"
+
+
+def _contain(memory_limit: int | None) -> None:
+    """Cap the address space before the job's programs are read."""
+    if memory_limit:
+        resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
 
 
 def _load_programs(path: Path, scratch: Path) -> dict[str, Any]:
@@ -91,7 +114,7 @@ def _lower(request: LoweringRequest, conn: Connection) -> dict[str, Any]:
         programs,
         request.plan,
         default_catalog(),
-        on_stage=lambda stage: conn.send({"stage": stage}),
+        on_stage=lambda stage: send_json(conn, {"stage": stage}),
     )
     result.write(request.output_path)
     return {
@@ -118,17 +141,30 @@ def _out_of_memory(exc: BaseException | None) -> bool:
     return False
 
 
-def child_main(request: LoweringRequest, conn: Connection) -> None:
-    """Entry point of the forked child: lower, then send the result or the error."""
+def standby_main(conn: Connection, warm_up: bool) -> None:
+    """Entry point of the forked child: warm up, wait for one request, lower it, exit."""
+    _detach()
+    if warm_up:
+        from pteforge.server.jobs.warmup import warm_up_lowering
+
+        seconds = warm_up_lowering()
+        print(f"lowering process {os.getpid()} warmed up in {seconds:.2f}s", file=sys.stderr)
+    try:
+        request = LoweringRequest(**recv_json(conn))
+    except EOFError:  # discarded before it got a job
+        return
     _contain(request.memory_limit_bytes)
     try:
-        conn.send({"result": _lower(request, conn)})
+        send_json(conn, {"result": _lower(request, conn)})
     except Exception as exc:
-        if _out_of_memory(exc):
-            limit = request.memory_limit_bytes or 0
-            message = f"lowering ran out of memory (limit {limit / 2**20:.0f} MiB): {exc}"
-            conn.send({"error": {"code": "out_of_memory", "message": message}})
-        else:
-            conn.send({"error": {"code": failure_code(exc), "message": str(exc) or repr(exc)}})
+        send_json(conn, {"error": _error(exc, request.memory_limit_bytes)})
     finally:
         conn.close()
+
+
+def _error(exc: Exception, memory_limit: int | None) -> dict[str, str]:
+    if _out_of_memory(exc):
+        limit = memory_limit or 0
+        message = f"lowering ran out of memory (limit {limit / 2**20:.0f} MiB): {exc}"
+        return {"code": "out_of_memory", "message": message}
+    return {"code": failure_code(exc), "message": str(exc) or repr(exc)}

@@ -1,24 +1,28 @@
 """Runs one lowering child for a claimed job and watches it.
 
-The worker thread that calls :func:`run_lowering` heartbeats the job's lease every tick,
-forwards stage messages to storage, and kills the child on cancel, lease loss, timeout
-or worker shutdown. A child that dies without a result (crash, SIGKILL by the kernel's
-OOM killer, RLIMIT_AS) becomes a clear failure of this job only.
+A worker keeps one *standby* lowering process (:class:`StandbyLowering`): forked before the
+job arrives, it warms up while the worker is idle, lowers exactly one job and exits; the
+worker then starts the next standby. The worker thread that calls :func:`run_lowering`
+heartbeats the job's lease every tick, forwards stage messages to storage, and kills the
+child on cancel, lease loss, timeout or worker shutdown. A child that dies without a result
+(crash, SIGKILL by the kernel's OOM killer, RLIMIT_AS) becomes a clear failure of this job only.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing import forkserver
+from multiprocessing.connection import Connection
 from multiprocessing.context import ForkServerContext
 from multiprocessing.process import BaseProcess
 from typing import Any
 
-from pteforge.server.jobs.lowering import PRELOAD, child_main
+from pteforge.server.jobs.lowering import PRELOAD, recv_json, send_json, standby_main
 from pteforge.server.jobs.protocol import LoweringOutcome, LoweringRequest
 
 _EXIT_GRACE_SECONDS = 10.0
@@ -50,6 +54,28 @@ def lowering_context() -> ForkServerContext:
     return ctx
 
 
+@dataclass
+class StandbyLowering:
+    """A lowering process started ahead of its job, and the worker's end of its pipe."""
+
+    process: BaseProcess
+    conn: Connection
+
+    @classmethod
+    def start(cls, ctx: ForkServerContext, warm_up: bool) -> StandbyLowering:
+        """Fork a standby now; it warms up (if asked) and then waits for its one job."""
+        conn, child_end = ctx.Pipe(duplex=True)
+        proc = ctx.Process(target=standby_main, args=(child_end, warm_up), name="pteforge-lowering")
+        proc.start()
+        child_end.close()
+        return cls(proc, conn)
+
+    def discard(self) -> None:
+        """Stop a standby that will get no job (worker stopping)."""
+        self.conn.close()
+        _reap(self.process, 0.0)
+
+
 def _died_message(exitcode: int | None) -> str:
     if exitcode is not None and exitcode < 0:
         name = signal.Signals(-exitcode).name
@@ -77,13 +103,22 @@ def _reap(proc: BaseProcess, grace_seconds: float) -> None:
 
 
 def run_lowering(
-    ctx: ForkServerContext, request: LoweringRequest, watch: Watch
+    standby: StandbyLowering, request: LoweringRequest, watch: Watch
 ) -> tuple[LoweringOutcome, str]:
-    """Run ``request`` in a fresh child of ``ctx``; returns the outcome and the final Verdict."""
-    receiver, sender = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=child_main, args=(request, sender), name="pteforge-lowering")
-    proc.start()
-    sender.close()
+    """Hand ``request`` to ``standby`` and watch it; returns the outcome and the final Verdict.
+
+    The standby is used up either way: start another for the next job.
+    """
+    receiver, proc = standby.conn, standby.process
+    try:
+        send_json(receiver, dataclasses.asdict(request))
+    except OSError:  # the standby already died (e.g. killed while idle): its exit code says why
+        receiver.close()
+        _reap(proc, _EXIT_GRACE_SECONDS)
+        message = _died_message(proc.exitcode)
+        return LoweringOutcome(
+            error_code="compile_crashed", error_message=message
+        ), Verdict.CONTINUE
     outcome, grace = LoweringOutcome(), 0.0
     deadline = time.monotonic() + watch.timeout_seconds
     next_beat = time.monotonic() + watch.tick_seconds
@@ -91,10 +126,14 @@ def run_lowering(
         while True:
             if receiver.poll(watch.tick_seconds):
                 try:
-                    _apply(receiver.recv(), outcome, watch)
+                    _apply(recv_json(receiver), outcome, watch)
                 except EOFError:  # the child closed its end: it finished or died
                     grace = _EXIT_GRACE_SECONDS
                     break
+                except (ValueError, KeyError, TypeError) as exc:  # not our protocol: kill it
+                    outcome.result, outcome.error_code = None, "compile_crashed"
+                    outcome.error_message = f"the lowering process sent a bad message: {exc!r}"
+                    return outcome, Verdict.CONTINUE
             if time.monotonic() >= next_beat:
                 next_beat = time.monotonic() + watch.tick_seconds
                 verdict = watch.heartbeat()

@@ -23,7 +23,9 @@ def submit_compile(
             raise NotFoundError(f"program {program_id!r} not found")
         check_plan(canonical, [m.name for m in program.methods], services.catalog)
         payload = {"program_id": program.id, "plan": canonical, "plan_hash": plan_hash}
-        return tx.jobs.enqueue(project_id, COMPILE_KIND, payload)
+        job = tx.jobs.enqueue(project_id, COMPILE_KIND, payload)
+    services.job_queued()
+    return job
 
 
 def get_job(services: Services, project_id: str, job_id: str) -> Job:

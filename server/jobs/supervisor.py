@@ -7,6 +7,7 @@ more of them. A worker that exits is restarted; on shutdown all get SIGTERM, the
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -55,6 +56,14 @@ class WorkerSupervisor:
 
     def pids(self) -> list[int]:
         return [p.pid for p in self._procs if p is not None]
+
+    def wake(self) -> None:
+        """Tell idle workers a job was queued, so they claim it now rather than at their
+        next poll (workers elsewhere still find it by polling)."""
+        for proc in self._procs:
+            if proc is not None and proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.send_signal(signal.SIGUSR1)
 
     def _spawn(self, slot: int) -> None:
         cmd = [sys.executable, "-m", "pteforge.server.jobs.worker", "--name", f"w{slot}"]

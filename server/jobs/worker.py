@@ -3,7 +3,9 @@
 It claims ``compile`` jobs from storage (so any number of workers, on any machine that
 reaches the database, share the queue), lowers each in a disposable child process and
 stores the result. It exits when its parent server dies, so a killed server never leaves
-workers holding leases; those leases expire and are reaped by the next worker.
+workers holding leases; those leases expire and are reaped by the next worker. An idle worker
+polls the queue every ``worker_poll_seconds``; the local server also wakes it at once with
+SIGUSR1 when it queues a job.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ class Worker:
         self.settings = settings
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{name}"
         self.stop = threading.Event()
+        self.wake = threading.Event()  # set by SIGUSR1 (a job was queued) or on stop
         self._parent = os.getppid()
         self._next_gc = time.monotonic()
 
@@ -60,10 +63,13 @@ class Worker:
                         log.warning("job %s lease expired: now %s", reaped.id, reaped.status)
                     job = tx.jobs.claim_next(self.worker_id, lease, kinds=[COMPILE_KIND])
                 if job is None:
-                    self.stop.wait(self.settings.worker_poll_seconds)
+                    runner.prepare()  # the standby for the next job warms up while idle
+                    self.wake.wait(self.settings.worker_poll_seconds)
+                    self.wake.clear()
                     continue
                 self._run_one(runner, job, scratch_root)
         finally:
+            runner.close()
             store.close()
 
     def _maybe_collect_garbage(self, store: Store) -> None:
@@ -100,8 +106,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     worker = Worker(Settings(), args.name)
-    signal.signal(signal.SIGTERM, lambda *_: worker.stop.set())
-    signal.signal(signal.SIGINT, lambda *_: worker.stop.set())
+
+    def stop(*_: object) -> None:
+        worker.stop.set()
+        worker.wake.set()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGUSR1, lambda *_: worker.wake.set())
     worker.run()
     return 0
 

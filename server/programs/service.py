@@ -28,7 +28,9 @@ def _describe(services: Services, path: Path) -> tuple[MethodSpec, ...]:
     """Method specs of an archive: validated statically, then loaded in a disposable process."""
     from pteforge.server.sandbox import load_programs_isolated
 
-    description = load_programs_isolated(path, services.process_limits)
+    description = load_programs_isolated(
+        path, services.process_limits, isolation=services.isolation
+    )
     return tuple(MethodSpec.from_json(m.to_json()) for m in description.methods)
 
 

@@ -41,6 +41,9 @@ FAST_JOB_ENV = {
     "PTEFORGE_HEARTBEAT_SECONDS": "0.5",
     "PTEFORGE_WORKER_POLL_SECONDS": "0.2",
     "PTEFORGE_SSE_POLL_SECONDS": "0.1",
+    # Warming each standby lowering process up costs seconds of CPU per job on a 2-core
+    # machine; tests that measure or exercise it turn it back on.
+    "PTEFORGE_COMPILE_WARMUP": "false",
 }
 
 

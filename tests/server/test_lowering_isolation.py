@@ -8,7 +8,13 @@ from pathlib import Path
 import pytest
 
 from pteforge.server.jobs.protocol import LoweringRequest
-from pteforge.server.jobs.runner import Verdict, Watch, lowering_context, run_lowering
+from pteforge.server.jobs.runner import (
+    StandbyLowering,
+    Verdict,
+    Watch,
+    lowering_context,
+    run_lowering,
+)
 from pteforge.server.programs.bundle import write_bundle
 
 
@@ -42,7 +48,8 @@ def test_out_of_memory_fails_the_job_not_the_worker(
     ctx: ForkServerContext, seq2seq_files: dict[str, Path], tmp_path: Path
 ) -> None:
     tiny = 64 * 1024 * 1024  # far below what torch already maps: every allocation fails
-    outcome, verdict = run_lowering(ctx, _request(seq2seq_files, tmp_path, tiny), _watch([]))
+    standby = StandbyLowering.start(ctx, warm_up=False)
+    outcome, verdict = run_lowering(standby, _request(seq2seq_files, tmp_path, tiny), _watch([]))
     assert verdict == Verdict.CONTINUE
     assert outcome.result is None
     assert outcome.error_code == "out_of_memory", outcome
@@ -53,9 +60,12 @@ def test_out_of_memory_fails_the_job_not_the_worker(
 def test_lowering_in_a_child_succeeds(
     ctx: ForkServerContext, seq2seq_files: dict[str, Path], tmp_path: Path
 ) -> None:
-    """Also after the out-of-memory child above: the worker's fork server is unharmed."""
+    """Also after the out-of-memory child above: the worker's fork server is unharmed. The
+    standby warms up first (as in production), then lowers the job it is handed."""
     stages: list[str] = []
-    outcome, verdict = run_lowering(ctx, _request(seq2seq_files, tmp_path, None), _watch(stages))
+    standby = StandbyLowering.start(ctx, warm_up=True)
+    request = _request(seq2seq_files, tmp_path, None)
+    outcome, verdict = run_lowering(standby, request, _watch(stages))
     assert verdict == Verdict.CONTINUE
     assert outcome.error_code is None, outcome.error_message
     assert outcome.result is not None and {m["name"] for m in outcome.result["methods"]} == {
@@ -64,3 +74,23 @@ def test_lowering_in_a_child_succeeds(
     }
     assert stages[0] == "to_edge" and stages[-1] == "emit"
     assert (tmp_path / "out.pte").stat().st_size > 0
+
+
+def test_a_standby_that_died_while_idle_fails_the_job_clearly(
+    ctx: ForkServerContext, seq2seq_files: dict[str, Path], tmp_path: Path
+) -> None:
+    standby = StandbyLowering.start(ctx, warm_up=False)
+    standby.process.kill()
+    standby.process.join()
+    outcome, verdict = run_lowering(standby, _request(seq2seq_files, tmp_path, None), _watch([]))
+    assert verdict == Verdict.CONTINUE
+    assert outcome.result is None
+    assert outcome.error_code == "compile_crashed"
+    assert outcome.error_message == "the lowering process died with SIGKILL (likely out of memory)"
+
+
+def test_a_discarded_standby_exits(ctx: ForkServerContext) -> None:
+    standby = StandbyLowering.start(ctx, warm_up=False)
+    standby.discard()
+    assert not standby.process.is_alive()
+    assert standby.process.exitcode is not None
