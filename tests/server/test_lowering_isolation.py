@@ -94,3 +94,27 @@ def test_a_discarded_standby_exits(ctx: ForkServerContext) -> None:
     standby.discard()
     assert not standby.process.is_alive()
     assert standby.process.exitcode is not None
+
+
+def test_a_lowering_process_killed_mid_job_fails_that_job_clearly(
+    ctx: ForkServerContext, seq2seq_files: dict[str, Path], tmp_path: Path
+) -> None:
+    """A signal death during lowering (here SIGKILL as soon as to_edge starts, as the OOM
+    killer would) becomes a ``compile_crashed`` failure naming the signal."""
+    standby = StandbyLowering.start(ctx, warm_up=False)
+
+    def kill_on_first_stage(stage: str) -> None:
+        standby.process.kill()
+
+    watch = Watch(
+        tick_seconds=0.2,
+        timeout_seconds=180,
+        heartbeat=lambda: Verdict.CONTINUE,
+        on_stage=kill_on_first_stage,
+    )
+    outcome, verdict = run_lowering(standby, _request(seq2seq_files, tmp_path, None), watch)
+    assert verdict == Verdict.CONTINUE
+    assert outcome.result is None
+    assert outcome.error_code == "compile_crashed"
+    assert "SIGKILL" in (outcome.error_message or "")
+    assert not (tmp_path / "out.pte").exists()
