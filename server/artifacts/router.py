@@ -1,4 +1,4 @@
-"""Routes of artifacts: metadata, `.pte` download, `.pte` upload."""
+"""Routes of artifacts: metadata, listing, deletion, `.pte` download, `.pte` upload."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from starlette.responses import Response
 
 from pteforge.server.artifacts import service
 from pteforge.server.artifacts.download import pte_response
-from pteforge.server.artifacts.schemas import ArtifactOut
+from pteforge.server.artifacts.schemas import ArtifactList, ArtifactOut
 from pteforge.server.auth.dependencies import CurrentPrincipal
+from pteforge.server.http.listing import DEFAULT_LIMIT, LimitQuery
 from pteforge.server.http.uploads import owned, receive_multipart
 from pteforge.server.services import ServicesDep
 
@@ -66,3 +67,23 @@ async def upload_artifact(
             service.create_uploaded_artifact, services, principal.project_id, upload
         )
     return ArtifactOut.of(artifact)
+
+
+@router.get("/artifacts", response_model=ArtifactList, summary="The project's artifacts")
+def list_artifacts(
+    services: ServicesDep,
+    principal: CurrentPrincipal,
+    limit: LimitQuery = DEFAULT_LIMIT,
+) -> ArtifactList:
+    artifacts = service.list_artifacts(services, principal.project_id, limit)
+    return ArtifactList(artifacts=[ArtifactOut.of(a) for a in artifacts])
+
+
+@router.delete(
+    "/artifacts/{artifact_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    response_class=Response,
+    summary="Delete an artifact",
+)
+def delete_artifact(artifact_id: str, services: ServicesDep, principal: CurrentPrincipal) -> None:
+    service.delete_artifact(services, principal.project_id, artifact_id)

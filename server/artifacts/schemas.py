@@ -34,3 +34,9 @@ class ArtifactOut(BaseModel):
             report=artifact.report,
             created_at=artifact.created_at,
         )
+
+
+class ArtifactList(BaseModel):
+    """``GET /v1/artifacts``: newest first."""
+
+    artifacts: list[ArtifactOut]

@@ -22,6 +22,19 @@ def get_artifact(services: Services, project_id: str, artifact_id: str) -> Artif
     return artifact
 
 
+def list_artifacts(services: Services, project_id: str, limit: int) -> list[Artifact]:
+    """The project's artifacts, newest first."""
+    with services.store.transaction() as tx:
+        return tx.artifacts.list(project_id, limit)
+
+
+def delete_artifact(services: Services, project_id: str, artifact_id: str) -> None:
+    """Delete an artifact; its content goes too unless another row references it."""
+    with services.store.transaction() as tx:
+        if not tx.artifacts.delete(project_id, artifact_id):
+            raise NotFoundError(f"artifact {artifact_id!r} not found")
+
+
 def _pte_part(upload: MultipartUpload) -> Path:
     parts = [p for p in upload.files if p.field_name == PTE_PART]
     if len(parts) != 1 or len(upload.files) != 1:

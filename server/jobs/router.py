@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, status
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request, status
 from fastapi.responses import StreamingResponse
 
 from pteforge.server.auth.dependencies import CurrentPrincipal
+from pteforge.server.http.listing import DEFAULT_LIMIT, LimitQuery
 from pteforge.server.jobs import service
 from pteforge.server.jobs.events import job_event_stream
-from pteforge.server.jobs.schemas import CompileJobRequest, JobOut
+from pteforge.server.jobs.schemas import CompileJobRequest, JobList, JobOut
 from pteforge.server.services import ServicesDep
+from pteforge.storage.domain import JobStatus
 
 router = APIRouter(prefix="/v1", tags=["jobs"])
 
@@ -26,6 +30,19 @@ def submit_compile_job(
     """Answers at once; the same program and plan compiled before reuses that artifact."""
     job = service.submit_compile(services, principal.project_id, body.program_id, body.plan)
     return JobOut.of(job)
+
+
+@router.get("/jobs", response_model=JobList, summary="The project's jobs")
+def list_jobs(
+    services: ServicesDep,
+    principal: CurrentPrincipal,
+    job_status: Annotated[
+        JobStatus | None, Query(alias="status", description="Only jobs in this status.")
+    ] = None,
+    limit: LimitQuery = DEFAULT_LIMIT,
+) -> JobList:
+    jobs = service.list_jobs(services, principal.project_id, job_status, limit)
+    return JobList(jobs=[JobOut.of(j) for j in jobs])
 
 
 @router.get("/jobs/{job_id}", response_model=JobOut, summary="A job's status and stage")

@@ -53,3 +53,9 @@ class JobOut(BaseModel):
             started_at=job.started_at,
             finished_at=job.finished_at,
         )
+
+
+class JobList(BaseModel):
+    """``GET /v1/jobs``: newest first."""
+
+    jobs: list[JobOut]

@@ -8,7 +8,7 @@ from pteforge.server.errors import ConflictError, NotFoundError
 from pteforge.server.jobs.compile_job import COMPILE_KIND
 from pteforge.server.jobs.plans import canonical_plan, check_plan
 from pteforge.server.services import Services
-from pteforge.storage.domain import Job
+from pteforge.storage.domain import Job, JobStatus
 from pteforge.storage.errors import IllegalTransitionError
 
 
@@ -26,6 +26,14 @@ def submit_compile(
         job = tx.jobs.enqueue(project_id, COMPILE_KIND, payload)
     services.job_queued()
     return job
+
+
+def list_jobs(
+    services: Services, project_id: str, status: JobStatus | None, limit: int
+) -> list[Job]:
+    """The project's jobs, newest first, optionally only those in ``status``."""
+    with services.store.transaction() as tx:
+        return tx.jobs.list(project_id, status, limit)
 
 
 def get_job(services: Services, project_id: str, job_id: str) -> Job:

@@ -1,14 +1,15 @@
-"""Routes of programs: multipart upload and lookup."""
+"""Routes of programs: multipart upload, lookup, listing and deletion."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, status
+from fastapi import APIRouter, Request, Response, status
 from starlette.concurrency import run_in_threadpool
 
 from pteforge.server.auth.dependencies import CurrentPrincipal
+from pteforge.server.http.listing import DEFAULT_LIMIT, LimitQuery
 from pteforge.server.http.uploads import owned, receive_multipart
 from pteforge.server.programs import service
-from pteforge.server.programs.schemas import ProgramOut
+from pteforge.server.programs.schemas import ProgramList, ProgramOut
 from pteforge.server.services import ServicesDep
 
 router = APIRouter(prefix="/v1", tags=["programs"])
@@ -54,3 +55,23 @@ async def upload_program(
 @router.get("/programs/{program_id}", response_model=ProgramOut, summary="An uploaded program")
 def get_program(program_id: str, services: ServicesDep, principal: CurrentPrincipal) -> ProgramOut:
     return ProgramOut.of(service.get_program(services, principal.project_id, program_id))
+
+
+@router.get("/programs", response_model=ProgramList, summary="The project's programs")
+def list_programs(
+    services: ServicesDep,
+    principal: CurrentPrincipal,
+    limit: LimitQuery = DEFAULT_LIMIT,
+) -> ProgramList:
+    programs = service.list_programs(services, principal.project_id, limit)
+    return ProgramList(programs=[ProgramOut.of(p) for p in programs])
+
+
+@router.delete(
+    "/programs/{program_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    response_class=Response,
+    summary="Delete a program (its artifacts stay)",
+)
+def delete_program(program_id: str, services: ServicesDep, principal: CurrentPrincipal) -> None:
+    service.delete_program(services, principal.project_id, program_id)

@@ -30,3 +30,9 @@ class ProgramOut(BaseModel):
             methods=[m.to_json() for m in program.methods],
             created_at=program.created_at,
         )
+
+
+class ProgramList(BaseModel):
+    """``GET /v1/programs``: newest first."""
+
+    programs: list[ProgramOut]

@@ -95,3 +95,16 @@ def get_program(services: Services, project_id: str, program_id: str) -> Program
     if program is None:
         raise NotFoundError(f"program {program_id!r} not found")
     return program
+
+
+def list_programs(services: Services, project_id: str, limit: int) -> list[Program]:
+    """The project's programs, newest first."""
+    with services.store.transaction() as tx:
+        return tx.programs.list(project_id, limit)
+
+
+def delete_program(services: Services, project_id: str, program_id: str) -> None:
+    """Delete a program; its artifacts stay (their ``program_id`` becomes null)."""
+    with services.store.transaction() as tx:
+        if not tx.programs.delete(project_id, program_id):
+            raise NotFoundError(f"program {program_id!r} not found")

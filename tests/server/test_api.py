@@ -24,7 +24,16 @@ def test_health_needs_no_token(service: ServiceProcess) -> None:
 
 
 @pytest.mark.parametrize(
-    "path", ["/v1/backends", "/v1/programs/x", "/v1/jobs/x", "/v1/artifacts/x"]
+    "path",
+    [
+        "/v1/backends",
+        "/v1/programs/x",
+        "/v1/jobs/x",
+        "/v1/artifacts/x",
+        "/v1/programs",
+        "/v1/jobs",
+        "/v1/artifacts",
+    ],
 )
 def test_routes_need_a_token(service: ServiceProcess, path: str) -> None:
     with service.client() as anonymous:
