@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
-import queue
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
+from pteforge.runtime.checkout import Checkout
 from pteforge.runtime.errors import (
     ERROR_KINDS,
     PoolClosedError,
@@ -25,6 +26,11 @@ from pteforge.runtime.errors import (
 from pteforge.runtime.metadata import MethodSignature
 from pteforge.runtime.processes import WorkerProcess, process_context
 from pteforge.runtime.worker import WorkerConfig
+
+
+def _what(header: dict[str, Any]) -> str:
+    return f"{header['op']} of artifact {header['sha256'][:12]}"
+
 
 # Where an artifact comes from: a local file, or a callable that writes it to the given path.
 ArtifactSource = Path | Callable[[Path], None]
@@ -90,7 +96,7 @@ class RuntimePool:
             str(weight_cache_library) if weight_cache_library else None,
         )
         self._ctx = process_context(start_method)
-        self._idle: queue.Queue[WorkerProcess] = queue.Queue()
+        self._idle: Checkout[WorkerProcess] = Checkout()
         self._signatures: dict[str, dict[str, MethodSignature]] = {}
         self._files_lock = threading.Lock()
         self._stats_lock = threading.Lock()
@@ -133,47 +139,76 @@ class RuntimePool:
             self._idle.put(worker)
             return
 
-    def _acquire(self) -> WorkerProcess:
+    def _check_open(self) -> None:
         if self._closed:
             raise PoolClosedError("the runtime pool is shut down")
-        try:
-            return self._idle.get(timeout=self.request_timeout_s)
-        except queue.Empty:
+
+    def _acquired(self, worker: WorkerProcess | None) -> WorkerProcess:
+        if worker is None:
             raise WorkerTimeoutError(
                 f"no runtime worker became free within {self.request_timeout_s:.0f}s"
-            ) from None
+            )
+        return worker
 
     def _call(
         self, header: dict[str, Any], arrays: Sequence[np.ndarray], what: str
     ) -> tuple[dict[str, Any], list[np.ndarray], float]:
+        self._check_open()
         queued = time.perf_counter()
-        worker = self._acquire()
+        worker = self._acquired(self._idle.get(self.request_timeout_s))
         queue_ms = (time.perf_counter() - queued) * 1e3
         try:
             reply, outputs = worker.call(header, arrays, self.request_timeout_s)
-        except TimeoutError:
+        except BaseException as exc:
+            self._raise_failed(worker, exc, what)
+        self._idle.put(worker)
+        return reply, outputs, queue_ms
+
+    async def _call_async(
+        self, header: dict[str, Any], arrays: Sequence[np.ndarray], what: str
+    ) -> tuple[dict[str, Any], list[np.ndarray], float]:
+        self._check_open()
+        queued = time.perf_counter()
+        worker = self._acquired(await self._idle.get_async(self.request_timeout_s))
+        queue_ms = (time.perf_counter() - queued) * 1e3
+        try:
+            reply, outputs = await worker.call_async(header, arrays, self.request_timeout_s)
+        except (EOFError, OSError) as exc:
+            # Crash handling waits for the process to exit: not on the event loop.
+            await asyncio.to_thread(self._raise_failed, worker, exc, what)
+        except BaseException as exc:
+            self._raise_failed(worker, exc, what)
+        self._idle.put(worker)
+        return reply, outputs, queue_ms
+
+    def _raise_failed(self, worker: WorkerProcess, exc: BaseException, what: str) -> NoReturn:
+        error = self._failed(worker, exc, what)
+        if error is exc:
+            raise exc
+        raise error from (None if isinstance(exc, TimeoutError) else exc)
+
+    def _failed(self, worker: WorkerProcess, exc: BaseException, what: str) -> BaseException:
+        """Replace ``worker`` after ``exc`` interrupted its exchange; the error to raise."""
+        if isinstance(exc, TimeoutError):
             self._count(worker_timeouts=1)
             self._replace_later(worker)
-            raise WorkerTimeoutError(
+            return WorkerTimeoutError(
                 f"{what} did not finish within {self.request_timeout_s:.0f}s; "
                 "the runtime worker was stopped and replaced"
-            ) from None
-        except (EOFError, OSError) as exc:
+            )
+        if isinstance(exc, EOFError | OSError):
             if self._closed:
-                raise PoolClosedError("the runtime pool was shut down mid-request") from exc
+                return PoolClosedError("the runtime pool was shut down mid-request")
             self._count(worker_crashes=1)
             worker.process.join(timeout=5)
             code = worker.process.exitcode
             self._replace_later(worker)
-            raise WorkerCrashedError(
+            return WorkerCrashedError(
                 f"the runtime worker crashed (exit code {code}) during {what}; "
                 "it has been replaced, other requests are unaffected"
-            ) from exc
-        except BaseException:
-            self._replace_later(worker)  # the conversation may be out of step: start afresh
-            raise
-        self._idle.put(worker)
-        return reply, outputs, queue_ms
+            )
+        self._replace_later(worker)  # the conversation may be out of step: start afresh
+        return exc
 
     # -- artifacts -------------------------------------------------------------------------
 
@@ -194,15 +229,23 @@ class RuntimePool:
                         os.unlink(tmp)
         return target
 
+    def _cached_path(self, sha256: str, source: ArtifactSource) -> Path:
+        if isinstance(source, Path):
+            return source
+        return self.artifact_dir / f"{sha256}.pte"
+
     def _request(
         self, header: dict[str, Any], arrays: Sequence[np.ndarray], source: ArtifactSource
     ) -> tuple[dict[str, Any], list[np.ndarray], float]:
         path = self.local_path(header["sha256"], source)
         header = dict(header, path=str(path))
-        what = f"{header['op']} of artifact {header['sha256'][:12]}"
-        reply, outputs, queue_ms = self._call(header, arrays, what)
+        reply, outputs, queue_ms = self._call(header, arrays, _what(header))
+        return self._checked(reply, path, source), outputs, queue_ms
+
+    def _checked(self, reply: dict[str, Any], path: Path, source: ArtifactSource) -> dict[str, Any]:
+        """``reply`` if the worker succeeded, else its error raised as a runtime-layer error."""
         if reply.get("ok"):
-            return reply, outputs, queue_ms
+            return reply
         kind = str(reply.get("kind"))
         if kind == "integrity" and not isinstance(source, Path):
             path.unlink(missing_ok=True)  # a corrupt cached copy is fetched again next time
@@ -230,6 +273,15 @@ class RuntimePool:
             raise UnknownMethodError(f"the artifact has no method {method!r} (methods: {known})")
         return signatures[method]
 
+    async def method_metadata_async(
+        self, sha256: str, method: str, source: ArtifactSource
+    ) -> MethodSignature:
+        """``method_metadata`` for an asyncio caller: answered from memory once the artifact
+        has been described, otherwise described in a thread."""
+        if sha256 not in self._signatures:
+            await asyncio.to_thread(self.describe, sha256, source)
+        return self.method_metadata(sha256, method, source)
+
     def infer(
         self,
         sha256: str,
@@ -244,11 +296,46 @@ class RuntimePool:
         signature = self.method_metadata(sha256, method, source)
         header = {"op": "infer", "sha256": sha256, "method": method, "profile": profile}
         reply, outputs, queue_ms = self._request(header, inputs, source)
+        return self._result(reply, outputs, signature, queue_ms, start)
+
+    def _result(
+        self,
+        reply: dict[str, Any],
+        outputs: list[np.ndarray],
+        signature: MethodSignature,
+        queue_ms: float,
+        start: float,
+    ) -> InferResult:
         hit = bool(reply.get("hit"))
         self._count(requests=1, cache_hits=int(hit), cache_misses=int(not hit))
         timings = {"queue_ms": queue_ms, **reply["timings"]}
         timings["total_ms"] = (time.perf_counter() - start) * 1e3
         return InferResult(outputs, signature, timings, hit, reply.get("profile"))
+
+    async def infer_async(
+        self,
+        sha256: str,
+        method: str,
+        inputs: Sequence[np.ndarray],
+        source: ArtifactSource,
+        *,
+        profile: bool = False,
+    ) -> InferResult:
+        """``infer`` for an asyncio caller: no thread is blocked while the worker runs.
+
+        Once the artifact is described and its file is local (after its first request),
+        everything happens on the event loop; before that, the blocking preparation (writing
+        the file, describing it) runs in a thread.
+        """
+        start = time.perf_counter()
+        signature = await self.method_metadata_async(sha256, method, source)
+        path = self._cached_path(sha256, source)
+        if not path.exists():  # a corrupt copy was dropped: fetch it again
+            await asyncio.to_thread(self.local_path, sha256, source)
+        header = {"op": "infer", "sha256": sha256, "method": method, "profile": profile}
+        header["path"] = str(path)
+        reply, outputs, queue_ms = await self._call_async(header, inputs, _what(header))
+        return self._result(self._checked(reply, path, source), outputs, signature, queue_ms, start)
 
     @property
     def ready(self) -> bool:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import multiprocessing
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
@@ -31,6 +33,30 @@ class WorkerProcess:
         send_message(self.conn, header, arrays)
         if not self.conn.poll(timeout_s):
             raise TimeoutError
+        return recv_message(self.conn)
+
+    async def call_async(
+        self, header: dict[str, Any], arrays: Sequence[np.ndarray], timeout_s: float
+    ) -> tuple[dict[str, Any], list[np.ndarray]]:
+        """``call`` without blocking the event loop while the worker runs.
+
+        The request is written directly: the worker is idle and reading, so this returns as
+        fast as it drains the socket. The reply is awaited through the loop's reader
+        callbacks, then read in one go: the worker writes each frame with a single write, so
+        once its first bytes are there the rest follows at memory speed.
+        """
+        send_message(self.conn, header, arrays)
+        loop = asyncio.get_running_loop()
+        readable: asyncio.Future[None] = loop.create_future()
+        fd = self.conn.fileno()
+        loop.add_reader(fd, _resolve, readable, None)
+        timer = loop.call_later(timeout_s, _resolve, readable, TimeoutError())
+        try:
+            await readable
+        finally:
+            timer.cancel()
+            loop.remove_reader(fd)
+            os.set_blocking(fd, True)  # uvloop's add_reader made it non-blocking
         return recv_message(self.conn)
 
     @classmethod
@@ -65,6 +91,15 @@ class WorkerProcess:
         if self.process.is_alive():
             self.process.kill()
         self.process.join(timeout=5)
+
+
+def _resolve(future: asyncio.Future[None], error: BaseException | None) -> None:
+    if future.done():
+        return
+    if error is None:
+        future.set_result(None)
+    else:
+        future.set_exception(error)
 
 
 Context = multiprocessing.context.ForkServerContext | multiprocessing.context.SpawnContext
