@@ -13,8 +13,10 @@ from prometheus_client import CollectorRegistry
 from pteforge import __version__
 from pteforge.runtime import RuntimePool
 from pteforge.runtime.native import NativeBuildError, build_xnnpack_options
-from pteforge.server.auth.dependencies import Principal, require_principal
+from pteforge.server.auth.cache import TtlCache
+from pteforge.server.auth.dependencies import DEFAULT_TOKEN_TTL_S, Principal, cached_principal
 from pteforge.server.inference import ResolvedArtifact, build_inference_router
+from pteforge.server.inference.routes import DEFAULT_RESOLVE_TTL_S
 from pteforge.server.settings import Settings
 from pteforge.storage.store import Store
 
@@ -67,13 +69,26 @@ def start_runtime_pool(settings: Settings) -> RuntimePool:
     )
 
 
-def mount_inference(app: FastAPI, store: Store, pool: RuntimePool) -> None:
-    """Add ``/v2`` (and ``/metrics``) to ``app``, authenticated like ``/v1``."""
+def mount_inference(
+    app: FastAPI,
+    store: Store,
+    pool: RuntimePool,
+    *,
+    token_ttl_s: float = DEFAULT_TOKEN_TTL_S,
+    artifact_ttl_s: float = DEFAULT_RESOLVE_TTL_S,
+) -> None:
+    """Add ``/v2`` (and ``/metrics``) to ``app``, authenticated like ``/v1``.
+
+    To keep database transactions off the per-request path, a resolved token is trusted for
+    ``token_ttl_s`` and a resolved artifact for ``artifact_ttl_s`` seconds (1 s each by
+    default): revoking a token or deleting an artifact takes effect on ``/v2`` within that.
+    """
     router = build_inference_router(
         StoreArtifactResolver(store),
         pool,
-        require_principal,
+        cached_principal(store, TtlCache(token_ttl_s)),
         CollectorRegistry(),
         server_version=__version__,
+        resolve_ttl_s=artifact_ttl_s,
     )
     app.include_router(router)

@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.concurrency import run_in_threadpool
 
+from pteforge.server.auth.cache import TtlCache
 from pteforge.server.errors import UnauthorizedError
 from pteforge.server.services import Services, get_services
+from pteforge.storage.store import Store
+
+DEFAULT_TOKEN_TTL_S = 1.0
+"""How long ``cached_principal`` trusts a resolved token: a revoked token may still be
+accepted for up to this many seconds on the routes that use it (``/v2``)."""
 
 _bearer = HTTPBearer(auto_error=False, description="A token from `pteforge tokens create`.")
 
@@ -22,14 +31,23 @@ class Principal:
     token_id: str
 
 
+def _bearer_token(credentials: HTTPAuthorizationCredentials | None) -> str:
+    if credentials is None or credentials.scheme.lower() != "bearer":
+        raise UnauthorizedError("missing bearer token (Authorization: Bearer <token>)")
+    return credentials.credentials
+
+
 def resolve_bearer(
     services: Services, credentials: HTTPAuthorizationCredentials | None
 ) -> Principal:
     """The principal of a bearer credential; 401 when it is missing or unknown."""
-    if credentials is None or credentials.scheme.lower() != "bearer":
-        raise UnauthorizedError("missing bearer token (Authorization: Bearer <token>)")
-    with services.store.transaction() as tx:
-        resolved = tx.tokens.resolve(credentials.credentials)
+    return resolve_token(services.store, _bearer_token(credentials))
+
+
+def resolve_token(store: Store, plaintext: str) -> Principal:
+    """The principal of a live token (one database transaction); 401 when it is unknown."""
+    with store.transaction() as tx:
+        resolved = tx.tokens.resolve(plaintext)
     if resolved is None:
         raise UnauthorizedError("invalid or revoked token")
     token, project = resolved
@@ -45,3 +63,31 @@ def require_principal(
 
 
 CurrentPrincipal = Annotated[Principal, Depends(require_principal)]
+
+
+PrincipalDependency = Callable[
+    [HTTPAuthorizationCredentials | None], Coroutine[Any, Any, Principal]
+]
+
+
+def cached_principal(store: Store, cache: TtlCache[str, Principal]) -> PrincipalDependency:
+    """An async dependency like ``require_principal`` that remembers each resolved token in
+    ``cache`` (keyed by the token's sha256, never the token itself) for ``cache.ttl_s``.
+
+    A hit costs no database transaction and no thread hop; a miss resolves in the
+    threadpool. Unknown tokens are not cached, so a new token works at once; a revoked or
+    deleted one is refused once its entry expires.
+    """
+
+    async def require_principal_cached(
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    ) -> Principal:
+        token = _bearer_token(credentials)
+        key = hashlib.sha256(token.encode()).hexdigest()
+        principal = cache.get(key)
+        if principal is None:
+            principal = await run_in_threadpool(resolve_token, store, token)
+            cache.put(key, principal)
+        return principal
+
+    return require_principal_cached

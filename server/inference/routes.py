@@ -20,6 +20,7 @@ from starlette.concurrency import run_in_threadpool
 
 from pteforge.runtime import (
     ArtifactIntegrityError,
+    InferResult,
     InvalidInputError,
     PoolClosedError,
     RuntimeLayerError,
@@ -31,14 +32,21 @@ from pteforge.runtime.metadata import MethodSignature
 from pteforge.runtime.protocol import (
     BINARY_EXTENSION,
     HEADER_LENGTH,
+    InferRequest,
     ProtocolError,
     decode_infer_request,
     encode_infer_response,
     model_metadata,
     split_model_name,
 )
+from pteforge.server.auth.cache import TtlCache
 from pteforge.server.inference.metrics import InferenceMetrics
 from pteforge.server.inference.resolver import ArtifactResolver, ResolvedArtifact
+
+DEFAULT_RESOLVE_TTL_S = 1.0
+# Requests whose JSON part is larger than this are decoded in the threadpool, so a big JSON
+# tensor cannot stall the event loop; smaller ones (and binary tensors) stay on the loop.
+INLINE_JSON_BYTES = 64 << 10
 
 
 class NotFoundError(RuntimeLayerError):
@@ -64,40 +72,100 @@ def error_response(status: int, message: str) -> JSONResponse:
 
 
 class _Inference:
-    """The synchronous work behind the routes (run in the threadpool)."""
+    """The work behind the routes: an asyncio path for the common case, and a blocking one
+    (run in the threadpool) for requests whose JSON would take long to parse."""
 
-    def __init__(self, resolver: ArtifactResolver, pool: RuntimePool) -> None:
+    def __init__(
+        self, resolver: ArtifactResolver, pool: RuntimePool, artifacts: TtlCache[Any, Any]
+    ) -> None:
         self.resolver = resolver
         self.pool = pool
+        self.artifacts: TtlCache[tuple[Any, str], ResolvedArtifact] = artifacts
 
-    def model(self, principal: Any, model: str) -> tuple[ResolvedArtifact, MethodSignature]:
-        artifact_id, method = split_model_name(model)
+    def resolve(self, principal: Any, artifact_id: str) -> ResolvedArtifact | None:
+        """``resolver.resolve``, remembered for ``resolve_ttl_s`` (misses are not cached)."""
         artifact = self.resolver.resolve(principal, artifact_id)
-        if artifact is None:
-            raise NotFoundError(f"model {model!r}: no artifact {artifact_id!r}")
-        if method not in artifact.methods:
-            known = ", ".join(artifact.methods)
-            raise NotFoundError(f"model {model!r}: artifact has no method {method!r} ({known})")
+        if artifact is not None and _hashable(principal):
+            self.artifacts.put((principal, artifact_id), artifact)
+        return artifact
+
+    async def resolve_async(self, principal: Any, artifact_id: str) -> ResolvedArtifact | None:
+        if _hashable(principal):
+            cached = self.artifacts.get((principal, artifact_id))
+            if cached is not None:
+                return cached
+        return await run_in_threadpool(self.resolve, principal, artifact_id)
+
+    async def model(self, principal: Any, model: str) -> tuple[ResolvedArtifact, MethodSignature]:
+        artifact_id, method = split_model_name(model)
+        artifact = _check_model(model, await self.resolve_async(principal, artifact_id))
+        signature = await self.pool.method_metadata_async(artifact.sha256, method, artifact.source)
+        return artifact, signature
+
+    def model_blocking(
+        self, principal: Any, model: str
+    ) -> tuple[ResolvedArtifact, MethodSignature]:
+        artifact_id, method = split_model_name(model)
+        artifact = _check_model(model, self.resolve(principal, artifact_id))
         signature = self.pool.method_metadata(artifact.sha256, method, artifact.source)
         return artifact, signature
 
-    def infer(
+    async def infer(
         self, principal: Any, model: str, body: bytes, header_length: int | None
     ) -> tuple[bytes, int | None, dict[str, float]]:
-        artifact, signature = self.model(principal, model)
+        artifact, signature = await self.model(principal, model)
         request = decode_infer_request(body, header_length, signature)
-        profile = bool(request.parameters.get("profile", False))
+        result = await self.pool.infer_async(
+            artifact.sha256, signature.name, request.inputs, artifact.source,
+            profile=_wants_profile(request),
+        )  # fmt: skip
+        return _encoded(model, request, signature, result)
+
+    def infer_blocking(
+        self, principal: Any, model: str, body: bytes, encoding: str, header_length: int | None
+    ) -> tuple[bytes, int | None, dict[str, float]]:
+        artifact, signature = self.model_blocking(principal, model)
+        request = decode_infer_request(_decompressed(encoding, body), header_length, signature)
         result = self.pool.infer(
-            artifact.sha256, signature.name, request.inputs, artifact.source, profile=profile
-        )
-        parameters: dict[str, Any] = {k: round(v, 4) for k, v in result.timings.items()}
-        parameters["cache_hit"] = result.cache_hit
-        if result.profile is not None:
-            parameters["profile"] = json.dumps(result.profile)
-        body_out, json_length = encode_infer_response(
-            model, request, signature, result.outputs, parameters
-        )
-        return body_out, json_length, result.timings
+            artifact.sha256, signature.name, request.inputs, artifact.source,
+            profile=_wants_profile(request),
+        )  # fmt: skip
+        return _encoded(model, request, signature, result)
+
+
+def _hashable(principal: Any) -> bool:
+    try:
+        hash(principal)
+    except TypeError:
+        return False
+    return True
+
+
+def _check_model(model: str, artifact: ResolvedArtifact | None) -> ResolvedArtifact:
+    artifact_id, method = split_model_name(model)
+    if artifact is None:
+        raise NotFoundError(f"model {model!r}: no artifact {artifact_id!r}")
+    if method not in artifact.methods:
+        known = ", ".join(artifact.methods)
+        raise NotFoundError(f"model {model!r}: artifact has no method {method!r} ({known})")
+    return artifact
+
+
+def _wants_profile(request: InferRequest) -> bool:
+    return bool(request.parameters.get("profile", False))
+
+
+def _encoded(
+    model: str, request: InferRequest, signature: MethodSignature, result: InferResult
+) -> tuple[bytes, int | None, dict[str, float]]:
+    parameters: dict[str, Any] = {k: round(v, 4) for k, v in result.timings.items()}
+    parameters["cache_hit"] = result.cache_hit
+    if result.profile is not None:
+        parameters["profile"] = json.dumps(result.profile)
+    body_out, json_length = encode_infer_response(
+        model, request, signature, result.outputs, parameters
+    )
+    return body_out, json_length, result.timings
 
 
 def _header_length(request: Request) -> int | None:
@@ -110,9 +178,8 @@ def _header_length(request: Request) -> int | None:
         raise ProtocolError(f"{HEADER_LENGTH} must be an integer, got {raw!r}") from None
 
 
-def _decompressed(request: Request, body: bytes) -> bytes:
+def _decompressed(encoding: str, body: bytes) -> bytes:
     """The body without its ``Content-Encoding`` (tritonclient can gzip or deflate requests)."""
-    encoding = request.headers.get("content-encoding", "identity").lower()
     try:
         if encoding == "gzip":
             return gzip.decompress(body)
@@ -123,6 +190,12 @@ def _decompressed(request: Request, body: bytes) -> bytes:
     if encoding != "identity":
         raise ProtocolError(f"unsupported Content-Encoding {encoding!r} (gzip, deflate)")
     return body
+
+
+def _inline(encoding: str, body: bytes, header_length: int | None) -> bool:
+    """Whether decoding this request is cheap enough to do on the event loop."""
+    json_bytes = len(body) if header_length is None else header_length
+    return encoding == "identity" and json_bytes <= INLINE_JSON_BYTES
 
 
 def _infer_response(body: bytes, json_length: int | None) -> Response:
@@ -140,14 +213,18 @@ def build_inference_router(
     registry: CollectorRegistry,
     *,
     server_version: str = "0",
+    resolve_ttl_s: float = DEFAULT_RESOLVE_TTL_S,
+    clock: Callable[[], float] = time.monotonic,
 ) -> APIRouter:
     """The /v2 routes (health unauthenticated, the rest behind ``auth``) and ``/metrics``.
 
     ``auth`` is a FastAPI dependency; whatever it returns is passed to
-    ``resolver.resolve`` as the principal. Metrics go to ``registry``.
+    ``resolver.resolve`` as the principal. Metrics go to ``registry``. A resolved artifact
+    is remembered per (principal, artifact id) for ``resolve_ttl_s`` seconds (0 turns
+    that off), so a deleted artifact may still run for that long; ``clock`` times that.
     """
     router = APIRouter(tags=["inference (Open Inference Protocol v2)"])
-    work = _Inference(resolver, pool)
+    work = _Inference(resolver, pool, TtlCache(resolve_ttl_s, clock=clock))
     metrics = InferenceMetrics(registry, pool)
     Principal = Annotated[Any, Depends(auth)]
 
@@ -175,7 +252,7 @@ def build_inference_router(
 
     async def _metadata(principal: Any, model: str) -> Response:
         async def call() -> Response:
-            _, signature = await run_in_threadpool(work.model, principal, model)
+            _, signature = await work.model(principal, model)
             return JSONResponse(model_metadata(model, signature))
 
         return await guarded("metadata", call)
@@ -190,7 +267,7 @@ def build_inference_router(
 
     async def _ready(principal: Any, model: str) -> Response:
         async def call() -> Response:
-            await run_in_threadpool(work.model, principal, model)
+            await work.model(principal, model)
             return JSONResponse({"name": model, "ready": True})
 
         return await guarded("ready", call)
@@ -207,10 +284,14 @@ def build_inference_router(
         async def call() -> Response:
             start = time.perf_counter()
             header_length = _header_length(request)
-            body = _decompressed(request, await request.body())
-            out, json_length, timings = await run_in_threadpool(
-                work.infer, principal, model, body, header_length
-            )
+            encoding = request.headers.get("content-encoding", "identity").lower()
+            body = await request.body()
+            if _inline(encoding, body, header_length):
+                out, json_length, timings = await work.infer(principal, model, body, header_length)
+            else:
+                out, json_length, timings = await run_in_threadpool(
+                    work.infer_blocking, principal, model, body, encoding, header_length
+                )
             metrics.observe_timings(time.perf_counter() - start, timings)
             return _infer_response(out, json_length)
 
