@@ -9,7 +9,12 @@ For a small MLP and for the encoder of an encoder/decoder model:
 Targets: (b) - (a) < 1 ms at p50 on the small model; 16 clients: no errors and /v2
 throughput >= 90% of the in-process pool's.
 
-Run: ``.venv/bin/python bench/runtime.py [--iterations 500] [--seconds 3] [--workers N]``
+Each is measured with a pool of as many workers as cores (the service default) and, as a
+second configuration, one worker fewer (leaving a core to the HTTP side); the in-process
+baseline always uses a pool of the same size. The throughput table also gives the CPU time
+per request of the server process and of the client threads (they share the machine).
+
+Run: ``.venv/bin/python bench/runtime.py [--iterations 500] [--seconds 3] [--workers 2,1]``
 """
 
 from __future__ import annotations
@@ -96,12 +101,15 @@ def serve(port: int, workers: int, artifacts: dict[str, str], home: Path) -> Non
         def resolve(self, principal: Any, artifact_id: str) -> ResolvedArtifact | None:
             return resolved.get(artifact_id)
 
+    async def allow_all() -> str:
+        """Like the service's bearer check on a cache hit: no database, no thread hop."""
+        return "bench"
+
     pool = RuntimePool(workers, 1 << 30, home)
     app = FastAPI()
-    app.include_router(
-        build_inference_router(Resolver(), pool, lambda: "bench", CollectorRegistry())
-    )
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+    app.include_router(build_inference_router(Resolver(), pool, allow_all, CollectorRegistry()))
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False,
+                http="httptools", loop="uvloop")  # fmt: skip
 
 
 def _binary_body(inputs: list[np.ndarray]) -> tuple[bytes, dict[str, str]]:
@@ -133,7 +141,7 @@ class V2Client:
 
 def start_server(port: int, workers: int, workloads: list[Workload], home: Path) -> Any:
     spec = json.dumps({w.path.stem: str(w.path) for w in workloads})
-    command = [sys.executable, __file__, "--serve", str(port), "--workers", str(workers),
+    command = [sys.executable, __file__, "--serve", str(port), "--serve-workers", str(workers),
                "--artifacts", spec, "--home", str(home)]  # fmt: skip
     process = subprocess.Popen(command)
     deadline = time.monotonic() + 180
@@ -167,9 +175,41 @@ def pct(samples: list[float], q: float) -> float:
     return float(np.percentile(samples, q))
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` so far (its own threads, not children)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Rate:
+    """Throughput of one run, with the CPU the client and the server process spent on it."""
+
+    per_second: float
+    errors: int
+    client_cpu_us: float  # per request, this process (the client threads)
+    server_cpu_us: float  # per request, the server process (HTTP + dispatch; not the workers)
+
+
+def measured(
+    make_call: Callable[[], Callable[[], bool]],
+    clients: int,
+    seconds: float,
+    server_pid: int | None,
+) -> Rate:
+    """``throughput`` with the CPU spent by this process and by ``server_pid`` meanwhile."""
+    client, server = time.process_time(), cpu_seconds(server_pid) if server_pid else 0.0
+    rate, errors, elapsed = throughput(make_call, clients, seconds)
+    requests = max(rate * elapsed, 1.0)
+    client_us = (time.process_time() - client) / requests * 1e6
+    server_us = (cpu_seconds(server_pid) - server) / requests * 1e6 if server_pid else 0.0
+    return Rate(rate, errors, client_us, server_us)
+
+
 def throughput(make_call: Callable[[], Callable[[], bool]], clients: int, seconds: float
-               ) -> tuple[float, int]:  # fmt: skip
-    """Requests per second and error count of ``clients`` threads calling for ``seconds``."""
+               ) -> tuple[float, int, float]:  # fmt: skip
+    """Requests per second, error count and elapsed seconds of ``clients`` threads calling
+    for ``seconds``."""
     counts, errors = [0] * clients, [0] * clients
     stop = time.monotonic() + seconds
     barrier = threading.Barrier(clients + 1)
@@ -194,7 +234,8 @@ def throughput(make_call: Callable[[], Callable[[], bool]], clients: int, second
     stop = start + seconds
     for t in threads:
         t.join()
-    return sum(counts) / (time.monotonic() - start), sum(errors)
+    elapsed = time.monotonic() - start
+    return sum(counts) / elapsed, sum(errors), elapsed
 
 
 def in_process_method(workload: Workload) -> Callable[[], Any]:
@@ -217,7 +258,9 @@ def eager_call(workload: Workload) -> Callable[[], Any]:
     return call
 
 
-def latency_rows(workload: Workload, port: int, args: argparse.Namespace) -> list[str]:
+def latency_rows(
+    workload: Workload, workers: int, port: int, args: argparse.Namespace
+) -> list[str]:
     client = V2Client(port, f"{workload.path.stem}.{workload.method}", workload.inputs)
     runs = {
         "(a) executorch.runtime in-process": latencies(
@@ -229,13 +272,13 @@ def latency_rows(workload: Workload, port: int, args: argparse.Namespace) -> lis
     rows = []
     for label, samples in runs.items():
         p50, p99 = pct(samples, 50), pct(samples, 99)
-        rows.append(f"| {workload.name} | {label} | {p50:.3f} | {p99:.3f} | "
+        rows.append(f"| {workload.name} | {workers} | {label} | {p50:.3f} | {p99:.3f} | "
                     f"{p50 / base:.2f}x | {p50 - base:+.3f} |")  # fmt: skip
     return rows
 
 
 def throughput_rows(
-    workload: Workload, port: int, pool: RuntimePool, args: argparse.Namespace
+    workload: Workload, server: Any, port: int, pool: RuntimePool, args: argparse.Namespace
 ) -> list[str]:
     model = f"{workload.path.stem}.{workload.method}"
 
@@ -248,11 +291,13 @@ def throughput_rows(
 
     rows = []
     for clients in args.clients:
-        v2_rps, v2_err = throughput(lambda: V2Client(port, model, workload.inputs).infer,
-                                    clients, args.seconds)  # fmt: skip
-        pool_rps, pool_err = throughput(pool_call, clients, args.seconds)
-        rows.append(f"| {workload.name} | {clients} | {pool_rps:.0f} | {pool_err} | "
-                    f"{v2_rps:.0f} | {v2_err} | {v2_rps / pool_rps:.2f} |")  # fmt: skip
+        v2 = measured(lambda: V2Client(port, model, workload.inputs).infer, clients,
+                      args.seconds, server.pid)  # fmt: skip
+        local = measured(pool_call, clients, args.seconds, None)
+        rows.append(f"| {workload.name} | {pool.size} | {clients} | {local.per_second:.0f} | "
+                    f"{local.errors} | {v2.per_second:.0f} | {v2.errors} | "
+                    f"{v2.per_second / local.per_second:.2f} | {v2.server_cpu_us:.0f} | "
+                    f"{v2.client_cpu_us:.0f} |")  # fmt: skip
     return rows
 
 
@@ -263,39 +308,71 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--clients", type=lambda s: [int(c) for c in s.split(",")],
                         default=[1, 4, 16])  # fmt: skip
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument(
+        "--workers",
+        type=_counts,
+        default=_default_workers(),
+        help="pool sizes to measure, e.g. 2,1 (default: cores, cores - 1)",
+    )
+    parser.add_argument("--serve-workers", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--serve", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--artifacts", default="{}", help=argparse.SUPPRESS)
     parser.add_argument("--home", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve is not None:
-        serve(args.serve, args.workers, json.loads(args.artifacts), args.home)
+        serve(args.serve, args.serve_workers, json.loads(args.artifacts), args.home)
         return
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
         run(Path(tmp), args)
 
 
+def _counts(text: str) -> list[int]:
+    return [int(c) for c in text.split(",")]
+
+
+def _default_workers() -> list[int]:
+    """All cores (the service default), then one core left to the HTTP side, if possible."""
+    cores = os.cpu_count() or 1
+    return [cores, cores - 1] if cores > 1 else [cores]
+
+
 def run(root: Path, args: argparse.Namespace) -> None:
     workloads = build_workloads(root)
+    latency: list[str] = []
+    rates: list[str] = []
+    for workers in args.workers:
+        lat, rate = measure_config(root, workloads, workers, args)
+        latency += lat
+        rates += rate
+    print(f"\npool sizes: {args.workers} (1 thread each), CPU cores: {os.cpu_count()}\n")
+    print("| workload | workers | path | p50 ms | p99 ms | p50 vs (a) | p50 - (a) ms |")
+    print("|---|---|---|---|---|---|---|")
+    print("\n".join(latency))
+    print("\nCPU columns: per /v2 request, in the server process (HTTP, codec, dispatch; not")
+    print("the workers) and in the client threads of this process.\n")
+    print("| workload | workers | clients | pool in-process req/s | errors | /v2 req/s | errors "
+          "| ratio | server CPU us/req | client CPU us/req |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("\n".join(rates))
+
+
+def measure_config(
+    root: Path, workloads: list[Workload], workers: int, args: argparse.Namespace
+) -> tuple[list[str], list[str]]:
+    """Latency and throughput rows with a pool of ``workers`` (server and baseline alike)."""
     from tests.runtime.helpers import free_port
 
     port = free_port()
-    server = start_server(port, args.workers, workloads, root / "server-cache")
+    server = start_server(port, workers, workloads, root / f"server-cache-{workers}")
     try:
-        latency = [r for w in workloads for r in latency_rows(w, port, args)]
-        with RuntimePool(args.workers, 1 << 30, root / "pool-cache") as pool:
-            rates = [r for w in workloads for r in throughput_rows(w, port, pool, args)]
+        latency = [r for w in workloads for r in latency_rows(w, workers, port, args)]
+        with RuntimePool(workers, 1 << 30, root / f"pool-cache-{workers}") as pool:
+            rates = [r for w in workloads for r in throughput_rows(w, server, port, pool, args)]
     finally:
         server.terminate()
         server.wait(timeout=30)
-    print(f"\nworkers: {args.workers} (1 thread each), CPU cores: {os.cpu_count()}\n")
-    print("| workload | path | p50 ms | p99 ms | p50 vs (a) | p50 - (a) ms |")
-    print("|---|---|---|---|---|---|")
-    print("\n".join(latency))
-    print("\n| workload | clients | pool in-process req/s | errors | /v2 req/s | errors | ratio |")
-    print("|---|---|---|---|---|---|---|")
-    print("\n".join(rates))
+    return latency, rates
 
 
 if __name__ == "__main__":

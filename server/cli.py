@@ -36,7 +36,15 @@ def serve_command(args: argparse.Namespace) -> int:
     settings = Settings()
     if "PTEFORGE_PUBLIC_URL" not in os.environ:
         settings.public_url = f"http://{args.host}:{args.port}"
-    uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level="info")
+    # httptools and uvloop (uvicorn[standard]) cut the per-request CPU of every /v2 call.
+    uvicorn.run(
+        create_app(settings),
+        host=args.host,
+        port=args.port,
+        log_level="info",
+        http="httptools",
+        loop="uvloop",
+    )
     return 0
 
 
