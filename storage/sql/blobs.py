@@ -33,7 +33,7 @@ from pteforge.storage.models import (
     BlobUploadRow,
     ProgramRow,
 )
-from pteforge.storage.sql.chunks import fetch_chunk, insert_chunks, rechunk
+from pteforge.storage.sql.chunks import chunk_digest, fetch_chunk, insert_chunks, rechunk
 from pteforge.storage.sql.errors import translated
 from pteforge.storage.sql.references import delete_upload, release_blob
 
@@ -122,8 +122,9 @@ class SqlBlobStore(BlobStore):
         return BlobRef(sha256=whole.hexdigest(), size=size)
 
     def _insert_chunks(self, upload_id: str, chunks: list[tuple[int, bytes]]) -> None:
+        rows = [(seq, chunk_digest(data), data) for seq, data in chunks]  # outside the lock
         with translated(), self._engine.begin() as conn:
-            insert_chunks(conn, upload_id, chunks)
+            insert_chunks(conn, upload_id, rows)
 
     def _publish(self, upload_id: str, ref: BlobRef) -> BlobRef:
         """Make the upload the content for its sha256, or drop it if that content exists."""

@@ -99,9 +99,8 @@ def fetch_chunk(conn: Connection, upload_id: str, seq: int) -> StoredChunk | Non
     return None if row is None else StoredChunk(row.blake3, row.sha256, bytes(row.data))
 
 
-def insert_chunks(conn: Connection, upload_id: str, chunks: Sequence[tuple[int, bytes]]) -> None:
-    """Insert an upload's ``(seq, data)`` chunks with their digests in the caller's transaction."""
-    rows = [(seq, chunk_digest(data), data) for seq, data in chunks]
+def insert_chunks(conn: Connection, upload_id: str, rows: Sequence[tuple[int, str, bytes]]) -> None:
+    """Insert an upload's ``(seq, digest, data)`` chunk rows in the caller's transaction."""
     if conn.dialect.name != "postgresql":
         conn.execute(
             insert(BlobChunkRow),
