@@ -13,11 +13,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import orjson
 
 from pteforge.runtime.dtypes import NUMPY_TO_OIP, numpy_dtype
 from pteforge.runtime.errors import InvalidInputError, ProtocolError
 from pteforge.runtime.metadata import MethodSignature, TensorSpec
 from pteforge.runtime.validation import check_count, check_tensor
+from pteforge.runtime.wire import dumps
 
 HEADER_LENGTH = "Inference-Header-Content-Length"
 BINARY_EXTENSION = "binary_tensor_data"
@@ -49,12 +51,19 @@ def _split_body(body: bytes, header_length: int | None) -> tuple[dict[str, Any],
             f"{HEADER_LENGTH} is {header_length} but the body has {len(body)} bytes"
         )
     try:
-        header = json.loads(body[:header_length])
+        header = _loads(memoryview(body)[:header_length])
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ProtocolError(f"the request JSON is invalid: {exc}") from None
     if not isinstance(header, dict):
         raise ProtocolError("the request JSON must be an object")
     return header, memoryview(body)[header_length:]
+
+
+def _loads(data: memoryview) -> Any:
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:  # NaN/Infinity literals: accepted by Python's json
+        return json.loads(bytes(data))
 
 
 def _shape(entry: dict[str, Any], name: str) -> list[int]:
@@ -200,6 +209,7 @@ def encode_infer_response(
     """Build the response body; the second item is the JSON length if binary data follows."""
     by_name = {spec.name: array for spec, array in zip(signature.outputs, outputs, strict=False)}
     tensors, chunks = [], []
+    finite = True  # orjson writes NaN/Infinity as null: keep Python's json for those
     for wanted in request.outputs:
         array = np.ascontiguousarray(by_name[wanted.name])
         tensor: dict[str, Any] = {
@@ -211,6 +221,7 @@ def encode_infer_response(
             chunks.append(array.tobytes())
             tensor["parameters"] = {"binary_data_size": array.nbytes}
         else:
+            finite = finite and _all_finite(array)
             tensor["data"] = array.reshape(-1).tolist()
         tensors.append(tensor)
     response: dict[str, Any] = {"model_name": model_name, "model_version": "1"}
@@ -218,10 +229,14 @@ def encode_infer_response(
         response["id"] = request.id
     response["parameters"] = parameters
     response["outputs"] = tensors
-    head = json.dumps(response).encode()
+    head = dumps(response) if finite else json.dumps(response).encode()
     if not chunks:
         return head, None
     return head + b"".join(chunks), len(head)
+
+
+def _all_finite(array: np.ndarray) -> bool:
+    return array.dtype.kind != "f" or bool(np.isfinite(array).all())
 
 
 def model_metadata(model_name: str, signature: MethodSignature) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 import numpy as np
+import orjson
 
 from pteforge.runtime.dtypes import NUMPY_TO_OIP
 from pteforge.runtime.errors import RuntimeLayerError
@@ -30,12 +31,21 @@ def tensor_header(array: np.ndarray) -> dict[str, Any]:
     return {"dtype": array.dtype.str, "shape": list(array.shape)}
 
 
+def dumps(value: Any) -> bytes:
+    """JSON bytes of ``value``: orjson, or the standard library for what orjson refuses
+    (numpy scalars in a profile, integers beyond 64 bits)."""
+    try:
+        return orjson.dumps(value)
+    except TypeError:
+        return json.dumps(value).encode()
+
+
 def encode_message(header: dict[str, Any], arrays: Sequence[np.ndarray]) -> bytes:
     """One frame holding ``header`` and the bytes of ``arrays``."""
     contiguous = [np.ascontiguousarray(a) for a in arrays]
-    head = json.dumps(dict(header, tensors=[tensor_header(a) for a in contiguous])).encode()
-    parts = [len(head).to_bytes(_LENGTH_BYTES, "little"), head]
-    parts.extend(a.tobytes() for a in contiguous)
+    head = dumps(dict(header, tensors=[tensor_header(a) for a in contiguous]))
+    parts: list[Any] = [len(head).to_bytes(_LENGTH_BYTES, "little"), head]
+    parts.extend(contiguous)  # joined straight from the arrays' buffers: one copy
     return b"".join(parts)
 
 
@@ -49,7 +59,7 @@ def _dtype(spec: dict[str, Any]) -> np.dtype:
 def decode_message(frame: bytes | bytearray) -> tuple[dict[str, Any], list[np.ndarray]]:
     """Split a frame made by ``encode_message``; arrays are views into ``frame``."""
     head_end = _LENGTH_BYTES + int.from_bytes(frame[:_LENGTH_BYTES], "little")
-    header: dict[str, Any] = json.loads(frame[_LENGTH_BYTES:head_end])
+    header: dict[str, Any] = orjson.loads(memoryview(frame)[_LENGTH_BYTES:head_end])
     arrays, offset = [], head_end
     for spec in header.pop("tensors", []):
         dtype, shape = _dtype(spec), [int(d) for d in spec["shape"]]

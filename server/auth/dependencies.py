@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.security.utils import get_authorization_scheme_param
 from starlette.concurrency import run_in_threadpool
 
 from pteforge.server.auth.cache import TtlCache
@@ -65,24 +66,22 @@ def require_principal(
 CurrentPrincipal = Annotated[Principal, Depends(require_principal)]
 
 
-PrincipalDependency = Callable[
-    [HTTPAuthorizationCredentials | None], Coroutine[Any, Any, Principal]
-]
-
-
-def cached_principal(store: Store, cache: TtlCache[str, Principal]) -> PrincipalDependency:
-    """An async dependency like ``require_principal`` that remembers each resolved token in
-    ``cache`` (keyed by the token's sha256, never the token itself) for ``cache.ttl_s``.
+def cached_principal(
+    store: Store, cache: TtlCache[str, Principal]
+) -> Callable[[Request], Coroutine[Any, Any, Principal]]:
+    """An async function of the request, for the ``/v2`` routes, that authenticates like
+    ``require_principal`` but remembers each resolved token in ``cache`` (keyed by the
+    token's sha256, never the token itself) for ``cache.ttl_s`` seconds.
 
     A hit costs no database transaction and no thread hop; a miss resolves in the
-    threadpool. Unknown tokens are not cached, so a new token works at once; a revoked or
-    deleted one is refused once its entry expires.
+    threadpool. Unknown tokens are not cached, so a new token works at once; a revoked one
+    is refused once its entry expires.
     """
 
-    async def require_principal_cached(
-        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-    ) -> Principal:
-        token = _bearer_token(credentials)
+    async def principal_of(request: Request) -> Principal:
+        scheme, token = get_authorization_scheme_param(request.headers.get("authorization"))
+        if not token or scheme.lower() != "bearer":
+            raise UnauthorizedError("missing bearer token (Authorization: Bearer <token>)")
         key = hashlib.sha256(token.encode()).hexdigest()
         principal = cache.get(key)
         if principal is None:
@@ -90,4 +89,4 @@ def cached_principal(store: Store, cache: TtlCache[str, Principal]) -> Principal
             cache.put(key, principal)
         return principal
 
-    return require_principal_cached
+    return principal_of

@@ -1,6 +1,7 @@
 """The /v2 Open Inference Protocol feature of the server: ``build_inference_router``.
 
-Mounting it (the server owns the pool's lifetime, the resolver and the auth dependency)::
+Mounting it (the server owns the pool's lifetime, the resolver and the auth function, an
+async function of the request returning the caller: see ``cached_principal``)::
 
     from prometheus_client import CollectorRegistry
     from pteforge.runtime import RuntimePool
@@ -12,7 +13,7 @@ Mounting it (the server owns the pool's lifetime, the resolver and the auth depe
         shim = None                                       # runs, without the cache
     pool = RuntimePool(workers, cache_bytes, home / "runtime-artifacts",
                        weight_cache_library=shim)
-    app.include_router(build_inference_router(resolver, pool, require_principal, registry))
+    app.include_router(build_inference_router(resolver, pool, principal_of, registry))
     ...
     pool.close()  # on shutdown
 """

@@ -10,6 +10,7 @@ from prometheus_client.registry import Collector
 
 from pteforge.runtime import RuntimePool
 
+_PHASES = ("queue", "load", "execute")
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10)
 
 
@@ -57,13 +58,21 @@ class InferenceMetrics:
             registry=registry,
         )
         registry.register(_PoolCollector(pool))
+        # Label lookups take a lock and hash the labels: bind the hot ones once.
+        self._total = self.latency.labels(phase="total")
+        self._phases = [(f"{p}_ms", self.latency.labels(phase=p)) for p in _PHASES]
+        self._counters: dict[tuple[str, int], Counter] = {}
 
     def observe_request(self, route: str, code: int) -> None:
-        self.requests.labels(route=route, code=str(code)).inc()
+        counter = self._counters.get((route, code))
+        if counter is None:
+            counter = self.requests.labels(route=route, code=str(code))
+            self._counters[(route, code)] = counter
+        counter.inc()
 
     def observe_timings(self, total_s: float, timings: dict[str, float]) -> None:
-        self.latency.labels(phase="total").observe(total_s)
-        for phase in ("queue", "load", "execute"):
-            value = timings.get(f"{phase}_ms")
+        self._total.observe(total_s)
+        for key, histogram in self._phases:
+            value = timings.get(key)
             if value is not None:
-                self.latency.labels(phase=phase).observe(value / 1e3)
+                histogram.observe(value / 1e3)

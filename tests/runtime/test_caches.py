@@ -10,8 +10,8 @@ from pathlib import Path
 import httpx
 import pytest
 from fastapi import FastAPI
-from fastapi.security import HTTPAuthorizationCredentials
 from prometheus_client import CollectorRegistry
+from starlette.requests import Request
 
 from pteforge.runtime import RuntimePool
 from pteforge.server.auth.cache import TtlCache
@@ -28,6 +28,10 @@ class ManualClock:
 
     def __call__(self) -> float:
         return self.now
+
+
+def _request(authorization: str) -> Request:
+    return Request({"type": "http", "headers": [(b"authorization", authorization.encode())]})
 
 
 def test_entries_expire_after_their_ttl() -> None:
@@ -60,19 +64,20 @@ def test_a_revoked_token_is_refused_once_the_ttl_passes(tmp_path: Path) -> None:
             issued = tx.tokens.create(project.id, "t")
         clock = ManualClock()
         require = cached_principal(store, TtlCache(1.0, clock=clock))
-        credentials = HTTPAuthorizationCredentials(scheme="Bearer", credentials=issued.plaintext)
+        request = _request(f"Bearer {issued.plaintext}")
 
-        principal = asyncio.run(require(credentials))
+        principal = asyncio.run(require(request))
         assert principal == Principal(project_id=project.id, token_id=issued.token.id)
         with store.transaction() as tx:
             assert tx.tokens.revoke(project.id, issued.token.id)
-        assert asyncio.run(require(credentials)) == principal  # served from the cache
+        assert asyncio.run(require(request)) == principal  # served from the cache
         clock.now += 1.0
         with pytest.raises(UnauthorizedError, match="revoked"):
-            asyncio.run(require(credentials))
-        wrong = HTTPAuthorizationCredentials(scheme="Bearer", credentials="nope")
-        with pytest.raises(UnauthorizedError):
-            asyncio.run(require(wrong))
+            asyncio.run(require(request))
+        with pytest.raises(UnauthorizedError, match="invalid"):
+            asyncio.run(require(_request("Bearer nope")))
+        with pytest.raises(UnauthorizedError, match="missing"):
+            asyncio.run(require(_request("Basic abc")))
     finally:
         store.close()
 
