@@ -20,7 +20,7 @@ class _ThreadWaiter(Generic[W]):
         self.event = threading.Event()
         self.item: W | None = None
 
-    def offer(self, item: W, put_back: object) -> bool:
+    def offer(self, item: W, checkout: Checkout[W]) -> bool:
         self.item = item
         self.event.set()
         return True

@@ -76,11 +76,14 @@ class _Inference:
     (run in the threadpool) for requests whose JSON would take long to parse."""
 
     def __init__(
-        self, resolver: ArtifactResolver, pool: RuntimePool, artifacts: TtlCache[Any, Any]
+        self,
+        resolver: ArtifactResolver,
+        pool: RuntimePool,
+        artifacts: TtlCache[tuple[Any, str], ResolvedArtifact],
     ) -> None:
         self.resolver = resolver
         self.pool = pool
-        self.artifacts: TtlCache[tuple[Any, str], ResolvedArtifact] = artifacts
+        self.artifacts = artifacts
 
     def resolve(self, principal: Any, artifact_id: str) -> ResolvedArtifact | None:
         """``resolver.resolve``, remembered for ``resolve_ttl_s`` (misses are not cached)."""

@@ -4,13 +4,15 @@ with replies larger than a socket buffer, many concurrent callers and a crashing
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from pteforge.runtime import RuntimePool, WorkerCrashedError
+from pteforge.runtime import RuntimePool, WorkerCrashedError, WorkerTimeoutError
 from tests.models import MultiMethod
 from tests.runtime.helpers import Compiled, compile_pte, crashing_copy
 
@@ -72,3 +74,26 @@ def test_a_crash_fails_only_its_request(tmp_path: Path, artifacts: dict[str, Com
     with RuntimePool(1, 1 << 26, tmp_path, request_timeout_s=60) as pool:
         asyncio.run(run(pool))
         assert pool.stats.worker_crashes == 1
+
+
+def test_a_hung_worker_times_out_and_a_waiting_caller_gets_its_replacement(
+    tmp_path: Path, artifacts: dict[str, Compiled]
+) -> None:
+    mlp = artifacts["mlp"]
+    x = mlp.model.inputs["forward"][0].numpy()
+
+    async def run(pool: RuntimePool) -> None:
+        await pool.infer_async(mlp.sha256, "forward", [x], mlp.path)
+        (worker,) = pool._live
+        os.kill(worker.process.pid, signal.SIGSTOP)  # alive, never answers
+        with pytest.raises(WorkerTimeoutError, match="did not finish"):
+            await pool.infer_async(mlp.sha256, "forward", [x], mlp.path)
+        pool.request_timeout_s = 120
+        # No worker is idle now: this waits on the loop until the respawn thread hands
+        # the replacement over.
+        result = await pool.infer_async(mlp.sha256, "forward", [x], mlp.path)
+        assert result.outputs[0].shape == (1, 4)
+
+    with RuntimePool(1, 1 << 26, tmp_path, request_timeout_s=0.5) as pool:
+        asyncio.run(run(pool))
+        assert pool.stats.worker_timeouts == 1 and pool.stats.worker_restarts == 1
