@@ -2,7 +2,10 @@
 
 The pool serves blocking callers (threads) and asyncio callers (the /v2 routes) from the
 same workers. A ``queue.Queue`` would force coroutines through a thread hop just to wait
-for a worker; here a coroutine waits on a future of its own loop instead.
+for a worker; here a coroutine waits on a future of its own loop instead. Each caller
+also hands over a ``start`` callback, run the moment it is given an item (by whoever
+returns it): the worker gets its next request at once instead of idling until the
+waiting thread or coroutine is scheduled again.
 """
 
 from __future__ import annotations
@@ -10,25 +13,29 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import deque
+from collections.abc import Callable
 from typing import Generic, TypeVar
 
 W = TypeVar("W")
 
 
 class _ThreadWaiter(Generic[W]):
-    def __init__(self) -> None:
+    def __init__(self, start: Callable[[W], None]) -> None:
+        self.start = start
         self.event = threading.Event()
         self.item: W | None = None
 
     def offer(self, item: W, checkout: Checkout[W]) -> bool:
+        self.start(item)
         self.item = item
         self.event.set()
         return True
 
 
 class _AsyncWaiter(Generic[W]):
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, start: Callable[[W], None]) -> None:
         self.loop = loop
+        self.start = start
         self.future: asyncio.Future[W] = loop.create_future()
 
     def offer(self, item: W, checkout: Checkout[W]) -> bool:
@@ -36,21 +43,24 @@ class _AsyncWaiter(Generic[W]):
             running = asyncio.get_running_loop()
         except RuntimeError:
             running = None
+        if running is self.loop:  # on the waiter's own loop: start it right here
+            if self.future.done():
+                return False
+            self.start(item)
+            self.future.set_result(item)
+            return True
         try:
-            if running is self.loop:
-                self.loop.call_soon(_deliver, self.future, item, checkout)
-            else:
-                self.loop.call_soon_threadsafe(_deliver, self.future, item, checkout)
+            self.loop.call_soon_threadsafe(self.deliver, item, checkout)
         except RuntimeError:  # that loop is closed: its caller is gone
             return False
         return True
 
-
-def _deliver(future: asyncio.Future[W], item: W, checkout: Checkout[W]) -> None:
-    if future.done():  # the waiter gave up (timeout or cancellation) after it was chosen
-        checkout.put(item)
-    else:
-        future.set_result(item)
+    def deliver(self, item: W, checkout: Checkout[W]) -> None:
+        if self.future.done():  # the waiter gave up (timeout or cancellation) meanwhile
+            checkout.put(item)
+            return
+        self.start(item)
+        self.future.set_result(item)
 
 
 class Checkout(Generic[W]):
@@ -63,33 +73,45 @@ class Checkout(Generic[W]):
 
     def put(self, item: W) -> None:
         """Return ``item``: the longest-waiting caller gets it, else it becomes idle."""
-        with self._lock:
-            while self._waiters:
-                if self._waiters.popleft().offer(item, self):
+        while True:
+            with self._lock:
+                if not self._waiters:
+                    self._idle.append(item)
                     return
-            self._idle.append(item)
+                waiter = self._waiters.popleft()
+            if waiter.offer(item, self):  # outside the lock: a start callback may write
+                return
 
-    def get(self, timeout_s: float) -> W | None:
-        """An idle item, waiting up to ``timeout_s`` seconds (blocking); ``None`` on timeout."""
+    def get(self, timeout_s: float, start: Callable[[W], None]) -> W | None:
+        """An idle item, waiting up to ``timeout_s`` seconds (blocking); ``None`` on timeout.
+        ``start(item)`` has run (in this thread or the one returning it) once it is ours."""
         with self._lock:
-            if self._idle:
-                return self._idle.popleft()
-            waiter: _ThreadWaiter[W] = _ThreadWaiter()
-            self._waiters.append(waiter)
+            idle = self._idle.popleft() if self._idle else None
+            if idle is None:
+                waiter: _ThreadWaiter[W] = _ThreadWaiter(start)
+                self._waiters.append(waiter)
+        if idle is not None:
+            start(idle)
+            return idle
         if not waiter.event.wait(timeout_s):
             with self._lock:
                 if waiter in self._waiters:
                     self._waiters.remove(waiter)
                     return None
-        return waiter.item  # offered (possibly just as the wait timed out)
+            waiter.event.wait()  # chosen just as the wait timed out: the offer is under way
+        return waiter.item
 
-    async def get_async(self, timeout_s: float) -> W | None:
-        """Like ``get``, awaiting on the running loop instead of blocking a thread."""
+    async def get_async(self, timeout_s: float, start: Callable[[W], None]) -> W | None:
+        """Like ``get``, awaiting on the running loop instead of blocking a thread;
+        ``start(item)`` runs on this loop as soon as the item is this caller's."""
         with self._lock:
-            if self._idle:
-                return self._idle.popleft()
-            waiter: _AsyncWaiter[W] = _AsyncWaiter(asyncio.get_running_loop())
-            self._waiters.append(waiter)
+            idle = self._idle.popleft() if self._idle else None
+            if idle is None:
+                waiter: _AsyncWaiter[W] = _AsyncWaiter(asyncio.get_running_loop(), start)
+                self._waiters.append(waiter)
+        if idle is not None:
+            start(idle)
+            return idle
         try:
             return await asyncio.wait_for(waiter.future, timeout_s)
         except TimeoutError:

@@ -25,7 +25,23 @@ from pteforge.runtime.errors import (
 )
 from pteforge.runtime.metadata import MethodSignature
 from pteforge.runtime.processes import WorkerProcess, process_context
+from pteforge.runtime.wire import encode_message
 from pteforge.runtime.worker import WorkerConfig
+
+
+def _sender(
+    header: dict[str, Any], arrays: Sequence[np.ndarray]
+) -> tuple[Callable[[WorkerProcess], None], list[OSError | None]]:
+    """A hand-over callback writing this request to the worker it is given, and the list
+    that receives the write's outcome. The frame is encoded now: bad inputs fail before a
+    worker is held, and whoever hands the worker over only writes bytes."""
+    frame = encode_message(header, arrays)
+    sent: list[OSError | None] = []
+
+    def start(worker: WorkerProcess) -> None:
+        sent.append(worker.send(frame))
+
+    return start, sent
 
 
 def _what(header: dict[str, Any]) -> str:
@@ -155,10 +171,13 @@ class RuntimePool:
     ) -> tuple[dict[str, Any], list[np.ndarray], float]:
         self._check_open()
         queued = time.perf_counter()
-        worker = self._acquired(self._idle.get(self.request_timeout_s))
+        start, sent = _sender(header, arrays)
+        worker = self._acquired(self._idle.get(self.request_timeout_s, start))
         queue_ms = (time.perf_counter() - queued) * 1e3
         try:
-            reply, outputs = worker.call(header, arrays, self.request_timeout_s)
+            if sent[0] is not None:
+                raise sent[0]
+            reply, outputs = worker.reply(self.request_timeout_s)
         except BaseException as exc:
             self._raise_failed(worker, exc, what)
         self._idle.put(worker)
@@ -169,10 +188,13 @@ class RuntimePool:
     ) -> tuple[dict[str, Any], list[np.ndarray], float]:
         self._check_open()
         queued = time.perf_counter()
-        worker = self._acquired(await self._idle.get_async(self.request_timeout_s))
+        start, sent = _sender(header, arrays)
+        worker = self._acquired(await self._idle.get_async(self.request_timeout_s, start))
         queue_ms = (time.perf_counter() - queued) * 1e3
         try:
-            reply, outputs = await worker.call_async(header, arrays, self.request_timeout_s)
+            if sent[0] is not None:
+                raise sent[0]
+            reply, outputs = await worker.reply_async(self.request_timeout_s)
         except (EOFError, OSError) as exc:
             # Crash handling waits for the process to exit: not on the event loop.
             await asyncio.to_thread(self._raise_failed, worker, exc, what)

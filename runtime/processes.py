@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import os
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
@@ -14,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from pteforge.runtime.errors import RuntimeLayerError
-from pteforge.runtime.wire import recv_message, send_message
+from pteforge.runtime.wire import recv_message
 from pteforge.runtime.worker import WorkerConfig, worker_main
 
 
@@ -26,26 +25,28 @@ class WorkerProcess:
     conn: Connection
     info: dict[str, Any] = field(default_factory=dict)
 
-    def call(
-        self, header: dict[str, Any], arrays: Sequence[np.ndarray], timeout_s: float
-    ) -> tuple[dict[str, Any], list[np.ndarray]]:
-        """One request/reply exchange; ``TimeoutError`` if no reply within ``timeout_s``."""
-        send_message(self.conn, header, arrays)
+    def reply(self, timeout_s: float) -> tuple[dict[str, Any], list[np.ndarray]]:
+        """The reply to the request just sent; ``TimeoutError`` if none within ``timeout_s``."""
         if not self.conn.poll(timeout_s):
             raise TimeoutError
         return recv_message(self.conn)
 
-    async def call_async(
-        self, header: dict[str, Any], arrays: Sequence[np.ndarray], timeout_s: float
-    ) -> tuple[dict[str, Any], list[np.ndarray]]:
-        """``call`` without blocking the event loop while the worker runs.
+    def send(self, frame: bytes) -> OSError | None:
+        """Write an encoded request (``wire.encode_message``); the error instead of raising
+        it, as this may run in another request's hand-over (the worker may have died)."""
+        try:
+            self.conn.send_bytes(frame)
+        except (OSError, ValueError) as exc:  # ValueError: the connection was closed
+            return exc if isinstance(exc, OSError) else OSError(str(exc))
+        return None
 
-        The request is written directly: the worker is idle and reading, so this returns as
-        fast as it drains the socket. The reply is awaited through the loop's reader
-        callbacks, then read in one go: the worker writes each frame with a single write, so
-        once its first bytes are there the rest follows at memory speed.
+    async def reply_async(self, timeout_s: float) -> tuple[dict[str, Any], list[np.ndarray]]:
+        """The reply to the request just sent, without blocking the event loop meanwhile.
+
+        Awaited through the loop's reader callback, then read in one go: the worker writes
+        each frame with a single write, so once its first bytes are there the rest follows
+        at memory speed. ``TimeoutError`` if nothing comes within ``timeout_s``.
         """
-        send_message(self.conn, header, arrays)
         loop = asyncio.get_running_loop()
         readable: asyncio.Future[None] = loop.create_future()
         fd = self.conn.fileno()
