@@ -209,6 +209,35 @@ def _infer_response(body: bytes, json_length: int | None) -> Response:
     )
 
 
+_INFER_DOC: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {"schema": {"type": "object"}},
+            "application/octet-stream": {
+                "schema": {"type": "string", "format": "binary"},
+                "description": "Binary tensor data extension: a JSON header of "
+                "`Inference-Header-Content-Length` bytes, then the raw tensors.",
+            },
+        },
+    }
+}
+
+
+def _document_infer(router: APIRouter) -> None:
+    """Put the infer route in the OpenAPI docs. Requests never reach this endpoint: the plain
+    route added before it at the same path and method matches first."""
+
+    @router.post(
+        "/v2/models/{model}/infer",
+        summary="Run a method (JSON or binary tensors)",
+        openapi_extra=_INFER_DOC,
+        responses={200: {"content": {"application/octet-stream": {}}}},
+    )
+    async def infer_documented(model: str) -> Response:  # never called, see above
+        raise AssertionError("the plain infer route answers this path")
+
+
 def build_inference_router(
     resolver: ArtifactResolver,
     pool: RuntimePool,
@@ -313,6 +342,7 @@ def build_inference_router(
 
     router.add_route("/v2/models/{model}/infer", infer, methods=["POST"])
     router.add_route("/v2/models/{model}/versions/{version}/infer", infer, methods=["POST"])
+    _document_infer(router)
 
     @router.get("/metrics", summary="Prometheus metrics", include_in_schema=False)
     async def prometheus() -> Response:

@@ -54,6 +54,7 @@ def test_openapi_docs_served(admin: httpx.Client) -> None:
     assert admin.get("/docs").status_code == 200
     paths = admin.get("/openapi.json").json()["paths"]
     assert {"/v1/programs", "/v1/compile-jobs", "/v1/jobs/{job_id}/events"} <= set(paths)
+    assert "post" in paths["/v2/models/{model}/infer"]
 
 
 def test_tokens_create_prints_token_last(service: ServiceProcess) -> None:
