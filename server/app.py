@@ -62,7 +62,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         services.job_queued = supervisor.wake
         pool = await run_in_threadpool(start_runtime_pool, settings)
         # /v2 exists only once its runtime is up, so it is added here rather than in the factory.
-        mount_inference(app, services.store, pool)
+        mount_inference(
+            app, services.store, pool, max_request_bytes=settings.max_infer_request_bytes
+        )
         try:
             yield
         finally:

@@ -16,7 +16,7 @@ from pteforge.runtime.native import NativeBuildError, build_xnnpack_options
 from pteforge.server.auth.cache import TtlCache
 from pteforge.server.auth.dependencies import DEFAULT_TOKEN_TTL_S, Principal, cached_principal
 from pteforge.server.inference import ResolvedArtifact, build_inference_router
-from pteforge.server.inference.routes import DEFAULT_RESOLVE_TTL_S
+from pteforge.server.inference.routes import DEFAULT_MAX_REQUEST_BYTES, DEFAULT_RESOLVE_TTL_S
 from pteforge.server.settings import Settings
 from pteforge.storage.store import Store
 
@@ -76,6 +76,7 @@ def mount_inference(
     *,
     token_ttl_s: float = DEFAULT_TOKEN_TTL_S,
     artifact_ttl_s: float = DEFAULT_RESOLVE_TTL_S,
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
 ) -> None:
     """Add ``/v2`` (and ``/metrics``) to ``app``, authenticated like ``/v1``.
 
@@ -90,5 +91,6 @@ def mount_inference(
         CollectorRegistry(),
         server_version=__version__,
         resolve_ttl_s=artifact_ttl_s,
+        max_request_bytes=max_request_bytes,
     )
     app.include_router(router)

@@ -24,6 +24,11 @@ class Settings(BaseSettings):
     max_upload_bytes: int = Field(
         default=2 * 1024**3, gt=0, description="Largest accepted request body (413 above it)."
     )
+    max_infer_request_bytes: int = Field(
+        default=256 * 1024**2,
+        gt=0,
+        description="Largest /v2 infer body, as sent and once decompressed (413 above it).",
+    )
     compile_workers: int = Field(default=1, ge=0, description="Compile worker processes.")
     job_lease_seconds: float = Field(
         default=30.0, gt=0, description="How long a claimed job stays owned without a heartbeat."

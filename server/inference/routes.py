@@ -6,7 +6,6 @@ Thin HTTP glue: decoding/encoding lives in ``pteforge.runtime.protocol``, execut
 
 # No ``from __future__ import annotations``: FastAPI must see the ``Principal`` alias built
 # inside ``build_inference_router`` as a real object, not a string it cannot resolve.
-import gzip
 import json
 import time
 import zlib
@@ -47,14 +46,22 @@ DEFAULT_RESOLVE_TTL_S = 1.0
 # Requests whose JSON part is larger than this are decoded in the threadpool, so a big JSON
 # tensor cannot stall the event loop; smaller ones (and binary tensors) stay on the loop.
 INLINE_JSON_BYTES = 64 << 10
+# Largest infer request body, as sent and once decompressed; it is held in memory whole.
+DEFAULT_MAX_REQUEST_BYTES = 256 << 20
 
 
 class NotFoundError(RuntimeLayerError):
     """The model (artifact or method) does not exist for this caller."""
 
 
+class RequestTooLargeError(RuntimeLayerError):
+    """An infer request body, as sent or once decompressed, is over the size limit (413)."""
+
+
 def _status(exc: RuntimeLayerError) -> int:
     """HTTP status of a runtime-layer error on /v2."""
+    if isinstance(exc, RequestTooLargeError):
+        return 413
     if isinstance(exc, InvalidInputError):
         return 400
     if isinstance(exc, NotFoundError | UnknownMethodError):
@@ -80,10 +87,12 @@ class _Inference:
         resolver: ArtifactResolver,
         pool: RuntimePool,
         artifacts: TtlCache[tuple[Any, str], ResolvedArtifact],
+        max_request_bytes: int,
     ) -> None:
         self.resolver = resolver
         self.pool = pool
         self.artifacts = artifacts
+        self.max_request_bytes = max_request_bytes
 
     def resolve(self, principal: Any, artifact_id: str) -> ResolvedArtifact | None:
         """``resolver.resolve``, remembered for ``resolve_ttl_s`` (misses are not cached)."""
@@ -128,7 +137,8 @@ class _Inference:
         self, principal: Any, model: str, body: bytes, encoding: str, header_length: int | None
     ) -> tuple[bytes, int | None, dict[str, float]]:
         artifact, signature = self.model_blocking(principal, model)
-        request = decode_infer_request(_decompressed(encoding, body), header_length, signature)
+        inflated = _decompressed(encoding, body, self.max_request_bytes)
+        request = decode_infer_request(inflated, header_length, signature)
         result = self.pool.infer(
             artifact.sha256, signature.name, request.inputs, artifact.source,
             profile=_wants_profile(request),
@@ -181,18 +191,40 @@ def _header_length(request: Request) -> int | None:
         raise ProtocolError(f"{HEADER_LENGTH} must be an integer, got {raw!r}") from None
 
 
-def _decompressed(encoding: str, body: bytes) -> bytes:
-    """The body without its ``Content-Encoding`` (tritonclient can gzip or deflate requests)."""
-    try:
-        if encoding == "gzip":
-            return gzip.decompress(body)
-        if encoding == "deflate":
-            return zlib.decompress(body)
-    except (OSError, zlib.error, EOFError) as exc:
-        raise ProtocolError(f"cannot decompress the {encoding} request body: {exc}") from None
-    if encoding != "identity":
+_WBITS = {"gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+
+
+def _decompressed(encoding: str, body: bytes, limit: int) -> bytes:
+    """The body without its ``Content-Encoding`` (tritonclient can gzip or deflate requests),
+    inflated to at most ``limit`` bytes: a small compressed body must not expand to gigabytes."""
+    if encoding == "identity":
+        return body
+    if encoding not in _WBITS:
         raise ProtocolError(f"unsupported Content-Encoding {encoding!r} (gzip, deflate)")
-    return body
+    inflater = zlib.decompressobj(_WBITS[encoding])
+    try:
+        inflated = inflater.decompress(body, limit + 1)
+    except zlib.error as exc:
+        raise ProtocolError(f"cannot decompress the {encoding} request body: {exc}") from None
+    if len(inflated) > limit:
+        raise RequestTooLargeError(f"the {encoding} request body inflates to over {limit} bytes")
+    if not inflater.eof or inflater.unused_data:
+        raise ProtocolError(f"the {encoding} request body is truncated or has trailing data")
+    return inflated
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    """The request body, refused (413) as soon as it is known to exceed ``limit`` bytes."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise RequestTooLargeError(f"request body of {declared} bytes is over {limit} bytes")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise RequestTooLargeError(f"request body is over {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _inline(encoding: str, body: bytes, header_length: int | None) -> bool:
@@ -247,6 +279,7 @@ def build_inference_router(
     server_version: str = "0",
     resolve_ttl_s: float = DEFAULT_RESOLVE_TTL_S,
     clock: Callable[[], float] = time.monotonic,
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
 ) -> APIRouter:
     """The /v2 routes (health unauthenticated, the rest behind ``auth``) and ``/metrics``.
 
@@ -255,9 +288,10 @@ def build_inference_router(
     the app's handlers turn into 401). Metrics go to ``registry``. A resolved artifact
     is remembered per (principal, artifact id) for ``resolve_ttl_s`` seconds (0 turns
     that off), so a deleted artifact may still run for that long; ``clock`` times that.
+    An infer body over ``max_request_bytes``, as sent or once decompressed, gets a 413.
     """
     router = APIRouter(tags=["inference (Open Inference Protocol v2)"])
-    work = _Inference(resolver, pool, TtlCache(resolve_ttl_s, clock=clock))
+    work = _Inference(resolver, pool, TtlCache(resolve_ttl_s, clock=clock), max_request_bytes)
     metrics = InferenceMetrics(registry, pool)
 
     async def authenticated(request: Request) -> Any:
@@ -322,7 +356,7 @@ def build_inference_router(
             start = time.perf_counter()
             header_length = _header_length(request)
             encoding = request.headers.get("content-encoding", "identity").lower()
-            body = await request.body()
+            body = await _read_body(request, max_request_bytes)
             if _inline(encoding, body, header_length):
                 out, json_length, timings = await work.infer(principal, model, body, header_length)
             else:
