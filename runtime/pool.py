@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -14,6 +13,7 @@ from typing import Any, NoReturn
 
 import numpy as np
 
+from pteforge.runtime.artifact_files import ArtifactFiles
 from pteforge.runtime.checkout import Checkout
 from pteforge.runtime.errors import (
     ERROR_KINDS,
@@ -80,9 +80,10 @@ class RuntimePool:
     """Runs artifact methods in ``size`` isolated worker processes.
 
     Each worker caches loaded programs by sha256 (LRU bounded by ``cache_bytes`` of
-    ``.pte`` files). Artifacts are materialised once into ``artifact_dir`` and loaded by
-    path, so ExecuTorch maps the file instead of copying it; a worker checks the file's
-    sha256 before loading it. A worker that crashes or hangs is replaced; only the
+    ``.pte`` files). Artifacts are materialised once into ``artifact_dir`` (at most
+    ``disk_cache_bytes`` of them, least recently used deleted first; None: unbounded) and
+    loaded by path, so ExecuTorch maps the file instead of copying it; a worker checks the
+    file's sha256 before loading it. A worker that crashes or hangs is replaced; only the
     request it was serving fails. ``weight_cache_library`` (see ``native``) turns on
     XNNPACK's packed-weight cache so methods sharing weights share packed copies.
     Workers never fork from the caller: ``start_method`` is ``forkserver`` (a clean
@@ -100,6 +101,7 @@ class RuntimePool:
         request_timeout_s: float = 60.0,
         start_timeout_s: float = 120.0,
         start_method: str = "forkserver",
+        disk_cache_bytes: int | None = None,
     ) -> None:
         self.size = size or os.cpu_count() or 1
         self.artifact_dir = artifact_dir
@@ -114,11 +116,10 @@ class RuntimePool:
         self._ctx = process_context(start_method)
         self._idle: Checkout[WorkerProcess] = Checkout()
         self._signatures: dict[str, dict[str, MethodSignature]] = {}
-        self._files_lock = threading.Lock()
+        self.files = ArtifactFiles(artifact_dir, disk_cache_bytes)
         self._stats_lock = threading.Lock()
         self._live: set[WorkerProcess] = set()
         self._closed = False
-        artifact_dir.mkdir(parents=True, exist_ok=True)
         for worker in self._start_workers(self.size):
             self._idle.put(worker)
 
@@ -238,23 +239,7 @@ class RuntimePool:
         """The local file for ``sha256``, materialising it from ``source`` if needed."""
         if isinstance(source, Path):
             return source
-        target = self.artifact_dir / f"{sha256}.pte"
-        with self._files_lock:
-            if not target.exists():
-                fd, tmp = tempfile.mkstemp(suffix=".part", dir=self.artifact_dir)
-                os.close(fd)
-                try:
-                    source(Path(tmp))
-                    os.replace(tmp, target)
-                finally:
-                    if os.path.exists(tmp):
-                        os.unlink(tmp)
-        return target
-
-    def _cached_path(self, sha256: str, source: ArtifactSource) -> Path:
-        if isinstance(source, Path):
-            return source
-        return self.artifact_dir / f"{sha256}.pte"
+        return self.files.ensure(sha256, source)
 
     def _request(
         self, header: dict[str, Any], arrays: Sequence[np.ndarray], source: ArtifactSource
@@ -270,7 +255,7 @@ class RuntimePool:
             return reply
         kind = str(reply.get("kind"))
         if kind == "integrity" and not isinstance(source, Path):
-            path.unlink(missing_ok=True)  # a corrupt cached copy is fetched again next time
+            self.files.drop(path.stem)  # a corrupt cached copy is fetched again next time
         raise ERROR_KINDS.get(kind, RuntimeLayerError)(str(reply.get("message")))
 
     # -- public API ------------------------------------------------------------------------
@@ -351,9 +336,12 @@ class RuntimePool:
         """
         start = time.perf_counter()
         signature = await self.method_metadata_async(sha256, method, source)
-        path = self._cached_path(sha256, source)
-        if not path.exists():  # a corrupt copy was dropped: fetch it again
-            await asyncio.to_thread(self.local_path, sha256, source)
+        if isinstance(source, Path):
+            path = source
+        elif self.files.touch(sha256):
+            path = self.files.path(sha256)
+        else:  # evicted, or a corrupt copy was dropped: fetch it again
+            path = await asyncio.to_thread(self.local_path, sha256, source)
         header = {"op": "infer", "sha256": sha256, "method": method, "profile": profile}
         header["path"] = str(path)
         reply, outputs, queue_ms = await self._call_async(header, inputs, _what(header))

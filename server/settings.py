@@ -79,6 +79,12 @@ class Settings(BaseSettings):
     runtime_cache_bytes: int = Field(
         default=2 * 1024**3, gt=0, description="Loaded-program cache of each runtime process."
     )
+    runtime_disk_cache_bytes: int = Field(
+        default=16 * 1024**3,
+        gt=0,
+        description="Local artifact copies the runtime loads by path; least recently used are "
+        "deleted above this (never one used in the last 5 minutes).",
+    )
     runtime_request_timeout_seconds: float = Field(default=60.0, gt=0)
 
     @property
