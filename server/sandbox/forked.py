@@ -29,7 +29,6 @@ from .isolation import interpret_reply, worker_env
 from .limits import ProcessLimits
 from .worker_io import WorkerJob, reply_for
 
-_STDERR_TAIL = 2000
 _EXIT_GRACE_SECONDS = 10.0
 
 # What the server's fork server imports so that its sandbox children start warm.
@@ -44,9 +43,9 @@ SANDBOX_PRELOAD = [
 class ForkServerIsolation:
     """Runs each sandbox job in a new child of ``ctx``'s (preloaded) fork server."""
 
-    def __init__(self, ctx: ForkServerContext, extra_env: dict[str, str] | None = None) -> None:
+    def __init__(self, ctx: ForkServerContext) -> None:
         self._ctx = ctx
-        self._env = worker_env(extra_env)
+        self._env = worker_env()
 
     def run(self, module: str, args: list[str], limits: ProcessLimits) -> dict[str, Any]:
         with tempfile.NamedTemporaryFile(prefix="pteforge-sandbox-", suffix=".log") as log:
@@ -63,9 +62,9 @@ class ForkServerIsolation:
             finally:
                 receiver.close()
             _reap(proc)
-            tail = Path(log.name).read_bytes()[-_STDERR_TAIL:].decode("utf-8", "replace")
+            stderr = Path(log.name).read_bytes()
         assert proc.exitcode is not None
-        return interpret_reply(proc.exitcode, reply, tail)
+        return interpret_reply(proc.exitcode, reply, stderr)
 
 
 def _await_reply(

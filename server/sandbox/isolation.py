@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -21,13 +20,9 @@ _CRASH_SIGNALS = {signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGILL, 
 _STDERR_TAIL = 2000
 
 
-def worker_env(
-    extra: dict[str, str] | None = None, base: Mapping[str, str] | None = None
-) -> dict[str, str]:
-    """A minimal environment from ``base`` (default: ours): no server secrets, forced
-    weights-only torch.load."""
-    base = os.environ if base is None else base
-    env = {k: base[k] for k in _PASSED_ENV if k in base}
+def worker_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """A minimal environment: no server secrets, forced weights-only torch.load."""
+    env = {k: os.environ[k] for k in _PASSED_ENV if k in os.environ}
     env.update(
         TORCH_FORCE_WEIGHTS_ONLY_LOAD="1",
         MALLOC_ARENA_MAX="2",
@@ -108,18 +103,16 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
 
 
 def _interpret(returncode: int, out: bytes, err: bytes) -> dict[str, Any]:
-    tail = err[-_STDERR_TAIL:].decode("utf-8", "replace")
-    return interpret_reply(returncode, _last_json_line(out), tail)
+    return interpret_reply(returncode, _last_json_line(out), err)
 
 
-def interpret_reply(
-    returncode: int, reply: dict[str, Any] | None, stderr_tail: str
-) -> dict[str, Any]:
+def interpret_reply(returncode: int, reply: dict[str, Any] | None, stderr: bytes) -> dict[str, Any]:
     """The job's result from a finished child, or the ``IsolatedLoadError`` that says why not.
 
     ``returncode`` is negative when a signal killed the child; ``reply`` is what it answered
-    (None if nothing parseable); ``stderr_tail`` explains a silent failure.
+    (None if nothing parseable); the tail of its ``stderr`` explains a silent failure.
     """
+    stderr_tail = stderr[-_STDERR_TAIL:].decode("utf-8", "replace")
     if returncode < 0:
         raise IsolatedLoadError(*_signal_reason(-returncode))
     if reply is None:
