@@ -104,7 +104,6 @@ class RuntimePool:
         disk_cache_bytes: int | None = None,
     ) -> None:
         self.size = size or os.cpu_count() or 1
-        self.artifact_dir = artifact_dir
         self.request_timeout_s = request_timeout_s
         self.start_timeout_s = start_timeout_s
         self.stats = PoolStats()

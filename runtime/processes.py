@@ -105,13 +105,16 @@ def _resolve(future: asyncio.Future[None], error: BaseException | None) -> None:
 
 Context = multiprocessing.context.ForkServerContext | multiprocessing.context.SpawnContext
 
+# What a runtime worker imports: preloaded by whichever fork server its process uses.
+RUNTIME_PRELOAD = ["pteforge.runtime.worker", "executorch.runtime"]
+
 
 def process_context(start_method: str) -> Context:
     """A process context; ``forkserver`` preloads torch and ExecuTorch once, so replacing a
     crashed worker takes milliseconds instead of seconds of imports."""
     ctx = multiprocessing.get_context(start_method)
     if isinstance(ctx, multiprocessing.context.ForkServerContext):
-        ctx.set_forkserver_preload(["pteforge.runtime.worker", "executorch.runtime"])
+        ctx.set_forkserver_preload(RUNTIME_PRELOAD)
         return ctx
     if isinstance(ctx, multiprocessing.context.SpawnContext):
         return ctx

@@ -12,9 +12,8 @@ import multiprocessing
 from multiprocessing import forkserver
 from multiprocessing.context import ForkServerContext
 
+from pteforge.runtime.processes import RUNTIME_PRELOAD
 from pteforge.server.sandbox import SANDBOX_PRELOAD
-
-RUNTIME_PRELOAD = ["pteforge.runtime.worker", "executorch.runtime"]
 
 
 def start_fork_server() -> ForkServerContext:
