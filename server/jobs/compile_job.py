@@ -53,13 +53,12 @@ class CompileJobRunner:
                 "standby lowering process died while idle (exit %s); replacing it",
                 self._standby.process.exitcode,
             )
-            self._standby.discard()
-            self._standby = None
+            self.close()
         if self._standby is None:
             self._standby = StandbyLowering.start(self.ctx, self.settings.compile_warmup)
 
     def close(self) -> None:
-        """Stop the waiting standby (the worker is stopping)."""
+        """Stop the waiting standby, if any (the worker is stopping, or it died)."""
         if self._standby is not None:
             self._standby.discard()
             self._standby = None
