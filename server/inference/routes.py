@@ -10,6 +10,7 @@ import json
 import time
 import zlib
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response
@@ -79,8 +80,7 @@ def error_response(status: int, message: str) -> JSONResponse:
 
 
 class _Inference:
-    """The work behind the routes: an asyncio path for the common case, and a blocking one
-    (run in the threadpool) for requests whose JSON would take long to parse."""
+    """The work behind the routes, on the event loop (slow decoding goes to the threadpool)."""
 
     def __init__(
         self,
@@ -114,36 +114,32 @@ class _Inference:
         signature = await self.pool.method_metadata_async(artifact.sha256, method, artifact.source)
         return artifact, signature
 
-    def model_blocking(
-        self, principal: Any, model: str
-    ) -> tuple[ResolvedArtifact, MethodSignature]:
-        artifact_id, method = split_model_name(model)
-        artifact = _check_model(model, self.resolve(principal, artifact_id))
-        signature = self.pool.method_metadata(artifact.sha256, method, artifact.source)
-        return artifact, signature
-
     async def infer(
-        self, principal: Any, model: str, body: bytes, header_length: int | None
+        self,
+        principal: Any,
+        model: str,
+        body: bytes,
+        encoding: str,
+        header_length: int | None,
     ) -> tuple[bytes, int | None, dict[str, float]]:
+        """Run one infer request. Decoding a compressed or large-JSON body, and encoding its
+        reply, runs in the threadpool so the event loop is not held up; the rest is async."""
         artifact, signature = await self.model(principal, model)
-        request = decode_infer_request(body, header_length, signature)
+        inline = _inline(encoding, body, header_length)
+        decode = partial(self._decode, body, encoding, header_length, signature)
+        request = decode() if inline else await run_in_threadpool(decode)
         result = await self.pool.infer_async(
             artifact.sha256, signature.name, request.inputs, artifact.source,
             profile=_wants_profile(request),
         )  # fmt: skip
-        return _encoded(model, request, signature, result)
+        encode = partial(_encoded, model, request, signature, result)
+        return encode() if inline else await run_in_threadpool(encode)
 
-    def infer_blocking(
-        self, principal: Any, model: str, body: bytes, encoding: str, header_length: int | None
-    ) -> tuple[bytes, int | None, dict[str, float]]:
-        artifact, signature = self.model_blocking(principal, model)
+    def _decode(
+        self, body: bytes, encoding: str, header_length: int | None, signature: MethodSignature
+    ) -> InferRequest:
         inflated = _decompressed(encoding, body, self.max_request_bytes)
-        request = decode_infer_request(inflated, header_length, signature)
-        result = self.pool.infer(
-            artifact.sha256, signature.name, request.inputs, artifact.source,
-            profile=_wants_profile(request),
-        )  # fmt: skip
-        return _encoded(model, request, signature, result)
+        return decode_infer_request(inflated, header_length, signature)
 
 
 def _hashable(principal: Any) -> bool:
@@ -357,12 +353,9 @@ def build_inference_router(
             header_length = _header_length(request)
             encoding = request.headers.get("content-encoding", "identity").lower()
             body = await _read_body(request, max_request_bytes)
-            if _inline(encoding, body, header_length):
-                out, json_length, timings = await work.infer(principal, model, body, header_length)
-            else:
-                out, json_length, timings = await run_in_threadpool(
-                    work.infer_blocking, principal, model, body, encoding, header_length
-                )
+            out, json_length, timings = await work.infer(
+                principal, model, body, encoding, header_length
+            )
             metrics.observe_timings(time.perf_counter() - start, timings)
             return _infer_response(out, json_length)
 
