@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -58,11 +59,14 @@ def _read_events(client: httpx.Client, job_id: str) -> list[tuple[str, Any]]:
 def test_events_follow_the_stages(compiled: dict[str, Any]) -> None:
     events = compiled["events"]
     assert events[-1] == ("end", {"status": "succeeded"})
-    stages = [data["stage"] for name, data in events if name == "job" and data["stage"]]
+    states = [(data["status"], data["stage"]) for name, data in events if name == "job"]
+    assert all(a != b for a, b in itertools.pairwise(states)), "an event without a change"
+    # A stage repeats when only the status changed (running -> succeeded at "store").
+    stages = [stage for stage, _ in itertools.groupby(s for _, s in states) if stage]
     assert stages[-1] == "store"
     assert "loading" in stages and "emit" in stages
-    order = ["loading", "to_edge", "partition", "preprocess", "emit", "store"]
-    assert [s for s in order if s in stages] == [s for s in stages if s in order]
+    order = ["loading", "quantize", "to_edge", "partition", "preprocess", "emit", "store"]
+    assert [s for s in order if s in stages] == stages
 
 
 def test_artifact_metadata(compiled: dict[str, Any]) -> None:
