@@ -25,6 +25,7 @@ serve: setup
 
 lint: setup
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 typecheck: setup
 	$(BIN)/mypy

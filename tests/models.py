@@ -34,9 +34,7 @@ class _Method(nn.Module):
         return getattr(self.model, self.method)(*args)  # type: ignore[no-any-return]
 
 
-def export_methods(
-    model: nn.Module, inputs: dict[str, tuple[torch.Tensor, ...]]
-) -> MultiMethod:
+def export_methods(model: nn.Module, inputs: dict[str, tuple[torch.Tensor, ...]]) -> MultiMethod:
     """Export each named method of ``model`` on its example inputs."""
     model.eval()
     eager = {name: _Method(model, name) for name in inputs}
