@@ -23,25 +23,36 @@ from pteforge.runtime.errors import (
     WorkerCrashedError,
     WorkerTimeoutError,
 )
+from pteforge.runtime.lru import ByteLRU
 from pteforge.runtime.metadata import MethodSignature
 from pteforge.runtime.processes import WorkerProcess, process_context
 from pteforge.runtime.wire import encode_message
 from pteforge.runtime.worker import WorkerConfig
 
+_SIGNATURES_KEPT = 4096
+# Frames up to this size go into the pipe without waiting on the worker to read them.
+_ASYNC_INLINE_FRAME_BYTES = 64 * 1024
 
-def _sender(
-    header: dict[str, Any], arrays: Sequence[np.ndarray]
-) -> tuple[Callable[[WorkerProcess], None], list[OSError | None]]:
-    """A hand-over callback writing this request to the worker it is given, and the list
-    that receives the write's outcome. The frame is encoded now: bad inputs fail before a
-    worker is held, and whoever hands the worker over only writes bytes."""
-    frame = encode_message(header, arrays)
-    sent: list[OSError | None] = []
 
-    def start(worker: WorkerProcess) -> None:
-        sent.append(worker.send(frame))
+class _Request:
+    """One encoded request and the outcome of writing it to a worker.
 
-    return start, sent
+    The frame is encoded up front: bad inputs fail before a worker is held. ``start`` is
+    the hand-over callback (``Checkout``): it writes the frame the moment a worker is
+    given, unless the frame is over ``inline_limit`` bytes, which the caller writes itself
+    once it holds the worker (off the event loop, for asyncio callers).
+    """
+
+    def __init__(
+        self, header: dict[str, Any], arrays: Sequence[np.ndarray], inline_limit: float
+    ) -> None:
+        self.frame = encode_message(header, arrays)
+        self.inline = len(self.frame) <= inline_limit
+        self.error: OSError | None = None
+
+    def start(self, worker: WorkerProcess) -> None:
+        if self.inline:
+            self.error = worker.send(self.frame)
 
 
 def _what(header: dict[str, Any]) -> str:
@@ -114,7 +125,9 @@ class RuntimePool:
         )
         self._ctx = process_context(start_method)
         self._idle: Checkout[WorkerProcess] = Checkout()
-        self._signatures: dict[str, dict[str, MethodSignature]] = {}
+        # One small entry per artifact run; bounded so a long-lived server doesn't grow.
+        self._signatures: ByteLRU[str, dict[str, MethodSignature]] = ByteLRU(_SIGNATURES_KEPT)
+        self._signatures_lock = threading.Lock()
         self.files = ArtifactFiles(artifact_dir, disk_cache_bytes)
         self._stats_lock = threading.Lock()
         self._live: set[WorkerProcess] = set()
@@ -171,12 +184,12 @@ class RuntimePool:
     ) -> tuple[dict[str, Any], list[np.ndarray], float]:
         self._check_open()
         queued = time.perf_counter()
-        start, sent = _sender(header, arrays)
-        worker = self._acquired(self._idle.get(self.request_timeout_s, start))
+        request = _Request(header, arrays, inline_limit=float("inf"))
+        worker = self._acquired(self._idle.get(self.request_timeout_s, request.start))
         queue_ms = (time.perf_counter() - queued) * 1e3
         try:
-            if sent[0] is not None:
-                raise sent[0]
+            if request.error is not None:
+                raise request.error
             reply, outputs = worker.reply(self.request_timeout_s)
         except BaseException as exc:
             self._raise_failed(worker, exc, what)
@@ -188,12 +201,14 @@ class RuntimePool:
     ) -> tuple[dict[str, Any], list[np.ndarray], float]:
         self._check_open()
         queued = time.perf_counter()
-        start, sent = _sender(header, arrays)
-        worker = self._acquired(await self._idle.get_async(self.request_timeout_s, start))
+        request = _Request(header, arrays, inline_limit=_ASYNC_INLINE_FRAME_BYTES)
+        worker = self._acquired(await self._idle.get_async(self.request_timeout_s, request.start))
         queue_ms = (time.perf_counter() - queued) * 1e3
         try:
-            if sent[0] is not None:
-                raise sent[0]
+            if not request.inline:  # the worker drains a big frame at its own pace
+                request.error = await asyncio.to_thread(worker.send, request.frame)
+            if request.error is not None:
+                raise request.error
             reply, outputs = await worker.reply_async(self.request_timeout_s)
         except (EOFError, OSError) as exc:
             # Crash handling waits for the process to exit: not on the event loop.
@@ -261,14 +276,16 @@ class RuntimePool:
 
     def describe(self, sha256: str, source: ArtifactSource) -> dict[str, MethodSignature]:
         """Signatures of every method of the artifact, read in a worker (safe for uploads)."""
-        cached = self._signatures.get(sha256)
+        with self._signatures_lock:
+            cached = self._signatures.get(sha256)
         if cached is not None:
             return cached
         reply, _, _ = self._request({"op": "describe", "sha256": sha256}, [], source)
         signatures = {
             name: MethodSignature.from_json(data) for name, data in reply["methods"].items()
         }
-        self._signatures[sha256] = signatures
+        with self._signatures_lock:
+            self._signatures.put(sha256, signatures, 1)
         return signatures
 
     def method_metadata(self, sha256: str, method: str, source: ArtifactSource) -> MethodSignature:
@@ -284,7 +301,9 @@ class RuntimePool:
     ) -> MethodSignature:
         """``method_metadata`` for an asyncio caller: answered from memory once the artifact
         has been described, otherwise described in a thread."""
-        if sha256 not in self._signatures:
+        with self._signatures_lock:
+            known = sha256 in self._signatures
+        if not known:
             await asyncio.to_thread(self.describe, sha256, source)
         return self.method_metadata(sha256, method, source)
 

@@ -1,5 +1,6 @@
-"""``RuntimePool.infer_async``: the event-loop path the /v2 routes use, against eager PyTorch,
-with replies larger than a socket buffer, many concurrent callers and a crashing artifact."""
+"""``RuntimePool.infer_async``: the event-loop path the /v2 routes use, against eager
+PyTorch, with requests and replies larger than a socket buffer, many concurrent callers
+and a crashing artifact."""
 
 from __future__ import annotations
 
@@ -39,6 +40,21 @@ def test_a_reply_larger_than_the_socket_buffer(pool: RuntimePool, large: Compile
         return result.outputs[0]
 
     np.testing.assert_allclose(asyncio.run(call()), x * 2.0)
+
+
+def test_large_requests_queued_for_busy_workers(pool: RuntimePool, large: Compiled) -> None:
+    """More large requests than workers: each frame is written by its own caller once it
+    holds a worker, not by whoever hands the worker over."""
+    inputs = [np.full((512, 512), float(i), dtype=np.float32) for i in range(3 * pool.size)]
+
+    async def calls() -> list[np.ndarray]:
+        results = await asyncio.gather(
+            *(pool.infer_async(large.sha256, "forward", [x], large.path) for x in inputs)
+        )
+        return [r.outputs[0] for r in results]
+
+    for x, output in zip(inputs, asyncio.run(calls()), strict=True):
+        np.testing.assert_array_equal(output, x * 2.0)
 
 
 def test_concurrent_async_and_blocking_callers_share_the_workers(
