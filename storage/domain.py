@@ -158,6 +158,16 @@ class Artifact:
 
 
 @dataclass(frozen=True)
+class JobEvent:
+    """A status or stage change of a job; ``version`` is the job's version right after it."""
+
+    version: int
+    status: JobStatus
+    stage: str | None
+    at: datetime
+
+
+@dataclass(frozen=True)
 class Job:
     """A unit of background work; ``version`` grows by one on every change (for polling)."""
 

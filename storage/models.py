@@ -175,3 +175,15 @@ class JobRow(Base):
     finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime())
     version: Mapped[int] = mapped_column(Integer)
+
+
+class JobEventRow(Base):
+    """One status or stage change of a job, keyed by the job's ``version`` after it."""
+
+    __tablename__ = "job_events"
+
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
+    version: Mapped[int] = mapped_column(Integer, primary_key=True)
+    status: Mapped[str] = mapped_column(String(16))
+    stage: Mapped[str | None] = mapped_column(String(200))
+    at: Mapped[datetime] = mapped_column(UtcDateTime())

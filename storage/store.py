@@ -21,6 +21,7 @@ from pteforge.storage.domain import (
     BlobRef,
     IssuedToken,
     Job,
+    JobEvent,
     JobStatus,
     MethodSpec,
     Program,
@@ -149,6 +150,14 @@ class JobRepository(ABC):
     @abstractmethod
     def list(self, project_id: str, status: JobStatus | None = None, limit: int = 100) -> list[Job]:
         """Newest first."""
+
+    @abstractmethod
+    def events(
+        self, project_id: str, job_id: str, after_version: int = 0
+    ) -> builtins.list[JobEvent]:
+        """The job's status and stage changes after ``after_version``, oldest first (empty
+        when the project has no such job). Every change is kept, so a reader that polls
+        less often than stages change still sees each one."""
 
     @abstractmethod
     def claim_next(

@@ -1,7 +1,7 @@
 """The server-sent event stream of one job, polled from storage.
 
-Polling the job row (not an in-process signal) is what lets any API process serve the
-stream of a job any worker runs.
+Polling the job's change log (not an in-process signal) is what lets any API process
+serve the stream of a job any worker runs.
 """
 
 from __future__ import annotations
@@ -27,20 +27,21 @@ def sse_message(event: str, data: str, event_id: int | None = None) -> str:
 
 
 async def job_event_stream(
-    services: Services, project_id: str, job_id: str, request: Request
+    services: Services, project_id: str, job_id: str, request: Request, after_version: int = 0
 ) -> AsyncIterator[str]:
-    """Yield a ``job`` event whenever the status or stage changes; stop when it ends."""
+    """Yield a ``job`` event for every status or stage change after ``after_version`` (the
+    SSE ``id``, so a client resumes with ``Last-Event-ID``); an ``end`` event when the job
+    is over. Changes come from the job's log, so none is lost between two polls."""
     poll = services.settings.sse_poll_seconds
-    last: tuple[str, str | None] | None = None
     idle = 0.0
     while not await request.is_disconnected():
-        job = await run_in_threadpool(service.get_job, services, project_id, job_id)
-        current = (job.status.value, job.stage)
-        if current != last:
-            last, idle = current, 0.0
-            yield sse_message(
-                "job", json.dumps(JobOut.of(job).model_dump(mode="json")), job.version
-            )
+        job, events = await run_in_threadpool(
+            service.job_events, services, project_id, job_id, after_version
+        )
+        for event in events:
+            after_version, idle = event.version, 0.0
+            data = JobOut.at(job, event).model_dump(mode="json")
+            yield sse_message("job", json.dumps(data), event.version)
         if job.status.terminal:
             yield sse_message("end", json.dumps({"status": job.status.value}))
             return

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request, status
+from fastapi import APIRouter, Header, Query, Request, status
 from fastapi.responses import StreamingResponse
 
 from pteforge.server.auth.dependencies import CurrentPrincipal
@@ -62,11 +62,20 @@ def cancel_job(job_id: str, services: ServicesDep, principal: CurrentPrincipal) 
     response_class=StreamingResponse,
 )
 def job_events(
-    job_id: str, request: Request, services: ServicesDep, principal: CurrentPrincipal
+    job_id: str,
+    request: Request,
+    services: ServicesDep,
+    principal: CurrentPrincipal,
+    last_event_id: Annotated[
+        int,
+        Header(ge=0, description="Resume after this event id (an SSE client sends it)."),
+    ] = 0,
 ) -> StreamingResponse:
+    """Every change since the job was queued (or since ``Last-Event-ID``), in order, each
+    with the job as it was then; then ``end``."""
     service.get_job(services, principal.project_id, job_id)  # 404 before the stream starts
     return StreamingResponse(
-        job_event_stream(services, principal.project_id, job_id, request),
+        job_event_stream(services, principal.project_id, job_id, request, last_event_id),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )

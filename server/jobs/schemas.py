@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from pteforge.storage.domain import Job
+from pteforge.storage.domain import Job, JobEvent
 
 
 class CompileJobRequest(BaseModel):
@@ -53,6 +53,15 @@ class JobOut(BaseModel):
             started_at=job.started_at,
             finished_at=job.finished_at,
         )
+
+    @classmethod
+    def at(cls, job: Job, event: JobEvent) -> JobOut:
+        """The job as it was right after ``event`` (what a terminal change set is only
+        shown from that change on)."""
+        then = cls.of(job).model_copy(update={"status": event.status.value, "stage": event.stage})
+        if event.status.terminal:
+            return then
+        return then.model_copy(update={"error": None, "artifact_id": None, "finished_at": None})
 
 
 class JobList(BaseModel):

@@ -8,7 +8,7 @@ from pteforge.server.errors import ConflictError, NotFoundError
 from pteforge.server.jobs.compile_job import COMPILE_KIND
 from pteforge.server.jobs.plans import canonical_plan, check_plan
 from pteforge.server.services import Services
-from pteforge.storage.domain import Job, JobStatus
+from pteforge.storage.domain import Job, JobEvent, JobStatus
 from pteforge.storage.errors import IllegalTransitionError
 
 
@@ -42,6 +42,19 @@ def get_job(services: Services, project_id: str, job_id: str) -> Job:
     if job is None:
         raise NotFoundError(f"job {job_id!r} not found")
     return job
+
+
+def job_events(
+    services: Services, project_id: str, job_id: str, after_version: int
+) -> tuple[Job, list[JobEvent]]:
+    """The job and its changes after ``after_version``, read in one transaction: once the
+    job is terminal, its last change is among them."""
+    with services.store.transaction() as tx:
+        job = tx.jobs.get(project_id, job_id)
+        events = tx.jobs.events(project_id, job_id, after_version)
+    if job is None:
+        raise NotFoundError(f"job {job_id!r} not found")
+    return job, events
 
 
 def cancel_job(services: Services, project_id: str, job_id: str) -> Job:

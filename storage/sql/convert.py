@@ -6,12 +6,20 @@ from pteforge.storage.domain import (
     ApiToken,
     Artifact,
     Job,
+    JobEvent,
     JobStatus,
     Program,
     Project,
     methods_from_json,
 )
-from pteforge.storage.models import ArtifactRow, JobRow, ProgramRow, ProjectRow, TokenRow
+from pteforge.storage.models import (
+    ArtifactRow,
+    JobEventRow,
+    JobRow,
+    ProgramRow,
+    ProjectRow,
+    TokenRow,
+)
 
 
 def project(row: ProjectRow) -> Project:
@@ -77,3 +85,7 @@ def job(row: JobRow) -> Job:
         updated_at=row.updated_at,
         version=row.version,
     )
+
+
+def job_event(row: JobEventRow) -> JobEvent:
+    return JobEvent(version=row.version, status=JobStatus(row.status), stage=row.stage, at=row.at)

@@ -15,7 +15,7 @@ from pteforge.storage.domain import JobStatus
 from pteforge.storage.errors import IllegalTransitionError, LeaseLostError, NotFoundError
 from pteforge.storage.ids import new_id
 from pteforge.storage.jobstate import check_transition
-from pteforge.storage.models import JobRow, ProjectRow
+from pteforge.storage.models import JobEventRow, JobRow, ProjectRow
 from pteforge.storage.sql import convert
 from pteforge.storage.store import DEFAULT_MAX_ATTEMPTS, JobRepository
 
@@ -48,7 +48,8 @@ class SqlJobs(JobRepository):
             updated_at=now, version=1,
         )  # fmt: skip
         self._session.add(row)
-        self._session.flush()
+        self._session.flush()  # the event's foreign key needs the job row first
+        self._record(row)
         return convert.job(row)
 
     def get(self, project_id: str, job_id: str) -> domain.Job | None:
@@ -58,6 +59,18 @@ class SqlJobs(JobRepository):
     def get_any(self, job_id: str) -> domain.Job | None:
         row = self._session.get(JobRow, job_id, populate_existing=True)
         return None if row is None else convert.job(row)
+
+    def events(
+        self, project_id: str, job_id: str, after_version: int = 0
+    ) -> builtins.list[domain.JobEvent]:
+        query = (
+            select(JobEventRow)
+            .join(JobRow, JobRow.id == JobEventRow.job_id)
+            .where(JobRow.id == job_id, JobRow.project_id == project_id)
+            .where(JobEventRow.version > after_version)
+            .order_by(JobEventRow.version)
+        )
+        return [convert.job_event(r) for r in self._session.scalars(query)]
 
     def list(
         self, project_id: str, status: JobStatus | None = None, limit: int = 100
@@ -88,7 +101,7 @@ class SqlJobs(JobRepository):
         row.lease_expires_at = now + lease
         row.attempts += 1
         row.started_at = now
-        self._session.flush()
+        self._record(row)
         return convert.job(row)
 
     def _held(self, job_id: str, worker_id: str) -> JobRow:
@@ -116,21 +129,21 @@ class SqlJobs(JobRepository):
         row = self._held(job_id, worker_id)
         row.stage = stage
         _touch(row, self._clock())
-        self._session.flush()
+        self._record(row)
         return convert.job(row)
 
     def succeed(self, job_id: str, worker_id: str, artifact_id: str | None) -> domain.Job:
         row = self._held(job_id, worker_id)
         _move(row, JobStatus.SUCCEEDED, self._clock())
         row.artifact_id = artifact_id
-        self._session.flush()
+        self._record(row)
         return convert.job(row)
 
     def fail(self, job_id: str, worker_id: str, code: str, message: str) -> domain.Job:
         row = self._held(job_id, worker_id)
         _move(row, JobStatus.FAILED, self._clock())
         row.error_code, row.error_message = code, message
-        self._session.flush()
+        self._record(row)
         return convert.job(row)
 
     def acknowledge_cancel(self, job_id: str, worker_id: str) -> domain.Job:
@@ -138,7 +151,7 @@ class SqlJobs(JobRepository):
         if not row.cancel_requested:
             raise IllegalTransitionError(f"job {job_id} has no cancel request to acknowledge")
         _move(row, JobStatus.CANCELED, self._clock())
-        self._session.flush()
+        self._record(row)
         return convert.job(row)
 
     def cancel(self, project_id: str, job_id: str) -> domain.Job | None:
@@ -148,6 +161,7 @@ class SqlJobs(JobRepository):
         status = JobStatus(row.status)
         if status is JobStatus.QUEUED:
             _move(row, JobStatus.CANCELED, self._clock())
+            self._record(row)
         elif status is JobStatus.RUNNING and not row.cancel_requested:
             row.cancel_requested = True
             _touch(row, self._clock())
@@ -166,8 +180,17 @@ class SqlJobs(JobRepository):
         ).all()
         for row in rows:
             _expire(row, now)
-        self._session.flush()
+            self._record(row)
         return [convert.job(r) for r in rows]
+
+    def _record(self, row: JobRow) -> None:
+        """Log the change just made to ``row`` (status or stage) and flush both."""
+        event = JobEventRow(
+            job_id=row.id, version=row.version, status=row.status, stage=row.stage,
+            at=row.updated_at,
+        )  # fmt: skip
+        self._session.add(event)
+        self._session.flush()
 
 
 def _expire(row: JobRow, now: datetime) -> None:
@@ -176,6 +199,7 @@ def _expire(row: JobRow, now: datetime) -> None:
         _move(row, JobStatus.CANCELED, now)
     elif row.attempts < row.max_attempts:
         _move(row, JobStatus.QUEUED, now)
+        row.stage = None  # the next attempt starts from the beginning
     else:
         _move(row, JobStatus.FAILED, now)
         row.error_code = LEASE_EXPIRED

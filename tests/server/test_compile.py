@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,11 @@ from tests.server.helpers import (
 )
 from tests.server.service import ServiceProcess
 
+ALL_STAGES = [
+    ("running", stage)
+    for stage in ("loading", "to_edge", "partition", "preprocess", "emit", "store")
+]
+
 
 @pytest.fixture(scope="module")
 def compiled(admin: httpx.Client, seq2seq_program: dict[str, Any]) -> dict[str, Any]:
@@ -43,30 +47,59 @@ def compiled(admin: httpx.Client, seq2seq_program: dict[str, Any]) -> dict[str, 
 
 
 def _read_events(client: httpx.Client, job_id: str) -> list[tuple[str, Any]]:
-    events: list[tuple[str, Any]] = []
-    with client.stream("GET", f"/v1/jobs/{job_id}/events") as response:
+    return [(m["event"], m["data"]) for m in _read_stream(client, job_id)]
+
+
+def _read_stream(
+    client: httpx.Client, job_id: str, headers: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """The SSE messages of the job's stream until it closes: ``event``, ``data``, ``id``."""
+    messages: list[dict[str, Any]] = []
+    message: dict[str, Any] = {"id": None}
+    with client.stream("GET", f"/v1/jobs/{job_id}/events", headers=headers) as response:
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/event-stream")
-        name = None
         for line in response.iter_lines():
-            if line.startswith("event: "):
-                name = line.removeprefix("event: ")
+            if line.startswith("id: "):
+                message["id"] = line.removeprefix("id: ")
+            elif line.startswith("event: "):
+                message["event"] = line.removeprefix("event: ")
             elif line.startswith("data: "):
-                events.append((str(name), json.loads(line.removeprefix("data: "))))
-    return events
+                message["data"] = json.loads(line.removeprefix("data: "))
+                messages.append(message)
+                message = {"id": None}
+    return messages
 
 
 def test_events_follow_the_stages(compiled: dict[str, Any]) -> None:
+    """Read while the job runs: every change once, in order, then ``end``."""
     events = compiled["events"]
     assert events[-1] == ("end", {"status": "succeeded"})
-    states = [(data["status"], data["stage"]) for name, data in events if name == "job"]
-    assert all(a != b for a, b in itertools.pairwise(states)), "an event without a change"
-    # A stage repeats when only the status changed (running -> succeeded at "store").
-    stages = [stage for stage, _ in itertools.groupby(s for _, s in states) if stage]
-    assert stages[-1] == "store"
-    assert "loading" in stages and "emit" in stages
-    order = ["loading", "quantize", "to_edge", "partition", "preprocess", "emit", "store"]
-    assert [s for s in order if s in stages] == stages
+    changes = [(data["status"], data["stage"]) for name, data in events if name == "job"]
+    assert changes == [("queued", None), ("running", None), *ALL_STAGES, ("succeeded", "store")]
+
+
+def test_a_late_reader_still_gets_every_stage(
+    admin: httpx.Client, compiled: dict[str, Any]
+) -> None:
+    """Read after the job ended: the whole history, from the job's change log."""
+    job = compiled["job"]
+    messages = _read_stream(admin, job["id"])
+    changes = [(m["data"]["status"], m["data"]["stage"]) for m in messages if m["event"] == "job"]
+    assert changes == [("queued", None), ("running", None), *ALL_STAGES, ("succeeded", "store")]
+    running = [m["data"] for m in messages if m["event"] == "job"][:-1]
+    assert all(d["artifact_id"] is None and d["finished_at"] is None for d in running)
+    assert messages[-2]["data"]["artifact_id"] == job["artifact_id"]
+    assert messages[-1] == {"id": None, "event": "end", "data": {"status": "succeeded"}}
+
+
+def test_events_resume_after_last_event_id(admin: httpx.Client, compiled: dict[str, Any]) -> None:
+    job_id = compiled["job"]["id"]
+    whole = [m for m in _read_stream(admin, job_id) if m["event"] == "job"]
+    resumed = _read_stream(admin, job_id, headers={"Last-Event-ID": whole[2]["id"]})
+    assert [m["id"] for m in resumed if m["event"] == "job"] == [m["id"] for m in whole[3:]]
+    bad = admin.get(f"/v1/jobs/{job_id}/events", headers={"Last-Event-ID": "soon"})
+    assert_error(bad, 422)
 
 
 def test_artifact_metadata(compiled: dict[str, Any]) -> None:

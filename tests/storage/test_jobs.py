@@ -149,3 +149,61 @@ def test_list_newest_first_and_by_status(store: SqlStore, clock: ManualClock) ->
         queued = tx.jobs.list(jobs[0].project_id, status=JobStatus.QUEUED)
     assert [j.id for j in listed] == [j.id for j in reversed(jobs)]
     assert [j.id for j in queued] == [jobs[2].id, jobs[1].id]
+
+
+def _changes(store: SqlStore, job: Job, after: int = 0) -> list[tuple[str, str | None]]:
+    with store.transaction() as tx:
+        return [(e.status.value, e.stage) for e in tx.jobs.events(job.project_id, job.id, after)]
+
+
+def test_every_status_and_stage_change_is_logged(store: SqlStore, clock: ManualClock) -> None:
+    (job,) = _enqueue(store)
+    _claim(store)
+    with store.transaction() as tx:
+        tx.jobs.heartbeat(job.id, "w1", LEASE)  # not a change: not logged
+        tx.jobs.set_stage(job.id, "w1", "to_edge")
+        clock.advance(timedelta(seconds=2))
+        tx.jobs.set_stage(job.id, "w1", "emit")
+        done = tx.jobs.succeed(job.id, "w1", None)
+        events = tx.jobs.events(job.project_id, job.id)
+    assert [(e.status.value, e.stage) for e in events] == [
+        ("queued", None),
+        ("running", None),
+        ("running", "to_edge"),
+        ("running", "emit"),
+        ("succeeded", "emit"),
+    ]
+    assert events[-1].version == done.version
+    assert events[2].at + timedelta(seconds=2) == events[3].at
+    assert _changes(store, job, after=events[2].version) == [
+        ("running", "emit"),
+        ("succeeded", "emit"),
+    ]
+
+
+def test_a_retry_starts_its_stages_afresh(store: SqlStore, clock: ManualClock) -> None:
+    (job,) = _enqueue(store, max_attempts=2)
+    _claim(store)
+    with store.transaction() as tx:
+        tx.jobs.set_stage(job.id, "w1", "partition")
+    clock.advance(LEASE * 2)
+    with store.transaction() as tx:
+        tx.jobs.reap_expired()
+    _claim(store, "w2")
+    with store.transaction() as tx:
+        tx.jobs.cancel(job.project_id, job.id)  # only requested: not a change yet
+        tx.jobs.acknowledge_cancel(job.id, "w2")
+    assert _changes(store, job)[2:] == [
+        ("running", "partition"),
+        ("queued", None),
+        ("running", None),
+        ("canceled", None),
+    ]
+
+
+def test_events_are_scoped_to_the_project(store: SqlStore) -> None:
+    (job,) = _enqueue(store)
+    with store.transaction() as tx:
+        other = tx.projects.get_or_create("other")
+        assert tx.jobs.events(other.id, job.id) == []
+        assert tx.jobs.events(job.project_id, "job_missing") == []

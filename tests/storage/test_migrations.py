@@ -35,7 +35,7 @@ def test_schema_is_built_only_by_migrations(database_url: str) -> None:
     tables = set(inspect(store.engine).get_table_names())
     assert set(Base.metadata.tables) | {"alembic_version"} == tables
     with store.engine.connect() as conn:
-        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0002"
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0003"
     store.close()
 
 
@@ -96,5 +96,33 @@ def test_content_written_before_0002_stays_readable(database_url: str) -> None:
     store = open_store(database_url)
     try:
         assert store.blobs.read_bytes(hashlib.sha256(data).hexdigest()) == data
+    finally:
+        store.close()
+
+
+def test_jobs_from_before_0003_start_their_event_log(database_url: str) -> None:
+    engine = create_store_engine(database_url)
+    config = alembic_config()
+    now = datetime.now(UTC)
+    with engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.upgrade(config, "0002")
+        conn.execute(text("INSERT INTO projects VALUES ('prj_old', 'old', :now)"), {"now": now})
+        conn.execute(
+            text(
+                "INSERT INTO jobs (id, project_id, kind, status, stage, payload, attempts,"
+                " max_attempts, cancel_requested, created_at, updated_at, version) VALUES"
+                " ('job_old', 'prj_old', 'compile', 'succeeded', 'store', '{}', 1, 3,"
+                " false, :now, :now, 7)"
+            ),
+            {"now": now},
+        )
+    engine.dispose()
+    store = open_store(database_url)
+    try:
+        with store.transaction() as tx:
+            (event,) = tx.jobs.events("prj_old", "job_old")
+        assert (event.version, event.status.value, event.stage) == (7, "succeeded", "store")
+        assert event.at == now
     finally:
         store.close()
