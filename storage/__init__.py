@@ -30,7 +30,8 @@ Public API (stable; the server codes against it)::
         tx.jobs.set_stage(job_id, worker_id, stage) / succeed(job_id, worker_id, artifact_id)
         tx.jobs.fail(job_id, worker_id, code, message) / acknowledge_cancel(job_id, worker_id)
         tx.jobs.cancel(project_id, id) -> Job | None; tx.jobs.reap_expired() -> list[Job]
-    # Job.version grows on every change (poll get() for server-sent events).
+        tx.jobs.events(project_id, id, after_version=0) -> list[JobEvent]  # change log
+    # Job.version grows on every change; each status or stage change is logged under it.
 
     # Content: sha256-addressed, fixed-size chunks, streamed, deduplicated, verified on read.
     store.blobs.write(iterable_of_bytes) -> BlobRef(sha256, size)
@@ -48,34 +49,74 @@ are in ``pteforge.storage.domain``; the interfaces in ``pteforge.storage.store``
 ``pteforge.storage.blobs``; the SQL implementation in ``pteforge.storage.sql``.
 """
 
-from pteforge.storage.blobs import DEFAULT_CHUNK_SIZE, BlobStore
-from pteforge.storage.domain import (
-    ApiToken,
-    Artifact,
-    BlobRef,
-    IssuedToken,
-    Job,
-    JobStatus,
-    MethodSpec,
-    Program,
-    Project,
-    TensorSpec,
-    methods_from_json,
-    methods_to_json,
-)
-from pteforge.storage.engine import default_sqlite_url
-from pteforge.storage.errors import (
-    BlobIntegrityError,
-    BlobNotFoundError,
-    ConflictError,
-    IllegalTransitionError,
-    InvalidRangeError,
-    LeaseLostError,
-    NotFoundError,
-    StorageError,
-)
-from pteforge.storage.sql.store import SqlStore, open_store
-from pteforge.storage.store import Store, Transaction
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pteforge.storage.blobs import DEFAULT_CHUNK_SIZE, BlobStore
+    from pteforge.storage.domain import (
+        ApiToken,
+        Artifact,
+        BlobRef,
+        IssuedToken,
+        Job,
+        JobEvent,
+        JobStatus,
+        MethodSpec,
+        Program,
+        Project,
+        TensorSpec,
+        methods_from_json,
+        methods_to_json,
+    )
+    from pteforge.storage.engine import default_sqlite_url
+    from pteforge.storage.errors import (
+        BlobIntegrityError,
+        BlobNotFoundError,
+        ConflictError,
+        IllegalTransitionError,
+        InvalidRangeError,
+        LeaseLostError,
+        NotFoundError,
+        StorageError,
+    )
+    from pteforge.storage.sql.store import SqlStore, open_store
+    from pteforge.storage.store import Store, Transaction
+
+# Names load on first use: a sandboxed loader that needs only the domain objects must not
+# pay for SQLAlchemy (0.4 s) by importing this package.
+_SOURCES: dict[str, str] = {
+    "DEFAULT_CHUNK_SIZE": "pteforge.storage.blobs",
+    "BlobStore": "pteforge.storage.blobs",
+    "ApiToken": "pteforge.storage.domain",
+    "Artifact": "pteforge.storage.domain",
+    "BlobRef": "pteforge.storage.domain",
+    "IssuedToken": "pteforge.storage.domain",
+    "Job": "pteforge.storage.domain",
+    "JobEvent": "pteforge.storage.domain",
+    "JobStatus": "pteforge.storage.domain",
+    "MethodSpec": "pteforge.storage.domain",
+    "Program": "pteforge.storage.domain",
+    "Project": "pteforge.storage.domain",
+    "TensorSpec": "pteforge.storage.domain",
+    "methods_from_json": "pteforge.storage.domain",
+    "methods_to_json": "pteforge.storage.domain",
+    "default_sqlite_url": "pteforge.storage.engine",
+    "BlobIntegrityError": "pteforge.storage.errors",
+    "BlobNotFoundError": "pteforge.storage.errors",
+    "ConflictError": "pteforge.storage.errors",
+    "IllegalTransitionError": "pteforge.storage.errors",
+    "InvalidRangeError": "pteforge.storage.errors",
+    "LeaseLostError": "pteforge.storage.errors",
+    "NotFoundError": "pteforge.storage.errors",
+    "StorageError": "pteforge.storage.errors",
+    "SqlStore": "pteforge.storage.sql.store",
+    "open_store": "pteforge.storage.sql.store",
+    "Store": "pteforge.storage.store",
+    "Transaction": "pteforge.storage.store",
+}
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
@@ -90,6 +131,7 @@ __all__ = [
     "InvalidRangeError",
     "IssuedToken",
     "Job",
+    "JobEvent",
     "JobStatus",
     "LeaseLostError",
     "MethodSpec",
@@ -106,3 +148,16 @@ __all__ = [
     "methods_to_json",
     "open_store",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    source = _SOURCES.get(name)
+    if source is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(source), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_SOURCES])

@@ -8,7 +8,7 @@ from pteforge.server.blob_files import store_file
 from pteforge.server.errors import InvalidRequestError, NotFoundError
 from pteforge.server.http.uploads import MultipartUpload
 from pteforge.server.services import Services
-from pteforge.storage.domain import Artifact, MethodSpec
+from pteforge.storage.domain import Artifact
 
 PTE_PART = "pte"
 UPLOADED_PLAN_HASH = "uploaded"
@@ -54,9 +54,8 @@ def create_uploaded_artifact(
     described = validate_pte_isolated(
         path, None, services.process_limits, isolation=services.isolation
     )
-    methods = tuple(MethodSpec.from_json(m.to_json()) for m in described.methods)
     blob = store_file(services.store.blobs, path)
     with services.store.transaction() as tx:
         return tx.artifacts.create(
-            project_id, None, blob, {}, UPLOADED_PLAN_HASH, {"source": "upload"}, methods
+            project_id, None, blob, {}, UPLOADED_PLAN_HASH, {"source": "upload"}, described.methods
         )

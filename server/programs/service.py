@@ -31,7 +31,7 @@ def _describe(services: Services, path: Path) -> tuple[MethodSpec, ...]:
     description = load_programs_isolated(
         path, services.process_limits, isolation=services.isolation
     )
-    return tuple(MethodSpec.from_json(m.to_json()) for m in description.methods)
+    return description.methods
 
 
 def _renamed(spec: MethodSpec, name: str) -> MethodSpec:

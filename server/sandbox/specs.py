@@ -5,52 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+# The program's method specs are the ones the store keeps: what a loader reports is stored as is.
+from pteforge.storage.domain import MethodSpec, TensorSpec, methods_to_json
+
 DYNAMIC_DIM = -1
-
-
-@dataclass(frozen=True)
-class TensorSpec:
-    """One tensor input or output: ``shape`` uses ``-1`` for a symbolic dimension."""
-
-    name: str
-    dtype: str
-    shape: tuple[int, ...]
-
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "dtype": self.dtype, "shape": list(self.shape)}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> TensorSpec:
-        return cls(str(data["name"]), str(data["dtype"]), tuple(int(d) for d in data["shape"]))
-
-
-@dataclass(frozen=True)
-class MethodSpec:
-    """The user-visible inputs and outputs of one method."""
-
-    name: str
-    inputs: tuple[TensorSpec, ...]
-    outputs: tuple[TensorSpec, ...]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "inputs": [t.to_json() for t in self.inputs],
-            "outputs": [t.to_json() for t in self.outputs],
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> MethodSpec:
-        return cls(
-            str(data["name"]),
-            tuple(TensorSpec.from_json(t) for t in data["inputs"]),
-            tuple(TensorSpec.from_json(t) for t in data["outputs"]),
-        )
-
-
-def methods_to_json(methods: tuple[MethodSpec, ...]) -> list[dict[str, Any]]:
-    """The ``methods`` list of the HTTP API."""
-    return [m.to_json() for m in methods]
 
 
 @dataclass(frozen=True)
