@@ -10,8 +10,9 @@ should reject a bad argument before paying for it.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pteforge.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from executorch.exir.backend.compile_spec_schema import CompileSpec
@@ -81,15 +82,4 @@ __all__ = [
     "to_edge_transform_and_lower",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    source = _SOURCES.get(name)
-    if source is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(source), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_SOURCES])
+__getattr__, __dir__ = lazy_exports(__name__, _SOURCES)

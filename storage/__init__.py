@@ -51,8 +51,9 @@ are in ``pteforge.storage.domain``; the interfaces in ``pteforge.storage.store``
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pteforge.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from pteforge.storage.blobs import DEFAULT_CHUNK_SIZE, BlobStore
@@ -149,15 +150,4 @@ __all__ = [
     "open_store",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    source = _SOURCES.get(name)
-    if source is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(source), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_SOURCES])
+__getattr__, __dir__ = lazy_exports(__name__, _SOURCES)
