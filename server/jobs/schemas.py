@@ -56,8 +56,8 @@ class JobOut(BaseModel):
 
     @classmethod
     def at(cls, job: Job, event: JobEvent) -> JobOut:
-        """The job as it was right after ``event`` (what a terminal change set is only
-        shown from that change on)."""
+        """The job as it was right after ``event``: the fields its end sets (error,
+        artifact, finish time) show only on the terminal event."""
         then = cls.of(job).model_copy(update={"status": event.status.value, "stage": event.stage})
         if event.status.terminal:
             return then
