@@ -71,6 +71,12 @@ class Settings(BaseSettings):
         description="Age before unreferenced content or an abandoned upload is removed; "
         "longer than any upload or compile takes to reference what it wrote.",
     )
+    job_retention_seconds: float = Field(
+        default=30 * 24 * 3600.0,
+        gt=0,
+        description="Age after which a finished job and its event log are deleted (its "
+        "artifact stays); workers check every blob_gc_interval_seconds.",
+    )
     runtime_pool_size: int = Field(
         default_factory=lambda: os.cpu_count() or 1,
         ge=1,

@@ -30,6 +30,7 @@ Public API (stable; the server codes against it)::
         tx.jobs.set_stage(job_id, worker_id, stage) / succeed(job_id, worker_id, artifact_id)
         tx.jobs.fail(job_id, worker_id, code, message) / acknowledge_cancel(job_id, worker_id)
         tx.jobs.cancel(project_id, id) -> Job | None; tx.jobs.reap_expired() -> list[Job]
+        tx.jobs.delete_finished(older_than: timedelta, limit=1000) -> int
         tx.jobs.events(project_id, id, after_version=0) -> list[JobEvent]  # change log
     # Job.version grows on every change; each status or stage change is logged under it.
 

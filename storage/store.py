@@ -192,6 +192,11 @@ class JobRepository(ABC):
         IllegalTransitionError. None when the project has no such job."""
 
     @abstractmethod
+    def delete_finished(self, older_than: timedelta, limit: int = 1000) -> int:
+        """Delete up to ``limit`` jobs that ended more than ``older_than`` ago, oldest first,
+        with their change logs (their artifacts stay). Returns how many were deleted."""
+
+    @abstractmethod
     def reap_expired(self) -> builtins.list[Job]:
         """Running jobs whose lease expired: requeued while attempts remain, else failed with
         error code ``lease_expired`` (canceled if a cancel was requested). Returns them."""

@@ -73,20 +73,25 @@ class Worker:
             store.close()
 
     def _maybe_collect_garbage(self, store: Store) -> None:
-        """Remove abandoned uploads (a writer killed mid-write) and content no row references,
-        once they are older than the grace period; any worker may do it, it is idempotent."""
+        """Every ``blob_gc_interval_seconds``: delete jobs past their retention, then remove
+        abandoned uploads (a writer killed mid-write) and content no row references once
+        they are older than the grace period. Any worker may do it; it is idempotent."""
         if time.monotonic() < self._next_gc:
             return
         self._next_gc = time.monotonic() + self.settings.blob_gc_interval_seconds
         try:
+            with store.transaction() as tx:
+                jobs = tx.jobs.delete_finished(
+                    timedelta(seconds=self.settings.job_retention_seconds)
+                )
             removed = store.blobs.collect_garbage(
                 timedelta(seconds=self.settings.blob_gc_grace_seconds)
             )
         except StorageError as exc:  # e.g. two workers collecting at once: the next round retries
-            log.warning("blob garbage collection skipped: %s", exc)
+            log.warning("garbage collection skipped: %s", exc)
             return
-        if removed:
-            log.info("blob garbage collection removed %d unreferenced items", removed)
+        if jobs or removed:
+            log.info("garbage collection: %d finished jobs, %d unreferenced items", jobs, removed)
 
     def _run_one(self, runner: CompileJobRunner, job: Job, scratch_root: Path) -> None:
         log.info("job %s claimed", job.id)

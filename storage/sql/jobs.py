@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from pteforge.storage import domain
@@ -169,6 +169,19 @@ class SqlJobs(JobRepository):
             check_transition(job_id, status, JobStatus.CANCELED)
         self._session.flush()
         return convert.job(row)
+
+    def delete_finished(self, older_than: timedelta, limit: int = 1000) -> int:
+        ended = select(JobRow.id).where(
+            JobRow.status.in_([s.value for s in JobStatus if s.terminal]),
+            JobRow.finished_at < self._clock() - older_than,
+        )
+        ids = list(self._session.scalars(ended.order_by(JobRow.finished_at).limit(limit)))
+        # The log is deleted explicitly rather than through the foreign key's cascade, which
+        # SQLite honours only on connections that turned foreign keys on.
+        self._session.execute(delete(JobEventRow).where(JobEventRow.job_id.in_(ids)))
+        self._session.execute(delete(JobRow).where(JobRow.id.in_(ids)))
+        self._session.flush()
+        return len(ids)
 
     def reap_expired(self) -> builtins.list[domain.Job]:
         now = self._clock()

@@ -1,4 +1,5 @@
-"""Compile workers collect unreferenced content after its grace period, and keep the rest."""
+"""Compile workers collect unreferenced content after its grace period and finished jobs
+after their retention, and keep the rest."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from pathlib import Path
 from pteforge.server.jobs.worker import Worker
 from pteforge.server.settings import Settings
 from pteforge.server.store import open_service_store
-from pteforge.storage.domain import MethodSpec, TensorSpec
+from pteforge.storage import Store
+from pteforge.storage.domain import Job, MethodSpec, TensorSpec
 
 
 def test_worker_removes_only_unreferenced_content(tmp_path: Path) -> None:
@@ -30,3 +32,26 @@ def test_worker_removes_only_unreferenced_content(tmp_path: Path) -> None:
         assert b"".join(store.blobs.open(kept.sha256)) == b"a program references me"
     finally:
         store.close()
+
+
+def test_worker_deletes_only_jobs_ended_past_retention(tmp_path: Path) -> None:
+    settings = Settings(home=tmp_path, job_retention_seconds=0.05)
+    store = open_service_store(settings)
+    try:
+        with store.transaction() as tx:
+            project = tx.projects.create("p")
+            ended = tx.jobs.enqueue(project.id, "compile", {})
+            waiting = tx.jobs.enqueue(project.id, "compile", {})
+            tx.jobs.cancel(project.id, ended.id)
+        deadline = time.monotonic() + 5  # past the retention on the store's clock
+        while time.monotonic() < deadline and _exists(store, ended):
+            Worker(settings, "gc-test")._maybe_collect_garbage(store)
+        assert not _exists(store, ended)
+        assert _exists(store, waiting)
+    finally:
+        store.close()
+
+
+def _exists(store: Store, job: Job) -> bool:
+    with store.transaction() as tx:
+        return tx.jobs.get(job.project_id, job.id) is not None

@@ -207,3 +207,34 @@ def test_events_are_scoped_to_the_project(store: SqlStore) -> None:
         other = tx.projects.get_or_create("other")
         assert tx.jobs.events(other.id, job.id) == []
         assert tx.jobs.events(job.project_id, "job_missing") == []
+
+
+def test_finished_jobs_past_retention_are_deleted(store: SqlStore, clock: ManualClock) -> None:
+    jobs = _enqueue(store, 3)
+    old_done, old_running = _claim(store, "w1"), _claim(store, "w2")
+    assert old_done is not None and old_running is not None
+    (recent,) = [j for j in jobs if j.id not in {old_done.id, old_running.id}]
+    with store.transaction() as tx:
+        tx.jobs.succeed(old_done.id, "w1", None)
+    clock.advance(timedelta(days=2))
+    with store.transaction() as tx:
+        tx.jobs.cancel(recent.project_id, recent.id)  # queued: canceled now
+        assert tx.jobs.delete_finished(timedelta(days=1)) == 1
+    with store.transaction() as tx:
+        assert tx.jobs.get(old_done.project_id, old_done.id) is None
+        assert tx.jobs.events(old_done.project_id, old_done.id) == []
+        assert tx.jobs.get(old_running.project_id, old_running.id) is not None  # not ended
+        assert tx.jobs.get(recent.project_id, recent.id) is not None  # ended a moment ago
+        assert tx.jobs.delete_finished(timedelta(days=1)) == 0
+
+
+def test_deleting_finished_jobs_goes_in_batches(store: SqlStore, clock: ManualClock) -> None:
+    jobs = _enqueue(store, 3)
+    with store.transaction() as tx:
+        for job in jobs:
+            tx.jobs.cancel(job.project_id, job.id)
+    clock.advance(timedelta(hours=1))
+    with store.transaction() as tx:
+        assert tx.jobs.delete_finished(timedelta(minutes=1), limit=2) == 2
+        assert tx.jobs.delete_finished(timedelta(minutes=1), limit=2) == 1
+        assert tx.jobs.list(jobs[0].project_id) == []
