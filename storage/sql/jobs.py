@@ -49,7 +49,8 @@ class SqlJobs(JobRepository):
         )  # fmt: skip
         self._session.add(row)
         self._session.flush()  # the event's foreign key needs the job row first
-        self._record(row)
+        self._log(row)
+        self._session.flush()
         return convert.job(row)
 
     def get(self, project_id: str, job_id: str) -> domain.Job | None:
@@ -96,12 +97,12 @@ class SqlJobs(JobRepository):
         if row is None:
             return None
         now = self._clock()
-        _move(row, JobStatus.RUNNING, now)
+        self._move(row, JobStatus.RUNNING, now)
         row.worker_id = worker_id
         row.lease_expires_at = now + lease
         row.attempts += 1
         row.started_at = now
-        self._record(row)
+        self._session.flush()
         return convert.job(row)
 
     def _held(self, job_id: str, worker_id: str) -> JobRow:
@@ -129,29 +130,30 @@ class SqlJobs(JobRepository):
         row = self._held(job_id, worker_id)
         row.stage = stage
         _touch(row, self._clock())
-        self._record(row)
+        self._log(row)
+        self._session.flush()
         return convert.job(row)
 
     def succeed(self, job_id: str, worker_id: str, artifact_id: str | None) -> domain.Job:
         row = self._held(job_id, worker_id)
-        _move(row, JobStatus.SUCCEEDED, self._clock())
+        self._move(row, JobStatus.SUCCEEDED, self._clock())
         row.artifact_id = artifact_id
-        self._record(row)
+        self._session.flush()
         return convert.job(row)
 
     def fail(self, job_id: str, worker_id: str, code: str, message: str) -> domain.Job:
         row = self._held(job_id, worker_id)
-        _move(row, JobStatus.FAILED, self._clock())
+        self._move(row, JobStatus.FAILED, self._clock())
         row.error_code, row.error_message = code, message
-        self._record(row)
+        self._session.flush()
         return convert.job(row)
 
     def acknowledge_cancel(self, job_id: str, worker_id: str) -> domain.Job:
         row = self._held(job_id, worker_id)
         if not row.cancel_requested:
             raise IllegalTransitionError(f"job {job_id} has no cancel request to acknowledge")
-        _move(row, JobStatus.CANCELED, self._clock())
-        self._record(row)
+        self._move(row, JobStatus.CANCELED, self._clock())
+        self._session.flush()
         return convert.job(row)
 
     def cancel(self, project_id: str, job_id: str) -> domain.Job | None:
@@ -160,8 +162,7 @@ class SqlJobs(JobRepository):
             return None
         status = JobStatus(row.status)
         if status is JobStatus.QUEUED:
-            _move(row, JobStatus.CANCELED, self._clock())
-            self._record(row)
+            self._move(row, JobStatus.CANCELED, self._clock())
         elif status is JobStatus.RUNNING and not row.cancel_requested:
             row.cancel_requested = True
             _touch(row, self._clock())
@@ -192,46 +193,45 @@ class SqlJobs(JobRepository):
             .execution_options(populate_existing=True)
         ).all()
         for row in rows:
-            _expire(row, now)
-            self._record(row)
+            self._expire(row, now)
+        self._session.flush()
         return [convert.job(r) for r in rows]
 
-    def _record(self, row: JobRow) -> None:
-        """Log the change just made to ``row`` (status or stage) and flush both."""
+    def _expire(self, row: JobRow, now: datetime) -> None:
+        """What happens to a running job whose holder stopped heartbeating."""
+        if row.cancel_requested:
+            self._move(row, JobStatus.CANCELED, now)
+        elif row.attempts < row.max_attempts:
+            row.stage = None  # the next attempt starts from the beginning
+            self._move(row, JobStatus.QUEUED, now)
+        else:
+            self._move(row, JobStatus.FAILED, now)
+            row.error_code = LEASE_EXPIRED
+            row.error_message = (
+                f"worker {row.worker_id} stopped heartbeating and the job used all "
+                f"{row.max_attempts} attempts"
+            )
+        row.worker_id = None
+        row.lease_expires_at = None
+
+    def _move(self, row: JobRow, target: JobStatus, now: datetime) -> None:
+        """The one place a job's status changes: rejects moves the state machine forbids
+        and logs the others."""
+        check_transition(row.id, JobStatus(row.status), target)
+        row.status = target.value
+        if target.terminal:
+            row.finished_at = now
+            row.lease_expires_at = None
+        _touch(row, now)
+        self._log(row)
+
+    def _log(self, row: JobRow) -> None:
+        """Add the job's change log entry for the change just made (status or stage)."""
         event = JobEventRow(
             job_id=row.id, version=row.version, status=row.status, stage=row.stage,
             at=row.updated_at,
         )  # fmt: skip
         self._session.add(event)
-        self._session.flush()
-
-
-def _expire(row: JobRow, now: datetime) -> None:
-    """What happens to a running job whose holder stopped heartbeating."""
-    if row.cancel_requested:
-        _move(row, JobStatus.CANCELED, now)
-    elif row.attempts < row.max_attempts:
-        _move(row, JobStatus.QUEUED, now)
-        row.stage = None  # the next attempt starts from the beginning
-    else:
-        _move(row, JobStatus.FAILED, now)
-        row.error_code = LEASE_EXPIRED
-        row.error_message = (
-            f"worker {row.worker_id} stopped heartbeating and the job used all "
-            f"{row.max_attempts} attempts"
-        )
-    row.worker_id = None
-    row.lease_expires_at = None
-
-
-def _move(row: JobRow, target: JobStatus, now: datetime) -> None:
-    """The one place a job's status changes; rejects moves the state machine forbids."""
-    check_transition(row.id, JobStatus(row.status), target)
-    row.status = target.value
-    if target.terminal:
-        row.finished_at = now
-        row.lease_expires_at = None
-    _touch(row, now)
 
 
 def _touch(row: JobRow, now: datetime) -> None:
