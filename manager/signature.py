@@ -38,17 +38,23 @@ def _spec(name: str, value: Any) -> TensorSpec:
 
 
 def method_signature(name: str, program: ExportedProgram) -> MethodSignature:
-    """Specs of ``program``'s user inputs and outputs, read from node metadata."""
-    nodes = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
+    """Specs of ``program``'s user inputs and outputs, named as its graph signature names them.
+
+    Inputs torch.export specialised to constants (a Python ``int``) keep their place and name,
+    with the constant's type as dtype: the emitted method still takes them positionally.
+    """
+    from torch.export.graph_signature import InputKind, OutputKind
+
+    values = {n.name: n.meta.get("val") for n in program.graph.nodes}
+    signature = program.graph_signature
     inputs = tuple(
-        _spec(arg, nodes[arg].meta.get("val")) for arg in program.graph_signature.user_inputs
+        _spec(s.arg.name, values.get(s.arg.name, getattr(s.arg, "value", None)))
+        for s in signature.input_specs
+        if s.kind == InputKind.USER_INPUT
     )
-    output_node = program.graph.output_node()
-    returned = output_node.args[0]
-    user_outputs = program.graph_signature.user_outputs
-    skip = len(returned) - len(user_outputs)  # mutated buffers come first
     outputs = tuple(
-        _spec(out_name, getattr(node, "meta", {}).get("val", node))
-        for out_name, node in zip(user_outputs, returned[skip:], strict=True)
+        _spec(s.arg.name, values.get(s.arg.name, getattr(s.arg, "value", None)))
+        for s in signature.output_specs
+        if s.kind == OutputKind.USER_OUTPUT
     )
     return MethodSignature(name, inputs, outputs)

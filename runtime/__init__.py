@@ -15,7 +15,7 @@ from pteforge.runtime.errors import (
     WorkerCrashedError,
     WorkerTimeoutError,
 )
-from pteforge.runtime.metadata import MethodSignature, TensorSpec, describe_pte
+from pteforge.runtime.metadata import MethodSignature, TensorNames, TensorSpec, describe_pte
 from pteforge.runtime.pool import ArtifactSource, InferResult, PoolStats, RuntimePool
 
 __all__ = [
@@ -30,6 +30,7 @@ __all__ = [
     "ProgramLoadError",
     "RuntimeLayerError",
     "RuntimePool",
+    "TensorNames",
     "TensorSpec",
     "UnknownMethodError",
     "WorkerCrashedError",

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,35 @@ class MethodSignature:
             tuple(TensorSpec.from_json(t) for t in data["inputs"]),
             tuple(TensorSpec.from_json(t) for t in data["outputs"]),
         )
+
+    def named(self, names: TensorNames | None) -> MethodSignature:
+        """This signature with the program's own tensor names.
+
+        ``.pte`` metadata carries no names, so a method's specs are named ``input_0``, ...
+        until the program's graph-signature names are applied. Names that do not match the
+        method's arity one to one (or repeat) are ignored: positional names stay.
+        """
+        if names is None:
+            return self
+        return MethodSignature(
+            self.name,
+            _renamed(self.inputs, names.inputs),
+            _renamed(self.outputs, names.outputs),
+        )
+
+
+@dataclass(frozen=True)
+class TensorNames:
+    """The program's own names of a method's inputs and outputs, in positional order."""
+
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+
+def _renamed(specs: tuple[TensorSpec, ...], names: Sequence[str]) -> tuple[TensorSpec, ...]:
+    if len(names) != len(specs) or len(set(names)) != len(names) or not all(names):
+        return specs
+    return tuple(replace(spec, name=name) for spec, name in zip(specs, names, strict=True))
 
 
 def input_name(index: int) -> str:

@@ -11,13 +11,14 @@ from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 
 from pteforge import __version__
-from pteforge.runtime import RuntimePool
+from pteforge.runtime import RuntimePool, TensorNames
 from pteforge.runtime.native import NativeBuildError, build_xnnpack_options
 from pteforge.server.auth.cache import TtlCache
 from pteforge.server.auth.dependencies import DEFAULT_TOKEN_TTL_S, Principal, cached_principal
 from pteforge.server.inference import ResolvedArtifact, build_inference_router
 from pteforge.server.inference.routes import DEFAULT_MAX_REQUEST_BYTES, DEFAULT_RESOLVE_TTL_S
 from pteforge.server.settings import Settings
+from pteforge.storage.domain import MethodSpec
 from pteforge.storage.store import Store
 
 log = logging.getLogger(__name__)
@@ -39,6 +40,7 @@ class StoreArtifactResolver:
             sha256=artifact.sha256,
             source=self._writer(artifact.sha256),
             methods=tuple(m.name for m in artifact.methods),
+            names={m.name: tensor_names(m) for m in artifact.methods},
         )
 
     def _writer(self, sha256: str) -> Callable[[Path], None]:
@@ -46,6 +48,11 @@ class StoreArtifactResolver:
             self.store.blobs.export_to_file(sha256, path)  # sha256 checked while copying
 
         return write
+
+
+def tensor_names(method: MethodSpec) -> TensorNames:
+    """The names a stored method spec gives its inputs and outputs, for ``/v2``."""
+    return TensorNames(tuple(t.name for t in method.inputs), tuple(t.name for t in method.outputs))
 
 
 def _weight_cache_library(settings: Settings) -> Path | None:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from pteforge.runtime import ArtifactSource
+from pteforge.runtime import ArtifactSource, TensorNames
 
 
 @dataclass(frozen=True)
@@ -14,11 +15,14 @@ class ResolvedArtifact:
 
     ``source`` is a local ``Path`` or a callable that writes the ``.pte`` to the path it is
     given (called at most once per sha256; the pool caches the file on local disk).
+    ``names`` holds, per method, the program's own input and output names (from its graph
+    signature); a method without them is served under positional names (``input_0``).
     """
 
     sha256: str
     source: ArtifactSource
     methods: tuple[str, ...]
+    names: Mapping[str, TensorNames] = field(default_factory=dict)
 
 
 class ArtifactResolver(Protocol):

@@ -112,7 +112,7 @@ class _Inference:
         artifact_id, method = split_model_name(model)
         artifact = _check_model(model, await self.resolve_async(principal, artifact_id))
         signature = await self.pool.method_metadata_async(artifact.sha256, method, artifact.source)
-        return artifact, signature
+        return artifact, signature.named(artifact.names.get(method))
 
     async def infer(
         self,

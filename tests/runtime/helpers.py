@@ -6,7 +6,7 @@ import hashlib
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -137,15 +137,19 @@ def serve(app: FastAPI, deadline_s: float = 30.0) -> Iterator[str]:
         thread.join(timeout=10)
 
 
-def triton_inputs(model: MultiMethod, method: str, binary: bool) -> list[Any]:
-    """``tritonclient.http.InferInput``s named ``input_N`` for ``method``'s example inputs."""
+def triton_inputs(
+    model: MultiMethod, method: str, binary: bool, names: Sequence[str] | None = None
+) -> list[Any]:
+    """``tritonclient.http.InferInput``s for ``method``'s example inputs, named ``names``
+    (the served model's input names) or ``input_N`` when none are given."""
     import tritonclient.http as triton
 
     entries = []
     for i, tensor in enumerate(model.inputs[method]):
         array = tensor.numpy()
         datatype = "INT64" if array.dtype == np.int64 else "FP32"
-        entry = triton.InferInput(f"input_{i}", list(array.shape), datatype)
+        name = names[i] if names is not None else f"input_{i}"
+        entry = triton.InferInput(name, list(array.shape), datatype)
         entry.set_data_from_numpy(array, binary_data=binary)
         entries.append(entry)
     return entries

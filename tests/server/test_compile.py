@@ -229,11 +229,20 @@ def test_v2_infer_matches_eager(
     client = triton.InferenceServerClient(url=service.url.removeprefix("http://"))
     model = f"{compiled['artifact']['id']}.{method}"
     assert client.is_model_ready(model, headers=dict(token))
-    result = client.infer(model, triton_inputs(seq2seq, method, binary=True), headers=dict(token))
+    metadata = client.get_model_metadata(model, headers=dict(token))
+    names = [t["name"] for t in metadata["inputs"]]
+    outputs = [t["name"] for t in metadata["outputs"]]
+    # /v2 speaks the program's own names, the same ones /v1 shows for the artifact's method.
+    (v1,) = [m for m in compiled["artifact"]["methods"] if m["name"] == method]
+    assert names == [t["name"] for t in v1["inputs"]]
+    assert outputs == [t["name"] for t in v1["outputs"]]
+    assert not any(n.startswith("input_") for n in names), names
+    inputs = triton_inputs(seq2seq, method, binary=True, names=names)
+    result = client.infer(model, inputs, headers=dict(token))
     with torch.no_grad():
         expected = seq2seq.eager[method](*seq2seq.inputs[method])
     expected = expected[0] if isinstance(expected, tuple) else expected
-    np.testing.assert_allclose(result.as_numpy("output_0"), expected.numpy(), atol=1e-4, rtol=1e-4)
+    np.testing.assert_allclose(result.as_numpy(outputs[0]), expected.numpy(), atol=1e-4, rtol=1e-4)
 
 
 def test_v2_needs_a_token_and_hides_other_projects(
