@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
+from pteforge.contracts import InvalidMethodNameError, check_method_name
 from pteforge.manager.errors import ManagerError, ProgramInputError
 
 EXIT_BAD_INPUT = 2
@@ -73,6 +74,10 @@ def _method_files(specs: list[str]) -> dict[str, Path]:
             raise ProgramInputError(f"--method {spec!r}: expected NAME=FILE.pt2")
         if name in files:
             raise ProgramInputError(f"--method {name!r} given twice")
+        try:
+            check_method_name(name)
+        except InvalidMethodNameError as exc:
+            raise ProgramInputError(f"--method {spec!r}: {exc}") from None
         files[name] = Path(file)
     return files
 

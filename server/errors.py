@@ -9,7 +9,7 @@ Anything untranslated is a bug: 500 ``internal_error``. ``/v2`` keeps its own er
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
@@ -57,6 +57,11 @@ class InvalidRequestError(ServiceError):
 class PayloadTooLargeError(ServiceError):
     status = HTTPStatus.REQUEST_ENTITY_TOO_LARGE
     code = "payload_too_large"
+
+
+class UnsupportedMediaTypeError(ServiceError):
+    status = HTTPStatus.UNSUPPORTED_MEDIA_TYPE
+    code = "unsupported_media_type"
 
 
 class ConflictError(ServiceError):
@@ -117,6 +122,15 @@ def _status_code_name(status: int) -> str:
         return "http_error"
 
 
+def _validation_problem(error: Mapping[str, Any]) -> str:
+    """One request-validation problem in words: where it is and what is wrong."""
+    loc = [str(p) for p in error.get("loc", ())]
+    if error.get("type") == "json_invalid":
+        reason = (error.get("ctx") or {}).get("error", "JSON decode error")
+        return f"the request body is not valid JSON ({reason} at character {loc[-1]})"
+    return f"{'.'.join(loc)}: {error.get('msg', 'invalid')}"
+
+
 def install_error_handlers(app: FastAPI, translations: list[Translation]) -> None:
     """Answer every exception raised under ``app`` in the pinned error shape."""
 
@@ -141,9 +155,7 @@ def install_error_handlers(app: FastAPI, translations: list[Translation]) -> Non
         return response
 
     async def on_validation(request: Request, exc: RequestValidationError) -> JSONResponse:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
-        )
+        problems = "; ".join(_validation_problem(e) for e in exc.errors())
         return error_response(request, 422, "invalid_request", problems or "invalid request")
 
     app.add_exception_handler(StarletteHTTPException, on_http)  # type: ignore[arg-type]

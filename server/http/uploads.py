@@ -10,19 +10,33 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
 from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
-from pteforge.server.errors import InvalidRequestError, PayloadTooLargeError
+from pteforge.server.errors import (
+    InvalidRequestError,
+    PayloadTooLargeError,
+    UnsupportedMediaTypeError,
+)
 
 _MAX_FIELD_BYTES = 64 * 1024
 _MAX_PARTS = 64
+# A part's Content-Disposition line holds its field name; python-multipart's 4 KiB default
+# would refuse a long name as "Maximum header size exceeded" before the name rule can say why.
+_MAX_PART_HEADER_BYTES = 16 * 1024
+# Parts reach the disk in slices of about this size, parsed and written from a worker thread
+# so the event loop never waits on the disk.
+_WRITE_SLICE_BYTES = 1 << 20
+
+FieldNameCheck = Callable[[str], object]
+"""Vets a file part's field name as soon as its headers are read; raises to refuse it."""
 
 
 @dataclass
@@ -61,9 +75,12 @@ def check_content_length(request: Request, limit: int) -> None:
 class _PartWriter:
     """python-multipart callbacks writing file parts to disk and collecting text fields."""
 
-    def __init__(self, upload: MultipartUpload, directory: Path) -> None:
+    def __init__(
+        self, upload: MultipartUpload, directory: Path, check_name: FieldNameCheck | None
+    ) -> None:
         self.upload = upload
         self.directory = directory
+        self.check_name = check_name
         self._headers: dict[bytes, bytes] = {}
         self._header_name = b""
         self._header_value = b""
@@ -102,6 +119,8 @@ class _PartWriter:
         self._name = options[b"name"].decode("utf-8", "replace")
         if b"filename" not in options:
             return
+        if self.check_name is not None:
+            self.check_name(self._name)
         if len(self.upload.files) >= _MAX_PARTS:
             raise InvalidRequestError(f"more than {_MAX_PARTS} file parts")
         fd, path = tempfile.mkstemp(dir=self.directory, suffix=".upload")
@@ -132,29 +151,37 @@ class _PartWriter:
 
 def _boundary(request: Request) -> bytes:
     content_type, params = parse_options_header(request.headers.get("content-type"))
-    if content_type != b"multipart/form-data" or b"boundary" not in params:
-        raise InvalidRequestError("expected a multipart/form-data body with a boundary")
+    if content_type != b"multipart/form-data":
+        shown = content_type.decode("latin-1")[:100] or "none"
+        raise UnsupportedMediaTypeError(
+            f"expected a multipart/form-data body, got Content-Type {shown!r}"
+        )
+    if b"boundary" not in params:
+        raise InvalidRequestError("the multipart/form-data Content-Type has no boundary")
     return params[b"boundary"]
 
 
-async def receive_multipart(request: Request, directory: Path, limit: int) -> MultipartUpload:
+async def receive_multipart(
+    request: Request, directory: Path, limit: int, check_name: FieldNameCheck | None = None
+) -> MultipartUpload:
     """Parse the request's multipart body into files under ``directory`` (413 over ``limit``).
 
-    The caller owns the returned upload and must ``cleanup()`` it.
+    ``check_name`` vets each file part's field name before any of its bytes are written.
+    Parsing and writing run in a worker thread, about 1 MiB at a time. The caller owns the
+    returned upload and must ``cleanup()`` it.
     """
     check_content_length(request, limit)
-    directory.mkdir(parents=True, exist_ok=True)
+    boundary = _boundary(request)
+    await run_in_threadpool(directory.mkdir, parents=True, exist_ok=True)
     upload = MultipartUpload()
-    writer = _PartWriter(upload, directory)
-    parser = MultipartParser(_boundary(request), writer.callbacks())  # type: ignore[arg-type]
-    received = 0
+    writer = _PartWriter(upload, directory, check_name)
+    parser = MultipartParser(
+        boundary,
+        writer.callbacks(),  # type: ignore[arg-type]
+        max_header_size=_MAX_PART_HEADER_BYTES,
+    )
     try:
-        async for chunk in request.stream():
-            received += len(chunk)
-            if received > limit:
-                raise PayloadTooLargeError(f"request body exceeds the {limit}-byte limit")
-            parser.write(chunk)
-        parser.finalize()
+        await _feed(request, parser, limit)
     except MultipartParseError as exc:
         writer.close()
         upload.cleanup()
@@ -164,6 +191,23 @@ async def receive_multipart(request: Request, directory: Path, limit: int) -> Mu
         upload.cleanup()
         raise
     return upload
+
+
+async def _feed(request: Request, parser: MultipartParser, limit: int) -> None:
+    """Stream the body into ``parser`` off the event loop, cutting it off past ``limit``."""
+    pending: list[bytes] = []
+    pending_bytes = received = 0
+    async for chunk in request.stream():
+        received += len(chunk)
+        if received > limit:
+            raise PayloadTooLargeError(f"request body exceeds the {limit}-byte limit")
+        pending.append(chunk)
+        pending_bytes += len(chunk)
+        if pending_bytes >= _WRITE_SLICE_BYTES:
+            await run_in_threadpool(parser.write, b"".join(pending))
+            pending, pending_bytes = [], 0
+    await run_in_threadpool(parser.write, b"".join(pending))
+    await run_in_threadpool(parser.finalize)
 
 
 @contextlib.contextmanager

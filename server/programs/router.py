@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response, status
 from starlette.concurrency import run_in_threadpool
 
+from pteforge.contracts import METHOD_NAME_RULE
 from pteforge.server.auth.dependencies import CurrentPrincipal
 from pteforge.server.http.listing import DEFAULT_LIMIT, LimitQuery
 from pteforge.server.http.uploads import owned, receive_multipart
@@ -23,7 +24,8 @@ _UPLOAD_DOC = {
                     "type": "object",
                     "description": "One file part per method (field name = method name, a "
                     "torch.export.save archive) or one 'program' part (a pt2 archive with "
-                    "several programs); optional text field 'name'.",
+                    f"several programs); optional text field 'name'. Method names: "
+                    f"{METHOD_NAME_RULE}.",
                     "additionalProperties": {"type": "string", "format": "binary"},
                 }
             }
@@ -44,7 +46,9 @@ async def upload_program(
 ) -> ProgramOut:
     """Streams each part to disk (413 over the size limit), validates, describes, stores."""
     settings = services.settings
-    upload = await receive_multipart(request, settings.uploads_dir, settings.max_upload_bytes)
+    upload = await receive_multipart(
+        request, settings.uploads_dir, settings.max_upload_bytes, service.check_part_name
+    )
     with owned(upload):
         program = await run_in_threadpool(
             service.create_program, services, principal.project_id, upload

@@ -7,11 +7,11 @@ holding a pt2 archive with several programs (stored as uploaded).
 
 from __future__ import annotations
 
-import re
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from pteforge.contracts import InvalidMethodNameError, check_method_name
 from pteforge.server.blob_files import store_file
 from pteforge.server.errors import InvalidRequestError, NotFoundError
 from pteforge.server.http.uploads import MultipartUpload, UploadedPart
@@ -21,16 +21,27 @@ from pteforge.storage.domain import MethodSpec, Program
 
 PROGRAM_PART = "program"
 _PARALLEL_LOADS = 4
-_METHOD_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
 
-def _describe(services: Services, path: Path) -> tuple[MethodSpec, ...]:
-    """Method specs of an archive: validated statically, then loaded in a disposable process."""
-    from pteforge.server.sandbox import load_programs_isolated
+def check_part_name(name: str) -> None:
+    """Refuse a file part whose field name cannot be a method name (422, stating the rule)."""
+    try:
+        check_method_name(name)
+    except InvalidMethodNameError as exc:
+        raise InvalidRequestError(f"part {exc}", code="invalid_upload") from None
 
-    description = load_programs_isolated(
-        path, services.process_limits, isolation=services.isolation
-    )
+
+def _describe(services: Services, part: UploadedPart) -> tuple[MethodSpec, ...]:
+    """Method specs of a part's archive: validated statically, then loaded in a disposable
+    process. A refusal names the part it came from."""
+    from pteforge.server.sandbox import UploadRejectedError, load_programs_isolated
+
+    try:
+        description = load_programs_isolated(
+            part.path, services.process_limits, isolation=services.isolation
+        )
+    except UploadRejectedError as exc:
+        raise exc.in_part(part.field_name) from None
     return description.methods
 
 
@@ -54,13 +65,12 @@ def _file_parts(upload: MultipartUpload) -> list[UploadedPart]:
             "a 'program' part cannot be combined with per-method parts", code="invalid_upload"
         )
     for name in names:
-        if not _METHOD_NAME.match(name):
-            raise InvalidRequestError(f"invalid method name {name!r}", code="invalid_upload")
+        check_part_name(name)
     return upload.files
 
 
 def _single_method(services: Services, part: UploadedPart) -> MethodSpec:
-    specs = _describe(services, part.path)
+    specs = _describe(services, part)
     if len(specs) != 1:
         raise InvalidRequestError(
             f"part {part.field_name!r} holds {len(specs)} programs; a per-method part holds one",
@@ -74,7 +84,7 @@ def create_program(services: Services, project_id: str, upload: MultipartUpload)
     parts = _file_parts(upload)
     if parts[0].field_name == PROGRAM_PART:
         name = upload.fields.get("name") or parts[0].filename or "program"
-        methods = _describe(services, parts[0].path)
+        methods = _describe(services, parts[0])
         blob = store_file(services.store.blobs, parts[0].path)
     else:
         name = upload.fields.get("name") or "program"

@@ -19,6 +19,12 @@ class UploadRejectedError(Exception):
         self.message = f"{entry}: {message}" if entry else message
         super().__init__(f"[{reason}] {self.message}")
 
+    def in_part(self, part: str) -> UploadRejectedError:
+        """This refusal, its message prefixed with the upload part it concerns."""
+        self.message = f"part {part!r}: {self.message}"
+        self.args = (f"[{self.reason}] {self.message}",)
+        return self
+
 
 class UploadTooLargeError(UploadRejectedError):
     """The upload, or what it declares it will expand to, exceeds a size limit."""

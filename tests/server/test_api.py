@@ -150,9 +150,39 @@ def test_malformed_program_uploads_are_4xx(admin: httpx.Client, files: dict) -> 
     assert not PWNED.exists()
 
 
-def test_non_multipart_upload_is_rejected(admin: httpx.Client) -> None:
+def test_non_multipart_upload_is_415(admin: httpx.Client) -> None:
     response = admin.post("/v1/programs", json={"encode": "x"})
+    assert_error(response, 415, "unsupported_media_type")
+    assert "application/json" in response.json()["error"]["message"]
+
+
+def test_a_bad_part_beside_a_good_one_is_named(
+    admin: httpx.Client, seq2seq_files: dict[str, Path]
+) -> None:
+    files = {
+        "encode": ("enc.pt2", seq2seq_files["encode"].read_bytes()),
+        "decode": ("dec.pt2", b"random bytes, not an archive"),
+    }
+    response = admin.post("/v1/programs", files=files)
+    assert 400 <= response.status_code < 500, response.text
+    assert "part 'decode'" in response.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("name", ["m" * 5000, "../x", "9lives", "éncode"])
+def test_method_name_rule_is_stated(admin: httpx.Client, name: str) -> None:
+    response = admin.post("/v1/programs", files={name: ("f.pt2", b"x")})
+    assert_error(response, 422, "invalid_upload")
+    assert "1 to 128 ASCII letters, digits or underscores" in response.json()["error"]["message"]
+
+
+def test_invalid_json_says_so(admin: httpx.Client) -> None:
+    response = admin.post(
+        "/v1/compile-jobs",
+        content=b'{"program_id": ',
+        headers={"content-type": "application/json"},
+    )
     assert_error(response, 422, "invalid_request")
+    assert "not valid JSON" in response.json()["error"]["message"]
 
 
 def test_malformed_pte_upload_is_4xx(admin: httpx.Client) -> None:

@@ -1,0 +1,30 @@
+"""The method-name rule: what a program's method may be called.
+
+A method name becomes a multipart field name, a file name inside stored bundles and archives,
+and the second half of a ``/v2`` model name (``{artifact_id}.{method}``), so it is kept to a
+plain identifier everywhere.
+"""
+
+from __future__ import annotations
+
+import re
+
+METHOD_NAME_MAX_CHARS = 128
+METHOD_NAME_PATTERN = rf"[A-Za-z_][A-Za-z0-9_]{{0,{METHOD_NAME_MAX_CHARS - 1}}}"
+METHOD_NAME_RULE = (
+    f"a method name is 1 to {METHOD_NAME_MAX_CHARS} ASCII letters, digits or underscores, "
+    "not starting with a digit"
+)
+_METHOD_NAME = re.compile(rf"^{METHOD_NAME_PATTERN}$")
+
+
+class InvalidMethodNameError(ValueError):
+    """A method name breaks :data:`METHOD_NAME_RULE`."""
+
+
+def check_method_name(name: str) -> str:
+    """``name`` if it follows the method-name rule; raises ``InvalidMethodNameError`` naming it."""
+    if _METHOD_NAME.match(name) is None:
+        shown = name if len(name) <= 40 else f"{name[:40]}... ({len(name)} characters)"
+        raise InvalidMethodNameError(f"invalid method name {shown!r}: {METHOD_NAME_RULE}")
+    return name

@@ -1,0 +1,35 @@
+"""The method-name rule: one statement of it, enforced alike by the CLI (and the server)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pteforge.contracts import METHOD_NAME_RULE, InvalidMethodNameError, check_method_name
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("name", ["forward", "encode", "_x", "a" * 128, "decode_2"])
+def test_good_names_pass(name: str) -> None:
+    assert check_method_name(name) == name
+
+
+@pytest.mark.parametrize("name", ["", "../x", "9a", "a" * 129, "a-b", "e\u0301", "a.b"])
+def test_bad_names_state_the_rule(name: str) -> None:
+    with pytest.raises(InvalidMethodNameError, match="ASCII letters, digits or underscores"):
+        check_method_name(name)
+
+
+def test_cli_refuses_a_path_as_method_name(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "pteforge", "compile", "--method", "../x=enc.pt2", "-o",
+         str(tmp_path / "x.pte")],
+        capture_output=True, text=True, cwd=REPO, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert METHOD_NAME_RULE in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
