@@ -57,6 +57,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if boot is not None:
             print(usage_text(boot, settings.public_url), file=sys.stderr, flush=True)
         app.state.services = services
+        # With no local workers (`serve --no-workers`) the queue is served by `pteforge worker`
+        # processes elsewhere, woken by the database (PostgreSQL) or their polling.
         supervisor = WorkerSupervisor(settings, settings.compile_workers)
         supervisor.start()
         services.job_queued = supervisor.wake

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pteforge.storage.errors import ConflictError
 from pteforge.storage.store import Store
 
 DEFAULT_PROJECT = "default"
@@ -19,12 +20,16 @@ class Bootstrap:
 
 
 def bootstrap_if_empty(store: Store) -> Bootstrap | None:
-    """Create the default project and its admin token unless the project already exists."""
-    with store.transaction() as tx:
-        if tx.projects.get_by_name(DEFAULT_PROJECT) is not None:
-            return None
-        project = tx.projects.create(DEFAULT_PROJECT)
-        issued = tx.tokens.create(project.id, ADMIN_TOKEN_NAME)
+    """Create the default project and its admin token unless the project already exists
+    (replicas starting together on one database: the one that loses the race gets None)."""
+    try:
+        with store.transaction() as tx:
+            if tx.projects.get_by_name(DEFAULT_PROJECT) is not None:
+                return None
+            project = tx.projects.create(DEFAULT_PROJECT)
+            issued = tx.tokens.create(project.id, ADMIN_TOKEN_NAME)
+    except ConflictError:
+        return None
     return Bootstrap(project_name=project.name, token=issued.plaintext)
 
 

@@ -1,8 +1,9 @@
-"""The ``serve`` and ``tokens`` subcommands of ``pteforge``."""
+"""The ``serve``, ``worker``, ``migrate`` and ``tokens`` subcommands of ``pteforge``."""
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 from typing import Any
 
@@ -10,11 +11,27 @@ from pteforge.server.bootstrap import DEFAULT_PROJECT
 
 
 def register(subparsers: Any) -> None:
-    """Add ``serve`` and ``tokens`` to the top-level parser."""
+    """Add ``serve``, ``worker``, ``migrate`` and ``tokens`` to the top-level parser."""
     serve = subparsers.add_parser("serve", help="run the HTTP service and its compile workers")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument(
+        "--no-workers",
+        action="store_true",
+        help="API only: compile workers run elsewhere (`pteforge worker`) on the same database",
+    )
     serve.set_defaults(handler=serve_command)
+
+    worker = subparsers.add_parser(
+        "worker", help="run compile workers only, on any machine that reaches the database"
+    )
+    worker.add_argument(
+        "--count", type=int, default=None, help="processes (default PTEFORGE_COMPILE_WORKERS)"
+    )
+    worker.set_defaults(handler=worker_command)
+
+    migrate = subparsers.add_parser("migrate", help="bring the database schema up to date")
+    migrate.set_defaults(handler=migrate_command)
 
     tokens = subparsers.add_parser("tokens", help="manage API tokens")
     actions = tokens.add_subparsers(dest="tokens_action", required=True)
@@ -36,6 +53,8 @@ def serve_command(args: argparse.Namespace) -> int:
     settings = Settings()
     if "PTEFORGE_PUBLIC_URL" not in os.environ:
         settings.public_url = f"http://{args.host}:{args.port}"
+    if args.no_workers:
+        settings.compile_workers = 0
     # httptools and uvloop (uvicorn[standard]) cut the per-request CPU of every /v2 call.
     uvicorn.run(
         create_app(settings),
@@ -45,6 +64,32 @@ def serve_command(args: argparse.Namespace) -> int:
         http="httptools",
         loop="uvloop",
     )
+    return 0
+
+
+def worker_command(args: argparse.Namespace) -> int:
+    """Run compile workers in the foreground (migrating the schema first, as serve does)."""
+    from pteforge.server.jobs.supervisor import run_workers
+    from pteforge.server.settings import Settings
+    from pteforge.server.store import open_service_store
+
+    settings = Settings()
+    count = settings.compile_workers if args.count is None else args.count
+    if count < 1:
+        raise SystemExit("pteforge worker: --count must be at least 1")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    open_service_store(settings).close()
+    run_workers(settings, count)
+    return 0
+
+
+def migrate_command(args: argparse.Namespace) -> int:
+    """Apply pending migrations and exit (a deployment runs this once before its replicas)."""
+    from pteforge.server.settings import Settings
+    from pteforge.server.store import open_service_store
+
+    open_service_store(Settings()).close()
+    print("database schema is up to date")
     return 0
 
 

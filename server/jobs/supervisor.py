@@ -1,8 +1,10 @@
-"""Keeps N compile worker processes alive for the lifetime of the server.
+"""Keeps N compile worker processes alive for the lifetime of their parent.
 
 Workers are plain OS processes (``python -m pteforge.server.jobs.worker``) that share the
 job queue through storage, so their number is just a setting and other machines can run
-more of them. A worker that exits is restarted; on shutdown all get SIGTERM, then SIGKILL.
+more of them: ``pteforge serve`` supervises its own, ``pteforge worker`` runs only workers
+(:func:`run_workers`). A worker that exits is restarted; on shutdown all get SIGTERM, then
+SIGKILL.
 """
 
 from __future__ import annotations
@@ -97,3 +99,18 @@ class WorkerSupervisor:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+def run_workers(settings: Settings, count: int) -> None:
+    """Supervise ``count`` workers in the foreground until SIGTERM or SIGINT (``pteforge
+    worker``): a compile-only node of a deployment that shares the database."""
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    supervisor = WorkerSupervisor(settings, count)
+    supervisor.start()
+    log.info("%d compile workers running; SIGTERM or Ctrl+C stops them", count)
+    try:
+        stop.wait()
+    finally:
+        supervisor.stop()

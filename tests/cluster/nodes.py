@@ -1,0 +1,133 @@
+"""Processes of a multi-node deployment on loopback: API replicas, worker nodes, HAProxy."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import httpx
+
+from tests.server.service import FAST_JOB_ENV, free_port, wait_until
+
+
+class Node:
+    """One ``python -m pteforge ...`` process (its own session, so it can be killed whole)."""
+
+    def __init__(self, name: str, args: Sequence[str], home: Path, env: Mapping[str, str]) -> None:
+        self.name = name
+        self.args = list(args)
+        self.home = home
+        self.env = {**os.environ, **FAST_JOB_ENV, **env, "PTEFORGE_HOME": str(home)}
+        self.log_path = home / f"{name}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.home.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "pteforge", *self.args],
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def check_alive(self) -> None:
+        if not self.alive():
+            raise AssertionError(f"{self.name} exited:\n{self.log_tail()}")
+
+    def log_tail(self, chars: int = 4000) -> str:
+        return self.log_path.read_text(errors="replace")[-chars:]
+
+    def kill_tree(self) -> None:
+        """SIGKILL the process and everything in its session (``kill -9`` of the tree)."""
+        if self.proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """SIGTERM, then SIGKILL of the whole session if it does not exit in time."""
+        if not self.alive():
+            self.kill_tree()  # reap what a dead leader may have left in its session
+            return
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=timeout)
+        self.kill_tree()
+
+
+class ApiNode(Node):
+    """``pteforge serve --no-workers`` on a free port."""
+
+    def __init__(self, name: str, home: Path, env: Mapping[str, str], workers: bool = False):
+        self.port = free_port()
+        args = ["serve", "--port", str(self.port)] + ([] if workers else ["--no-workers"])
+        super().__init__(name, args, home, env)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def wait_ready(self, timeout: float = 180.0) -> None:
+        def ready() -> bool:
+            self.check_alive()
+            try:
+                return httpx.get(f"{self.url}/v2/health/ready", timeout=1.0).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        wait_until(ready, timeout, f"{self.name} on {self.url}", every=0.2)
+
+    def client(self, token: str, timeout: float = 60.0) -> httpx.Client:
+        return httpx.Client(
+            base_url=self.url, headers={"Authorization": f"Bearer {token}"}, timeout=timeout
+        )
+
+
+class WorkerNode(Node):
+    """``pteforge worker --count N``."""
+
+    def __init__(self, name: str, home: Path, env: Mapping[str, str], count: int = 1):
+        super().__init__(name, ["worker", "--count", str(count)], home, env)
+
+    def worker_pids(self) -> list[int]:
+        """The worker processes this node supervises."""
+        assert self.proc is not None
+        return children_running(self.proc.pid, b"pteforge.server.jobs.worker")
+
+
+def children_running(parent: int, marker: bytes) -> list[int]:
+    """Direct children of ``parent`` whose command line holds ``marker``."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue  # the process went away while we looked
+        if ppid == parent and marker in cmdline:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def create_token(env: Mapping[str, str], home: Path, project: str = "default") -> str:
+    """A new token of ``project`` through ``pteforge tokens create``."""
+    out = subprocess.run(
+        [sys.executable, "-m", "pteforge", "tokens", "create", "--name", "t", "--project", project],
+        env={**os.environ, **env, "PTEFORGE_HOME": str(home)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return out.stdout.strip().splitlines()[-1]
