@@ -12,6 +12,7 @@ from executorch.exir.lowered_backend_module import LoweredBackendModule
 from executorch.exir.program import ExecutorchProgramManager
 from torch.export import ExportedProgram
 
+from pteforge.manager.constant_sharing import store_shared_once
 from pteforge.manager.errors import ProgramInputError
 from pteforge.manager.lowering import BackendRequest, LoweringJob, MethodTarget, lower
 from pteforge.manager.partitioners import StageCallback
@@ -84,12 +85,14 @@ class ProgramManager:
         return ProgramManager(lower(self._edge, request, on_stage), self._constant_methods)
 
     def to_executorch(
-        self, config: ExecutorchBackendConfig | None = None
+        self, config: ExecutorchBackendConfig | None = None, *, share_constants: bool = True
     ) -> ExecutorchProgramManager:
         """Emit the ExecuTorch program (``.buffer`` holds the ``.pte`` bytes).
 
         Upstream rewrites edge graphs in place while emitting, and managers share the
-        programs of methods a ``to_backend`` left alone, so this emits from copies.
+        programs of methods a ``to_backend`` left alone, so this emits from copies. With
+        ``share_constants`` a weight that a delegate and a portable kernel both read is
+        stored once (see :mod:`pteforge.manager.constant_sharing`).
         """
         copies = {m: _detached(self.exported_program(m)) for m in self.methods}
         edge = EdgeProgramManager(
@@ -97,7 +100,10 @@ class ProgramManager:
             copy.deepcopy(self._constant_methods),
             EdgeCompileConfig(_check_ir_validity=False),
         )
-        return edge.to_executorch(config)
+        emitted = edge.to_executorch(config)
+        if share_constants:
+            store_shared_once(emitted, config)
+        return emitted
 
     def lowered_modules(self, method: str = "forward") -> list[LoweredBackendModule]:
         """The delegate modules of ``method`` (each has ``.buffer()``, and composes)."""
