@@ -85,24 +85,3 @@ SCALAR_TYPES: dict[int, tuple[str, int]] = {
     35: ("uint64", 8),
 }
 LAYOUT_STRIDED = 7
-
-_IDENT = r"(?!__)[A-Za-z_][A-Za-z0-9_]*"
-OPERATOR_NAMESPACES = (
-    "aten",
-    "prims",
-    "higher_order",
-    "quantized_decomposed",
-    "torchao",
-    "quantized",
-    "_quantized",
-)
-ALLOWED_TARGET = re.compile(
-    rf"^(?:torch\.ops\.(?:{'|'.join(OPERATOR_NAMESPACES)})\.{_IDENT}(?:\.{_IDENT})?"
-    r"|_operator\.(?:getitem|add|sub|mul|floordiv|truediv|mod|neg|pos|abs|pow|eq|ne|lt|le|gt|ge"
-    r"|and_|or_|not_|xor)"
-    r"|math\.(?:ceil|floor|trunc|sqrt)"
-    r"|torch\.sym_(?:max|min|float|int|not|ite|sqrt|sum))$"
-)
-# Core operators that reach outside the graph's own tensors: reading a file on the server
-# (from_file) or re-pointing a tensor at another storage (set_).
-DENIED_TARGET = re.compile(r"^torch\.ops\.aten\.(?:from_file|set_?|set_data)(?:\.|$)")

@@ -6,6 +6,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from . import operators
 from . import pt2_format as fmt
 from .errors import UnsafeArchiveError
 from .limits import ArchiveLimits
@@ -73,10 +74,11 @@ def _check_pair(
         raise UnsafeArchiveError(
             "custom_object", f"custom (torchbind) objects ({key}) are not accepted", entry
         )
-    elif _is_operator(key, owner) and not _allowed_operator(value):
-        raise UnsafeArchiveError(
-            "unsafe_operator", f"operator {str(value)[:100]!r} is not allowed", entry
-        )
+    elif _is_operator(key, owner):
+        refused = operators.refusal(value)
+        if refused:
+            message = f"operator {str(value)[:100]!r} is not allowed: {refused}"
+            raise UnsafeArchiveError("unsafe_operator", message, entry)
 
 
 def _is_operator(key: str, owner: dict[str, Any]) -> bool:
@@ -88,14 +90,6 @@ def _is_operator(key: str, owner: dict[str, Any]) -> bool:
     if key == "as_operator":
         return True
     return key == "target" and (isinstance(owner[key], str) or "inputs" in owner)
-
-
-def _allowed_operator(value: Any) -> bool:
-    return (
-        isinstance(value, str)
-        and fmt.ALLOWED_TARGET.match(value) is not None
-        and fmt.DENIED_TARGET.match(value) is None
-    )
 
 
 def check_payload_config(doc: Any, entry: str, directory: str, record_sizes: dict[str, int]) -> int:

@@ -21,9 +21,10 @@ def validate_pt2_archive(path: str | Path, limits: ArchiveLimits | None = None) 
     """Prove a pt2 archive holds only data before any torch code reads it.
 
     Rejects (``UploadRejectedError`` with a ``reason``) pickled payloads, custom/opaque objects,
-    native code, guard code and sympy expressions outside a safe grammar, operators outside the
-    core namespaces, tensors that declare more bytes than they carry, and zip tricks.  Returns the
-    method names and their input/output specs.
+    native code, guard code and sympy expressions outside a safe grammar, operators that the
+    installed torch does not register or that are denied (:mod:`.operators`), tensors that
+    declare more bytes than they carry, and zip tricks.  Returns the method names and their
+    input/output specs.
     """
     limits = limits or ArchiveLimits()
     zf, index = open_checked_zip(Path(path), limits)

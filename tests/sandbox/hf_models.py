@@ -1,0 +1,133 @@
+"""Tiny ``transformers`` models called the way people export them: with attention masks.
+
+Random weights from configs (nothing is downloaded); hidden size 32 and one layer, so each
+exports in about a second. Their graphs hold the operators real exports do (``aten.__and__``
+from combining masks, ``scaled_dot_product_attention``, ``_assert_tensor_metadata`` ...).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import transformers
+from torch import nn
+
+VOCAB = 100
+HIDDEN = 32
+SEQ = 8
+
+
+class _Method(nn.Module):
+    """``fn(model, *inputs)`` as a module, so each method exports on its own."""
+
+    def __init__(self, model: nn.Module, fn: Callable[..., torch.Tensor]) -> None:
+        super().__init__()
+        self.model = model.eval()
+        self.fn = fn
+
+    def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
+        return self.fn(self.model, *inputs)
+
+
+def _ids_and_mask(length: int = SEQ, pad: int = 2) -> tuple[torch.Tensor, torch.Tensor]:
+    mask = torch.ones(1, length, dtype=torch.long)
+    mask[:, -pad:] = 0
+    return torch.randint(1, VOCAB, (1, length)), mask
+
+
+def _encoder_with_mask(model: nn.Module, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return model(input_ids=ids, attention_mask=mask).last_hidden_state  # type: ignore[no-any-return]
+
+
+def albert() -> dict[str, tuple[nn.Module, tuple[torch.Tensor, ...]]]:
+    """An ALBERT encoder called with an attention mask."""
+    config = transformers.AlbertConfig(
+        vocab_size=VOCAB,
+        embedding_size=16,
+        hidden_size=HIDDEN,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+    )
+    encoder = _Method(transformers.AlbertModel(config), _encoder_with_mask)
+    return {"forward": (encoder, _ids_and_mask())}
+
+
+def bert() -> dict[str, tuple[nn.Module, tuple[torch.Tensor, ...]]]:
+    """A BERT encoder called with an attention mask."""
+    config = transformers.BertConfig(
+        vocab_size=VOCAB,
+        hidden_size=HIDDEN,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+    )
+    encoder = _Method(transformers.BertModel(config), _encoder_with_mask)
+    return {"forward": (encoder, _ids_and_mask())}
+
+
+def _whisper_encode(model: nn.Module, features: torch.Tensor) -> torch.Tensor:
+    return model.encoder(features).last_hidden_state  # type: ignore[no-any-return,operator]
+
+
+def _whisper_decode(
+    model: nn.Module, ids: torch.Tensor, encoded: torch.Tensor, mask: torch.Tensor
+) -> torch.Tensor:
+    out = model.decoder(  # type: ignore[operator]
+        input_ids=ids, encoder_hidden_states=encoded, attention_mask=mask
+    )
+    return out.last_hidden_state  # type: ignore[no-any-return]
+
+
+def whisper() -> dict[str, tuple[nn.Module, tuple[torch.Tensor, ...]]]:
+    """A Whisper-style encoder (mel features) and decoder (tokens, encoder states, mask)."""
+    config = transformers.WhisperConfig(
+        vocab_size=VOCAB,
+        num_mel_bins=8,
+        d_model=HIDDEN,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=64,
+        decoder_ffn_dim=64,
+        max_source_positions=16,
+        max_target_positions=16,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+        decoder_start_token_id=1,
+    )
+    model = transformers.WhisperModel(config)
+    ids, mask = _ids_and_mask(length=4, pad=1)
+    features = torch.randn(1, config.num_mel_bins, 2 * config.max_source_positions)
+    encoded = torch.randn(1, config.max_source_positions, HIDDEN)
+    return {
+        "encode": (_Method(model, _whisper_encode), (features,)),
+        "decode": (_Method(model, _whisper_decode), (ids, encoded, mask)),
+    }
+
+
+MODELS: dict[str, Callable[[], dict[str, tuple[nn.Module, tuple[torch.Tensor, ...]]]]] = {
+    "albert": albert,
+    "bert": bert,
+    "whisper": whisper,
+}
+# (model, method) of every export, known without building the models
+EXPORTS = (("albert", "forward"), ("bert", "forward"), ("whisper", "decode"), ("whisper", "encode"))
+
+
+def export_model(name: str, directory: Path) -> dict[str, Path]:
+    """Export each method of model ``name`` and ``torch.export.save`` it, as a client would."""
+    torch.manual_seed(0)
+    files = {}
+    for method, (module, inputs) in MODELS[name]().items():
+        with torch.no_grad():
+            program = torch.export.export(module, inputs)
+        files[method] = directory / f"{name}_{method}.pt2"
+        torch.export.save(program, files[method])
+    return files
