@@ -1,6 +1,9 @@
-"""Streaming a stored `.pte` with ``ETag`` (its sha256), ``Range`` and ``If-None-Match``."""
+"""Streaming a stored `.pte` with ``ETag`` (its sha256), ``Range`` and ``If-None-Match``;
+``HEAD`` answers the same status and headers without the body."""
 
 from __future__ import annotations
+
+from collections.abc import Callable, Iterator
 
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
@@ -13,7 +16,8 @@ PTE_MEDIA_TYPE = "application/octet-stream"
 
 
 def pte_response(request: Request, blobs: BlobStore, artifact: Artifact) -> Response:
-    """200 / 206 / 304 for the artifact's bytes; chunks are verified as they stream."""
+    """200 / 206 / 304 for the artifact's bytes; chunks are verified as they stream. A
+    ``HEAD`` request gets the status and headers ``GET`` would, and no content is read."""
     headers = {
         "ETag": quoted_etag(artifact.sha256),
         "Accept-Ranges": "bytes",
@@ -26,9 +30,20 @@ def pte_response(request: Request, blobs: BlobStore, artifact: Artifact) -> Resp
     if wanted is not None and (if_range is None or if_range == headers["ETag"]):
         headers["Content-Range"] = wanted.content_range()
         headers["Content-Length"] = str(wanted.length)
-        body = blobs.read_range(artifact.sha256, wanted.start, wanted.length)
-        return StreamingResponse(body, 206, headers=headers, media_type=PTE_MEDIA_TYPE)
+        return _answer(
+            request,
+            206,
+            headers,
+            lambda: blobs.read_range(artifact.sha256, wanted.start, wanted.length),
+        )
     headers["Content-Length"] = str(artifact.size_bytes)
-    return StreamingResponse(
-        blobs.open(artifact.sha256), 200, headers=headers, media_type=PTE_MEDIA_TYPE
-    )
+    return _answer(request, 200, headers, lambda: blobs.open(artifact.sha256))
+
+
+def _answer(
+    request: Request, status: int, headers: dict[str, str], body: Callable[[], Iterator[bytes]]
+) -> Response:
+    """The streamed body, or for ``HEAD`` the same headers (``Content-Length`` included)."""
+    if request.method == "HEAD":
+        return Response(status_code=status, headers=headers, media_type=PTE_MEDIA_TYPE)
+    return StreamingResponse(body(), status, headers=headers, media_type=PTE_MEDIA_TYPE)

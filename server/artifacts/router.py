@@ -37,6 +37,18 @@ def download_pte(
     return pte_response(request, services.store.blobs, artifact)
 
 
+@router.head(
+    "/artifacts/{artifact_id}/pte",
+    summary="The download's status and headers (size, ETag), without the body",
+    response_class=Response,
+    responses={206: {}, 304: {}, 416: {}},
+)
+def head_pte(
+    artifact_id: str, request: Request, services: ServicesDep, principal: CurrentPrincipal
+) -> Response:
+    return download_pte(artifact_id, request, services, principal)
+
+
 @router.post(
     "/artifacts",
     status_code=status.HTTP_201_CREATED,

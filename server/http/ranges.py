@@ -29,8 +29,9 @@ class ByteRange:
 def parse_range(header: str | None, size: int) -> ByteRange | None:
     """The single range a ``Range`` header asks for; None means "send it all".
 
-    Multi-range and non-byte units are legal to ignore (RFC 9110 14.2), so they get the
-    whole body; a syntactically valid range outside the resource raises 416.
+    Multi-range, non-byte units and syntactically invalid ranges (a last position before
+    the first, RFC 7233 2.1) are ignored, so they get the whole body (RFC 9110 14.2); a
+    valid range that selects nothing of the resource raises 416.
     """
     if header is None:
         return None
@@ -46,8 +47,10 @@ def parse_range(header: str | None, size: int) -> ByteRange | None:
             raise RangeNotSatisfiableError(f"range {header!r} selects no bytes", size)
         return ByteRange(max(0, size - suffix), size - 1, size)
     start = int(first)
+    if last and int(last) < start:
+        return None  # invalid, not unsatisfiable: the header is ignored
     end = min(int(last), size - 1) if last else size - 1
-    if start >= size or (last and int(last) < start):
+    if start >= size:
         raise RangeNotSatisfiableError(f"range {header!r} is outside the {size}-byte body", size)
     return ByteRange(start, end, size)
 
