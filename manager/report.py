@@ -12,7 +12,10 @@ from typing import Any
 
 import torch
 from executorch.devtools.backend_debug import get_delegation_info
+from executorch.exir._serialize._flatbuffer_program import _flatbuffer_to_program
+from executorch.exir._serialize._program import _get_extended_header
 from executorch.exir.lowered_backend_module import LoweredBackendModule
+from executorch.exir.schema import DataLocation, Program
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind
 
@@ -97,3 +100,76 @@ def program_report(programs: Mapping[str, ExportedProgram]) -> dict[str, Any]:
         "methods": {name: method_report(p) for name, p in sorted(programs.items())},
         "program": constants_report(programs),
     }
+
+
+def _program_of(pte: bytes) -> tuple[Program, int, int]:
+    """The flatbuffer program of ``pte``, its size and the segment base offset (0: none)."""
+    header = _get_extended_header(pte)
+    if header is None or not header.is_valid():
+        return _flatbuffer_to_program(pte), len(pte), 0
+    return (
+        _flatbuffer_to_program(pte[: header.program_size]),
+        header.program_size,
+        header.segment_base_offset,
+    )
+
+
+def _segment_roles(program: Program) -> list[tuple[str, int]]:
+    """(role, segment index) in the order that decides who a shared byte is counted for."""
+    roles = (
+        [("constant_bytes", program.constant_segment.segment_index)]
+        if (len(program.constant_segment.offsets) > 1)
+        else []
+    )
+    roles += [("mutable_data_bytes", s.segment_index) for s in program.mutable_data_segments or []]
+    roles += [
+        ("delegate_bytes", d.processed.index)
+        for plan in program.execution_plan
+        for d in plan.delegates
+        if d.processed.location == DataLocation.SEGMENT
+    ]
+    roles += [("named_data_bytes", n.segment_index) for n in program.named_data or []]
+    return roles
+
+
+def _merged(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Disjoint, sorted union of half-open byte ranges."""
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(intervals):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
+def pte_layout(pte: bytes) -> dict[str, int]:
+    """Where the bytes of a ``.pte`` go, each byte counted once.
+
+    ``program_bytes`` is the flatbuffer (instructions, tensor metadata, inline data);
+    ``constant_bytes`` the portable constant segment; ``named_data_bytes`` named blobs (the
+    weights XNNPACK reads, a Core ML model) outside the constant segment, so a blob that
+    aliases a portable constant adds nothing; ``delegate_bytes`` delegate payloads;
+    ``padding_bytes`` the rest. ``(constant_bytes + named_data_bytes)`` over the report's
+    ``unique_constant_bytes`` says how much weight data the file stores per unique weight byte
+    (1.0 plus alignment padding: each weight once; about 2: stored twice).
+    """
+    program, program_size, base = _program_of(pte)
+    layout = dict.fromkeys(
+        ("constant_bytes", "mutable_data_bytes", "delegate_bytes", "named_data_bytes"), 0
+    )
+    covered: list[tuple[int, int]] = []
+    seen: set[int] = set()
+    for role, index in _segment_roles(program) if base else []:
+        if index in seen:
+            continue
+        seen.add(index)
+        segment = program.segments[index]
+        start, end = segment.offset, segment.offset + segment.size
+        overlap = sum(max(0, min(end, e) - max(start, s)) for s, e in covered)
+        layout[role] += segment.size - overlap
+        covered = _merged([*covered, (start, end)])
+    layout["program_bytes"] = program_size
+    layout["padding_bytes"] = len(pte) - sum(layout.values())
+    layout["pte_bytes"] = len(pte)
+    return layout

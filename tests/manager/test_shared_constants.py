@@ -15,6 +15,7 @@ from torch import nn
 
 from pteforge.manager import ProgramManager, to_edge
 from pteforge.manager.constant_sharing import share_constants
+from pteforge.manager.report import pte_layout
 from tests.manager.helpers import assert_runs_like_eager, parameter_bytes
 from tests.models import MultiMethod, export_methods
 
@@ -84,6 +85,18 @@ def test_upstream_layout_stores_it_twice(tied_xnnpack: ProgramManager) -> None:
     upstream = tied_xnnpack.to_executorch(share_constants=False).buffer
     shared = tied_xnnpack.to_executorch().buffer
     assert len(upstream) - len(shared) >= weight
+
+
+@pytest.mark.parametrize("share", [False, True])
+def test_pte_layout_counts_each_byte_once(tied_xnnpack: ProgramManager, share: bool) -> None:
+    pte = tied_xnnpack.to_executorch(share_constants=share).buffer
+    layout = pte_layout(pte)
+    parts = {k: v for k, v in layout.items() if k != "pte_bytes"}
+    assert layout["pte_bytes"] == len(pte) == sum(parts.values())
+    assert min(parts.values()) >= 0 and layout["delegate_bytes"] > 0
+    assert layout["constant_bytes"] >= 512 * 256 * 4
+    # the XNNPACK copy of the tied weight, gone once it aliases the constant
+    assert layout["named_data_bytes"] == (0 if share else 512 * 256 * 4)
 
 
 def test_named_data_points_into_the_constant_segment(tied_xnnpack: ProgramManager) -> None:
