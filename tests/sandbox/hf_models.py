@@ -11,7 +11,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-import transformers
 from torch import nn
 
 VOCAB = 100
@@ -43,6 +42,8 @@ def _encoder_with_mask(model: nn.Module, ids: torch.Tensor, mask: torch.Tensor) 
 
 def albert() -> dict[str, tuple[nn.Module, tuple[torch.Tensor, ...]]]:
     """An ALBERT encoder called with an attention mask."""
+    import transformers  # imported when a model is built, not when tests are collected
+
     config = transformers.AlbertConfig(
         vocab_size=VOCAB,
         embedding_size=16,
@@ -58,6 +59,8 @@ def albert() -> dict[str, tuple[nn.Module, tuple[torch.Tensor, ...]]]:
 
 def bert() -> dict[str, tuple[nn.Module, tuple[torch.Tensor, ...]]]:
     """A BERT encoder called with an attention mask."""
+    import transformers  # imported when a model is built, not when tests are collected
+
     config = transformers.BertConfig(
         vocab_size=VOCAB,
         hidden_size=HIDDEN,
@@ -85,6 +88,8 @@ def _whisper_decode(
 
 def whisper() -> dict[str, tuple[nn.Module, tuple[torch.Tensor, ...]]]:
     """A Whisper-style encoder (mel features) and decoder (tokens, encoder states, mask)."""
+    import transformers  # imported when a model is built, not when tests are collected
+
     config = transformers.WhisperConfig(
         vocab_size=VOCAB,
         num_mel_bins=8,
