@@ -39,12 +39,50 @@ class PoolClosedError(RuntimeLayerError):
     """The pool was shut down."""
 
 
+class ProtocolError(InvalidInputError):
+    """An inference request body is malformed (bad JSON, bad binary section, bad fields)."""
+
+
+class CrashingInputError(WorkerCrashedError):
+    """The same request crashed a runtime worker twice: the inputs (or the method) are at
+    fault, not the server."""
+
+
+class PoolUnavailableError(RuntimeLayerError):
+    """No runtime worker is running and starting one has failed (the server's fault)."""
+
+
+class SessionError(RuntimeLayerError):
+    """Root of the errors of sessions (the protocol's sequence extension)."""
+
+
+class UnknownSessionError(SessionError):
+    """The request continues a sequence that was never started (or is for another program)."""
+
+
+class SessionEndedError(SessionError):
+    """The sequence existed but has ended: it expired, or its runtime worker crashed."""
+
+
+class SessionLimitError(SessionError):
+    """A new sequence would exceed the number of sequences one project may hold."""
+
+
+class SessionMemoryError(SessionError):
+    """A new sequence would exceed the memory all sequences together may hold."""
+
+
+class SessionLostError(SessionError):
+    """A worker was asked for a session it does not hold (pool and worker out of step)."""
+
+
 ERROR_KINDS: dict[str, type[RuntimeLayerError]] = {
     "integrity": ArtifactIntegrityError,
     "load": ProgramLoadError,
     "unknown_method": UnknownMethodError,
     "invalid_input": InvalidInputError,
     "execution": ExecutionError,
+    "session": SessionLostError,
 }
 
 
@@ -54,7 +92,3 @@ def kind_of(error: RuntimeLayerError) -> str:
         if type(error) is cls:
             return kind
     return "execution"
-
-
-class ProtocolError(InvalidInputError):
-    """An inference request body is malformed (bad JSON, bad binary section, bad fields)."""

@@ -3,6 +3,10 @@
 A worker serves one request at a time over a ``multiprocessing`` connection using the
 framing of ``pteforge.runtime.wire``. A crash inside ExecuTorch kills only this process;
 the pool notices the closed connection and starts a replacement.
+
+Stateless requests start from the program's initial state (``ProgramInstance``); a request
+carrying ``session`` runs on the instance that session owns in this worker, opened by the
+request that says ``open`` and dropped after the one that says ``close`` (or by ``drop``).
 """
 
 from __future__ import annotations
@@ -19,13 +23,15 @@ import numpy as np
 from pteforge.runtime.errors import (
     ArtifactIntegrityError,
     ExecutionError,
-    ProgramLoadError,
     RuntimeLayerError,
+    SessionLostError,
     UnknownMethodError,
     kind_of,
 )
+from pteforge.runtime.instances import ProgramInstance, opaque_state
 from pteforge.runtime.lru import ByteLRU
 from pteforge.runtime.metadata import MethodSignature, describe_program, read_dynamism
+from pteforge.runtime.state import ProgramState, read_program_state
 from pteforge.runtime.validation import check_arrays
 from pteforge.runtime.wire import recv_message, send_message
 
@@ -41,11 +47,15 @@ class WorkerConfig:
 
 @dataclass
 class LoadedProgram:
-    """A program held in a worker's cache, with the methods loaded from it so far."""
+    """A verified program held in a worker's cache: the instance stateless requests run on,
+    and fresh instances kept ready for methods whose state cannot be reset in place."""
 
-    program: Any
+    sha256: str
+    path: Path
+    instance: ProgramInstance
     signatures: dict[str, MethodSignature]
-    methods: dict[str, Any] = field(default_factory=dict)
+    state: ProgramState
+    spares: dict[str, ProgramInstance] = field(default_factory=dict)
 
 
 def file_sha256(path: Path) -> str:
@@ -78,6 +88,8 @@ class Executor:
 
         self.runtime = Runtime.get()
         self.programs: ByteLRU[str, LoadedProgram] = ByteLRU(config.cache_bytes)
+        self.sessions: dict[int, tuple[str, ProgramInstance]] = {}
+        self._refill: list[tuple[LoadedProgram, str]] = []
         self.weight_cache = False
         if config.weight_cache_library is not None:
             from pteforge.runtime.native import enable_xnnpack_weight_cache
@@ -91,37 +103,61 @@ class Executor:
         if cached is not None:
             return cached, True
         local = verified_path(sha256, path)
-        try:
-            program = self.runtime.load_program(local)
-        except Exception as exc:
-            raise ProgramLoadError(f"ExecuTorch cannot load the artifact: {exc}") from exc
-        loaded = LoadedProgram(program, describe_program(program, read_dynamism(local)))
+        state = read_program_state(local)
+        instance = ProgramInstance(
+            self.runtime, local, state or ProgramState({}), eager=state is None or state.stateful
+        )
+        if state is None:  # unreadable flatbuffer: assume every method keeps state
+            instance.state = state = opaque_state(instance.program)
+        signatures = describe_program(instance.program, read_dynamism(local))
+        loaded = LoadedProgram(sha256, local, instance, signatures, state)
         self.programs.put(sha256, loaded, local.stat().st_size)
         return loaded, False
 
-    def method(self, loaded: LoadedProgram, name: str) -> Any:
-        """Method ``name`` of ``loaded``, loading it on first use."""
-        if name not in loaded.signatures:
-            known = ", ".join(sorted(loaded.signatures))
-            raise UnknownMethodError(f"the artifact has no method {name!r} (methods: {known})")
-        if name not in loaded.methods:
-            try:
-                loaded.methods[name] = loaded.program.load_method(name)
-            except Exception as exc:
-                raise ProgramLoadError(f"cannot load method {name!r}: {exc}") from exc
-        return loaded.methods[name]
-
     def describe(self, request: dict[str, Any]) -> dict[str, Any]:
         loaded, hit = self.program(request["sha256"], request["path"])
-        return {"methods": {n: s.to_json() for n, s in loaded.signatures.items()}, "hit": hit}
+        methods = {n: s.to_json() for n, s in loaded.signatures.items()}
+        return {"methods": methods, "state": loaded.state.to_json(), "hit": hit}
+
+    def stateless(self, loaded: LoadedProgram, name: str) -> tuple[ProgramInstance, Any]:
+        """An instance and its method ``name`` in the program's initial state."""
+        state = loaded.state.method(name)
+        if not state.stateful or state.resettable:
+            method = loaded.instance.method(name)
+            loaded.instance.reset(name)
+            return loaded.instance, method
+        fresh = loaded.spares.pop(name, None)
+        if fresh is None:
+            fresh = ProgramInstance(self.runtime, loaded.path, loaded.state, eager=False)
+        self._refill.append((loaded, name))  # the next one is loaded after replying
+        return fresh, fresh.method(name)
+
+    def session(self, request: dict[str, Any], loaded: LoadedProgram) -> ProgramInstance:
+        """The instance of the request's session, opened now if the request says so."""
+        sid = int(request["session"])
+        if request.get("open"):
+            instance = ProgramInstance(self.runtime, loaded.path, loaded.state, eager=True)
+            self.sessions[sid] = (request["sha256"], instance)
+        entry = self.sessions.get(sid)
+        if entry is None or entry[0] != request["sha256"]:
+            raise SessionLostError(f"this runtime worker holds no session {sid}")
+        return entry[1]
 
     def infer(
         self, request: dict[str, Any], inputs: list[np.ndarray]
     ) -> tuple[dict[str, Any], list[np.ndarray]]:
         start = time.perf_counter()
         loaded, hit = self.program(request["sha256"], request["path"])
-        method = self.method(loaded, request["method"])
-        check_arrays(loaded.signatures[request["method"]], inputs)
+        name = request["method"]
+        if name not in loaded.signatures:
+            known = ", ".join(sorted(loaded.signatures))
+            raise UnknownMethodError(f"the artifact has no method {name!r} (methods: {known})")
+        check_arrays(loaded.signatures[name], inputs)
+        if "session" in request:
+            instance = self.session(request, loaded)
+            method = instance.method(name)
+        else:  # the instance is held until the method has run: it owns the method's memory
+            instance, method = self.stateless(loaded, name)
         loaded_at = time.perf_counter()
         if request.get("profile"):
             from pteforge.runtime.profiling import profile_method
@@ -132,6 +168,27 @@ class Executor:
         done = time.perf_counter()
         timings = {"load_ms": (loaded_at - start) * 1e3, "execute_ms": (done - loaded_at) * 1e3}
         return {"timings": timings, "hit": hit, "profile": profile}, outputs
+
+    def end_sessions(self, request: dict[str, Any], failed: bool) -> None:
+        """Drop the sessions a request ends: ``close``, a failed ``open``, or ``drop``."""
+        sid = request.get("session")
+        if sid is not None and (request.get("close") or (failed and request.get("open"))):
+            self.sessions.pop(int(sid), None)
+        for dropped in request.get("drop", ()):
+            self.sessions.pop(int(dropped), None)
+
+    def idle(self) -> None:
+        """Work done between requests: fresh instances for the methods that used one."""
+        while self._refill:
+            loaded, name = self._refill.pop()
+            if name in loaded.spares or loaded.sha256 not in self.programs:
+                continue
+            try:
+                spare = ProgramInstance(self.runtime, loaded.path, loaded.state, eager=False)
+                spare.method(name)
+            except RuntimeLayerError:
+                continue  # the next request loads it itself, and reports the error
+            loaded.spares[name] = spare
 
 
 def to_numpy(value: Any) -> np.ndarray:
@@ -153,18 +210,32 @@ def run_method(method: Any, inputs: list[np.ndarray]) -> list[np.ndarray]:
     return [to_numpy(o) for o in outputs]
 
 
+def _serve(
+    executor: Executor, header: dict[str, Any], arrays: list[np.ndarray]
+) -> tuple[dict[str, Any], list[np.ndarray]]:
+    op = header.get("op")
+    if op == "describe":
+        return dict(executor.describe(header), ok=True), []
+    if op == "drop":
+        return {"ok": True}, []
+    reply, outputs = executor.infer(header, arrays)
+    return dict(reply, ok=True), outputs
+
+
 def _handle(
     executor: Executor, header: dict[str, Any], arrays: list[np.ndarray]
 ) -> tuple[dict[str, Any], list[np.ndarray]]:
+    failed = True
     try:
-        if header.get("op") == "describe":
-            return dict(executor.describe(header), ok=True), []
-        reply, outputs = executor.infer(header, arrays)
-        return dict(reply, ok=True), outputs
+        reply, outputs = _serve(executor, header, arrays)
+        failed = False
+        return reply, outputs
     except RuntimeLayerError as exc:
         return {"ok": False, "kind": kind_of(exc), "message": str(exc)}, []
     except Exception as exc:  # anything else from ExecuTorch is that request's failure
         return {"ok": False, "kind": "execution", "message": f"{type(exc).__name__}: {exc}"}, []
+    finally:
+        executor.end_sessions(header, failed)
 
 
 def worker_main(conn: Connection, config: WorkerConfig) -> None:
@@ -182,3 +253,4 @@ def worker_main(conn: Connection, config: WorkerConfig) -> None:
             return
         reply, outputs = _handle(executor, header, arrays)
         send_message(conn, reply, outputs)
+        executor.idle()

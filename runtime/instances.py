@@ -1,0 +1,69 @@
+"""Loaded copies of a program, each with its own memory arenas and so its own mutable state.
+
+A stateless request must start from the program's initial state. ``ProgramInstance.reset``
+restores a method's named buffers in place from a snapshot taken right after the method
+was loaded (microseconds); a method with buffers it cannot name runs on a fresh instance
+instead (a reload: program and method load, delegate initialisation included). A session
+owns one instance for its whole life. ``bench/state_reset.py`` measures both.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pteforge.runtime.errors import ProgramLoadError
+from pteforge.runtime.state import MethodState, ProgramState
+
+
+class ProgramInstance:
+    """One ``executorch.runtime`` Program and the methods loaded from it.
+
+    When ``eager`` (the program keeps state), every method is loaded now, before anything
+    runs: loading a method writes its buffers' initial values, which must neither land on
+    state a session has built nor be snapshotted after another request's writes.
+    """
+
+    def __init__(self, runtime: Any, path: Path, state: ProgramState, *, eager: bool) -> None:
+        try:
+            self.program = runtime.load_program(path)
+        except Exception as exc:
+            raise ProgramLoadError(f"ExecuTorch cannot load the artifact: {exc}") from exc
+        self.state = state
+        self.methods: dict[str, Any] = {}
+        self._views: dict[str, list[tuple[Any, Any]]] = {}  # method -> (live view, initial)
+        if eager:
+            for name in sorted(self.program.method_names):
+                self.method(name)
+
+    def method(self, name: str) -> Any:
+        """Method ``name``, loaded (and its named buffers snapshotted) on first use."""
+        if name not in self.methods:
+            try:
+                self.methods[name] = self.program.load_method(name)
+            except Exception as exc:
+                raise ProgramLoadError(f"cannot load method {name!r}: {exc}") from exc
+            self._views[name] = self._snapshot(name, self.state.method(name))
+        return self.methods[name]
+
+    def _snapshot(self, name: str, state: MethodState) -> list[tuple[Any, Any]]:
+        views = []
+        for buffer in state.buffers:
+            try:
+                view = self.methods[name]._method.get_attribute(buffer)
+            except Exception as exc:
+                raise ProgramLoadError(
+                    f"method {name!r}: mutable buffer {buffer!r} cannot be read: {exc}"
+                ) from exc
+            views.append((view, view.clone()))
+        return views
+
+    def reset(self, name: str) -> None:
+        """Put method ``name``'s named buffers back to their initial values."""
+        for view, initial in self._views.get(name, ()):
+            view.copy_(initial)
+
+
+def opaque_state(program: Any) -> ProgramState:
+    """The state assumed when the flatbuffer cannot be read: every method keeps some."""
+    return ProgramState({name: MethodState(unnamed=1) for name in program.method_names})
