@@ -1,0 +1,231 @@
+"""``AsyncClient``: the asyncio client. Runs the shared operations over ``httpx.AsyncClient``;
+its methods are those of ``Client``, awaited."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping
+from contextlib import ExitStack, asynccontextmanager
+from pathlib import Path
+from tempfile import TemporaryDirectory
+from types import TracebackType
+from typing import Any, Literal, TypeVar, overload
+
+import httpx
+
+from pteforge.client.calls import Attempts, Call, Reply, RetryPolicy
+from pteforge.client.config import load_credentials
+from pteforge.client.files import ProgramSource, partial_file, program_files
+from pteforge.client.models import Artifact, InferResult, Job, Program
+from pteforge.client.operations import Op, Operations, Ref
+from pteforge.client.sessions import SequenceState, check_sessions
+from pteforge.client.sinks import ProgressCallback, StageCallback
+from pteforge.client.tensors import Inputs
+from pteforge.client.transport import (
+    DEFAULT_TIMEOUT,
+    RETRYABLE_ERRORS,
+    client_options,
+    request_args,
+)
+
+T = TypeVar("T")
+
+
+class AsyncClient:
+    """A pteforge service, for asyncio; see ``Client`` (same arguments, same calls)."""
+
+    def __init__(
+        self,
+        url: str | None = None,
+        token: str | None = None,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        retries: int = 4,
+    ) -> None:
+        creds = load_credentials(url, token)
+        self.url = creds.url.rstrip("/")
+        self._http = httpx.AsyncClient(**client_options(creds.url, creds.token, timeout))
+        self._ops = Operations()
+        self._policy = RetryPolicy(retries=retries)
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def _run(self, op: Op[T]) -> T:
+        try:
+            call = next(op)
+            while True:
+                call = op.send(await self._exchange(call))
+        except StopIteration as stop:
+            return stop.value
+
+    async def _exchange(self, call: Call) -> Reply:
+        attempts = Attempts(call, self._policy)
+        while True:
+            try:
+                reply = await self._send(call)
+            except RETRYABLE_ERRORS as exc:
+                await asyncio.sleep(attempts.after_error(exc))
+                continue
+            delay = attempts.after_reply(reply)
+            if delay is None:
+                return attempts.result(reply)
+            await asyncio.sleep(delay)
+
+    async def _send(self, call: Call) -> Reply:
+        with ExitStack() as stack:
+            request = self._http.build_request(**request_args(call, stack))
+            response = await self._http.send(request, stream=call.sink is not None)
+            try:
+                return await self._receive(call, response)
+            finally:
+                await response.aclose()
+
+    async def _receive(self, call: Call, response: httpx.Response) -> Reply:
+        if call.sink is None or response.status_code not in call.ok:
+            return Reply(response.status_code, response.headers, await response.aread())
+        call.sink.start(response.status_code, response.headers)
+        async for chunk in response.aiter_bytes():
+            if not call.sink.feed(chunk):
+                break
+        return Reply(response.status_code, response.headers)
+
+    # programs
+    async def upload_program(
+        self, programs: Mapping[str, ProgramSource], name: str | None = None
+    ) -> Program:
+        """Upload one ``torch.export`` program per method (``ExportedProgram`` or ``.pt2``
+        path); files are streamed from disk."""
+        with TemporaryDirectory(prefix="pteforge-upload-") as scratch:
+            files = await asyncio.to_thread(program_files, programs, Path(scratch))
+            return await self._run(self._ops.upload_program(files, name))
+
+    async def get_program(self, program: Ref) -> Program:
+        return await self._run(self._ops.get_program(program))
+
+    async def list_programs(self, limit: int = 100) -> list[Program]:
+        """The project's programs, newest first."""
+        return await self._run(self._ops.list_programs(limit))
+
+    async def delete_program(self, program: Ref) -> None:
+        await self._run(self._ops.delete("programs", program))
+
+    # jobs
+    @overload
+    async def compile(
+        self,
+        program: Ref,
+        plan: Mapping[str, Any],
+        wait: Literal[True] = True,
+        on_stage: StageCallback | None = None,
+    ) -> Artifact: ...
+    @overload
+    async def compile(
+        self,
+        program: Ref,
+        plan: Mapping[str, Any],
+        wait: Literal[False],
+        on_stage: StageCallback | None = None,
+    ) -> Job: ...
+    async def compile(
+        self,
+        program: Ref,
+        plan: Mapping[str, Any],
+        wait: bool = True,
+        on_stage: StageCallback | None = None,
+    ) -> Artifact | Job:
+        """Queue a compile; with ``wait``, follow its events (``on_stage(job)`` at each status
+        or stage change) and return the artifact, or raise the error the job failed with."""
+        return await self._run(self._ops.compile(program, plan, wait, on_stage))
+
+    async def wait(self, job: Ref, on_stage: StageCallback | None = None) -> Artifact:
+        """Follow a queued job to its artifact (or its error)."""
+        return await self._run(self._ops.wait(job, on_stage))
+
+    async def get_job(self, job: Ref) -> Job:
+        return await self._run(self._ops.get_job(job))
+
+    async def list_jobs(self, status: str | None = None, limit: int = 100) -> list[Job]:
+        """The project's jobs, newest first, optionally only those in ``status``."""
+        return await self._run(self._ops.list_jobs(status, limit))
+
+    async def cancel_job(self, job: Ref) -> Job:
+        return await self._run(self._ops.cancel_job(job))
+
+    # artifacts
+    async def get_artifact(self, artifact: Ref) -> Artifact:
+        return await self._run(self._ops.get_artifact(artifact))
+
+    async def list_artifacts(self, limit: int = 100) -> list[Artifact]:
+        """The project's artifacts, newest first."""
+        return await self._run(self._ops.list_artifacts(limit))
+
+    async def delete_artifact(self, artifact: Ref) -> None:
+        await self._run(self._ops.delete("artifacts", artifact))
+
+    async def upload_artifact(self, path: str | Path) -> Artifact:
+        """Upload a ``.pte`` built elsewhere (streamed from disk)."""
+        return await self._run(self._ops.upload_artifact(Path(path)))
+
+    async def download(
+        self, artifact: Ref, path: str | Path, on_progress: ProgressCallback | None = None
+    ) -> Path:
+        """Stream the artifact's ``.pte`` to ``path`` (``on_progress(bytes, total)``); the file
+        appears only once its sha256 matched, and a broken connection resumes by ``Range``."""
+        with partial_file(Path(path)) as file:
+            await self._run(self._ops.download(artifact, file, on_progress))
+        return Path(path)
+
+    async def backends(self) -> list[dict[str, Any]]:
+        """The backend catalog (``GET /v1/backends``)."""
+        return await self._run(self._ops.backends())
+
+    # inference
+    async def infer(
+        self,
+        artifact: Ref,
+        method: str,
+        inputs: Inputs,
+        *,
+        parameters: Mapping[str, Any] | None = None,
+    ) -> InferResult:
+        """Run ``method`` of ``artifact`` over ``/v2`` with binary tensors. ``inputs``: numpy
+        arrays or torch tensors, in order or by name; the outputs come back as numpy."""
+        return await self._run(self._ops.infer(artifact, method, inputs, parameters))
+
+    @asynccontextmanager
+    async def session(
+        self, artifact: Ref, sequence_id: str | int | None = None
+    ) -> AsyncIterator[AsyncSession]:
+        """A sequence whose calls share the program's state (all methods of ``artifact``);
+        raises SessionsUnavailableError when the server has no sessions."""
+        check_sessions(await self._run(self._ops.extensions()), self.url)
+        yield AsyncSession(self, artifact, SequenceState(sequence_id))
+
+
+class AsyncSession:
+    """Calls of one sequence; ``end=True`` on the last frees it on the server (otherwise
+    the server's idle timeout does)."""
+
+    def __init__(self, client: AsyncClient, artifact: Ref, state: SequenceState) -> None:
+        self._client = client
+        self._artifact = artifact
+        self.state = state
+
+    @property
+    def id(self) -> str | int:
+        return self.state.id
+
+    async def infer(self, method: str, inputs: Inputs, *, end: bool = False) -> InferResult:
+        params = self.state.parameters(end)
+        result = await self._client.infer(self._artifact, method, inputs, parameters=params)
+        self.state.answered(params)
+        return result

@@ -1,0 +1,59 @@
+"""Local files around the calls: programs saved for upload, and downloads written to a
+temporary name first (renamed into place only once the sha256 matched)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, BinaryIO
+
+ProgramSource = Any  # torch.export.ExportedProgram | str | os.PathLike[str]
+
+
+def program_files(programs: Mapping[str, ProgramSource], scratch: Path) -> dict[str, Path]:
+    """Each method's ``.pt2`` file: a path as given, an ``ExportedProgram`` saved with
+    ``torch.export.save`` under ``scratch`` (torch is imported only then)."""
+    if not programs:
+        raise ValueError("upload_program needs at least one method")
+    files: dict[str, Path] = {}
+    for method, source in programs.items():
+        if isinstance(source, str | os.PathLike):
+            path = Path(source)
+            if not path.is_file():
+                raise FileNotFoundError(f"method {method!r}: no file {path}")
+            files[method] = path
+        else:
+            files[method] = _save_exported(method, source, scratch)
+    return files
+
+
+def _save_exported(method: str, program: Any, scratch: Path) -> Path:
+    import torch
+
+    if not isinstance(program, torch.export.ExportedProgram):
+        raise TypeError(
+            f"method {method!r}: expected a torch.export.ExportedProgram or a .pt2 path, "
+            f"got {type(program).__name__}"
+        )
+    path = scratch / f"{method}.pt2"
+    torch.export.save(program, path)
+    return path
+
+
+@contextmanager
+def partial_file(path: Path) -> Iterator[BinaryIO]:
+    """A file next to ``path`` that becomes ``path`` when the block succeeds and is removed
+    when it fails (an unwritable directory fails here, before anything is sent)."""
+    path = Path(path)
+    part = path.with_name(f".{path.name}.part")
+    file = part.open("wb")
+    try:
+        yield file
+        file.close()
+        os.replace(part, path)
+    except BaseException:
+        file.close()
+        part.unlink(missing_ok=True)
+        raise

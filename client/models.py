@@ -1,0 +1,182 @@
+"""Typed results of the client: frozen dataclasses parsed from the service's JSON.
+
+Each keeps the JSON it came from in ``raw`` (fields a newer server adds stay reachable).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+TERMINAL_STATUSES = frozenset({"succeeded", "failed", "canceled"})
+
+
+def _time(value: Any) -> datetime | None:
+    return datetime.fromisoformat(value) if isinstance(value, str) else None
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One input or output of a method: name, dtype and shape (``-1`` for dynamic dims)."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> TensorSpec:
+        return cls(str(obj["name"]), str(obj.get("dtype", "")), tuple(obj.get("shape", ())))
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """A method of a program or artifact and its tensors."""
+
+    name: str
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> MethodSpec:
+        return cls(
+            str(obj["name"]),
+            tuple(TensorSpec.from_json(t) for t in obj.get("inputs", ())),
+            tuple(TensorSpec.from_json(t) for t in obj.get("outputs", ())),
+        )
+
+
+def _methods(obj: Mapping[str, Any]) -> tuple[MethodSpec, ...]:
+    return tuple(MethodSpec.from_json(m) for m in obj.get("methods", ()))
+
+
+@dataclass(frozen=True)
+class Program:
+    """An uploaded program (``POST /v1/programs``)."""
+
+    id: str
+    name: str
+    sha256: str
+    size_bytes: int
+    methods: tuple[MethodSpec, ...]
+    created_at: datetime | None
+    raw: dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> Program:
+        return cls(
+            id=str(obj["id"]),
+            name=str(obj.get("name", "")),
+            sha256=str(obj.get("sha256", "")),
+            size_bytes=int(obj.get("size_bytes", 0)),
+            methods=_methods(obj),
+            created_at=_time(obj.get("created_at")),
+            raw=obj,
+        )
+
+
+@dataclass(frozen=True)
+class JobError:
+    """Why a job failed: a stable ``code`` and a message."""
+
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Job:
+    """A compile job as the service showed it (an event carries the job as it was then)."""
+
+    id: str
+    kind: str
+    status: str
+    stage: str | None
+    error: JobError | None
+    artifact_id: str | None
+    created_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    raw: dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> Job:
+        error = obj.get("error")
+        return cls(
+            id=str(obj["id"]),
+            kind=str(obj.get("kind", "")),
+            status=str(obj["status"]),
+            stage=obj.get("stage"),
+            error=JobError(str(error["code"]), str(error["message"])) if error else None,
+            artifact_id=obj.get("artifact_id"),
+            created_at=_time(obj.get("created_at")),
+            started_at=_time(obj.get("started_at")),
+            finished_at=_time(obj.get("finished_at")),
+            raw=obj,
+        )
+
+    @property
+    def done(self) -> bool:
+        """Whether the job ended (succeeded, failed or canceled)."""
+        return self.status in TERMINAL_STATUSES
+
+    def __str__(self) -> str:
+        stage = f" ({self.stage})" if self.stage else ""
+        return f"job {self.id}: {self.status}{stage}"
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A compiled ``.pte``: its digest, plan, methods and the lowering report."""
+
+    id: str
+    sha256: str
+    size_bytes: int
+    program_id: str | None
+    plan: dict[str, Any]
+    methods: tuple[MethodSpec, ...]
+    report: dict[str, Any]
+    created_at: datetime | None
+    raw: dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> Artifact:
+        return cls(
+            id=str(obj["id"]),
+            sha256=str(obj["sha256"]),
+            size_bytes=int(obj.get("size_bytes", 0)),
+            program_id=obj.get("program_id"),
+            plan=dict(obj.get("plan") or {}),
+            methods=_methods(obj),
+            report=dict(obj.get("report") or {}),
+            created_at=_time(obj.get("created_at")),
+            raw=obj,
+        )
+
+    def method(self, name: str) -> MethodSpec | None:
+        """The method called ``name``, or None."""
+        return next((m for m in self.methods if m.name == name), None)
+
+
+@dataclass(frozen=True)
+class InferResult:
+    """The outputs of one ``/v2`` call, by name in the method's order; indexable by position
+    or name and iterable over the arrays (``y, = client.infer(...)``). ``parameters`` holds
+    the server's timings (``queue_ms``, ``execute_ms``, ...)."""
+
+    model: str
+    outputs: dict[str, np.ndarray]
+    parameters: dict[str, Any]
+
+    def __getitem__(self, key: int | str) -> np.ndarray:
+        if isinstance(key, int):
+            return list(self.outputs.values())[key]
+        return self.outputs[key]
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        return iter(self.outputs.values())
+
+    def __len__(self) -> int:
+        return len(self.outputs)

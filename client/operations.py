@@ -1,0 +1,189 @@
+"""Every client call as a sans-IO operation: a generator that yields the :class:`Call` s it
+needs, is sent each :class:`Reply`, and returns the typed result. ``Client`` and
+``AsyncClient`` only run these generators over their own transport."""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Mapping
+from pathlib import Path
+from typing import Any, BinaryIO, TypeVar
+
+from pteforge.client.calls import Call, Reply
+from pteforge.client.errors import JobCanceledError, TransportError, error_class
+from pteforge.client.models import Artifact, InferResult, Job, Program
+from pteforge.client.sinks import DownloadSink, JobEventSink, ProgressCallback, StageCallback
+from pteforge.client.tensors import Inputs, decode_response, encode_request, named_inputs
+
+T = TypeVar("T")
+Op = Generator[Call, Reply, T]
+Ref = str | Program | Artifact | Job
+MAX_CACHED_SIGNATURES = 1024
+MAX_IDLE_RECONNECTS = 3  # an event stream that closes without news this often is given up
+_EVENT_STREAM = {"Accept": "text/event-stream"}
+
+
+def ref(value: Ref) -> str:
+    """The id of a resource given as an object or as its id."""
+    return value if isinstance(value, str) else value.id
+
+
+def _listing(path: str, limit: int, **params: Any) -> Call:
+    query = {"limit": limit, **{k: v for k, v in params.items() if v is not None}}
+    return Call("GET", path, params=query, idempotent=True)
+
+
+class Operations:
+    """The operations of one client, with what they remember between calls (the input names
+    of methods, the server's protocol extensions)."""
+
+    def __init__(self) -> None:
+        self._input_names: dict[str, tuple[str, ...]] = {}
+        self._extensions: frozenset[str] | None = None
+
+    # programs
+    def upload_program(self, files: Mapping[str, Path], name: str | None) -> Op[Program]:
+        data = {"name": name} if name else None
+        reply = yield Call("POST", "/v1/programs", ok=(201,), files=files, data=data)
+        return Program.from_json(reply.json())
+
+    def get_program(self, program: Ref) -> Op[Program]:
+        reply = yield Call("GET", f"/v1/programs/{ref(program)}", idempotent=True)
+        return Program.from_json(reply.json())
+
+    def list_programs(self, limit: int) -> Op[list[Program]]:
+        reply = yield _listing("/v1/programs", limit)
+        return [Program.from_json(p) for p in reply.json()["programs"]]
+
+    def delete(self, kind: str, value: Ref) -> Op[None]:
+        yield Call("DELETE", f"/v1/{kind}/{ref(value)}", ok=(204,), idempotent=True)
+
+    # jobs
+    def compile(
+        self, program: Ref, plan: Mapping[str, Any], wait: bool, on_stage: StageCallback | None
+    ) -> Op[Artifact | Job]:
+        body = {"program_id": ref(program), "plan": dict(plan)}
+        reply = yield Call("POST", "/v1/compile-jobs", ok=(202,), json=body)
+        job = Job.from_json(reply.json())
+        if not wait:
+            return job
+        return (yield from self.wait(job, on_stage))
+
+    def wait(self, job: Ref, on_stage: StageCallback | None) -> Op[Artifact]:
+        """Follow the job's events to its end; its artifact, or the error it failed with."""
+        final = yield from self.follow(job, on_stage)
+        raise_for_job(final)
+        return (yield from self.get_artifact(str(final.artifact_id)))
+
+    def follow(self, job: Ref, on_stage: StageCallback | None) -> Op[Job]:
+        """Read ``GET /v1/jobs/{id}/events`` until ``end`` (reconnecting with
+        ``Last-Event-ID``); the job as it ended."""
+        sink = JobEventSink(on_stage)
+        path = f"/v1/jobs/{ref(job)}/events"
+        idle = 0
+        while not sink.ended:
+            before = sink.received
+            yield Call(
+                "GET", path, sink=sink, idempotent=True, headers={"Accept": "text/event-stream"}
+            )
+            idle = 0 if sink.received > before else idle + 1
+            if idle >= MAX_IDLE_RECONNECTS:
+                raise TransportError(f"GET {path}: the stream closed {idle} times with no event")
+        if sink.job is not None and sink.job.done:
+            return sink.job
+        return (yield from self.get_job(job))
+
+    def get_job(self, job: Ref) -> Op[Job]:
+        reply = yield Call("GET", f"/v1/jobs/{ref(job)}", idempotent=True)
+        return Job.from_json(reply.json())
+
+    def list_jobs(self, status: str | None, limit: int) -> Op[list[Job]]:
+        reply = yield _listing("/v1/jobs", limit, status=status)
+        return [Job.from_json(j) for j in reply.json()["jobs"]]
+
+    def cancel_job(self, job: Ref) -> Op[Job]:
+        reply = yield Call("POST", f"/v1/jobs/{ref(job)}/cancel", idempotent=True)
+        return Job.from_json(reply.json())
+
+    # artifacts
+    def get_artifact(self, artifact: Ref) -> Op[Artifact]:
+        reply = yield Call("GET", f"/v1/artifacts/{ref(artifact)}", idempotent=True)
+        return Artifact.from_json(reply.json())
+
+    def list_artifacts(self, limit: int) -> Op[list[Artifact]]:
+        reply = yield _listing("/v1/artifacts", limit)
+        return [Artifact.from_json(a) for a in reply.json()["artifacts"]]
+
+    def upload_artifact(self, file: Path) -> Op[Artifact]:
+        reply = yield Call("POST", "/v1/artifacts", ok=(201,), files={"pte": file})
+        return Artifact.from_json(reply.json())
+
+    def download(
+        self, artifact: Ref, file: BinaryIO, on_progress: ProgressCallback | None
+    ) -> Op[str]:
+        """Stream the ``.pte`` into ``file``; its sha256, checked."""
+        sha256 = artifact.sha256 if isinstance(artifact, Artifact) else None
+        sink = DownloadSink(file, sha256, on_progress)
+        path = f"/v1/artifacts/{ref(artifact)}/pte"
+        yield Call("GET", path, ok=(200, 206), sink=sink, idempotent=True)
+        return sink.check()
+
+    def backends(self) -> Op[list[dict[str, Any]]]:
+        reply = yield Call("GET", "/v1/backends", idempotent=True)
+        return list(reply.json())
+
+    # inference
+    def infer(
+        self,
+        artifact: Ref,
+        method: str,
+        inputs: Inputs,
+        parameters: Mapping[str, Any] | None = None,
+    ) -> Op[InferResult]:
+        """One ``/v2`` call with binary tensors. Without sequence parameters it is stateless,
+        so it is retried like any idempotent call; a session's call is not."""
+        model = f"{ref(artifact)}.{method}"
+        names = None
+        if not isinstance(inputs, Mapping):
+            names = yield from self._names(artifact, method, model)
+        body, headers = encode_request(named_inputs(inputs, names), parameters)
+        stateless = not parameters or "sequence_id" not in parameters
+        reply = yield Call(
+            "POST",
+            f"/v2/models/{model}/infer",
+            content=body,
+            headers=headers,
+            idempotent=stateless,
+        )
+        _, outputs, params = decode_response(reply.body, reply.headers)
+        return InferResult(model, outputs, params)
+
+    def _names(self, artifact: Ref, method: str, model: str) -> Op[tuple[str, ...]]:
+        names = self._input_names.get(model)
+        spec = artifact.method(method) if isinstance(artifact, Artifact) else None
+        if names is None and spec is not None:
+            names = tuple(t.name for t in spec.inputs)
+        if names is None:
+            reply = yield Call("GET", f"/v2/models/{model}", idempotent=True)
+            names = tuple(str(t["name"]) for t in reply.json().get("inputs", []))
+        if len(self._input_names) >= MAX_CACHED_SIGNATURES:
+            self._input_names.pop(next(iter(self._input_names)))
+        self._input_names[model] = names
+        return names
+
+    def extensions(self) -> Op[frozenset[str]]:
+        """The protocol extensions the server announces (``GET /v2``), asked once."""
+        if self._extensions is None:
+            reply = yield Call("GET", "/v2", idempotent=True)
+            self._extensions = frozenset(str(e) for e in reply.json().get("extensions", []))
+        return self._extensions
+
+
+def raise_for_job(job: Job) -> None:
+    """Raise the error a job ended with (the class of its ``error.code``), if any."""
+    if job.status == "succeeded" and job.artifact_id:
+        return
+    if job.status == "canceled":
+        raise JobCanceledError(f"{job} was canceled", code="canceled", job=job)
+    code = job.error.code if job.error else "compile_failed"
+    message = job.error.message if job.error else f"{job} ended without an artifact"
+    raise error_class(422, code)(message, code=code, job=job)

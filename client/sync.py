@@ -1,0 +1,226 @@
+"""``Client``: the blocking client. Runs the shared operations over ``httpx.Client``."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from tempfile import TemporaryDirectory
+from types import TracebackType
+from typing import Any, Literal, TypeVar, overload
+
+import httpx
+
+from pteforge.client.calls import Attempts, Call, Reply, RetryPolicy
+from pteforge.client.config import load_credentials
+from pteforge.client.files import ProgramSource, partial_file, program_files
+from pteforge.client.models import Artifact, InferResult, Job, Program
+from pteforge.client.operations import Op, Operations, Ref
+from pteforge.client.sessions import SequenceState, check_sessions
+from pteforge.client.sinks import ProgressCallback, StageCallback
+from pteforge.client.tensors import Inputs
+from pteforge.client.transport import (
+    DEFAULT_TIMEOUT,
+    RETRYABLE_ERRORS,
+    client_options,
+    request_args,
+)
+
+T = TypeVar("T")
+
+
+class Client:
+    """A pteforge service. ``url`` and ``token`` default to ``PTEFORGE_URL`` and
+    ``PTEFORGE_TOKEN``, then to what ``pteforge login`` saved. Programs, jobs and artifacts
+    may be passed as objects or ids. Idempotent calls are retried on 503 and broken
+    connections (``retries`` times, with backoff)."""
+
+    def __init__(
+        self,
+        url: str | None = None,
+        token: str | None = None,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        retries: int = 4,
+    ) -> None:
+        creds = load_credentials(url, token)
+        self.url = creds.url.rstrip("/")
+        self._http = httpx.Client(**client_options(creds.url, creds.token, timeout))
+        self._ops = Operations()
+        self._policy = RetryPolicy(retries=retries)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def _run(self, op: Op[T]) -> T:
+        try:
+            call = next(op)
+            while True:
+                call = op.send(self._exchange(call))
+        except StopIteration as stop:
+            return stop.value
+
+    def _exchange(self, call: Call) -> Reply:
+        attempts = Attempts(call, self._policy)
+        while True:
+            try:
+                reply = self._send(call)
+            except RETRYABLE_ERRORS as exc:
+                time.sleep(attempts.after_error(exc))
+                continue
+            delay = attempts.after_reply(reply)
+            if delay is None:
+                return attempts.result(reply)
+            time.sleep(delay)
+
+    def _send(self, call: Call) -> Reply:
+        with ExitStack() as stack:
+            request = self._http.build_request(**request_args(call, stack))
+            response = self._http.send(request, stream=call.sink is not None)
+            stack.callback(response.close)
+            if call.sink is None or response.status_code not in call.ok:
+                return Reply(response.status_code, response.headers, response.read())
+            call.sink.start(response.status_code, response.headers)
+            for chunk in response.iter_bytes():
+                if not call.sink.feed(chunk):
+                    break
+            return Reply(response.status_code, response.headers)
+
+    # programs
+    def upload_program(
+        self, programs: Mapping[str, ProgramSource], name: str | None = None
+    ) -> Program:
+        """Upload one ``torch.export`` program per method (``ExportedProgram`` or ``.pt2``
+        path); files are streamed from disk."""
+        with TemporaryDirectory(prefix="pteforge-upload-") as scratch:
+            files = program_files(programs, Path(scratch))
+            return self._run(self._ops.upload_program(files, name))
+
+    def get_program(self, program: Ref) -> Program:
+        return self._run(self._ops.get_program(program))
+
+    def list_programs(self, limit: int = 100) -> list[Program]:
+        """The project's programs, newest first."""
+        return self._run(self._ops.list_programs(limit))
+
+    def delete_program(self, program: Ref) -> None:
+        self._run(self._ops.delete("programs", program))
+
+    # jobs
+    @overload
+    def compile(
+        self,
+        program: Ref,
+        plan: Mapping[str, Any],
+        wait: Literal[True] = True,
+        on_stage: StageCallback | None = None,
+    ) -> Artifact: ...
+    @overload
+    def compile(
+        self,
+        program: Ref,
+        plan: Mapping[str, Any],
+        wait: Literal[False],
+        on_stage: StageCallback | None = None,
+    ) -> Job: ...
+    def compile(
+        self,
+        program: Ref,
+        plan: Mapping[str, Any],
+        wait: bool = True,
+        on_stage: StageCallback | None = None,
+    ) -> Artifact | Job:
+        """Queue a compile; with ``wait``, follow its events (``on_stage(job)`` at each status
+        or stage change) and return the artifact, or raise the error the job failed with."""
+        return self._run(self._ops.compile(program, plan, wait, on_stage))
+
+    def wait(self, job: Ref, on_stage: StageCallback | None = None) -> Artifact:
+        """Follow a queued job to its artifact (or its error)."""
+        return self._run(self._ops.wait(job, on_stage))
+
+    def get_job(self, job: Ref) -> Job:
+        return self._run(self._ops.get_job(job))
+
+    def list_jobs(self, status: str | None = None, limit: int = 100) -> list[Job]:
+        """The project's jobs, newest first, optionally only those in ``status``."""
+        return self._run(self._ops.list_jobs(status, limit))
+
+    def cancel_job(self, job: Ref) -> Job:
+        return self._run(self._ops.cancel_job(job))
+
+    # artifacts
+    def get_artifact(self, artifact: Ref) -> Artifact:
+        return self._run(self._ops.get_artifact(artifact))
+
+    def list_artifacts(self, limit: int = 100) -> list[Artifact]:
+        """The project's artifacts, newest first."""
+        return self._run(self._ops.list_artifacts(limit))
+
+    def delete_artifact(self, artifact: Ref) -> None:
+        self._run(self._ops.delete("artifacts", artifact))
+
+    def upload_artifact(self, path: str | Path) -> Artifact:
+        """Upload a ``.pte`` built elsewhere (streamed from disk)."""
+        return self._run(self._ops.upload_artifact(Path(path)))
+
+    def download(
+        self, artifact: Ref, path: str | Path, on_progress: ProgressCallback | None = None
+    ) -> Path:
+        """Stream the artifact's ``.pte`` to ``path`` (``on_progress(bytes, total)``); the file
+        appears only once its sha256 matched, and a broken connection resumes by ``Range``."""
+        with partial_file(Path(path)) as file:
+            self._run(self._ops.download(artifact, file, on_progress))
+        return Path(path)
+
+    def backends(self) -> list[dict[str, Any]]:
+        """The backend catalog (``GET /v1/backends``)."""
+        return self._run(self._ops.backends())
+
+    # inference
+    def infer(
+        self,
+        artifact: Ref,
+        method: str,
+        inputs: Inputs,
+        *,
+        parameters: Mapping[str, Any] | None = None,
+    ) -> InferResult:
+        """Run ``method`` of ``artifact`` over ``/v2`` with binary tensors. ``inputs``: numpy
+        arrays or torch tensors, in order or by name; the outputs come back as numpy."""
+        return self._run(self._ops.infer(artifact, method, inputs, parameters))
+
+    @contextmanager
+    def session(self, artifact: Ref, sequence_id: str | int | None = None) -> Iterator[Session]:
+        """A sequence whose calls share the program's state (all methods of ``artifact``);
+        raises SessionsUnavailableError when the server has no sessions."""
+        check_sessions(self._run(self._ops.extensions()), self.url)
+        yield Session(self, artifact, SequenceState(sequence_id))
+
+
+class Session:
+    """Calls of one sequence; ``end=True`` on the last frees it on the server (otherwise
+    the server's idle timeout does)."""
+
+    def __init__(self, client: Client, artifact: Ref, state: SequenceState) -> None:
+        self._client = client
+        self._artifact = artifact
+        self.state = state
+
+    @property
+    def id(self) -> str | int:
+        return self.state.id
+
+    def infer(self, method: str, inputs: Inputs, *, end: bool = False) -> InferResult:
+        params = self.state.parameters(end)
+        result = self._client.infer(self._artifact, method, inputs, parameters=params)
+        self.state.answered(params)
+        return result

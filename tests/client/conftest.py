@@ -1,0 +1,73 @@
+"""Fixtures of the client tests: one real ``pteforge serve`` on a socket for the package,
+the tiny seq2seq model, and a client of each kind."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+from pteforge.client import Artifact, Client, Program
+from tests.models import MultiMethod, seq2seq_programs
+from tests.server.service import ServiceProcess
+
+MIXED_PLAN = {"methods": {"encode": {"partitioners": ["xnnpack"]}, "decode": {}}}
+
+
+@pytest.fixture(scope="package")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
+    svc = ServiceProcess(
+        tmp_path_factory.mktemp("client-home"),
+        env={"PTEFORGE_COMPILE_WORKERS": "1", "PTEFORGE_RUNTIME_POOL_SIZE": "1"},
+    )
+    svc.start()
+    try:
+        yield svc
+    finally:
+        svc.stop()
+
+
+@pytest.fixture(scope="package")
+def token(service: ServiceProcess) -> str:
+    assert service.admin_token, "first start printed no admin token"
+    return service.admin_token
+
+
+@pytest.fixture
+def client(service: ServiceProcess, token: str) -> Iterator[Client]:
+    with Client(service.url, token) as client:
+        yield client
+
+
+@pytest.fixture(scope="package")
+def seq2seq() -> MultiMethod:
+    """A tiny ``nn.Transformer``-style encoder/decoder: ``encode`` and ``decode``."""
+    return seq2seq_programs()
+
+
+@pytest.fixture(scope="package")
+def seq2seq_files(
+    seq2seq: MultiMethod, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Path]:
+    directory = tmp_path_factory.mktemp("seq2seq")
+    files = {}
+    for name, program in seq2seq.programs.items():
+        files[name] = directory / f"{name}.pt2"
+        torch.export.save(program, files[name])
+    return files
+
+
+@pytest.fixture(scope="package")
+def program(service: ServiceProcess, token: str, seq2seq: MultiMethod) -> Program:
+    """The model uploaded once, from ``ExportedProgram`` objects."""
+    with Client(service.url, token) as client:
+        return client.upload_program(seq2seq.programs, name="seq2seq")
+
+
+@pytest.fixture(scope="package")
+def artifact(service: ServiceProcess, token: str, program: Program) -> Artifact:
+    """The program compiled once with a mixed plan (encode: XNNPACK, decode: portable)."""
+    with Client(service.url, token) as client:
+        return client.compile(program, MIXED_PLAN)
