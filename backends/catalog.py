@@ -4,10 +4,23 @@ This module pins the interface that ``pteforge.manager`` (plan resolution) and
 ``pteforge.server`` (``GET /v1/backends``) code against. Entries are registered
 explicitly in :func:`pteforge.backends.default_catalog`; nothing registers itself
 at import time.
+
+Besides per-method targets, a plan has program-wide options (:data:`PLAN_OPTIONS`, listed by
+``GET /v1/backends`` with kind ``plan_option``):
+
+- ``"share_mutable_buffers": true``: memory planning gives a mutable buffer one allocation that
+  every method of the program addresses (upstream ``MemoryPlanningPass(share_mutable_buffers=
+  True)``), so ``prefill`` writes the KV cache ``decode`` reads. A runtime must load every
+  method before running any: loading a method writes the buffers that have a non-zero initial
+  value back to it.
+- ``"verify": {"rtol": 1e-4, "min_sqnr_db": 20.0}``: tolerances of the numerics check run on
+  every artifact; an fp32 method passes when its max relative error is at most ``rtol``, a
+  quantized one when its SQNR is at least ``min_sqnr_db``.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
@@ -23,9 +36,57 @@ from pteforge.backends.entry import (
 from pteforge.backends.errors import BackendCatalogError, UnknownBackendError
 from pteforge.backends.kinds import EntryKind
 
-__all__ = ["BackendCatalog", "CatalogEntry", "EntryKind"]
+__all__ = [
+    "DEFAULT_VERIFY_MIN_SQNR_DB",
+    "DEFAULT_VERIFY_RTOL",
+    "PLAN_OPTIONS",
+    "BackendCatalog",
+    "CatalogEntry",
+    "EntryKind",
+]
 
 E = TypeVar("E", bound=BaseEntry[Any])
+
+DEFAULT_VERIFY_RTOL = 1e-4
+DEFAULT_VERIFY_MIN_SQNR_DB = 20.0
+
+# Program-wide plan options, described in the shape of a catalog entry.
+PLAN_OPTIONS: tuple[dict[str, Any], ...] = (
+    {
+        "name": "share_mutable_buffers",
+        "kind": "plan_option",
+        "backend_id": None,
+        "options_schema": {"type": "boolean", "default": False},
+        "can_execute": True,
+        "description": (
+            'Plan key "share_mutable_buffers": true plans each mutable buffer once for the '
+            "whole program (upstream MemoryPlanningPass(share_mutable_buffers=True)), so every "
+            "method of one loaded program addresses the same state, e.g. prefill writes the KV "
+            "cache decode reads. Buffers with a non-zero initial value keep it in the .pte and "
+            "get it back whenever a method is loaded: load every method before running any."
+        ),
+    },
+    {
+        "name": "verify",
+        "kind": "plan_option",
+        "backend_id": None,
+        "options_schema": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "rtol": {"type": "number", "exclusiveMinimum": 0, "default": DEFAULT_VERIFY_RTOL},
+                "min_sqnr_db": {"type": "number", "default": DEFAULT_VERIFY_MIN_SQNR_DB},
+            },
+        },
+        "can_execute": True,
+        "description": (
+            'Plan key "verify": tolerances of the numerics check that runs every compiled '
+            "method in the ExecuTorch runtime on the program's example inputs and compares it "
+            "with the exported program: an fp32 method passes when max |a-b| / max |b| is at "
+            "most rtol, a quantized method when its SQNR is at least min_sqnr_db."
+        ),
+    },
+)
 
 
 class CatalogEntry(Protocol):
@@ -105,6 +166,10 @@ class BackendCatalog:
     def describe(self) -> list[dict[str, Any]]:
         """JSON-serialisable descriptions of every entry, in registration order."""
         return [entry.describe() for entry in self]
+
+    def describe_with_plan_options(self) -> list[dict[str, Any]]:
+        """:meth:`describe`, then the program-wide plan options (``GET /v1/backends``)."""
+        return [*self.describe(), *copy.deepcopy(PLAN_OPTIONS)]
 
     @classmethod
     def of(cls, entries: Iterable[CatalogEntry]) -> BackendCatalog:

@@ -8,6 +8,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+import torch
 from executorch.exir.backend.partitioner import Partitioner
 from torch.export import ExportedProgram
 
@@ -19,6 +20,7 @@ from pteforge.backends import (
     QuantizerEntryBase,
     UnknownBackendError,
 )
+from pteforge.manager.buffers import executorch_config
 from pteforge.manager.errors import PlanError, ProgramInputError, UnknownBackendIdError
 from pteforge.manager.lowering import MethodTarget
 from pteforge.manager.partitioners import StageCallback
@@ -29,11 +31,14 @@ from pteforge.manager.signature import MethodSignature, method_signature
 
 @dataclass
 class CompiledProgram:
-    """A compiled ``.pte``, the signatures of its methods and (lazily) its report."""
+    """A compiled ``.pte``, the signatures of its methods, (lazily) its report, and the plan
+    and per-method targets it was compiled with."""
 
     pte: bytes
     methods: dict[str, MethodSignature]
     manager: ProgramManager = field(repr=False)
+    plan: Plan = field(default_factory=Plan)
+    targets: dict[str, Target] = field(default_factory=dict)
 
     @cached_property
     def report(self) -> dict[str, Any]:
@@ -54,7 +59,9 @@ def compile_programs(
     """Quantize, lower and emit ``programs`` as ``plan`` says, with ``catalog``'s targets.
 
     ``on_stage`` is called with "quantize" (when a target quantizes), "to_edge",
-    "partition" and "preprocess" (when anything is delegated) and "emit".
+    "partition" and "preprocess" (when anything is delegated) and "emit". Mutable buffers
+    are planned as :func:`pteforge.manager.buffers.executorch_config` says. The numerics
+    check is a separate step: :func:`pteforge.manager.verify.verify_numerics`.
     """
     if not programs:
         raise ProgramInputError("no programs given")
@@ -66,7 +73,11 @@ def compile_programs(
     manager = to_edge_transform_and_lower(quantized, requests, on_stage=on_stage)
     if on_stage is not None:
         on_stage("emit")
-    return CompiledProgram(manager.to_executorch().buffer, signatures, manager)
+    edge = {m: manager.exported_program(m) for m in manager.methods}
+    config = executorch_config(edge, parsed.share_mutable_buffers)
+    with torch.no_grad():  # config's passes retrace graphs whose parameters require grad
+        pte = manager.to_executorch(config).buffer
+    return CompiledProgram(pte, signatures, manager, parsed, targets)
 
 
 def _quantize(

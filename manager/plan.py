@@ -4,19 +4,26 @@
 ``{"partitioners": [NAME | {"name", "options"}]}``, ``{"delegate": {"backend_id",
 "compile_specs": [{"key", "value_b64"}]}}`` or ``{}``, optionally with ``"quantize": RECIPE``
 and ``"calibration"``: a list of input tuples, each tensor ``{"dtype", "shape", "data"}``.
+
+Program-wide options (``pteforge.backends.catalog.PLAN_OPTIONS``): ``"share_mutable_buffers":
+true`` and ``"verify": {"rtol": float, "min_sqnr_db": float}``.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
+from pteforge.backends.catalog import DEFAULT_VERIFY_MIN_SQNR_DB, DEFAULT_VERIFY_RTOL
 from pteforge.manager.errors import PlanError, UnknownMethodError
 
 _TARGET_KEYS = {"partitioners", "delegate", "quantize", "calibration"}
+_PLAN_KEYS = {"methods", "all", "share_mutable_buffers", "verify"}
+_VERIFY_KEYS = {"rtol", "min_sqnr_db"}
 Calibration = tuple[tuple[torch.Tensor, ...], ...]
 
 
@@ -43,11 +50,24 @@ class Target:
 
 
 @dataclass(frozen=True)
+class VerifySettings:
+    """Tolerances of the numerics check (plan key ``verify``)."""
+
+    rtol: float = DEFAULT_VERIFY_RTOL  # fp32 methods: max |a - b| / max |b|
+    min_sqnr_db: float = DEFAULT_VERIFY_MIN_SQNR_DB  # quantized methods
+
+    def to_json(self) -> dict[str, float]:
+        return {"rtol": self.rtol, "min_sqnr_db": self.min_sqnr_db}
+
+
+@dataclass(frozen=True)
 class Plan:
     """A parsed plan; build it with :meth:`parse`."""
 
     methods: Mapping[str, Target] = field(default_factory=dict)
     all: Target | None = None
+    share_mutable_buffers: bool = False
+    verify: VerifySettings = field(default_factory=VerifySettings)
 
     @classmethod
     def parse(cls, obj: Any) -> Plan:
@@ -55,15 +75,20 @@ class Plan:
         if obj is None:
             return cls()
         _require_object("plan", obj)
-        unknown = set(obj) - {"methods", "all"}
+        unknown = set(obj) - _PLAN_KEYS
         if unknown:
-            raise PlanError(sorted(unknown)[0], "unknown field; a plan has 'methods' and 'all'")
+            keys = ", ".join(sorted(_PLAN_KEYS))
+            raise PlanError(sorted(unknown)[0], f"unknown field; a plan has {keys}")
         methods = obj.get("methods")
         methods = {} if methods is None else methods
         _require_object("methods", methods)
         parsed = {str(m): _target(f"methods.{m}", t) for m, t in methods.items()}
         everything = _target("all", obj["all"]) if obj.get("all") is not None else None
-        return cls(methods=parsed, all=everything)
+        share = obj.get("share_mutable_buffers", False)
+        if not isinstance(share, bool):
+            raise PlanError("share_mutable_buffers", "must be true or false")
+        verify = _verify(obj.get("verify"))
+        return cls(methods=parsed, all=everything, share_mutable_buffers=share, verify=verify)
 
     def resolve(self, methods: Sequence[str]) -> dict[str, Target]:
         """The target of every method of a program; plan methods it lacks raise."""
@@ -77,6 +102,26 @@ class Plan:
 def _require_object(name: str, value: Any) -> None:
     if not isinstance(value, Mapping):
         raise PlanError(name, f"must be an object, not {type(value).__name__}")
+
+
+def _verify(obj: Any) -> VerifySettings:
+    if obj is None:
+        return VerifySettings()
+    _require_object("verify", obj)
+    unknown = set(obj) - _VERIFY_KEYS
+    if unknown:
+        keys = ", ".join(sorted(_VERIFY_KEYS))
+        raise PlanError(f"verify.{sorted(unknown)[0]}", f"unknown field; verify has {keys}")
+    values = {}
+    for key, value in obj.items():
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise PlanError(f"verify.{key}", "must be a number")
+        if not math.isfinite(value):
+            raise PlanError(f"verify.{key}", "must be a finite number")
+        values[key] = float(value)
+    if values.get("rtol", DEFAULT_VERIFY_RTOL) <= 0:
+        raise PlanError("verify.rtol", "must be greater than 0")
+    return VerifySettings(**values)
 
 
 def _target(name: str, obj: Any) -> Target:

@@ -8,7 +8,14 @@ from typing import Any
 import pytest
 import torch
 
-from pteforge.manager import PartitionerRef, Plan, PlanError, Target, UnknownMethodError
+from pteforge.manager import (
+    PartitionerRef,
+    Plan,
+    PlanError,
+    Target,
+    UnknownMethodError,
+    VerifySettings,
+)
 
 
 def test_parses_every_target_form() -> None:
@@ -50,6 +57,16 @@ def test_empty_plan_is_portable() -> None:
     assert Plan.parse({}).resolve(["forward"]) == {"forward": Target()}
 
 
+def test_program_wide_options() -> None:
+    default = Plan.parse({})
+    assert not default.share_mutable_buffers
+    assert default.verify == VerifySettings(rtol=1e-4, min_sqnr_db=20.0)
+    plan = Plan.parse({"share_mutable_buffers": True, "verify": {"min_sqnr_db": 30}})
+    assert plan.share_mutable_buffers
+    assert plan.verify == VerifySettings(rtol=1e-4, min_sqnr_db=30.0)
+    assert Plan.parse({"verify": {"rtol": 1e-3}}).verify.rtol == 1e-3
+
+
 @pytest.mark.parametrize(
     ("plan", "field"),
     [
@@ -74,6 +91,14 @@ def test_empty_plan_is_portable() -> None:
             {"all": {"calibration": [[{"shape": [3], "data": [1, 2]}]]}},
             "all.calibration[0][0].data",
         ),
+        ({"share_mutable_buffers": "yes"}, "share_mutable_buffers"),
+        ({"share_mutable_buffers": 1}, "share_mutable_buffers"),
+        ({"verify": []}, "verify"),
+        ({"verify": {"atol": 1e-3}}, "verify.atol"),
+        ({"verify": {"rtol": True}}, "verify.rtol"),
+        ({"verify": {"rtol": 0}}, "verify.rtol"),
+        ({"verify": {"rtol": float("inf")}}, "verify.rtol"),
+        ({"verify": {"min_sqnr_db": "20"}}, "verify.min_sqnr_db"),
     ],
 )
 def test_bad_fields_are_named(plan: Any, field: str) -> None:
