@@ -2,7 +2,8 @@
 
 ``to_edge(...).to_backend(...)`` accepts partitioners, whole-graph ``DelegationSpec``s or a
 per-method mix and calls each backend's ``preprocess_multimethod`` once with every method.
-``Plan`` and ``compile_programs`` run the JSON lowering plans of the service and the CLI.
+``Plan`` and ``compile_programs`` run the JSON lowering plans of the service and the CLI;
+``verify_numerics`` checks a compiled program in the native runtime against eager.
 
 Names are loaded on first use: importing ExecuTorch takes seconds, and ``pteforge compile``
 should reject a bad argument before paying for it.
@@ -28,13 +29,14 @@ if TYPE_CHECKING:
         UnknownMethodError,
     )
     from pteforge.manager.loading import load_program_file
-    from pteforge.manager.plan import PartitionerRef, Plan, Target
+    from pteforge.manager.plan import PartitionerRef, Plan, Target, VerifySettings
     from pteforge.manager.program_manager import (
         ProgramManager,
         to_edge,
         to_edge_transform_and_lower,
     )
     from pteforge.manager.signature import MethodSignature, TensorSpec, method_signature
+    from pteforge.manager.verify import output_error, verify_numerics
 
 _SOURCES: dict[str, str] = {
     "CompileSpec": "executorch.exir.backend.compile_spec_schema",
@@ -51,12 +53,15 @@ _SOURCES: dict[str, str] = {
     "PartitionerRef": "pteforge.manager.plan",
     "Plan": "pteforge.manager.plan",
     "Target": "pteforge.manager.plan",
+    "VerifySettings": "pteforge.manager.plan",
     "ProgramManager": "pteforge.manager.program_manager",
     "to_edge": "pteforge.manager.program_manager",
     "to_edge_transform_and_lower": "pteforge.manager.program_manager",
     "MethodSignature": "pteforge.manager.signature",
     "TensorSpec": "pteforge.manager.signature",
     "method_signature": "pteforge.manager.signature",
+    "output_error": "pteforge.manager.verify",
+    "verify_numerics": "pteforge.manager.verify",
 }
 
 __all__ = [
@@ -75,11 +80,14 @@ __all__ = [
     "TensorSpec",
     "UnknownBackendIdError",
     "UnknownMethodError",
+    "VerifySettings",
     "compile_programs",
     "load_program_file",
     "method_signature",
+    "output_error",
     "to_edge",
     "to_edge_transform_and_lower",
+    "verify_numerics",
 ]
 
 __getattr__, __dir__ = lazy_exports(__name__, _SOURCES)

@@ -1,4 +1,8 @@
-"""``pteforge compile``: lower local ``.pt2`` programs to a ``.pte`` without a server."""
+"""``pteforge compile``: lower local ``.pt2`` programs to a ``.pte`` without a server.
+
+After writing the ``.pte`` it runs the numerics check (:mod:`pteforge.manager.verify`) and
+reports it under ``numerics``; a flagged method is a warning on stderr, not an error exit.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ from pteforge.contracts import InvalidMethodNameError, check_method_name
 from pteforge.manager.errors import ManagerError, ProgramInputError
 
 EXIT_BAD_INPUT = 2
-_STAGES = ("quantize", "to_edge", "partition", "preprocess", "emit")
+_STAGES = ("quantize", "to_edge", "partition", "preprocess", "emit", "verify")
 # Third-party loggers that warn about optional native libraries and untested versions
 # while ExecuTorch and its backends load; none of it is about the user's input.
 _THIRD_PARTY_NOISE = ("torchao", "torch.utils._pytree", "coremltools")
@@ -123,21 +127,39 @@ def _compile_files(files: dict[str, Path], plan: Any, output: Path) -> dict[str,
     from pteforge.backends import default_catalog
     from pteforge.manager.compiler import compile_programs
     from pteforge.manager.loading import load_program_file
+    from pteforge.manager.verify import verify_numerics
 
     programs = {name: load_program_file(file, name) for name, file in files.items()}
     progress = _Progress(sys.stderr)
     compiled = compile_programs(programs, plan, default_catalog(), on_stage=progress)
-    progress.done()
     try:
         compiled.write(output)
     except OSError as exc:
         raise ProgramInputError(f"-o {output}: cannot write: {exc}") from exc
+    progress("verify")
+    numerics = verify_numerics(programs, compiled)
+    progress.done()
+    _warn_numerics(numerics, sys.stderr)
     return {
         "output": str(output),
         "size_bytes": len(compiled.pte),
         "methods": {m: s.to_json() for m, s in compiled.methods.items()},
         "report": compiled.report,
+        "numerics": numerics,
     }
+
+
+def _warn_numerics(numerics: dict[str, Any], stream: TextIO) -> None:
+    """One line on stderr per method the numerics check flagged or could not run."""
+    for method, record in numerics["methods"].items():
+        if record["status"] == "over_tolerance":
+            check = record["check"]
+            worst = [o for o in record["outputs"] if not o["within_tolerance"]]
+            values = ", ".join(f"{o['name']} {check['metric']}={o[check['metric']]}" for o in worst)
+            limit = f"limit {check['limit']}"
+            print(f"warning: method {method!r} is over tolerance ({limit}): {values}", file=stream)
+        elif record["status"] in ("error", "not_executable"):
+            print(f"warning: method {method!r} not verified: {record['message']}", file=stream)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -37,6 +37,8 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "xnnpack.json": {"all": {"partitioners": ["xnnpack"]}},
         "unknown-method.json": {"methods": {"encode": {}}},
         "unknown-backend.json": {"all": {"delegate": {"backend_id": "NoSuchBackend"}}},
+        "strict.json": {"all": {}, "verify": {"rtol": 1e-15}},
+        "bad-verify.json": {"verify": {"rtol": "tight"}},
     }
     for name, plan in plans.items():
         (path / name).write_text(json.dumps(plan))
@@ -52,8 +54,13 @@ def test_compile_writes_a_pte_that_runs(workdir: Path) -> None:
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
     assert summary["report"]["methods"]["forward"]["backends"]["XnnpackBackend"]
-    for stage in ("to_edge", "partition", "preprocess", "emit"):
+    for stage in ("to_edge", "partition", "preprocess", "emit", "verify"):
         assert stage in done.stderr
+    numerics = summary["numerics"]
+    assert numerics["status"] == "passed" and not numerics["flagged"]
+    (output,) = numerics["methods"]["forward"]["outputs"]
+    assert output["max_rel_error"] is not None and output["max_rel_error"] <= 1e-4
+    assert "warning" not in done.stderr
     model = small_mlp_programs()
     (inputs,) = model.inputs.values()
     torch.testing.assert_close(
@@ -67,6 +74,7 @@ def test_compile_writes_a_pte_that_runs(workdir: Path) -> None:
         ("not-a-zip.pt2", None, "not a zip file"),
         ("mlp.pt2", "unknown-method.json", "unknown method 'encode'"),
         ("mlp.pt2", "unknown-backend.json", "unknown backend id 'NoSuchBackend'"),
+        ("mlp.pt2", "bad-verify.json", "plan field 'verify.rtol': must be a number"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
@@ -81,3 +89,16 @@ def test_bad_input_is_one_line_and_exit_2(
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
     assert expected in lines[0]
+
+
+def test_numerics_over_tolerance_is_a_warning(workdir: Path) -> None:
+    """A plan tolerance no float32 kernel meets: the artifact is written and flagged."""
+    out = workdir / "strict.pte"
+    plan = str(workdir / "strict.json")
+    done = _pteforge("--method", f"forward={workdir / 'mlp.pt2'}", "--plan", plan, "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    numerics = json.loads(done.stdout)["numerics"]
+    assert numerics["flagged"] and numerics["status"] == "over_tolerance"
+    assert numerics["tolerance"]["rtol"] == 1e-15
+    assert "warning: method 'forward' is over tolerance (limit 1e-15)" in done.stderr
+    assert out.stat().st_size > 0

@@ -1,0 +1,248 @@
+"""The numerics check of a compiled program: the ``.pte`` in the native runtime against eager.
+
+Each method of the ``.pte`` runs in ``executorch.runtime`` (a freshly loaded program per
+method, so every method starts from the program's initial state) on the exported program's
+example inputs (``inputs: "example"``) or, where the archive keeps none, on inputs generated
+from its input specs (``inputs: "generated"``: floats ``randn`` with a fixed seed, integers
+zero so that ids and indices stay in range, booleans true). The same inputs go through the
+exported program before quantization (``ExportedProgram.module()``, on copies of its
+buffers), and every output tensor is compared, both as float64, ``a`` the runtime's, ``b``
+the exported program's:
+
+- ``max_abs_error`` = max |a - b|;
+- ``max_rel_error`` = max |a - b| / max |b|: normwise (infinity norm), not elementwise, so
+  that outputs near zero do not blow it up; with ``b`` all zeros the denominator is the
+  smallest normal float32;
+- ``sqnr_db`` = 10 log10(sum b^2 / sum (a - b)^2), null when ``a`` equals ``b`` exactly
+  (``exact: true``).
+
+Positions where both are NaN, or both the same infinity, count as equal; a metric that is
+still not finite (a NaN or infinity on one side only) is null and fails the check. An fp32
+method passes when every output's ``max_rel_error`` is at most the plan's ``verify.rtol``
+(default 1e-4), a quantized method when every output's ``sqnr_db`` is at least
+``verify.min_sqnr_db`` (default 20 dB). A method delegated to a backend this host's runtime
+does not have (CoreML) is ``not_executable`` and says which backend.
+
+ExecuTorch's own numerics tooling does not fit here: ``Inspector.calculate_numeric_gap``
+compares per-operator *intermediate* outputs of the ``forward`` method only (the ETRecord's
+debug handle map and representative inputs are read for ``forward``), needs an ETRecord
+generated with representative inputs and an ETDump recorded with a debug buffer, and sees
+nothing inside a delegate; our programs are multi-method and the question is whether each
+method's final outputs match. Its ``SNRComparator`` is the formula used for ``sqnr_db``
+here, but importing it loads pandas (about 1 s per lowering process) for one line.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch.export import ExportedProgram
+from torch.export.graph_signature import ConstantArgument, InputKind
+from torch.utils import _pytree as pytree
+
+from pteforge.manager.compiler import CompiledProgram
+from pteforge.manager.plan import Target, VerifySettings
+
+_SEED = 0
+_TINY = torch.finfo(torch.float32).tiny
+_STATUS_ORDER = ("error", "over_tolerance", "not_executable", "passed")
+
+
+def output_error(actual: torch.Tensor, reference: torch.Tensor) -> dict[str, Any]:
+    """``max_abs_error``, ``max_rel_error``, ``sqnr_db`` and ``exact`` of one output."""
+    a = actual.detach().to(torch.float64).reshape(reference.shape)
+    b = reference.detach().to(torch.float64)
+    same = (a == b) | (a.isnan() & b.isnan())
+    diff = torch.where(same, torch.zeros_like(a), (a - b).abs())
+    exact = bool(same.all())
+    max_abs = float(diff.max()) if diff.numel() else 0.0
+    finite = torch.where(b.isfinite(), b, torch.zeros_like(b))
+    scale = float(finite.abs().max()) if finite.numel() else 0.0
+    noise = float(diff.square().sum())
+    signal = float(finite.square().sum())
+    sqnr = None if exact else 10 * math.log10(max(signal, _TINY) / noise)
+    return {
+        "max_abs_error": _finite(max_abs),
+        "max_rel_error": _finite(max_abs / max(scale, _TINY)),
+        "sqnr_db": _finite(sqnr),
+        "exact": exact,
+    }
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+def method_inputs(program: ExportedProgram) -> tuple[list[Any], str]:
+    """Flat user inputs of ``program``: its example inputs where it keeps them (and they
+    match its input structure), else inputs generated from its input specs."""
+    example = program.example_inputs
+    if example is not None:
+        from torch.export._tree_utils import reorder_kwargs
+
+        try:
+            args, kwargs = example
+            flat, spec = pytree.tree_flatten(
+                (args, reorder_kwargs(kwargs, program.call_spec.in_spec))
+            )
+        except (TypeError, ValueError, KeyError):
+            spec = None
+        if spec == program.call_spec.in_spec:
+            return flat, "example"
+    return _generated_inputs(program), "generated"
+
+
+def _generated_inputs(program: ExportedProgram) -> list[Any]:
+    values = {n.name: n.meta.get("val") for n in program.graph.nodes if n.op == "placeholder"}
+    generator = torch.Generator().manual_seed(_SEED)
+    flat: list[Any] = []
+    for spec in program.graph_signature.input_specs:
+        if spec.kind != InputKind.USER_INPUT:
+            continue
+        if isinstance(spec.arg, ConstantArgument):
+            flat.append(spec.arg.value)
+            continue
+        fake = values[spec.arg.name]
+        shape = [_concrete(d, program) for d in fake.shape]
+        flat.append(_tensor(fake.dtype, shape, generator))
+    return flat
+
+
+def _concrete(dim: Any, program: ExportedProgram) -> int:
+    """A size for one (possibly symbolic) dimension: its export-time hint, else its lower bound."""
+    if isinstance(dim, int):
+        return dim
+    hint = getattr(dim.node, "hint", None)
+    if isinstance(hint, int):
+        return hint
+    bounds = program.range_constraints.get(dim.node.expr)
+    lower = int(bounds.lower) if bounds is not None else 1
+    return max(lower, 1)
+
+
+def _tensor(dtype: torch.dtype, shape: list[int], generator: torch.Generator) -> torch.Tensor:
+    if dtype == torch.bool:
+        return torch.ones(shape, dtype=torch.bool)
+    if dtype.is_floating_point or dtype.is_complex:
+        return torch.randn(shape, generator=generator).to(dtype)
+    return torch.zeros(shape, dtype=dtype)
+
+
+def _clone(flat: list[Any]) -> list[Any]:
+    return [x.clone() if isinstance(x, torch.Tensor) else x for x in flat]
+
+
+def reference_outputs(program: ExportedProgram, flat: list[Any]) -> list[Any]:
+    """Flat outputs of ``program`` run eagerly from its initial state. Its module aliases the
+    program's buffers, so the run gets copies: the caller's program is never changed."""
+    module = program.module()
+    for name, buffer in list(module.named_buffers()):
+        owner, _, leaf = name.rpartition(".")
+        module.get_submodule(owner)._buffers[leaf] = buffer.clone()
+    args, kwargs = pytree.tree_unflatten(_clone(flat), program.call_spec.in_spec)
+    with torch.no_grad():
+        return list(pytree.tree_leaves(module(*args, **kwargs)))
+
+
+def runtime_outputs(pte: bytes, method: str, flat: list[Any]) -> list[Any]:
+    """Outputs of ``method`` in a freshly loaded ``executorch.runtime`` program."""
+    from executorch.runtime import Runtime, Verification
+
+    program = Runtime.get().load_program(pte, verification=Verification.Minimal)
+    loaded = program.load_method(method)
+    if loaded is None:
+        raise RuntimeError(f"the runtime could not load method {method!r}")
+    return list(loaded.execute(_clone(flat)))
+
+
+def _unavailable_backends(compiled: CompiledProgram, method: str) -> list[str]:
+    from pteforge.backends import executable_backend_ids
+
+    used = {lowered.backend_id for lowered in compiled.manager.lowered_modules(method)}
+    return sorted(used - executable_backend_ids())
+
+
+def _check(target: Target, settings: VerifySettings) -> tuple[str, float]:
+    """The metric a method is judged on and its limit."""
+    if target.quantize:
+        return "sqnr_db", settings.min_sqnr_db
+    return "max_rel_error", settings.rtol
+
+
+def _within(metric: str, limit: float, error: dict[str, Any]) -> bool:
+    if error["exact"]:
+        return True
+    value = error[metric]
+    if value is None:
+        return False
+    return bool(value >= limit) if metric == "sqnr_db" else bool(value <= limit)
+
+
+def _compare(
+    names: list[str], actual: list[Any], reference: list[Any], metric: str, limit: float
+) -> list[dict[str, Any]]:
+    tensors = [r for r in reference if isinstance(r, torch.Tensor)]
+    if len(actual) != len(tensors):
+        raise RuntimeError(
+            f"the runtime returned {len(actual)} outputs, the exported program {len(tensors)}"
+        )
+    if len(names) != len(tensors):
+        names = [f"output_{i}" for i in range(len(tensors))]
+    outputs = []
+    for name, a, b in zip(names, actual, tensors, strict=True):
+        error = output_error(a, b)
+        outputs.append({"name": name, **error, "within_tolerance": _within(metric, limit, error)})
+    return outputs
+
+
+def verify_method(
+    program: ExportedProgram, compiled: CompiledProgram, method: str, settings: VerifySettings
+) -> dict[str, Any]:
+    """The numerics record of one method (see the module docstring)."""
+    metric, limit = _check(compiled.targets.get(method, Target()), settings)
+    record: dict[str, Any] = {"check": {"metric": metric, "limit": limit}}
+    missing = _unavailable_backends(compiled, method)
+    if missing:
+        reason = f"delegated to {', '.join(missing)}, which this host's runtime cannot execute"
+        return {**record, "status": "not_executable", "message": reason}
+    try:
+        flat, source = method_inputs(program)
+        record["inputs"] = source
+        reference = reference_outputs(program, flat)
+        actual = runtime_outputs(compiled.pte, method, flat)
+        names = [spec.name for spec in compiled.methods[method].outputs]
+        record["outputs"] = _compare(names, actual, reference, metric, limit)
+    except Exception as exc:  # any failure to run is reported on the artifact, not raised
+        message = " ".join(f"{type(exc).__name__}: {exc}".split())[:1000]
+        return {**record, "status": "error", "message": message}
+    passed = all(output["within_tolerance"] for output in record["outputs"])
+    return {**record, "status": "passed" if passed else "over_tolerance"}
+
+
+def verify_numerics(
+    programs: Mapping[str, ExportedProgram], compiled: CompiledProgram
+) -> dict[str, Any]:
+    """Run every method of ``compiled`` in the runtime and compare it with ``programs`` (the
+    exported programs it was compiled from, before quantization).
+
+    Returns the JSON record shown as ``numerics`` on artifacts and by ``pteforge compile``:
+    ``status`` (the worst of the methods': ``error``, ``over_tolerance``, ``not_executable``,
+    ``passed``), ``flagged`` (an error or a method over tolerance), ``tolerance``,
+    ``seconds``, and per method its ``status``, ``check``, ``inputs`` and ``outputs``.
+    """
+    start = time.perf_counter()
+    settings = compiled.plan.verify
+    methods = {m: verify_method(programs[m], compiled, m, settings) for m in sorted(programs)}
+    statuses = {record["status"] for record in methods.values()}
+    status = next((s for s in _STATUS_ORDER if s in statuses), "passed")
+    return {
+        "status": status,
+        "flagged": status in ("error", "over_tolerance"),
+        "tolerance": settings.to_json(),
+        "seconds": round(time.perf_counter() - start, 4),
+        "methods": methods,
+    }

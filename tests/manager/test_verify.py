@@ -1,0 +1,126 @@
+"""The numerics check: each compiled method in the native runtime against the exported program."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import pytest
+import torch
+
+from pteforge.backends import BackendCatalog, default_catalog
+from pteforge.manager import CompiledProgram, compile_programs, output_error, verify_numerics
+from tests.models import MultiMethod, small_mlp_programs
+
+MIXED = {"methods": {"encode": {"partitioners": ["xnnpack"]}, "decode": {}}}
+INT8 = {"all": {"partitioners": ["xnnpack"], "quantize": "xnnpack_pt2e_int8_dynamic_per_channel"}}
+
+
+@pytest.fixture(scope="module")
+def catalog() -> BackendCatalog:
+    return default_catalog()
+
+
+@pytest.fixture(scope="module")
+def mixed(seq2seq: MultiMethod, catalog: BackendCatalog) -> CompiledProgram:
+    return compile_programs(seq2seq.programs, MIXED, catalog)
+
+
+def test_output_error_metrics() -> None:
+    reference = torch.tensor([1.0, -2.0, 4.0])
+    error = output_error(reference + torch.tensor([0.0, 0.0, 0.04]), reference)
+    assert error["max_abs_error"] == pytest.approx(0.04)
+    assert error["max_rel_error"] == pytest.approx(0.01)  # normwise: 0.04 / max |b|
+    assert error["sqnr_db"] == pytest.approx(10 * math.log10(21 / 0.04**2))
+    assert error["exact"] is False
+
+
+def test_exact_outputs_have_no_finite_sqnr() -> None:
+    reference = torch.tensor([[1.0, float("nan")], [float("-inf"), 0.0]])
+    error = output_error(reference.clone(), reference)
+    assert error == {"max_abs_error": 0.0, "max_rel_error": 0.0, "sqnr_db": None, "exact": True}
+    ids = torch.tensor([3, 1, 4])
+    assert output_error(ids.clone(), ids)["exact"] is True
+
+
+def test_non_finite_mismatch_and_zero_reference() -> None:
+    reference = torch.tensor([1.0, 2.0])
+    error = output_error(torch.tensor([1.0, float("nan")]), reference)
+    assert error["max_abs_error"] is None and error["max_rel_error"] is None
+    assert error["exact"] is False
+    zeros = output_error(torch.tensor([0.0, 1e-3]), torch.zeros(2))
+    assert zeros["max_abs_error"] == pytest.approx(1e-3)
+    assert zeros["max_rel_error"] is not None and zeros["max_rel_error"] > 1e30
+
+
+def test_fp32_plan_passes_on_example_inputs(seq2seq: MultiMethod, mixed: CompiledProgram) -> None:
+    numerics = verify_numerics(seq2seq.programs, mixed)
+    assert numerics["status"] == "passed" and numerics["flagged"] is False
+    assert numerics["tolerance"] == {"rtol": 1e-4, "min_sqnr_db": 20.0}
+    assert set(numerics["methods"]) == {"encode", "decode"}
+    for method, record in numerics["methods"].items():
+        assert record["status"] == "passed", record
+        assert record["inputs"] == "example"
+        assert record["check"] == {"metric": "max_rel_error", "limit": 1e-4}
+        names = [spec.name for spec in mixed.methods[method].outputs]
+        assert [output["name"] for output in record["outputs"]] == names
+        for output in record["outputs"]:
+            assert output["within_tolerance"]
+            assert output["max_rel_error"] <= 1e-4 and output["sqnr_db"] > 60
+
+
+def test_over_tolerance_is_flagged(seq2seq: MultiMethod, mixed: CompiledProgram) -> None:
+    strict = dataclasses.replace(mixed, plan=dataclasses.replace(mixed.plan, verify=_rtol(1e-15)))
+    numerics = verify_numerics(seq2seq.programs, strict)
+    assert numerics["status"] == "over_tolerance" and numerics["flagged"] is True
+    record = numerics["methods"]["encode"]
+    assert record["status"] == "over_tolerance"
+    assert not record["outputs"][0]["within_tolerance"]
+
+
+def _rtol(value: float) -> Any:
+    from pteforge.manager import VerifySettings
+
+    return VerifySettings(rtol=value)
+
+
+def test_inputs_are_generated_where_the_program_keeps_none(catalog: BackendCatalog) -> None:
+    model = small_mlp_programs()
+    program = model.programs["forward"]
+    compiled = compile_programs(model.programs, {}, catalog)
+    program.example_inputs = None
+    numerics = verify_numerics(model.programs, compiled)
+    record = numerics["methods"]["forward"]
+    assert record["inputs"] == "generated"
+    assert record["status"] == "passed", record
+
+
+def test_int8_reports_sqnr_against_the_threshold(catalog: BackendCatalog) -> None:
+    model = small_mlp_programs()
+    compiled = compile_programs(model.programs, INT8, catalog)
+    record = verify_numerics(model.programs, compiled)["methods"]["forward"]
+    assert record["check"] == {"metric": "sqnr_db", "limit": 20.0}
+    assert record["status"] == "passed", record
+    (output,) = record["outputs"]
+    assert 20.0 <= output["sqnr_db"] < 100.0
+    strict = compile_programs(model.programs, {**INT8, "verify": {"min_sqnr_db": 100}}, catalog)
+    numerics = verify_numerics(model.programs, strict)
+    assert numerics["status"] == "over_tolerance" and numerics["flagged"]
+
+
+def test_coreml_says_it_cannot_execute_here(catalog: BackendCatalog) -> None:
+    model = small_mlp_programs()
+    compiled = compile_programs(model.programs, {"all": {"partitioners": ["coreml"]}}, catalog)
+    numerics = verify_numerics(model.programs, compiled)
+    assert numerics["status"] == "not_executable" and numerics["flagged"] is False
+    record = numerics["methods"]["forward"]
+    assert record["status"] == "not_executable"
+    assert "CoreMLBackend" in record["message"] and "outputs" not in record
+
+
+def test_a_pte_that_does_not_run_is_an_error(seq2seq: MultiMethod, mixed: CompiledProgram) -> None:
+    broken = dataclasses.replace(mixed, pte=b"not a program")
+    numerics = verify_numerics(seq2seq.programs, broken)
+    assert numerics["status"] == "error" and numerics["flagged"] is True
+    assert all(r["status"] == "error" and r["message"] for r in numerics["methods"].values())
