@@ -19,6 +19,7 @@ from pteforge.server.bootstrap import bootstrap_if_empty, usage_text
 from pteforge.server.error_map import layer_translations
 from pteforge.server.errors import install_error_handlers
 from pteforge.server.fork_server import start_fork_server
+from pteforge.server.http.openapi import install_openapi
 from pteforge.server.inference_mount import mount_inference, start_runtime_pool
 from pteforge.server.jobs.router import router as jobs_router
 from pteforge.server.jobs.supervisor import WorkerSupervisor
@@ -81,6 +82,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     install_error_handlers(app, layer_translations())
+    install_openapi(app)
     for router in (health.router, programs_router, jobs_router, artifacts_router, backends_router):
         app.include_router(router)
     return app

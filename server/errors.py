@@ -18,10 +18,12 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 log = logging.getLogger(__name__)
 
 V2_PREFIX = "/v2/"
+_HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
 
 
 class ServiceError(Exception):
@@ -122,6 +124,17 @@ def _status_code_name(status: int) -> str:
         return "http_error"
 
 
+def _allowed_methods(request: Request) -> list[str]:
+    """Every method some route serves at this path. Starlette's 405 names only the methods
+    of the first route that matched the path, while FastAPI adds one route per method."""
+    routes = request.app.router.routes
+    return [
+        method
+        for method in _HTTP_METHODS
+        if any(r.matches({**request.scope, "method": method})[0] == Match.FULL for r in routes)
+    ]
+
+
 def _validation_problem(error: Mapping[str, Any]) -> str:
     """One request-validation problem in words: where it is and what is wrong."""
     loc = [str(p) for p in error.get("loc", ())]
@@ -152,6 +165,8 @@ def install_error_handlers(app: FastAPI, translations: list[Translation]) -> Non
         )
         for key, value in (exc.headers or {}).items():
             response.headers[key] = value
+        if exc.status_code == HTTPStatus.METHOD_NOT_ALLOWED:
+            response.headers["Allow"] = ", ".join(_allowed_methods(request))
         return response
 
     async def on_validation(request: Request, exc: RequestValidationError) -> JSONResponse:
