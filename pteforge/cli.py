@@ -40,6 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code."""
+    from pteforge.quiet import quiet_third_party
+
+    quiet_third_party()
     parser = build_parser()
     args = parser.parse_args(argv)
     code: int = args.handler(args)

@@ -106,7 +106,7 @@ def _resolve(future: asyncio.Future[None], error: BaseException | None) -> None:
 Context = multiprocessing.context.ForkServerContext | multiprocessing.context.SpawnContext
 
 # What a runtime worker imports: preloaded by whichever fork server its process uses.
-RUNTIME_PRELOAD = ["pteforge.runtime.worker", "executorch.runtime"]
+RUNTIME_PRELOAD = ["pteforge.quiet_on_import", "pteforge.runtime.worker", "executorch.runtime"]
 
 
 def process_context(start_method: str) -> Context:

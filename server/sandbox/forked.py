@@ -33,6 +33,7 @@ _EXIT_GRACE_SECONDS = 10.0
 
 # What the server's fork server imports so that its sandbox children start warm.
 SANDBOX_PRELOAD = [
+    "pteforge.quiet_on_import",
     "pteforge.server.sandbox.pt2_worker",
     "pteforge.server.sandbox.pte_worker",
     "torch.export.pt2_archive._package",
