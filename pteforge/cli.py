@@ -15,7 +15,7 @@ from collections.abc import Sequence
 _COMMAND_MODULES: dict[str, str] = {
     "compile": "pteforge.manager.cli",
     "serve": "pteforge.server.cli",
-    "tokens": "pteforge.server.cli",
+    "tokens": "pteforge.server.auth.cli",
 }
 
 

@@ -1,4 +1,4 @@
-"""The ``serve``, ``worker``, ``migrate`` and ``tokens`` subcommands of ``pteforge``."""
+"""The ``serve``, ``worker`` and ``migrate`` subcommands (``tokens`` is in auth/cli.py)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,9 @@ import logging
 import os
 from typing import Any
 
-from pteforge.server.bootstrap import DEFAULT_PROJECT
-
 
 def register(subparsers: Any) -> None:
-    """Add ``serve``, ``worker``, ``migrate`` and ``tokens`` to the top-level parser."""
+    """Add ``serve``, ``worker`` and ``migrate`` to the top-level parser."""
     serve = subparsers.add_parser("serve", help="run the HTTP service and its compile workers")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
@@ -32,15 +30,6 @@ def register(subparsers: Any) -> None:
 
     migrate = subparsers.add_parser("migrate", help="bring the database schema up to date")
     migrate.set_defaults(handler=migrate_command)
-
-    tokens = subparsers.add_parser("tokens", help="manage API tokens")
-    actions = tokens.add_subparsers(dest="tokens_action", required=True)
-    create = actions.add_parser("create", help="create a token; prints it as the last line")
-    create.add_argument("--name", required=True)
-    create.add_argument(
-        "--project", default=DEFAULT_PROJECT, help="project name (created if missing)"
-    )
-    create.set_defaults(handler=tokens_create_command)
 
 
 def serve_command(args: argparse.Namespace) -> int:
@@ -90,21 +79,4 @@ def migrate_command(args: argparse.Namespace) -> int:
 
     open_service_store(Settings()).close()
     print("database schema is up to date")
-    return 0
-
-
-def tokens_create_command(args: argparse.Namespace) -> int:
-    """Create a token for ``--project`` and print it (last line) for scripts."""
-    from pteforge.server.settings import Settings
-    from pteforge.server.store import open_service_store
-
-    store = open_service_store(Settings())
-    try:
-        with store.transaction() as tx:
-            project = tx.projects.get_or_create(args.project)
-            issued = tx.tokens.create(project.id, args.name)
-    finally:
-        store.close()
-    print(f"token {args.name!r} for project {project.name!r} ({project.id}):")
-    print(issued.plaintext)
     return 0

@@ -12,6 +12,13 @@ def database_url(settings: Settings) -> str:
     return settings.database_url or default_sqlite_url(settings.home)
 
 
+def shown_database_url(settings: Settings) -> str:
+    """The database URL for messages to users: its password, if any, hidden."""
+    from sqlalchemy.engine import make_url
+
+    return make_url(database_url(settings)).render_as_string(hide_password=True)
+
+
 def open_service_store(settings: Settings, *, migrate: bool = True) -> Store:
     """The store for ``settings``; the server migrates the schema, workers just connect."""
     settings.home.mkdir(parents=True, exist_ok=True)

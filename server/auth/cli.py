@@ -1,0 +1,81 @@
+"""``pteforge tokens create|list|revoke``: token administration against the service database.
+
+These commands open the database directly, so each says on stderr which database it used:
+a token made in another ``PTEFORGE_HOME`` than the server's is a token the server never sees.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from pteforge.server.bootstrap import DEFAULT_PROJECT
+
+
+def register(subparsers: Any) -> None:
+    """Add ``tokens`` with its ``create``, ``list`` and ``revoke`` actions."""
+    tokens = subparsers.add_parser("tokens", help="manage API tokens (in the service database)")
+    actions = tokens.add_subparsers(dest="tokens_action", required=True)
+    create = actions.add_parser("create", help="create a token; prints it as the last line")
+    create.add_argument("--name", required=True)
+    create.add_argument("--project", default=DEFAULT_PROJECT, help="project (created if missing)")
+    create.set_defaults(handler=create_command)
+    listing = actions.add_parser("list", help="list a project's tokens (never their values)")
+    listing.add_argument("--project", default=DEFAULT_PROJECT)
+    listing.set_defaults(handler=list_command)
+    revoke = actions.add_parser("revoke", help="revoke a token by id; it stops working at once")
+    revoke.add_argument("token_id")
+    revoke.add_argument("--project", default=DEFAULT_PROJECT)
+    revoke.set_defaults(handler=revoke_command)
+
+
+@contextmanager
+def _service_store() -> Iterator[Any]:
+    """The service's store, after telling the user which database it is."""
+    from pteforge.server.settings import Settings
+    from pteforge.server.store import open_service_store, shown_database_url
+
+    settings = Settings()
+    print(f"database: {shown_database_url(settings)}", file=sys.stderr)
+    store = open_service_store(settings)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def create_command(args: argparse.Namespace) -> int:
+    """Create a token for ``--project`` and print it (last line) for scripts."""
+    with _service_store() as store, store.transaction() as tx:
+        project = tx.projects.get_or_create(args.project)
+        issued = tx.tokens.create(project.id, args.name)
+    print(f"token {args.name!r} for project {project.name!r} ({project.id}):")
+    print(issued.plaintext)
+    return 0
+
+
+def list_command(args: argparse.Namespace) -> int:
+    """One line per token of ``--project``: id, name, created, revoked."""
+    with _service_store() as store, store.transaction() as tx:
+        project = tx.projects.get_or_create(args.project)
+        tokens = tx.tokens.list(project.id)
+    for token in tokens:
+        revoked = f"revoked {token.revoked_at:%Y-%m-%d %H:%M}" if token.revoked_at else "active"
+        print(f"{token.id}\t{token.name}\tcreated {token.created_at:%Y-%m-%d %H:%M}\t{revoked}")
+    return 0
+
+
+def revoke_command(args: argparse.Namespace) -> int:
+    """Revoke a token of ``--project``; an unknown id is an error (exit 2)."""
+    with _service_store() as store, store.transaction() as tx:
+        project = tx.projects.get_or_create(args.project)
+        found = tx.tokens.revoke(project.id, args.token_id)
+    if not found:
+        print(f"pteforge tokens: no token {args.token_id!r} in project {args.project!r}",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    print(f"revoked {args.token_id}")
+    return 0

@@ -1,0 +1,59 @@
+"""Token administration: list and revoke reach the service; a revoked token stops working."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import httpx
+
+from tests.server.service import ServiceProcess, wait_until
+
+# /v2 trusts a resolved token for this long (inference_mount's default token TTL).
+V2_TOKEN_TTL_S = 1.0
+
+
+def _tokens(service: ServiceProcess, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pteforge", "tokens", *args],
+        env=service.env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+
+
+def test_admin_commands_say_which_database(service: ServiceProcess) -> None:
+    done = _tokens(service, "list", "--project", "nobody-here")
+    assert done.returncode == 0, done.stderr
+    assert f"{service.home}/pteforge.db" in done.stderr
+    assert done.stderr.startswith("database: sqlite")
+
+
+def test_revoked_token_stops_at_once_on_v1_and_within_the_ttl_on_v2(
+    service: ServiceProcess,
+) -> None:
+    token = service.create_token("short-lived", "revocation")
+    headers = {"Authorization": f"Bearer {token}"}
+    assert httpx.get(f"{service.url}/v1/programs", headers=headers).status_code == 200
+    assert httpx.get(f"{service.url}/v2", headers=headers).status_code == 200
+
+    listed = _tokens(service, "list", "--project", "revocation")
+    assert listed.returncode == 0, listed.stderr
+    (line,) = [row for row in listed.stdout.splitlines() if "\tshort-lived\t" in row]
+    token_id = line.split("\t")[0]
+    assert line.endswith("active")
+
+    revoked = _tokens(service, "revoke", token_id, "--project", "revocation")
+    assert revoked.returncode == 0, revoked.stderr
+    assert httpx.get(f"{service.url}/v1/programs", headers=headers).status_code == 401
+    wait_until(
+        lambda: httpx.get(f"{service.url}/v2", headers=headers).status_code == 401,
+        timeout=V2_TOKEN_TTL_S + 5,
+        what="/v2 to refuse the revoked token",
+    )
+    relisted = _tokens(service, "list", "--project", "revocation").stdout
+    assert f"{token_id}\tshort-lived\t" in relisted and "revoked" in relisted
+
+
+def test_revoking_an_unknown_token_fails_clearly(service: ServiceProcess) -> None:
+    done = _tokens(service, "revoke", "tok_nope", "--project", "revocation")
+    assert done.returncode == 2
+    assert "no token 'tok_nope'" in done.stderr
