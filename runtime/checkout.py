@@ -6,11 +6,18 @@ for a worker; here a coroutine waits on a future of its own loop instead. Each c
 also hands over a ``start`` callback, run the moment it is given an item (by whoever
 returns it): the worker gets its next request at once instead of idling until the
 waiting thread or coroutine is scheduled again.
+
+An item that sat idle is checked with ``usable`` before it is handed out (a worker may
+have died while idle); one that fails goes to ``on_unusable`` and the next is tried. A
+caller may also wait for one particular item (a session's worker): such a caller is
+served before the general queue when that item comes back. ``forget`` wakes the callers
+waiting for an item that will never come back, ``abort`` every general caller.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -24,6 +31,7 @@ class _ThreadWaiter(Generic[W]):
         self.start = start
         self.event = threading.Event()
         self.item: W | None = None
+        self.error: BaseException | None = None
 
     def offer(self, item: W, checkout: Checkout[W]) -> bool:
         self.start(item)
@@ -31,12 +39,16 @@ class _ThreadWaiter(Generic[W]):
         self.event.set()
         return True
 
+    def fail(self, error: BaseException | None) -> None:
+        self.error = error
+        self.event.set()
+
 
 class _AsyncWaiter(Generic[W]):
     def __init__(self, loop: asyncio.AbstractEventLoop, start: Callable[[W], None]) -> None:
         self.loop = loop
         self.start = start
-        self.future: asyncio.Future[W] = loop.create_future()
+        self.future: asyncio.Future[W | None] = loop.create_future()
 
     def offer(self, item: W, checkout: Checkout[W]) -> bool:
         try:
@@ -62,64 +74,158 @@ class _AsyncWaiter(Generic[W]):
         self.start(item)
         self.future.set_result(item)
 
+    def fail(self, error: BaseException | None) -> None:
+        def settle() -> None:
+            if self.future.done():
+                return
+            if error is None:
+                self.future.set_result(None)
+            else:
+                self.future.set_exception(error)
+
+        with contextlib.suppress(RuntimeError):  # that loop is closed: its caller is gone
+            self.loop.call_soon_threadsafe(settle)
+
+
+Waiter = _ThreadWaiter[W] | _AsyncWaiter[W]
+
 
 class Checkout(Generic[W]):
     """A FIFO of idle items and of callers waiting for one (threads or coroutines)."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        usable: Callable[[W], bool] = lambda item: True,
+        on_unusable: Callable[[W], None] = lambda item: None,
+    ) -> None:
         self._lock = threading.Lock()
         self._idle: deque[W] = deque()
-        self._waiters: deque[_ThreadWaiter[W] | _AsyncWaiter[W]] = deque()
+        self._waiters: deque[Waiter[W]] = deque()
+        self._targeted: dict[W, deque[Waiter[W]]] = {}
+        self._usable = usable
+        self._on_unusable = on_unusable
 
     def put(self, item: W) -> None:
-        """Return ``item``: the longest-waiting caller gets it, else it becomes idle."""
+        """Return ``item``: a caller waiting for it, else the longest-waiting caller gets it,
+        else it becomes idle."""
         while True:
             with self._lock:
-                if not self._waiters:
+                waiter = self._next_waiter(item)
+                if waiter is None:
                     self._idle.append(item)
                     return
-                waiter = self._waiters.popleft()
             if waiter.offer(item, self):  # outside the lock: a start callback may write
                 return
 
-    def get(self, timeout_s: float, start: Callable[[W], None]) -> W | None:
-        """An idle item, waiting up to ``timeout_s`` seconds (blocking); ``None`` on timeout.
-        ``start(item)`` has run (in this thread or the one returning it) once it is ours."""
-        with self._lock:
-            idle = self._idle.popleft() if self._idle else None
-            if idle is None:
-                waiter: _ThreadWaiter[W] = _ThreadWaiter(start)
-                self._waiters.append(waiter)
-        if idle is not None:
-            start(idle)
-            return idle
-        if not waiter.event.wait(timeout_s):
+    def _next_waiter(self, item: W) -> Waiter[W] | None:
+        targeted = self._targeted.get(item)
+        if targeted:
+            waiter = targeted.popleft()
+            if not targeted:
+                del self._targeted[item]
+            return waiter
+        return self._waiters.popleft() if self._waiters else None
+
+    def _take_idle(self) -> W | None:
+        """The first idle item that passes ``usable`` (checked outside the lock)."""
+        while True:
             with self._lock:
-                if waiter in self._waiters:
-                    self._waiters.remove(waiter)
+                if not self._idle:
                     return None
-            waiter.event.wait()  # chosen just as the wait timed out: the offer is under way
+                item = self._idle.popleft()
+            if self._usable(item):
+                return item
+            self._on_unusable(item)
+
+    def _enqueue(self, waiter: Waiter[W], item: W | None) -> W | None:
+        """Take ``item`` (or any usable idle item when None) now, else queue ``waiter``."""
+        if item is None:
+            idle = self._take_idle()
+            if idle is not None:
+                return idle
+        with self._lock:
+            if item is None:
+                if self._idle:  # returned while we looked: go round again
+                    return self._idle.popleft()
+                self._waiters.append(waiter)
+            elif item in self._idle:
+                self._idle.remove(item)
+                return item
+            else:
+                self._targeted.setdefault(item, deque()).append(waiter)
+        return None
+
+    def _withdraw(self, waiter: Waiter[W]) -> bool:
+        """Remove a waiter that was never chosen; False if it was chosen (or failed)."""
+        with self._lock:
+            if waiter in self._waiters:
+                self._waiters.remove(waiter)
+                return True
+            for item, queue in list(self._targeted.items()):
+                if waiter in queue:
+                    queue.remove(waiter)
+                    if not queue:
+                        del self._targeted[item]
+                    return True
+        return False
+
+    def get(self, timeout_s: float, start: Callable[[W], None], item: W | None = None) -> W | None:
+        """An idle item (``item`` itself when given), waiting up to ``timeout_s`` seconds
+        (blocking); ``None`` on timeout or when it was forgotten. ``start(item)`` has run
+        (in this thread or the one returning it) once it is ours. Raises ``abort``'s error."""
+        waiter: _ThreadWaiter[W] = _ThreadWaiter(start)
+        got = self._enqueue(waiter, item)
+        if got is not None:
+            start(got)
+            return got
+        if not waiter.event.wait(timeout_s) and self._withdraw(waiter):
+            return None
+        waiter.event.wait()  # chosen just as the wait timed out: the offer is under way
+        if waiter.error is not None:
+            raise waiter.error
         return waiter.item
 
-    async def get_async(self, timeout_s: float, start: Callable[[W], None]) -> W | None:
+    async def get_async(
+        self, timeout_s: float, start: Callable[[W], None], item: W | None = None
+    ) -> W | None:
         """Like ``get``, awaiting on the running loop instead of blocking a thread;
         ``start(item)`` runs on this loop as soon as the item is this caller's."""
-        with self._lock:
-            idle = self._idle.popleft() if self._idle else None
-            if idle is None:
-                waiter: _AsyncWaiter[W] = _AsyncWaiter(asyncio.get_running_loop(), start)
-                self._waiters.append(waiter)
-        if idle is not None:
-            start(idle)
-            return idle
+        waiter: _AsyncWaiter[W] = _AsyncWaiter(asyncio.get_running_loop(), start)
+        got = self._enqueue(waiter, item)
+        if got is not None:
+            start(got)
+            return got
         try:
             return await asyncio.wait_for(waiter.future, timeout_s)
         except TimeoutError:
             return None
         finally:
-            with self._lock:
-                if waiter in self._waiters:  # never chosen: nothing will be delivered
-                    self._waiters.remove(waiter)
+            self._withdraw(waiter)  # never chosen: nothing will be delivered
+
+    def forget(self, item: W) -> bool:
+        """Drop ``item`` for good: out of the idle queue (True if it was there), and every
+        caller waiting for it in particular gets ``None``."""
+        with self._lock:
+            idle = item in self._idle
+            if idle:
+                self._idle.remove(item)
+            waiters = self._targeted.pop(item, deque())
+        for waiter in waiters:
+            waiter.fail(None)
+        return idle
+
+    def abort(self, error: BaseException) -> None:
+        """Fail every caller waiting for any item with ``error``."""
+        with self._lock:
+            waiters = list(self._waiters)
+            self._waiters.clear()
+        for waiter in waiters:
+            waiter.fail(error)
+
+    def idle(self) -> list[W]:
+        """The idle items now (a snapshot)."""
+        with self._lock:
+            return list(self._idle)
 
     def drain(self) -> list[W]:
         """Take every idle item (used at shutdown)."""

@@ -9,55 +9,24 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import numpy as np
 
 from pteforge.runtime.artifact_files import ArtifactFiles
-from pteforge.runtime.checkout import Checkout
-from pteforge.runtime.errors import (
-    ERROR_KINDS,
-    PoolClosedError,
-    RuntimeLayerError,
-    UnknownMethodError,
-    WorkerCrashedError,
-    WorkerTimeoutError,
-)
+from pteforge.runtime.calls import ASYNC_INLINE_FRAME_BYTES, Calls, Request
+from pteforge.runtime.errors import ERROR_KINDS, RuntimeLayerError, UnknownMethodError
 from pteforge.runtime.lru import ByteLRU
 from pteforge.runtime.metadata import MethodSignature
 from pteforge.runtime.processes import WorkerProcess, process_context
-from pteforge.runtime.wire import encode_message
+from pteforge.runtime.session_calls import SessionCalls
+from pteforge.runtime.sessions import Sequence as SequenceRef
+from pteforge.runtime.sessions import SessionLimits, Sessions
+from pteforge.runtime.state import ProgramState
+from pteforge.runtime.supervisor import RestartPolicy, Workers
 from pteforge.runtime.worker import WorkerConfig
 
-_SIGNATURES_KEPT = 4096
-# Frames up to this size go into the pipe without waiting on the worker to read them.
-_ASYNC_INLINE_FRAME_BYTES = 64 * 1024
-
-
-class _Request:
-    """One encoded request and the outcome of writing it to a worker.
-
-    The frame is encoded up front: bad inputs fail before a worker is held. ``start`` is
-    the hand-over callback (``Checkout``): it writes the frame the moment a worker is
-    given, unless the frame is over ``inline_limit`` bytes, which the caller writes itself
-    once it holds the worker (off the event loop, for asyncio callers).
-    """
-
-    def __init__(
-        self, header: dict[str, Any], arrays: Sequence[np.ndarray], inline_limit: float
-    ) -> None:
-        self.frame = encode_message(header, arrays)
-        self.inline = len(self.frame) <= inline_limit
-        self.error: OSError | None = None
-
-    def start(self, worker: WorkerProcess) -> None:
-        if self.inline:
-            self.error = worker.send(self.frame)
-
-
-def _what(header: dict[str, Any]) -> str:
-    return f"{header['op']} of artifact {header['sha256'][:12]}"
-
+_DESCRIBED_KEPT = 4096
 
 # Where an artifact comes from: a local file, or a callable that writes it to the given path.
 ArtifactSource = Path | Callable[[Path], None]
@@ -87,6 +56,14 @@ class PoolStats:
     weight_cache_enabled: bool = False
 
 
+@dataclass(frozen=True)
+class Described:
+    """What the pool remembers of an artifact: its method signatures and its state."""
+
+    signatures: dict[str, MethodSignature]
+    state: ProgramState
+
+
 class RuntimePool:
     """Runs artifact methods in ``size`` isolated worker processes.
 
@@ -94,11 +71,14 @@ class RuntimePool:
     ``.pte`` files). Artifacts are materialised once into ``artifact_dir`` (at most
     ``disk_cache_bytes`` of them, least recently used deleted first; None: unbounded) and
     loaded by path, so ExecuTorch maps the file instead of copying it; a worker checks the
-    file's sha256 before loading it. A worker that crashes or hangs is replaced; only the
-    request it was serving fails. ``weight_cache_library`` (see ``native``) turns on
-    XNNPACK's packed-weight cache so methods sharing weights share packed copies.
-    Workers never fork from the caller: ``start_method`` is ``forkserver`` (a clean
-    server process forks them) or ``spawn``.
+    file's sha256 before loading it. A stateless request starts from the program's initial
+    state; requests naming a ``Sequence`` share one program instance (``SessionCalls``).
+    A worker that dies while idle is replaced before a request reaches it; a stateless
+    request whose worker crashes is retried once on another (``Calls``); replacements back
+    off and give up after ``restart_policy.attempts`` failures (``Workers``).
+    ``weight_cache_library`` (see ``native``) turns on XNNPACK's packed-weight cache so
+    methods sharing weights share packed copies. Workers never fork from the caller:
+    ``start_method`` is ``forkserver`` (a clean server process forks them) or ``spawn``.
     """
 
     def __init__(
@@ -113,139 +93,53 @@ class RuntimePool:
         start_timeout_s: float = 120.0,
         start_method: str = "forkserver",
         disk_cache_bytes: int | None = None,
+        restart_policy: RestartPolicy | None = None,
+        session_limits: SessionLimits | None = None,
     ) -> None:
         self.size = size or os.cpu_count() or 1
-        self.request_timeout_s = request_timeout_s
-        self.start_timeout_s = start_timeout_s
         self.stats = PoolStats()
-        self._config = WorkerConfig(
+        self._stats_lock = threading.Lock()
+        config = WorkerConfig(
             cache_bytes,
             threads_per_worker,
             str(weight_cache_library) if weight_cache_library else None,
         )
-        self._ctx = process_context(start_method)
-        self._idle: Checkout[WorkerProcess] = Checkout()
+        self.sessions = Sessions(session_limits or SessionLimits())
+        self.workers = Workers(
+            self.size,
+            process_context(start_method),
+            config,
+            start_timeout_s=start_timeout_s,
+            policy=restart_policy or RestartPolicy(),
+            on_start=self._started,
+            on_lost=self._lost,
+        )
+        self.calls = Calls(self.workers, self._count, request_timeout_s)
+        self.session_calls = SessionCalls(self.calls, self.sessions)
         # One small entry per artifact run; bounded so a long-lived server doesn't grow.
-        self._signatures: ByteLRU[str, dict[str, MethodSignature]] = ByteLRU(_SIGNATURES_KEPT)
-        self._signatures_lock = threading.Lock()
+        self._described: ByteLRU[str, Described] = ByteLRU(_DESCRIBED_KEPT)
+        self._described_lock = threading.Lock()
         self.files = ArtifactFiles(artifact_dir, disk_cache_bytes)
-        self._stats_lock = threading.Lock()
-        self._live: set[WorkerProcess] = set()
-        self._closed = False
-        for worker in self._start_workers(self.size):
-            self._idle.put(worker)
 
-    # -- workers ---------------------------------------------------------------------------
+    @property
+    def request_timeout_s(self) -> float:
+        return self.calls.timeout_s
 
-    def _start_workers(self, count: int) -> list[WorkerProcess]:
-        spawned = [WorkerProcess.spawn(self._ctx, self._config) for _ in range(count)]
-        ready = [w.await_ready(self.start_timeout_s) for w in spawned]
-        for worker in ready:
-            self._live.add(worker)
-            self.stats.weight_cache_enabled = bool(worker.info.get("weight_cache"))
-        return ready
+    @request_timeout_s.setter
+    def request_timeout_s(self, value: float) -> None:
+        self.calls.timeout_s = value
+
+    def _started(self, worker: WorkerProcess) -> None:
+        self.stats.weight_cache_enabled = bool(worker.info.get("weight_cache"))
+
+    def _lost(self, worker: WorkerProcess, reason: str) -> None:
+        self._count(worker_restarts=1)
+        self.sessions.end_on_worker(worker, reason)
 
     def _count(self, **increments: int) -> None:
         with self._stats_lock:
             for name, amount in increments.items():
                 setattr(self.stats, name, getattr(self.stats, name) + amount)
-
-    def _replace_later(self, worker: WorkerProcess) -> None:
-        self._live.discard(worker)
-        worker.kill()
-        self._count(worker_restarts=1)
-        threading.Thread(target=self._replace, daemon=True, name="pteforge-respawn").start()
-
-    def _replace(self) -> None:
-        while not self._closed:
-            try:
-                worker = self._start_workers(1)[0]
-            except RuntimeLayerError:
-                time.sleep(1.0)  # back off before retrying a failed start
-                continue
-            if self._closed:
-                worker.kill()
-            self._idle.put(worker)
-            return
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise PoolClosedError("the runtime pool is shut down")
-
-    def _acquired(self, worker: WorkerProcess | None) -> WorkerProcess:
-        if worker is None:
-            raise WorkerTimeoutError(
-                f"no runtime worker became free within {self.request_timeout_s:.0f}s"
-            )
-        return worker
-
-    def _call(
-        self, header: dict[str, Any], arrays: Sequence[np.ndarray], what: str
-    ) -> tuple[dict[str, Any], list[np.ndarray], float]:
-        self._check_open()
-        queued = time.perf_counter()
-        request = _Request(header, arrays, inline_limit=float("inf"))
-        worker = self._acquired(self._idle.get(self.request_timeout_s, request.start))
-        queue_ms = (time.perf_counter() - queued) * 1e3
-        try:
-            if request.error is not None:
-                raise request.error
-            reply, outputs = worker.reply(self.request_timeout_s)
-        except BaseException as exc:
-            self._raise_failed(worker, exc, what)
-        self._idle.put(worker)
-        return reply, outputs, queue_ms
-
-    async def _call_async(
-        self, header: dict[str, Any], arrays: Sequence[np.ndarray], what: str
-    ) -> tuple[dict[str, Any], list[np.ndarray], float]:
-        self._check_open()
-        queued = time.perf_counter()
-        request = _Request(header, arrays, inline_limit=_ASYNC_INLINE_FRAME_BYTES)
-        worker = self._acquired(await self._idle.get_async(self.request_timeout_s, request.start))
-        queue_ms = (time.perf_counter() - queued) * 1e3
-        try:
-            if not request.inline:  # the worker drains a big frame at its own pace
-                request.error = await asyncio.to_thread(worker.send, request.frame)
-            if request.error is not None:
-                raise request.error
-            reply, outputs = await worker.reply_async(self.request_timeout_s)
-        except (EOFError, OSError) as exc:
-            # Crash handling waits for the process to exit: not on the event loop.
-            await asyncio.to_thread(self._raise_failed, worker, exc, what)
-        except BaseException as exc:
-            self._raise_failed(worker, exc, what)
-        self._idle.put(worker)
-        return reply, outputs, queue_ms
-
-    def _raise_failed(self, worker: WorkerProcess, exc: BaseException, what: str) -> NoReturn:
-        error = self._failed(worker, exc, what)
-        if error is exc:
-            raise exc
-        raise error from (None if isinstance(exc, TimeoutError) else exc)
-
-    def _failed(self, worker: WorkerProcess, exc: BaseException, what: str) -> BaseException:
-        """Replace ``worker`` after ``exc`` interrupted its exchange; the error to raise."""
-        if isinstance(exc, TimeoutError):
-            self._count(worker_timeouts=1)
-            self._replace_later(worker)
-            return WorkerTimeoutError(
-                f"{what} did not finish within {self.request_timeout_s:.0f}s; "
-                "the runtime worker was stopped and replaced"
-            )
-        if isinstance(exc, EOFError | OSError):
-            if self._closed:
-                return PoolClosedError("the runtime pool was shut down mid-request")
-            self._count(worker_crashes=1)
-            worker.process.join(timeout=5)
-            code = worker.process.exitcode
-            self._replace_later(worker)
-            return WorkerCrashedError(
-                f"the runtime worker crashed (exit code {code}) during {what}; "
-                "it has been replaced, other requests are unaffected"
-            )
-        self._replace_later(worker)  # the conversation may be out of step: start afresh
-        return exc
 
     # -- artifacts -------------------------------------------------------------------------
 
@@ -255,12 +149,20 @@ class RuntimePool:
             return source
         return self.files.ensure(sha256, source)
 
+    async def _local_path_async(self, sha256: str, source: ArtifactSource) -> Path:
+        if isinstance(source, Path):
+            return source
+        if self.files.touch(sha256):
+            return self.files.path(sha256)
+        # evicted, or a corrupt copy was dropped: fetch it again (blocking: in a thread)
+        return await asyncio.to_thread(self.local_path, sha256, source)
+
     def _request(
         self, header: dict[str, Any], arrays: Sequence[np.ndarray], source: ArtifactSource
     ) -> tuple[dict[str, Any], list[np.ndarray], float]:
         path = self.local_path(header["sha256"], source)
-        header = dict(header, path=str(path))
-        reply, outputs, queue_ms = self._call(header, arrays, _what(header))
+        request = Request(dict(header, path=str(path)), arrays, inline_limit=float("inf"))
+        (reply, outputs), queue_ms = self.calls.call(request)
         return self._checked(reply, path, source), outputs, queue_ms
 
     def _checked(self, reply: dict[str, Any], path: Path, source: ArtifactSource) -> dict[str, Any]:
@@ -274,19 +176,24 @@ class RuntimePool:
 
     # -- public API ------------------------------------------------------------------------
 
-    def describe(self, sha256: str, source: ArtifactSource) -> dict[str, MethodSignature]:
-        """Signatures of every method of the artifact, read in a worker (safe for uploads)."""
-        with self._signatures_lock:
-            cached = self._signatures.get(sha256)
+    def described(self, sha256: str, source: ArtifactSource) -> Described:
+        """Signatures and state of the artifact, read in a worker (safe for uploads)."""
+        with self._described_lock:
+            cached = self._described.get(sha256)
         if cached is not None:
             return cached
         reply, _, _ = self._request({"op": "describe", "sha256": sha256}, [], source)
         signatures = {
             name: MethodSignature.from_json(data) for name, data in reply["methods"].items()
         }
-        with self._signatures_lock:
-            self._signatures.put(sha256, signatures, 1)
-        return signatures
+        described = Described(signatures, ProgramState.from_json(reply["state"]))
+        with self._described_lock:
+            self._described.put(sha256, described, 1)
+        return described
+
+    def describe(self, sha256: str, source: ArtifactSource) -> dict[str, MethodSignature]:
+        """Signatures of every method of the artifact, read in a worker (safe for uploads)."""
+        return self.described(sha256, source).signatures
 
     def method_metadata(self, sha256: str, method: str, source: ArtifactSource) -> MethodSignature:
         """The signature of one method; raises ``UnknownMethodError`` if there is none."""
@@ -301,8 +208,8 @@ class RuntimePool:
     ) -> MethodSignature:
         """``method_metadata`` for an asyncio caller: answered from memory once the artifact
         has been described, otherwise described in a thread."""
-        with self._signatures_lock:
-            known = sha256 in self._signatures
+        with self._described_lock:
+            known = sha256 in self._described
         if not known:
             await asyncio.to_thread(self.describe, sha256, source)
         return self.method_metadata(sha256, method, source)
@@ -316,7 +223,7 @@ class RuntimePool:
         *,
         profile: bool = False,
     ) -> InferResult:
-        """Run ``method`` of artifact ``sha256`` on positional numpy ``inputs``."""
+        """Run ``method`` of artifact ``sha256`` on positional numpy ``inputs`` (stateless)."""
         start = time.perf_counter()
         signature = self.method_metadata(sha256, method, source)
         header = {"op": "infer", "sha256": sha256, "method": method, "profile": profile}
@@ -345,37 +252,43 @@ class RuntimePool:
         source: ArtifactSource,
         *,
         profile: bool = False,
+        sequence: SequenceRef | None = None,
     ) -> InferResult:
         """``infer`` for an asyncio caller: no thread is blocked while the worker runs.
 
-        Once the artifact is described and its file is local (after its first request),
-        everything happens on the event loop; before that, the blocking preparation (writing
-        the file, describing it) runs in a thread.
+        With ``sequence`` the call runs in that sequence's session (started by
+        ``sequence.start``, ended after answering by ``sequence.end``). Once the artifact is
+        described and its file is local (after its first request), everything happens on the
+        event loop; before that, the blocking preparation runs in a thread.
         """
         start = time.perf_counter()
         signature = await self.method_metadata_async(sha256, method, source)
-        if isinstance(source, Path):
-            path = source
-        elif self.files.touch(sha256):
-            path = self.files.path(sha256)
-        else:  # evicted, or a corrupt copy was dropped: fetch it again
-            path = await asyncio.to_thread(self.local_path, sha256, source)
+        path = await self._local_path_async(sha256, source)
         header = {"op": "infer", "sha256": sha256, "method": method, "profile": profile}
         header["path"] = str(path)
-        reply, outputs, queue_ms = await self._call_async(header, inputs, _what(header))
+        if sequence is None:
+            request = Request(header, inputs, ASYNC_INLINE_FRAME_BYTES)
+            (reply, outputs), queue_ms = await self.calls.call_async(request)
+        else:
+            nbytes = self.described(sha256, source).state.planned_bytes
+            call = self.session_calls.call(header, inputs, sequence, nbytes)
+            (reply, outputs), queue_ms = await call
         return self._result(self._checked(reply, path, source), outputs, signature, queue_ms, start)
+
+    def sweep(self) -> None:
+        """Periodic upkeep: replace dead idle workers, end expired sessions and free them."""
+        self.workers.sweep()
+        self.session_calls.sweep()
 
     @property
     def ready(self) -> bool:
         """True while the pool is open and at least one worker is running."""
-        return not self._closed and any(w.process.is_alive() for w in list(self._live))
+        return self.workers.ready
 
     def close(self) -> None:
         """Stop every worker; later calls raise ``PoolClosedError``."""
-        self._closed = True
-        for worker in list(self._live):
-            self._live.discard(worker)
-            worker.kill()
+        self.session_calls.close()
+        self.workers.close()
 
     def __enter__(self) -> RuntimePool:
         return self

@@ -18,16 +18,7 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from starlette.concurrency import run_in_threadpool
 
-from pteforge.runtime import (
-    ArtifactIntegrityError,
-    InferResult,
-    InvalidInputError,
-    PoolClosedError,
-    RuntimeLayerError,
-    RuntimePool,
-    UnknownMethodError,
-    WorkerTimeoutError,
-)
+from pteforge.runtime import InferResult, RuntimeLayerError, RuntimePool
 from pteforge.runtime.metadata import MethodSignature
 from pteforge.runtime.protocol import (
     BINARY_EXTENSION,
@@ -42,6 +33,8 @@ from pteforge.runtime.protocol import (
 from pteforge.server.auth.cache import TtlCache
 from pteforge.server.inference.metrics import InferenceMetrics
 from pteforge.server.inference.resolver import ArtifactResolver, ResolvedArtifact
+from pteforge.server.inference.sequences import sequence_of
+from pteforge.server.inference.statuses import status_of
 
 DEFAULT_RESOLVE_TTL_S = 1.0
 # Requests whose JSON part is larger than this are decoded in the threadpool, so a big JSON
@@ -59,19 +52,13 @@ class RequestTooLargeError(RuntimeLayerError):
     """An infer request body, as sent or once decompressed, is over the size limit (413)."""
 
 
-def _status(exc: RuntimeLayerError) -> int:
-    """HTTP status of a runtime-layer error on /v2."""
+def _status(exc: RuntimeLayerError) -> tuple[int, dict[str, str]]:
+    """HTTP status (and extra headers, e.g. ``Retry-After``) of a runtime-layer error on /v2."""
     if isinstance(exc, RequestTooLargeError):
-        return 413
-    if isinstance(exc, InvalidInputError):
-        return 400
-    if isinstance(exc, NotFoundError | UnknownMethodError):
-        return 404
-    if isinstance(exc, PoolClosedError | WorkerTimeoutError):
-        return 503
-    if isinstance(exc, ArtifactIntegrityError):
-        return 500  # the stored bytes do not match their hash: our fault, not the caller's
-    return 422  # the artifact cannot be loaded or crashed the runtime on these inputs
+        return 413, {}
+    if isinstance(exc, NotFoundError):
+        return 404, {}
+    return status_of(exc)
 
 
 def error_response(status: int, message: str) -> JSONResponse:
@@ -131,6 +118,7 @@ class _Inference:
         result = await self.pool.infer_async(
             artifact.sha256, signature.name, request.inputs, artifact.source,
             profile=_wants_profile(request),
+            sequence=sequence_of(principal, request.parameters),
         )  # fmt: skip
         encode = partial(_encoded, model, request, signature, result)
         return encode() if inline else await run_in_threadpool(encode)
@@ -299,7 +287,9 @@ def build_inference_router(
         try:
             response: Response = await call()
         except RuntimeLayerError as exc:
-            response = error_response(_status(exc), str(exc))
+            status, headers = _status(exc)
+            response = error_response(status, str(exc))
+            response.headers.update(headers)
         metrics.observe_request(route, response.status_code)
         return response
 

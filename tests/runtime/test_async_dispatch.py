@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from pteforge.runtime import RuntimePool, WorkerCrashedError, WorkerTimeoutError
+from pteforge.runtime import RuntimePool, WorkerTimeoutError
+from pteforge.runtime.errors import CrashingInputError
 from tests.models import MultiMethod
 from tests.runtime.helpers import Compiled, compile_pte, crashing_copy
 
@@ -82,14 +83,14 @@ def test_a_crash_fails_only_its_request(tmp_path: Path, artifacts: dict[str, Com
         expected = mlp.model.eager["forward"](x).numpy()
 
     async def run(pool: RuntimePool) -> None:
-        with pytest.raises(WorkerCrashedError, match="crashed"):
+        with pytest.raises(CrashingInputError, match="crashed the runtime twice"):
             await pool.infer_async(crash.sha256, "forward", [x.numpy()], crash.path)
         result = await pool.infer_async(mlp.sha256, "forward", [x.numpy()], mlp.path)
         np.testing.assert_allclose(result.outputs[0], expected, rtol=1e-4, atol=1e-4)
 
     with RuntimePool(1, 1 << 26, tmp_path, request_timeout_s=60) as pool:
         asyncio.run(run(pool))
-        assert pool.stats.worker_crashes == 1
+        assert pool.stats.worker_crashes == 2  # retried once on the replacement worker
 
 
 def test_a_hung_worker_times_out_and_a_waiting_caller_gets_its_replacement(
@@ -100,7 +101,7 @@ def test_a_hung_worker_times_out_and_a_waiting_caller_gets_its_replacement(
 
     async def run(pool: RuntimePool) -> None:
         await pool.infer_async(mlp.sha256, "forward", [x], mlp.path)
-        (worker,) = pool._live
+        (worker,) = pool.workers.live
         os.kill(worker.process.pid, signal.SIGSTOP)  # alive, never answers
         with pytest.raises(WorkerTimeoutError, match="did not finish"):
             await pool.infer_async(mlp.sha256, "forward", [x], mlp.path)
