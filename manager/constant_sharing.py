@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import BinaryIO, cast
 
 from executorch.exir._serialize._cord import Cord
 from executorch.exir._serialize._flatbuffer_program import (
@@ -96,14 +97,31 @@ def _add_alias_segments(program: Program, aliases: Sequence[_Alias]) -> None:
         program.named_data.extend(NamedData(key=key, segment_index=index) for key in alias.keys)
 
 
-def _with_program(data: bytes, program: Program, config: ExecutorchBackendConfig) -> bytes:
-    """``data`` (a serialised ``.pte`` with segments) with its flatbuffer replaced.
+class _Pieces:
+    """A write-only sink keeping what a ``Cord`` writes as references, to split it unread."""
 
-    Segment offsets are relative to the segment base, so the segment data is kept as is;
-    the header is rebuilt as ``serialize_pte_binary`` builds it.
-    """
-    old = _get_extended_header(data)
-    assert old is not None and old.segment_base_offset > 0
+    def __init__(self, cord: Cord) -> None:
+        self.pieces: list[bytes] = []
+        cord.write_to_file(cast(BinaryIO, self))
+
+    def write(self, data: bytes) -> int:
+        self.pieces.append(bytes(data))
+        return len(data)
+
+    def slice(self, start: int, end: int | None = None) -> Cord:
+        """Bytes ``start:end`` as a Cord; only a piece cut by a bound is copied."""
+        out, offset = Cord(), 0
+        for piece in self.pieces:
+            lo = max(start - offset, 0)
+            hi = len(piece) if end is None else min(end - offset, len(piece))
+            if lo < hi:
+                out.append(piece if (lo, hi) == (0, len(piece)) else piece[lo:hi])
+            offset += len(piece)
+        return out
+
+
+def _program_data(program: Program, config: ExecutorchBackendConfig, segment_size: int) -> bytes:
+    """Flatbuffer of ``program`` with the extended header, as ``serialize_pte_binary`` writes."""
     result = _program_to_flatbuffer(
         program,
         constant_tensor_alignment=config.constant_tensor_alignment,
@@ -111,22 +129,40 @@ def _with_program(data: bytes, program: Program, config: ExecutorchBackendConfig
     )
     header_length = aligned_size(_ExtendedHeader.EXPECTED_LENGTH, result.max_alignment)
     program_size = header_length + len(result.data)
-    segment_base = aligned_size(program_size, config.segment_alignment)
     header = _ExtendedHeader(
         program_size=program_size,
-        segment_base_offset=segment_base,
-        segment_data_size=old.segment_data_size,
+        segment_base_offset=aligned_size(program_size, config.segment_alignment),
+        segment_data_size=segment_size,
     ).to_bytes()
-    program_data = _insert_flatbuffer_header(
+    return _insert_flatbuffer_header(
         result.data, r"ET[0-9a-zA-Z][0-9a-zA-Z]", pad_to(header, header_length)
     )
-    padding = b"\x00" * padding_required(len(program_data), config.segment_alignment)
-    return b"".join((program_data, padding, memoryview(data)[old.segment_base_offset :]))
+
+
+def _with_aliases(
+    serialized: Cord, aliases: Sequence[_Alias], config: ExecutorchBackendConfig
+) -> Cord:
+    """``serialized`` (a ``.pte`` with segments) with alias segments added to its program.
+
+    Segment offsets are relative to the segment base, so the segment data is kept as is
+    (by reference) and only the flatbuffer and header are rebuilt.
+    """
+    pieces = _Pieces(serialized)
+    head = bytes(pieces.slice(0, 8 + _ExtendedHeader.EXPECTED_LENGTH))
+    header = _get_extended_header(head)
+    if header is None or header.segment_base_offset == 0:
+        raise AssertionError("serialize_pte_binary wrote no segments for a constant segment")
+    program = _flatbuffer_to_program(bytes(pieces.slice(0, header.program_size)))
+    _add_alias_segments(program, aliases)
+    out = Cord(_program_data(program, config, header.segment_data_size))
+    out.append(b"\x00" * padding_required(len(out), config.segment_alignment))
+    out.append(pieces.slice(header.segment_base_offset))
+    return out
 
 
 def share_constants(
     manager: ExecutorchProgramManager, config: ExecutorchBackendConfig | None = None
-) -> bytes | None:
+) -> Cord | None:
     """``manager``'s ``.pte`` with delegate named data aliased onto equal constants.
 
     None when nothing is stored twice (the upstream bytes are then the answer).
@@ -154,12 +190,7 @@ def share_constants(
         constant_tensor_alignment=config.constant_tensor_alignment,
         delegate_alignment=config.delegate_alignment,
     )
-    data = bytes(serialized)
-    header = _get_extended_header(data)
-    assert header is not None
-    program = _flatbuffer_to_program(data[: header.program_size])
-    _add_alias_segments(program, aliases)
-    return _with_program(data, program, config)
+    return _with_aliases(serialized, aliases, config)
 
 
 def store_shared_once(
@@ -169,6 +200,6 @@ def store_shared_once(
     data = share_constants(manager, config)
     if data is None or not hasattr(manager, "_pte_data"):
         return False
-    manager._pte_data = Cord(data)
-    manager._buffer = data
+    manager._pte_data = data
+    manager._buffer = None
     return True
