@@ -20,7 +20,10 @@ Inputs = Sequence[Any] | Mapping[str, Any]
 def to_numpy(value: Any, name: str) -> np.ndarray:
     """A C-contiguous numpy array of ``value`` (a numpy array, a torch tensor or a nested list)."""
     if type(value).__module__.startswith("torch"):
-        value = value.detach().cpu().resolve_conj().numpy()
+        try:
+            value = value.detach().cpu().resolve_conj().numpy()
+        except TypeError as exc:  # e.g. bfloat16, which numpy has no dtype for
+            raise InvalidInputError(f"input {name!r}: {exc}") from None
     array = np.ascontiguousarray(value)
     if array.dtype not in NUMPY_TO_OIP:
         raise InvalidInputError(

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from pteforge.client import Artifact, Client, Program
+from pteforge.client import Artifact, Client, Job, Program
 from tests.models import MultiMethod, seq2seq_programs
 from tests.server.service import ServiceProcess
 
@@ -67,7 +67,19 @@ def program(service: ServiceProcess, token: str, seq2seq: MultiMethod) -> Progra
 
 
 @pytest.fixture(scope="package")
-def artifact(service: ServiceProcess, token: str, program: Program) -> Artifact:
-    """The program compiled once with a mixed plan (encode: XNNPACK, decode: portable)."""
+def compiled(service: ServiceProcess, token: str, program: Program) -> tuple[Artifact, list[Job]]:
+    """The program compiled once with a mixed plan (encode: XNNPACK, decode: portable), and
+    the job as each of its events showed it."""
+    events: list[Job] = []
     with Client(service.url, token) as client:
-        return client.compile(program, MIXED_PLAN)
+        return client.compile(program, MIXED_PLAN, on_stage=events.append), events
+
+
+@pytest.fixture(scope="package")
+def artifact(compiled: tuple[Artifact, list[Job]]) -> Artifact:
+    return compiled[0]
+
+
+@pytest.fixture(scope="package")
+def compile_events(compiled: tuple[Artifact, list[Job]]) -> list[Job]:
+    return compiled[1]
