@@ -5,13 +5,16 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from pteforge.storage.domain import Artifact
 
+NUMERICS_KEY = "numerics"  # where a compile job stores the numerics check in the report
+
 
 class ArtifactOut(BaseModel):
-    """An artifact: the `.pte` digest, what it was built from, and the manager's report."""
+    """An artifact: the `.pte` digest, what it was built from, the manager's report and the
+    numerics check of the compiled methods against the exported program."""
 
     id: str
     sha256: str
@@ -20,10 +23,19 @@ class ArtifactOut(BaseModel):
     plan: dict[str, Any]
     methods: list[dict[str, Any]]
     report: dict[str, Any]
+    numerics: dict[str, Any] | None = Field(
+        description=(
+            "Each method run in the native runtime on the program's example inputs against "
+            "the exported program: per output max_abs_error, max_rel_error (max|a-b| / "
+            "max|b|), sqnr_db; status passed, over_tolerance, not_executable or error, and "
+            "flagged. Null for uploaded .pte files and artifacts compiled before the check."
+        )
+    )
     created_at: datetime
 
     @classmethod
     def of(cls, artifact: Artifact) -> ArtifactOut:
+        report = {k: v for k, v in artifact.report.items() if k != NUMERICS_KEY}
         return cls(
             id=artifact.id,
             sha256=artifact.sha256,
@@ -31,7 +43,8 @@ class ArtifactOut(BaseModel):
             program_id=artifact.program_id,
             plan=artifact.plan,
             methods=[m.to_json() for m in artifact.methods],
-            report=artifact.report,
+            report=report,
+            numerics=artifact.report.get(NUMERICS_KEY),
             created_at=artifact.created_at,
         )
 

@@ -12,6 +12,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from pteforge.server.artifacts.schemas import NUMERICS_KEY
 from pteforge.server.blob_files import store_file
 from pteforge.server.jobs.protocol import LoweringOutcome, LoweringRequest
 from pteforge.server.jobs.runner import (
@@ -29,6 +30,12 @@ from pteforge.storage.store import Store
 log = logging.getLogger(__name__)
 
 COMPILE_KIND = "compile"
+
+
+def stored_report(result: dict[str, Any]) -> dict[str, Any]:
+    """The artifact's stored report: the manager's report with the numerics check under
+    ``numerics`` (the API shows it as the artifact's own ``numerics`` field)."""
+    return {**result["report"], NUMERICS_KEY: result.get("numerics")}
 
 
 class CompileJobRunner:
@@ -137,7 +144,7 @@ class CompileJobRunner:
                     blob,
                     job.payload["plan"],
                     job.payload["plan_hash"],
-                    result["report"],
+                    stored_report(result),
                     methods,
                 )
         except ConflictError:  # an identical job finished first: share its artifact

@@ -1,13 +1,15 @@
 """The disposable process that lowers one job, forked from a preloaded fork server.
 
 Each compile worker keeps a ``forkserver`` that imported torch, ExecuTorch and the manager
-once; each job is a fresh child of it (no per-job imports, no state shared between jobs).
-The child is started *before* its job, as a standby: it warms up with a tiny lowering of its
-own (see :mod:`warmup`) while the worker is idle, then waits for one request, lowers it and
-exits. Before touching the job it caps its own address space, so an out-of-memory lowering
-dies there and only fails its job, and it loads programs only after the sandbox validated
-them, with ``TORCH_FORCE_WEIGHTS_ONLY_LOAD=1``. Messages both ways are JSON, never pickles:
-the child reads untrusted programs, so the worker must not unpickle what it sends.
+once; each job is a fresh child of it (no per-job imports, no state shared between jobs). The
+child is started *before* its job, as a standby: it warms up with a tiny lowering of its own
+(see :mod:`warmup`) while the worker is idle, then waits for one request, lowers it, runs the
+numerics check on the ``.pte`` it wrote (stage ``verify``: each method in the native runtime
+against the exported programs it already holds) and exits. Before touching the job it caps its
+own address space, so an out-of-memory lowering dies there and only fails its job, and it loads
+programs only after the sandbox validated them, with ``TORCH_FORCE_WEIGHTS_ONLY_LOAD=1``.
+Messages both ways are JSON, never pickles: the child reads untrusted programs, so the worker
+must not unpickle what it sends.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ _PR_SET_PDEATHSIG = 1
 # fork server would save more, but forking a process that has run torch's thread pools
 # can deadlock the child.
 PRELOAD = [
+    "pteforge.quiet_on_import",
     "torch",
     "torch.export._trace",
     "torch.export._unlift",
@@ -49,8 +52,11 @@ PRELOAD = [
     "executorch.exir.backend.canonical_partitioners.all_node_partitioner",
     "executorch.extension.flat_tensor.serialize.serialize",
     "executorch.backends.xnnpack.partition.xnnpack_partitioner",
+    "executorch.exir.passes.init_mutable_pass",
+    "executorch.runtime",
     "pteforge.manager",
     "pteforge.manager.compiler",
+    "pteforge.manager.verify",
     "pteforge.manager.program_manager",
     "pteforge.backends",
     "pteforge.server.sandbox",
@@ -107,20 +113,20 @@ def _load_programs(path: Path, scratch: Path) -> dict[str, Any]:
 
 def _lower(request: LoweringRequest, conn: Connection) -> dict[str, Any]:
     from pteforge.backends import default_catalog
-    from pteforge.manager import compile_programs
+    from pteforge.manager import compile_programs, verify_numerics
+
+    def on_stage(stage: str) -> None:
+        send_json(conn, {"stage": stage})
 
     with tempfile.TemporaryDirectory(prefix="pteforge-lower-") as scratch:
         programs = _load_programs(Path(request.program_path), Path(scratch))
-    result = compile_programs(
-        programs,
-        request.plan,
-        default_catalog(),
-        on_stage=lambda stage: send_json(conn, {"stage": stage}),
-    )
+    result = compile_programs(programs, request.plan, default_catalog(), on_stage=on_stage)
     result.write(request.output_path)
+    on_stage("verify")
     return {
         "report": result.report,
         "methods": [result.methods[name].to_json() for name in sorted(result.methods)],
+        "numerics": verify_numerics(programs, result),
     }
 
 

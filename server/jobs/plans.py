@@ -11,9 +11,17 @@ from pteforge.backends.catalog import BackendCatalog
 from pteforge.server.errors import InvalidRequestError
 
 
+def _means_absent(key: str, value: Any) -> bool:
+    if key in ("methods", "all", "verify"):
+        return value is None or value == {}
+    return key == "share_mutable_buffers" and value is False
+
+
 def canonical_plan(plan: dict[str, Any]) -> tuple[dict[str, Any], str]:
-    """The plan with empty parts dropped, and the sha256 of its sorted-key JSON (dedupe key)."""
-    canonical = {key: plan[key] for key in ("methods", "all") if plan.get(key)}
+    """The plan without parts that mean the same as leaving them out (empty ``methods``,
+    ``all`` or ``verify``, ``share_mutable_buffers`` false), and the sha256 of its sorted-key
+    JSON (the dedupe key). Unknown keys stay, so that checking the plan refuses them."""
+    canonical = {key: value for key, value in plan.items() if not _means_absent(key, value)}
     text = json.dumps(canonical, sort_keys=True, separators=(",", ":"))
     return canonical, hashlib.sha256(text.encode()).hexdigest()
 

@@ -1,8 +1,8 @@
 """What a worker asks of a lowering child and what the child answers.
 
-The child sends ``{"stage": NAME}`` on each stage change, then exactly one of
-``{"result": {"report", "methods"}}`` or ``{"error": {"code", "message"}}`` over a pipe
-private to the two processes (never stdout, where library chatter goes).
+The child sends ``{"stage": NAME}`` on each stage change, then exactly one of ``{"result":
+{"report", "methods", "numerics"}}`` or ``{"error": {"code", "message"}}`` over a pipe private
+to the two processes (never stdout, where library chatter goes).
 """
 
 from __future__ import annotations

@@ -15,7 +15,10 @@ class CompileJobRequest(BaseModel):
 
     program_id: str = Field(description="An uploaded program of the caller's project.")
     plan: dict[str, Any] = Field(
-        description='Lowering plan: {"methods": {METHOD: TARGET}} and/or {"all": TARGET}.'
+        description=(
+            'Lowering plan: {"methods": {METHOD: TARGET}} and/or {"all": TARGET}; optionally '
+            '"share_mutable_buffers": true and "verify": {"rtol": 1e-4, "min_sqnr_db": 20}.'
+        )
     )
 
 

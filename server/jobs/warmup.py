@@ -2,10 +2,11 @@
 
 The first lowering in a process pays for one-time work: XNNPACK builds its partitioner pattern
 graphs, torch fills its dispatch and decomposition caches, exir traces its passes. Measured on
-a 4-layer encoder/decoder that is about 1.9 s of a job; a standby process does it while the
-worker is idle, on a tiny encoder/decoder built here (no upload involved), so the job that
-follows runs warm. Warming up in the fork server instead would run torch's thread pools
-before ``fork``, which can deadlock the children.
+a 4-layer encoder/decoder that is about 1.9 s of a job; the numerics check's first runtime load
+and eager run pay theirs too. A standby process does both while the worker is idle, on a tiny
+encoder/decoder built here (no upload involved), so the job that follows runs warm. Warming up
+in the fork server instead would run torch's thread pools before ``fork``, which can deadlock
+the children.
 """
 
 from __future__ import annotations
@@ -52,14 +53,15 @@ def _tiny_programs() -> dict[str, Any]:
 
 
 def warm_up_lowering() -> float:
-    """Lower the tiny program once; returns the seconds taken. Never raises: a failed
+    """Lower and verify the tiny program once; returns the seconds taken. Never raises: a failed
     warm-up only means the next job runs cold."""
     from pteforge.backends import default_catalog
-    from pteforge.manager import compile_programs
+    from pteforge.manager import compile_programs, verify_numerics
 
     start = time.perf_counter()
     try:
-        compile_programs(_tiny_programs(), WARMUP_PLAN, default_catalog())
+        programs = _tiny_programs()
+        verify_numerics(programs, compile_programs(programs, WARMUP_PLAN, default_catalog()))
     except Exception:
         log.exception("lowering warm-up failed; the next job runs cold")
     return time.perf_counter() - start

@@ -14,7 +14,12 @@ import torch
 import tritonclient.http as triton
 from tritonclient.utils import InferenceServerException
 
-from tests.models import MultiMethod, unsupported_op_programs
+from tests.manager.stateful import (
+    cached_programs,
+    eager_prefill_then_decode,
+    runtime_prefill_then_decode,
+)
+from tests.models import MultiMethod, small_mlp_programs, unsupported_op_programs
 from tests.runtime.helpers import triton_inputs
 from tests.server.helpers import (
     MIXED_PLAN,
@@ -29,7 +34,7 @@ from tests.server.service import ServiceProcess
 
 ALL_STAGES = [
     ("running", stage)
-    for stage in ("loading", "to_edge", "partition", "preprocess", "emit", "store")
+    for stage in ("loading", "to_edge", "partition", "preprocess", "emit", "verify", "store")
 ]
 
 
@@ -108,6 +113,19 @@ def test_artifact_metadata(compiled: dict[str, Any]) -> None:
     assert {m["name"] for m in artifact["methods"]} == {"encode", "decode"}
     assert artifact["plan"] and artifact["report"]
     assert "encode" in json.dumps(artifact["report"])
+    assert "numerics" not in artifact["report"]  # its own field
+
+
+def test_artifact_numerics(compiled: dict[str, Any]) -> None:
+    """The verify stage ran each method natively against the exported program."""
+    numerics = compiled["artifact"]["numerics"]
+    assert numerics["status"] == "passed" and numerics["flagged"] is False
+    assert numerics["tolerance"] == {"rtol": 1e-4, "min_sqnr_db": 20.0}
+    names = {m["name"]: [o["name"] for o in m["outputs"]] for m in compiled["artifact"]["methods"]}
+    for method, record in numerics["methods"].items():
+        assert record["status"] == "passed" and record["inputs"] == "example", record
+        assert [o["name"] for o in record["outputs"]] == names[method]
+        assert all(o["max_rel_error"] <= 1e-4 and o["sqnr_db"] > 60 for o in record["outputs"])
 
 
 def test_download_runs_like_eager(
@@ -165,6 +183,7 @@ def test_upload_pte_built_elsewhere(admin: httpx.Client, compiled: dict[str, Any
     assert uploaded["sha256"] == compiled["artifact"]["sha256"]
     assert uploaded["program_id"] is None
     assert {m["name"] for m in uploaded["methods"]} == {"encode", "decode"}
+    assert uploaded["numerics"] is None  # no exported program to compare with
 
 
 def test_failed_lowering_carries_the_manager_error(admin: httpx.Client, tmp_path: Path) -> None:
@@ -212,6 +231,71 @@ def test_pt2_archive_with_several_programs(
     inputs = seq2seq.inputs["decode"]
     got = method.execute(list(inputs))[0]
     torch.testing.assert_close(got, seq2seq.eager["decode"](*inputs), atol=1e-4, rtol=1e-4)
+
+
+def test_an_artifact_over_its_plan_tolerance_is_flagged(
+    admin: httpx.Client, tmp_path: Path
+) -> None:
+    """An int8 artifact judged on SQNR against a threshold no int8 model meets."""
+    path = tmp_path / "forward.pt2"
+    torch.export.save(small_mlp_programs().programs["forward"], path)
+    program = upload_methods(admin, {"forward": path})
+    plan = {
+        "all": {"partitioners": ["xnnpack"], "quantize": "xnnpack_pt2e_int8_dynamic_per_channel"},
+        "verify": {"min_sqnr_db": 100},
+    }
+    done = wait_job(admin, submit(admin, program["id"], plan)["id"])
+    assert done["status"] == "succeeded", done
+    artifact = admin.get(f"/v1/artifacts/{done['artifact_id']}").raise_for_status().json()
+    numerics = artifact["numerics"]
+    assert numerics["status"] == "over_tolerance" and numerics["flagged"] is True
+    assert numerics["methods"]["forward"]["check"] == {"metric": "sqnr_db", "limit": 100.0}
+    assert 20.0 < numerics["methods"]["forward"]["outputs"][0]["sqnr_db"] < 100.0
+
+
+@pytest.mark.parametrize(
+    ("plan", "field"),
+    [
+        ({"share_mutable_buffers": "yes"}, "share_mutable_buffers"),
+        ({"verify": {"rtol": -1}}, "verify.rtol"),
+        ({"verify": {"atol": 1}}, "verify.atol"),
+        ({"all": {}, "optimize": True}, "optimize"),
+    ],
+)
+def test_bad_program_wide_plan_options_are_422(
+    admin: httpx.Client, compiled: dict[str, Any], plan: dict[str, Any], field: str
+) -> None:
+    body = {"program_id": compiled["program"]["id"], "plan": plan}
+    response = admin.post("/v1/compile-jobs", json=body)
+    assert_error(response, 422)
+    assert field in response.json()["error"]["message"]
+
+
+def test_shared_mutable_buffers_through_the_service(admin: httpx.Client, tmp_path: Path) -> None:
+    """prefill writes the cache decode reads, in one loaded program of the downloaded .pte."""
+    model = cached_programs()
+    files = {}
+    for method, exported in model.programs.items():
+        files[method] = tmp_path / f"{method}.pt2"
+        torch.export.save(exported, files[method])
+    program = upload_methods(admin, files)
+    plan = {"all": {"partitioners": ["xnnpack"]}, "share_mutable_buffers": True}
+    done = wait_job(admin, submit(admin, program["id"], plan)["id"])
+    assert done["status"] == "succeeded", done
+    artifact = admin.get(f"/v1/artifacts/{done['artifact_id']}").raise_for_status().json()
+    assert artifact["plan"]["share_mutable_buffers"] is True
+    assert artifact["numerics"]["status"] == "passed", artifact["numerics"]
+    pte = admin.get(f"/v1/artifacts/{artifact['id']}/pte").content
+    got = runtime_prefill_then_decode(pte, model)
+    torch.testing.assert_close(got, eager_prefill_then_decode(model), atol=1e-5, rtol=1e-5)
+
+
+def test_backends_list_the_program_wide_plan_options(admin: httpx.Client) -> None:
+    entries = {e["name"]: e for e in admin.get("/v1/backends").raise_for_status().json()}
+    share = entries["share_mutable_buffers"]
+    assert share["kind"] == "plan_option" and share["options_schema"]["type"] == "boolean"
+    verify = entries["verify"]["options_schema"]["properties"]
+    assert verify["rtol"]["default"] == 1e-4 and verify["min_sqnr_db"]["default"] == 20.0
 
 
 # /v2: the compiled artifact served by the same service, driven by unmodified tritonclient.

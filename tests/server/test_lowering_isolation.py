@@ -72,7 +72,8 @@ def test_lowering_in_a_child_succeeds(
         "encode",
         "decode",
     }
-    assert stages[0] == "to_edge" and stages[-1] == "emit"
+    assert stages[0] == "to_edge" and stages[-2:] == ["emit", "verify"]
+    assert outcome.result["numerics"]["status"] == "passed", outcome.result["numerics"]
     assert (tmp_path / "out.pte").stat().st_size > 0
 
 
