@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 import warnings
@@ -21,7 +22,6 @@ from pteforge.contracts import InvalidMethodNameError, check_method_name
 from pteforge.manager.errors import ManagerError, ProgramInputError
 
 EXIT_BAD_INPUT = 2
-_STAGES = ("quantize", "to_edge", "partition", "preprocess", "emit", "verify")
 # Third-party loggers that warn about optional native libraries and untested versions
 # while ExecuTorch and its backends load; none of it is about the user's input.
 _THIRD_PARTY_NOISE = ("torchao", "torch.utils._pytree", "coremltools")
@@ -41,23 +41,29 @@ def register(subparsers: Any) -> None:
         metavar="NAME=FILE.pt2",
         help="a method name and its torch.export.save archive; repeat per method",
     )
-    parser.add_argument("--plan", type=Path, help="lowering plan JSON (default: portable)")
+    parser.add_argument(
+        "--plan", help="lowering plan: a JSON file or inline JSON (default: portable)"
+    )
     parser.add_argument("-o", "--output", type=Path, required=True, help="the .pte to write")
     parser.set_defaults(handler=run)
 
 
 class _Progress:
-    """Prints each stage with the time the previous one took, on stderr."""
+    """Prints each stage with the time the previous one took, on stderr, numbered among the
+    stages this plan runs (so it starts at 1 and never skips one)."""
 
-    def __init__(self, stream: TextIO) -> None:
+    def __init__(self, stream: TextIO, stages: list[str]) -> None:
         self._stream = stream
+        self._stages = stages
         self._current: str | None = None
         self._since = time.perf_counter()
 
     def __call__(self, stage: str) -> None:
         self._finish()
-        step = _STAGES.index(stage) + 1 if stage in _STAGES else 0
-        print(f"[{step}/{len(_STAGES)}] {stage} ...", file=self._stream, flush=True)
+        if stage not in self._stages:  # a stage the plan did not predict: number it anyway
+            self._stages.insert(len(self._stages) - 1, stage)
+        step = self._stages.index(stage) + 1
+        print(f"[{step}/{len(self._stages)}] {stage} ...", file=self._stream, flush=True)
         self._current = stage
 
     def _finish(self) -> None:
@@ -86,13 +92,40 @@ def _method_files(specs: list[str]) -> dict[str, Path]:
     return files
 
 
-def _read_plan(path: Path | None) -> Any:
-    if path is None:
+def _read_plan(value: str | None) -> Any:
+    """``--plan``: inline JSON (starting with ``{``) or the path of a JSON file."""
+    if value is None:
         return None
+    text = value
     try:
-        return json.loads(path.read_text())
+        if not value.lstrip().startswith("{"):
+            text = Path(value).read_text()
+        return json.loads(text)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ProgramInputError(f"--plan {path}: cannot read a JSON plan: {exc}") from exc
+        raise ProgramInputError(f"--plan {value}: cannot read a JSON plan: {exc}") from exc
+
+
+def _planned_stages(plan: Any, methods: list[str]) -> list[str]:
+    """The stages ``compile_programs`` reports for ``plan``, then verify (also checks the
+    plan before anything is loaded)."""
+    from pteforge.manager.plan import Plan
+
+    targets = Plan.parse(plan).resolve(sorted(methods)).values()
+    quantize = ["quantize"] if any(t.quantize for t in targets) else []
+    delegate = ["partition", "preprocess"] if any(t.delegated for t in targets) else []
+    return [*quantize, "to_edge", *delegate, "emit", "verify"]
+
+
+def _check_writable(output: Path) -> None:
+    """Refuse an ``-o`` that cannot be written before spending time compiling."""
+    directory = output.parent
+    if output.is_dir():
+        raise ProgramInputError(f"-o {output}: is a directory")
+    if not directory.is_dir():
+        raise ProgramInputError(f"-o {output}: no directory {directory}")
+    writable = os.access(output if output.exists() else directory, os.W_OK)
+    if not writable:
+        raise ProgramInputError(f"-o {output}: permission denied")
 
 
 @contextmanager
@@ -117,20 +150,24 @@ def _compile(args: argparse.Namespace) -> dict[str, Any]:
 
     files = _method_files(args.method)
     plan = _read_plan(args.plan)
+    _check_writable(args.output)
     for name, file in files.items():
         check_archive(file, name)
     with _quiet_third_party():
-        return _compile_files(files, plan, args.output)
+        stages = _planned_stages(plan, list(files))
+        return _compile_files(files, plan, args.output, stages)
 
 
-def _compile_files(files: dict[str, Path], plan: Any, output: Path) -> dict[str, Any]:
+def _compile_files(
+    files: dict[str, Path], plan: Any, output: Path, stages: list[str]
+) -> dict[str, Any]:
     from pteforge.backends import default_catalog
     from pteforge.manager.compiler import compile_programs
     from pteforge.manager.loading import load_program_file
     from pteforge.manager.verify import verify_numerics
 
     programs = {name: load_program_file(file, name) for name, file in files.items()}
-    progress = _Progress(sys.stderr)
+    progress = _Progress(sys.stderr, stages)
     compiled = compile_programs(programs, plan, default_catalog(), on_stage=progress)
     try:
         compiled.write(output)

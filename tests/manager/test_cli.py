@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -102,3 +103,20 @@ def test_numerics_over_tolerance_is_a_warning(workdir: Path) -> None:
     assert numerics["tolerance"]["rtol"] == 1e-15
     assert "warning: method 'forward' is over tolerance (limit 1e-15)" in done.stderr
     assert out.stat().st_size > 0
+
+
+def test_inline_plan_and_stages_numbered_among_those_it_runs(workdir: Path) -> None:
+    """A portable plan runs three stages: they count 1/3, 2/3, 3/3 (none skipped)."""
+    out = workdir / "portable.pte"
+    done = _pteforge("--method", f"forward={workdir / 'mlp.pt2'}", "--plan", "{}", "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    steps = [m.group(0) for m in re.finditer(r"^\[\d+/\d+\] \w+", done.stderr, re.MULTILINE)]
+    assert steps == ["[1/3] to_edge", "[2/3] emit", "[3/3] verify"]
+
+
+@pytest.mark.parametrize("output", ["no-such-dir/x.pte", "."])
+def test_an_unwritable_output_fails_before_compiling(workdir: Path, output: str) -> None:
+    done = _pteforge("--method", f"forward={workdir / 'mlp.pt2'}", "-o", str(workdir / output))
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("pteforge compile: error: -o "), done.stderr
