@@ -69,11 +69,12 @@ class SessionCalls:
                 raise
             raise SessionEndedError(reason) from exc
         finally:
-            self._settle(session, request, answered)
+            self._settle(session, sequence, request, answered)
         return (reply, outputs), queue_ms
 
-    def _settle(self, session: Session, request: Request, answered: bool) -> None:
-        sequence = session.sequence
+    def _settle(
+        self, session: Session, sequence: SequenceRef, request: Request, answered: bool
+    ) -> None:
         if sequence.start and answered:
             session.worker = request.served_by
         elif sequence.start:

@@ -92,6 +92,20 @@ class Settings(BaseSettings):
         "deleted above this (never one used in the last 5 minutes).",
     )
     runtime_request_timeout_seconds: float = Field(default=60.0, gt=0)
+    session_idle_seconds: float = Field(
+        default=300.0,
+        gt=0,
+        description="A /v2 session (sequence) unused this long is freed; a later request on "
+        "it gets 410 naming the expired sequence.",
+    )
+    session_max_per_project: int = Field(
+        default=16, ge=1, description="Open /v2 sessions one project may hold (429 above)."
+    )
+    session_memory_bytes: int = Field(
+        default=1024**3,
+        gt=0,
+        description="Planned memory all open /v2 sessions together may hold (503 above).",
+    )
 
     @property
     def uploads_dir(self) -> Path:

@@ -1,0 +1,166 @@
+"""Sessions end to end: stateful programs uploaded, compiled with shared mutable buffers,
+and decoded greedily over /v2 with ``tritonclient.http`` sequences, against eager PyTorch.
+
+- A decoder-only LM whose KV cache is registered buffers: ``prefill`` writes the cache that
+  ``decode`` then reads, one token per request.
+- A Whisper-style model: ``encode`` stores the cross-attention keys/values that ``decode``
+  runs against, with its own self-attention cache.
+Both are tiny random-weight models; tokens must match eager exactly, logits within 1e-4.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+import torch
+import tritonclient.http as triton
+
+from pteforge.server.settings import Settings
+from tests.models import MultiMethod
+from tests.runtime.stateful_models import cached_lm_programs, reset_state, whisper_programs
+from tests.server.helpers import submit, upload_methods, wait_job
+from tests.server.service import ServiceProcess
+
+STEPS = 8
+SHARED_PLAN = {"all": {"partitioners": ["xnnpack"]}, "share_mutable_buffers": True}
+
+
+def _compile(admin: httpx.Client, model: MultiMethod, directory: Path, name: str) -> str:
+    files = {}
+    for method, program in model.programs.items():
+        files[method] = directory / f"{method}.pt2"
+        torch.export.save(program, files[method])
+    program = upload_methods(admin, files, name=name)
+    done = wait_job(admin, submit(admin, program["id"], SHARED_PLAN)["id"], timeout=600)
+    assert done["status"] == "succeeded", done
+    return str(done["artifact_id"])
+
+
+@pytest.fixture(scope="module")
+def lm() -> MultiMethod:
+    return cached_lm_programs()
+
+
+@pytest.fixture(scope="module")
+def whisper() -> MultiMethod:
+    return whisper_programs()
+
+
+@pytest.fixture(scope="module")
+def lm_artifact(admin: httpx.Client, lm: MultiMethod, tmp_path_factory: Any) -> str:
+    return _compile(admin, lm, tmp_path_factory.mktemp("lm"), "cached-lm")
+
+
+@pytest.fixture(scope="module")
+def whisper_artifact(admin: httpx.Client, whisper: MultiMethod, tmp_path_factory: Any) -> str:
+    return _compile(admin, whisper, tmp_path_factory.mktemp("whisper"), "whisper-style")
+
+
+class Remote:
+    """Calls one artifact's methods over /v2 with tritonclient, inside one sequence."""
+
+    def __init__(self, service: ServiceProcess, admin: httpx.Client, artifact: str) -> None:
+        self.client = triton.InferenceServerClient(url=service.url.removeprefix("http://"))
+        self.headers = {"Authorization": admin.headers["Authorization"]}
+        self.artifact = artifact
+
+    def __call__(self, method: str, *arrays: torch.Tensor, **sequence: Any) -> np.ndarray:
+        model = f"{self.artifact}.{method}"
+        meta = self.client.get_model_metadata(model, headers=self.headers)
+        inputs = []
+        for spec, tensor in zip(meta["inputs"], arrays, strict=True):
+            array = tensor.numpy()
+            entry = triton.InferInput(spec["name"], list(array.shape), spec["datatype"])
+            entry.set_data_from_numpy(array, binary_data=True)
+            inputs.append(entry)
+        result = self.client.infer(model, inputs, headers=self.headers, **sequence)
+        return result.as_numpy(meta["outputs"][0]["name"])  # type: ignore[no-any-return]
+
+
+Step = Callable[..., torch.Tensor]
+
+
+def greedy(first: Step, decode: Step, start: torch.Tensor, steps: int) -> tuple[list[int], list]:
+    """``first`` gives the logits of the first token; ``decode(token, pos)`` each next."""
+    logits = [first()]
+    tokens = [int(logits[-1][0, -1].argmax())]
+    position = int(start)
+    for i in range(steps):
+        logits.append(decode(torch.tensor([[tokens[-1]]]), torch.tensor([position]), i))
+        tokens.append(int(logits[-1][0, -1].argmax()))
+        position += 1
+    return tokens, logits
+
+
+def _compare(remote: tuple[list[int], list], eager: tuple[list[int], list]) -> None:
+    assert remote[0] == eager[0]
+    for got, expected in zip(remote[1], eager[1], strict=True):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(expected), atol=1e-4, rtol=1e-4)
+
+
+def test_lm_prefill_then_decode_in_a_session_matches_eager(
+    service: ServiceProcess, admin: httpx.Client, lm: MultiMethod, lm_artifact: str
+) -> None:
+    remote = Remote(service, admin, lm_artifact)
+    model = lm.eager["prefill"].model  # type: ignore[union-attr]
+    (prompt,) = lm.inputs["prefill"]
+    length = torch.tensor(prompt.shape[1])
+    reset_state(model)
+    with torch.no_grad():
+        eager = greedy(
+            lambda: model.prefill(prompt), lambda t, p, i: model.decode(t, p), length, STEPS
+        )
+
+    def step(token: torch.Tensor, pos: torch.Tensor, i: int) -> Any:
+        return remote("decode", token, pos, sequence_id=42, sequence_end=i == STEPS - 1)
+
+    first = lambda: remote("prefill", prompt, sequence_id=42, sequence_start=True)  # noqa: E731
+    _compare(greedy(first, step, length, STEPS), eager)
+    # a stateless decode starts from the empty cache, not from the session's
+    stateless = remote("decode", torch.tensor([[1]]), torch.tensor([0]))
+    reset_state(model)
+    with torch.no_grad():
+        expected = model.decode(torch.tensor([[1]]), torch.tensor([0]))
+    np.testing.assert_allclose(stateless, expected.numpy(), atol=1e-4, rtol=1e-4)
+
+
+def test_whisper_encode_then_decode_in_a_session_matches_eager(
+    service: ServiceProcess, admin: httpx.Client, whisper: MultiMethod, whisper_artifact: str
+) -> None:
+    remote = Remote(service, admin, whisper_artifact)
+    model = whisper.eager["encode"].model  # type: ignore[union-attr]
+    (features,) = whisper.inputs["encode"]
+    start_token = torch.tensor([[1]])
+
+    def eager_first() -> torch.Tensor:
+        model.encode(features)
+        return model.decode(start_token, torch.tensor([0]))  # type: ignore[no-any-return]
+
+    reset_state(model)
+    with torch.no_grad():
+        eager = greedy(eager_first, lambda t, p, i: model.decode(t, p), torch.tensor(1), STEPS)
+
+    def remote_first() -> Any:
+        remote("encode", features, sequence_id="utterance-1", sequence_start=True)
+        return remote("decode", start_token, torch.tensor([0]), sequence_id="utterance-1")
+
+    def step(token: torch.Tensor, pos: torch.Tensor, i: int) -> Any:
+        end = i == STEPS - 1
+        return remote("decode", token, pos, sequence_id="utterance-1", sequence_end=end)
+
+    _compare(greedy(remote_first, step, torch.tensor(1), STEPS), eager)
+
+
+def test_session_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PTEFORGE_SESSION_IDLE_SECONDS", "12.5")
+    monkeypatch.setenv("PTEFORGE_SESSION_MAX_PER_PROJECT", "3")
+    monkeypatch.setenv("PTEFORGE_SESSION_MEMORY_BYTES", "4096")
+    settings = Settings()
+    assert settings.session_idle_seconds == 12.5
+    assert settings.session_max_per_project == 3
+    assert settings.session_memory_bytes == 4096
