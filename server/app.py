@@ -63,6 +63,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         supervisor = WorkerSupervisor(settings, settings.compile_workers)
         supervisor.start()
         services.job_queued = supervisor.wake
+        services.job_canceled = supervisor.interrupt
         pool = await run_in_threadpool(start_runtime_pool, settings)
         # /v2 exists only once its runtime is up, so it is added here rather than in the factory.
         mount_inference(

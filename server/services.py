@@ -26,6 +26,8 @@ class Services:
     isolation: Isolation = field(default_factory=SubprocessIsolation)
     # Called after a job is committed to the queue (the app points it at its workers).
     job_queued: Callable[[], None] = field(default=lambda: None)
+    # Called after a running job's cancel is committed (the app interrupts its workers).
+    job_canceled: Callable[[], None] = field(default=lambda: None)
 
 
 def get_services(request: Request) -> Services:

@@ -31,13 +31,29 @@ class Settings(BaseSettings):
     )
     compile_workers: int = Field(default=1, ge=0, description="Compile worker processes.")
     job_lease_seconds: float = Field(
-        default=30.0, gt=0, description="How long a claimed job stays owned without a heartbeat."
+        default=10.0,
+        gt=0,
+        description="Heartbeat timeout: a worker silent this long is presumed dead, and its "
+        "job goes back to the queue (within one heartbeat of that) with the reason recorded.",
     )
     heartbeat_seconds: float = Field(
-        default=1.0, gt=0, description="How often a worker renews its lease and checks cancel."
+        default=1.0,
+        gt=0,
+        description="How often a worker heartbeats (renewing its job's lease), checks for a "
+        "cancel and requeues the jobs of silent workers.",
     )
     worker_poll_seconds: float = Field(
-        default=0.5, gt=0, description="How often an idle worker looks for a queued job."
+        default=0.5,
+        gt=0,
+        description="How often an idle worker looks for a queued job when no notification "
+        "can wake it (SQLite with workers outside `pteforge serve`; PostgreSQL while the "
+        "listening connection is down).",
+    )
+    worker_fallback_poll_seconds: float = Field(
+        default=5.0,
+        gt=0,
+        description="How often an idle worker polls anyway while PostgreSQL notifications "
+        "wake it (a fallback).",
     )
     compile_memory_limit_bytes: int | None = Field(
         default=8 * 1024**3, description="RLIMIT_AS of the process lowering one job (None: none)."

@@ -165,6 +165,9 @@ class JobEvent:
     status: JobStatus
     stage: str | None
     at: datetime
+    attempt: int = 0  # the job's attempt at this change (0: never claimed yet)
+    started_at: datetime | None = None  # when that attempt started
+    retry_reason: str | None = None  # why an earlier attempt was abandoned, if one was
 
 
 @dataclass(frozen=True)
@@ -190,3 +193,16 @@ class Job:
     finished_at: datetime | None
     updated_at: datetime
     version: int
+    retry_reason: str | None = None  # why the job last went back to the queue, if it did
+
+
+@dataclass(frozen=True)
+class WorkerBeat:
+    """A compile worker process as its heartbeats describe it."""
+
+    id: str
+    host: str
+    pid: int
+    started_at: datetime
+    heartbeat_at: datetime
+    job_id: str | None  # the job it runs now, if any

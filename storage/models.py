@@ -175,6 +175,8 @@ class JobRow(Base):
     finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime())
     version: Mapped[int] = mapped_column(Integer)
+    # Why the job went back to the queue last (a stopped worker), None if it never did.
+    retry_reason: Mapped[str | None] = mapped_column(Text)
 
 
 class JobEventRow(Base):
@@ -187,3 +189,20 @@ class JobEventRow(Base):
     status: Mapped[str] = mapped_column(String(16))
     stage: Mapped[str | None] = mapped_column(String(200))
     at: Mapped[datetime] = mapped_column(UtcDateTime())
+    # The job's attempt, its start and retry reason as they were at this change.
+    attempt: Mapped[int] = mapped_column(Integer)
+    started_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    retry_reason: Mapped[str | None] = mapped_column(Text)
+
+
+class WorkerRow(Base):
+    """A live compile worker process; it renews ``heartbeat_at`` every few seconds."""
+
+    __tablename__ = "workers"
+
+    id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    host: Mapped[str] = mapped_column(String(255))
+    pid: Mapped[int] = mapped_column(Integer)
+    started_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    heartbeat_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    job_id: Mapped[str | None] = mapped_column(String(64))

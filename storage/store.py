@@ -26,6 +26,7 @@ from pteforge.storage.domain import (
     MethodSpec,
     Program,
     Project,
+    WorkerBeat,
 )
 
 DEFAULT_MAX_ATTEMPTS = 3
@@ -198,8 +199,35 @@ class JobRepository(ABC):
 
     @abstractmethod
     def reap_expired(self) -> builtins.list[Job]:
-        """Running jobs whose lease expired: requeued while attempts remain, else failed with
-        error code ``lease_expired`` (canceled if a cancel was requested). Returns them."""
+        """Running jobs whose lease expired (their worker stopped heartbeating): requeued
+        while attempts remain, with ``retry_reason`` saying why, else failed with error code
+        ``lease_expired`` (canceled if a cancel was requested). Returns them."""
+
+    @abstractmethod
+    def release(self, job_id: str, worker_id: str, reason: str) -> Job | None:
+        """A stopping worker hands a job it holds back now, as :meth:`reap_expired` would
+        once the lease ran out. None when the worker no longer holds it."""
+
+
+class WorkerRepository(ABC):
+    """Compile worker processes and their heartbeats (what keeps their jobs' leases)."""
+
+    @abstractmethod
+    def beat(self, worker_id: str, host: str, pid: int, lease: timedelta) -> None:
+        """Record that the worker is alive now and extend the lease of every job it holds."""
+
+    @abstractmethod
+    def remove(self, worker_id: str) -> None:
+        """Forget a worker that stopped on purpose."""
+
+    @abstractmethod
+    def forget_silent(self, older_than: timedelta) -> builtins.list[str]:
+        """Forget workers with no heartbeat for ``older_than`` (their jobs' leases expire and
+        :meth:`JobRepository.reap_expired` requeues them). Returns their ids."""
+
+    @abstractmethod
+    def list(self) -> builtins.list[WorkerBeat]:
+        """Every worker that has not stopped or been forgotten, oldest first."""
 
 
 class Transaction(ABC):
@@ -210,6 +238,7 @@ class Transaction(ABC):
     programs: ProgramRepository
     artifacts: ArtifactRepository
     jobs: JobRepository
+    workers: WorkerRepository
 
 
 class Store(ABC):

@@ -7,6 +7,7 @@ between steps leaves the job running with an expiring lease, never half-written.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -42,9 +43,15 @@ class CompileJobRunner:
     """Runs compile jobs for one worker process."""
 
     def __init__(
-        self, store: Store, settings: Settings, worker_id: str, stopping: Callable[[], bool]
+        self,
+        store: Store,
+        settings: Settings,
+        worker_id: str,
+        stopping: Callable[[], bool],
+        interrupt: threading.Event | None = None,  # set: check cancel/stopping now
     ) -> None:
         self.store = store
+        self.interrupt = interrupt
         self.settings = settings
         self.worker_id = worker_id
         self.stopping = stopping
@@ -117,6 +124,7 @@ class CompileJobRunner:
             timeout_seconds=self.settings.compile_timeout_seconds,
             heartbeat=heartbeat,
             on_stage=lambda stage: self._set_stage(job_id, stage),
+            interrupt=self.interrupt,
         )
 
     def _finish(self, job: Job, outcome: LoweringOutcome, verdict: str, pte: Path) -> None:

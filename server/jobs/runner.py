@@ -3,8 +3,9 @@
 A worker keeps one *standby* lowering process (:class:`StandbyLowering`): forked before the
 job arrives, it warms up while the worker is idle, lowers exactly one job and exits; the
 worker then starts the next standby. The worker thread that calls :func:`run_lowering`
-heartbeats the job's lease every tick, forwards stage messages to storage, and kills the
-child on cancel, lease loss, timeout or worker shutdown. A child that dies without a result
+heartbeats the job's lease every tick (or at once when interrupted: a cancel notification),
+forwards stage messages to storage, and kills the child on cancel, lease loss, timeout or
+worker shutdown. A child that dies without a result
 (crash, SIGKILL by the kernel's OOM killer, RLIMIT_AS) becomes a clear failure of this job only.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import multiprocessing
 import signal
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -44,6 +46,20 @@ class Watch:
     timeout_seconds: float
     heartbeat: Callable[[], str]  # returns a Verdict
     on_stage: Callable[[str], None]
+    # Set from another thread (a cancel notification, the worker stopping): the loop
+    # heartbeats now instead of at its next tick, so a cancel kills the child at once.
+    interrupt: threading.Event | None = None
+
+    def wait_slice(self) -> float:
+        """How long to wait for the child's next message before looking again."""
+        return self.tick_seconds if self.interrupt is None else min(self.tick_seconds, 0.05)
+
+    def interrupted(self) -> bool:
+        """Whether an interrupt came since the last call (and clear it)."""
+        if self.interrupt is None or not self.interrupt.is_set():
+            return False
+        self.interrupt.clear()
+        return True
 
 
 def lowering_context() -> ForkServerContext:
@@ -124,7 +140,7 @@ def run_lowering(
     next_beat = time.monotonic() + watch.tick_seconds
     try:
         while True:
-            if receiver.poll(watch.tick_seconds):
+            if receiver.poll(watch.wait_slice()):
                 try:
                     _apply(recv_json(receiver), outcome, watch)
                 except EOFError:  # the child closed its end: it finished or died
@@ -134,7 +150,7 @@ def run_lowering(
                     outcome.result, outcome.error_code = None, "compile_crashed"
                     outcome.error_message = f"the lowering process sent a bad message: {exc!r}"
                     return outcome, Verdict.CONTINUE
-            if time.monotonic() >= next_beat:
+            if watch.interrupted() or time.monotonic() >= next_beat:
                 next_beat = time.monotonic() + watch.tick_seconds
                 verdict = watch.heartbeat()
                 if verdict != Verdict.CONTINUE:

@@ -37,8 +37,12 @@ class JobOut(BaseModel):
     error: JobError | None
     artifact_id: str | None
     created_at: datetime
-    started_at: datetime | None
+    started_at: datetime | None = Field(description="When the current attempt started.")
     finished_at: datetime | None
+    attempt: int = Field(description="Attempts started so far (0 while first queued).")
+    retry_reason: str | None = Field(
+        description="Why an earlier attempt was abandoned (its worker stopped), if one was."
+    )
 
     @classmethod
     def of(cls, job: Job) -> JobOut:
@@ -55,13 +59,23 @@ class JobOut(BaseModel):
             created_at=job.created_at,
             started_at=job.started_at,
             finished_at=job.finished_at,
+            attempt=job.attempts,
+            retry_reason=job.retry_reason,
         )
 
     @classmethod
     def at(cls, job: Job, event: JobEvent) -> JobOut:
-        """The job as it was right after ``event``: the fields its end sets (error,
-        artifact, finish time) show only on the terminal event."""
-        then = cls.of(job).model_copy(update={"status": event.status.value, "stage": event.stage})
+        """The job as it was right after ``event``, of the attempt it belongs to: the
+        fields its end sets (error, artifact, finish time) show only on the terminal event."""
+        then = cls.of(job).model_copy(
+            update={
+                "status": event.status.value,
+                "stage": event.stage,
+                "attempt": event.attempt,
+                "started_at": event.started_at,
+                "retry_reason": event.retry_reason,
+            }
+        )
         if event.status.terminal:
             return then
         return then.model_copy(update={"error": None, "artifact_id": None, "finished_at": None})

@@ -66,4 +66,6 @@ def cancel_job(services: Services, project_id: str, job_id: str) -> Job:
         raise ConflictError(f"job {job_id!r} already finished: {exc}") from exc
     if job is None:
         raise NotFoundError(f"job {job_id!r} not found")
+    if job.status is JobStatus.RUNNING:
+        services.job_canceled()  # the lowering stops now rather than at its next heartbeat
     return job

@@ -61,11 +61,19 @@ class WorkerSupervisor:
 
     def wake(self) -> None:
         """Tell idle workers a job was queued, so they claim it now rather than at their
-        next poll (workers elsewhere still find it by polling)."""
+        next poll (workers elsewhere hear of it from PostgreSQL, or poll)."""
+        self._signal(signal.SIGUSR1)
+
+    def interrupt(self) -> None:
+        """Tell busy workers a cancel was requested: the one running that job kills its
+        lowering process now rather than at its next heartbeat."""
+        self._signal(signal.SIGUSR2)
+
+    def _signal(self, signum: int) -> None:
         for proc in self._procs:
             if proc is not None and proc.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
-                    proc.send_signal(signal.SIGUSR1)
+                    proc.send_signal(signum)
 
     def _spawn(self, slot: int) -> None:
         cmd = [sys.executable, "-m", "pteforge.server.jobs.worker", "--name", f"w{slot}"]

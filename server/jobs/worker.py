@@ -2,10 +2,14 @@
 
 It claims ``compile`` jobs from storage (so any number of workers, on any machine that
 reaches the database, share the queue), lowers each in a disposable child process and
-stores the result. It exits when its parent server dies, so a killed server never leaves
-workers holding leases; those leases expire and are reaped by the next worker. An idle worker
-polls the queue every ``worker_poll_seconds``; the local server also wakes it at once with
-SIGUSR1 when it queues a job.
+stores the result. A heartbeat thread keeps it visible and its job's lease alive, and
+requeues the jobs of workers that went silent (:mod:`heartbeat`). It exits when its parent
+(``pteforge serve`` or ``pteforge worker``) dies, handing its job back to the queue.
+
+An idle worker is woken at once when a job is queued: on PostgreSQL by a ``NOTIFY`` from any
+machine (:mod:`notify`; it then polls only every ``worker_fallback_poll_seconds``), on SQLite
+by SIGUSR1 from the local server (and it polls every ``worker_poll_seconds``). A cancel
+interrupts the running job's lowering at once the same ways (a notification, or SIGUSR2).
 """
 
 from __future__ import annotations
@@ -23,8 +27,10 @@ from datetime import timedelta
 from pathlib import Path
 
 from pteforge.server.jobs.compile_job import COMPILE_KIND, CompileJobRunner
+from pteforge.server.jobs.heartbeat import WorkerHeartbeat
+from pteforge.server.jobs.notify import JobNotifications, notifications_for
 from pteforge.server.settings import Settings
-from pteforge.server.store import open_service_store
+from pteforge.server.store import database_url, open_service_store
 from pteforge.storage.domain import Job
 from pteforge.storage.errors import LeaseLostError, StorageError
 from pteforge.storage.store import Store
@@ -39,7 +45,9 @@ class Worker:
         self.settings = settings
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{name}"
         self.stop = threading.Event()
-        self.wake = threading.Event()  # set by SIGUSR1 (a job was queued) or on stop
+        self.wake = threading.Event()  # a job was queued, or the worker is stopping
+        self.interrupt = threading.Event()  # the running job's cancel may have been requested
+        self._current: str | None = None  # the id of the job being run
         self._parent = os.getppid()
         self._next_gc = time.monotonic()
 
@@ -49,28 +57,72 @@ class Worker:
     def should_stop(self) -> bool:
         return self.stop.is_set() or not self._parent_alive()
 
+    def on_cancel(self, job_id: str | None = None) -> None:
+        """A cancel was requested for ``job_id`` (None: some job): if it may be ours, the
+        lowering loop checks now instead of at its next heartbeat."""
+        if self._current is not None and job_id in (None, self._current):
+            self.interrupt.set()
+
     def run(self) -> None:
         store = open_service_store(self.settings, migrate=False)
         scratch_root = self.settings.home / "work"
         scratch_root.mkdir(parents=True, exist_ok=True)
-        runner = CompileJobRunner(store, self.settings, self.worker_id, self.should_stop)
-        lease = timedelta(seconds=self.settings.job_lease_seconds)
+        runner = CompileJobRunner(
+            store, self.settings, self.worker_id, self.should_stop, self.interrupt
+        )
+        heartbeat = WorkerHeartbeat(
+            store, self.worker_id, self.settings.heartbeat_seconds, self.settings.job_lease_seconds
+        )
+        heartbeat.start()
+        listener = notifications_for(database_url(self.settings), self.wake.set, self.on_cancel)
+        if listener is not None:
+            listener.start()
         try:
-            while not self.should_stop():
-                self._maybe_collect_garbage(store)
-                with store.transaction() as tx:
-                    for reaped in tx.jobs.reap_expired():
-                        log.warning("job %s lease expired: now %s", reaped.id, reaped.status)
-                    job = tx.jobs.claim_next(self.worker_id, lease, kinds=[COMPILE_KIND])
-                if job is None:
-                    runner.prepare()  # the standby for the next job warms up while idle
-                    self.wake.wait(self.settings.worker_poll_seconds)
-                    self.wake.clear()
-                    continue
-                self._run_one(runner, job, scratch_root)
+            self._loop(store, runner, listener, scratch_root)
         finally:
+            if listener is not None:
+                listener.stop()
             runner.close()
+            heartbeat.stop()
             store.close()
+
+    def _loop(
+        self,
+        store: Store,
+        runner: CompileJobRunner,
+        listener: JobNotifications | None,
+        scratch_root: Path,
+    ) -> None:
+        lease = timedelta(seconds=self.settings.job_lease_seconds)
+        while not self.should_stop():
+            self._maybe_collect_garbage(store)
+            self.wake.clear()  # a wake-up from now on is for a job this claim may miss
+            with store.transaction() as tx:
+                job = tx.jobs.claim_next(self.worker_id, lease, kinds=[COMPILE_KIND])
+            if job is None:
+                runner.prepare()  # the standby for the next job warms up while idle
+                self.wake.wait(self._poll_seconds(listener))
+                continue
+            self._run_one(runner, job, scratch_root)
+            if self.should_stop():
+                self._release(store, job)
+
+    def _poll_seconds(self, listener: JobNotifications | None) -> float:
+        if listener is not None and listener.listening:
+            return self.settings.worker_fallback_poll_seconds
+        return self.settings.worker_poll_seconds
+
+    def _release(self, store: Store, job: Job) -> None:
+        """Stopping mid-job: hand the job back now rather than when its lease runs out."""
+        why = "was stopped" if self.stop.is_set() else "lost its parent process"
+        try:
+            with store.transaction() as tx:
+                released = tx.jobs.release(job.id, self.worker_id, f"worker {self.worker_id} {why}")
+        except StorageError as exc:  # the lease runs out and a heartbeat requeues it instead
+            log.warning("job %s: could not hand back: %s", job.id, exc)
+            return
+        if released is not None:
+            log.info("job %s handed back: %s", job.id, released.status.value)
 
     def _maybe_collect_garbage(self, store: Store) -> None:
         """Every ``blob_gc_interval_seconds``: delete jobs past their retention, then remove
@@ -94,7 +146,9 @@ class Worker:
             log.info("garbage collection: %d finished jobs, %d unreferenced items", jobs, removed)
 
     def _run_one(self, runner: CompileJobRunner, job: Job, scratch_root: Path) -> None:
-        log.info("job %s claimed", job.id)
+        log.info("job %s claimed (attempt %d)", job.id, job.attempts)
+        self.interrupt.clear()
+        self._current = job.id
         try:
             with tempfile.TemporaryDirectory(dir=scratch_root) as scratch:
                 runner.run(job, Path(scratch))
@@ -103,6 +157,8 @@ class Worker:
         except Exception as exc:  # a bug here must fail the job, not the worker
             log.exception("job %s: worker error", job.id)
             runner.fail_quietly(job, "internal_error", f"worker error: {exc!r}")
+        finally:
+            self._current = None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -115,10 +171,12 @@ def main(argv: list[str] | None = None) -> int:
     def stop(*_: object) -> None:
         worker.stop.set()
         worker.wake.set()
+        worker.interrupt.set()  # a running lowering stops now, not at its next heartbeat
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGUSR1, lambda *_: worker.wake.set())
+    signal.signal(signal.SIGUSR2, lambda *_: worker.on_cancel())
     worker.run()
     return 0
 

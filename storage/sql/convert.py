@@ -10,6 +10,7 @@ from pteforge.storage.domain import (
     JobStatus,
     Program,
     Project,
+    WorkerBeat,
     methods_from_json,
 )
 from pteforge.storage.models import (
@@ -19,6 +20,7 @@ from pteforge.storage.models import (
     ProgramRow,
     ProjectRow,
     TokenRow,
+    WorkerRow,
 )
 
 
@@ -84,8 +86,28 @@ def job(row: JobRow) -> Job:
         finished_at=row.finished_at,
         updated_at=row.updated_at,
         version=row.version,
+        retry_reason=row.retry_reason,
     )
 
 
 def job_event(row: JobEventRow) -> JobEvent:
-    return JobEvent(version=row.version, status=JobStatus(row.status), stage=row.stage, at=row.at)
+    return JobEvent(
+        version=row.version,
+        status=JobStatus(row.status),
+        stage=row.stage,
+        at=row.at,
+        attempt=row.attempt,
+        started_at=row.started_at,
+        retry_reason=row.retry_reason,
+    )
+
+
+def worker_beat(row: WorkerRow) -> WorkerBeat:
+    return WorkerBeat(
+        id=row.id,
+        host=row.host,
+        pid=row.pid,
+        started_at=row.started_at,
+        heartbeat_at=row.heartbeat_at,
+        job_id=row.job_id,
+    )

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from pteforge.storage import domain
@@ -15,7 +15,8 @@ from pteforge.storage.domain import JobStatus
 from pteforge.storage.errors import IllegalTransitionError, LeaseLostError, NotFoundError
 from pteforge.storage.ids import new_id
 from pteforge.storage.jobstate import check_transition
-from pteforge.storage.models import JobEventRow, JobRow, ProjectRow
+from pteforge.storage.models import JobEventRow, JobRow, ProjectRow, WorkerRow
+from pteforge.storage.notifications import JOB_CANCEL_CHANNEL, JOB_QUEUED_CHANNEL
 from pteforge.storage.sql import convert
 from pteforge.storage.store import DEFAULT_MAX_ATTEMPTS, JobRepository
 
@@ -51,6 +52,7 @@ class SqlJobs(JobRepository):
         self._session.flush()  # the event's foreign key needs the job row first
         self._log(row)
         self._session.flush()
+        self._notify(JOB_QUEUED_CHANNEL, kind)
         return convert.job(row)
 
     def get(self, project_id: str, job_id: str) -> domain.Job | None:
@@ -97,11 +99,11 @@ class SqlJobs(JobRepository):
         if row is None:
             return None
         now = self._clock()
-        self._move(row, JobStatus.RUNNING, now)
         row.worker_id = worker_id
         row.lease_expires_at = now + lease
         row.attempts += 1
         row.started_at = now
+        self._move(row, JobStatus.RUNNING, now)  # logs the change with the new attempt
         self._session.flush()
         return convert.job(row)
 
@@ -166,6 +168,7 @@ class SqlJobs(JobRepository):
         elif status is JobStatus.RUNNING and not row.cancel_requested:
             row.cancel_requested = True
             _touch(row, self._clock())
+            self._notify(JOB_CANCEL_CHANNEL, row.id)
         elif status.terminal and status is not JobStatus.CANCELED:
             check_transition(job_id, status, JobStatus.CANCELED)
         self._session.flush()
@@ -193,24 +196,40 @@ class SqlJobs(JobRepository):
             .execution_options(populate_existing=True)
         ).all()
         for row in rows:
-            self._expire(row, now)
+            self._expire(row, now, self._silence(row, now))
         self._session.flush()
         return [convert.job(r) for r in rows]
 
-    def _expire(self, row: JobRow, now: datetime) -> None:
-        """What happens to a running job whose holder stopped heartbeating."""
+    def release(self, job_id: str, worker_id: str, reason: str) -> domain.Job | None:
+        try:
+            row = self._held(job_id, worker_id)
+        except (LeaseLostError, NotFoundError):
+            return None
+        self._expire(row, self._clock(), reason)
+        self._session.flush()
+        return convert.job(row)
+
+    def _silence(self, row: JobRow, now: datetime) -> str:
+        """Why a running job's lease expired, as its retry reason."""
+        beat = self._session.scalar(
+            select(WorkerRow.heartbeat_at).where(WorkerRow.id == row.worker_id)
+        )
+        last = f"{(now - beat).total_seconds():.1f}s ago" if beat is not None else "unknown"
+        return f"worker {row.worker_id} stopped heartbeating (last heartbeat {last})"
+
+    def _expire(self, row: JobRow, now: datetime, why: str) -> None:
+        """What happens to a running job whose holder stopped: retried while attempts remain."""
         if row.cancel_requested:
             self._move(row, JobStatus.CANCELED, now)
         elif row.attempts < row.max_attempts:
-            row.stage = None  # the next attempt starts from the beginning
+            row.stage, row.started_at = None, None  # the next attempt starts from the beginning
+            row.retry_reason = f"attempt {row.attempts} of {row.max_attempts} abandoned: {why}"
             self._move(row, JobStatus.QUEUED, now)
+            self._notify(JOB_QUEUED_CHANNEL, row.kind)
         else:
             self._move(row, JobStatus.FAILED, now)
             row.error_code = LEASE_EXPIRED
-            row.error_message = (
-                f"worker {row.worker_id} stopped heartbeating and the job used all "
-                f"{row.max_attempts} attempts"
-            )
+            row.error_message = f"{why}; the job used all {row.max_attempts} attempts"
         row.worker_id = None
         row.lease_expires_at = None
 
@@ -229,9 +248,15 @@ class SqlJobs(JobRepository):
         """Add the job's change log entry for the change just made (status or stage)."""
         event = JobEventRow(
             job_id=row.id, version=row.version, status=row.status, stage=row.stage,
-            at=row.updated_at,
+            at=row.updated_at, attempt=row.attempts, started_at=row.started_at,
+            retry_reason=row.retry_reason,
         )  # fmt: skip
         self._session.add(event)
+
+    def _notify(self, channel: str, payload: str) -> None:
+        """Publish on a PostgreSQL channel; delivered when this transaction commits."""
+        if self._session.get_bind().dialect.name == "postgresql":
+            self._session.execute(select(func.pg_notify(channel, payload)))
 
 
 def _touch(row: JobRow, now: datetime) -> None:

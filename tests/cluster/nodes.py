@@ -48,11 +48,13 @@ class Node:
         return self.log_path.read_text(errors="replace")[-chars:]
 
     def kill_tree(self) -> None:
-        """SIGKILL the process and everything in its session (``kill -9`` of the tree)."""
+        """SIGKILL the process and all its descendants at once (``kill -9`` of the tree:
+        workers run in sessions of their own, so killing the process group is not enough)."""
         if self.proc is None:
             return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
+        for pid in [self.proc.pid, *descendants(self.proc.pid)]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         self.proc.wait()
 
     def stop(self, timeout: float = 30.0) -> None:
@@ -107,17 +109,30 @@ class WorkerNode(Node):
         return children_running(self.proc.pid, b"pteforge.server.jobs.worker")
 
 
-def children_running(parent: int, marker: bytes) -> list[int]:
-    """Direct children of ``parent`` whose command line holds ``marker``."""
-    found = []
+def _processes() -> dict[int, tuple[int, bytes]]:
+    """pid -> (parent pid, command line) of every process now."""
+    found = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-            cmdline = (stat.parent / "cmdline").read_bytes()
+            found[int(stat.parent.name)] = (ppid, (stat.parent / "cmdline").read_bytes())
         except (OSError, IndexError, ValueError):
             continue  # the process went away while we looked
-        if ppid == parent and marker in cmdline:
-            found.append(int(stat.parent.name))
+    return found
+
+
+def children_running(parent: int, marker: bytes) -> list[int]:
+    """Direct children of ``parent`` whose command line holds ``marker``."""
+    return [pid for pid, (ppid, cmd) in _processes().items() if ppid == parent and marker in cmd]
+
+
+def descendants(root: int) -> list[int]:
+    """Every process below ``root``, children first."""
+    table, found, frontier = _processes(), [], [root]
+    while frontier:
+        below = [pid for pid, (ppid, _) in table.items() if ppid in frontier]
+        found += below
+        frontier = below
     return found
 
 
@@ -128,6 +143,6 @@ def create_token(env: Mapping[str, str], home: Path, project: str = "default") -
         env={**os.environ, **env, "PTEFORGE_HOME": str(home)},
         capture_output=True,
         text=True,
-        check=True,
     )
+    assert out.returncode == 0, out.stderr[-4000:]
     return out.stdout.strip().splitlines()[-1]

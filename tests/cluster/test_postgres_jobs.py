@@ -1,0 +1,117 @@
+"""Job coordination across processes on PostgreSQL: an API replica queues, worker nodes
+(``pteforge worker``) are woken and interrupted by notifications, and the job of a worker
+killed with its whole process tree is retried with the reason and attempt recorded."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+import torch
+
+from tests.cluster.nodes import ApiNode, WorkerNode, create_token
+from tests.models import hf_encoder_decoder_programs
+from tests.server.helpers import submit, upload_methods, wait_job, wait_status
+from tests.server.service import wait_until
+
+pytestmark = pytest.mark.postgres
+# Heartbeats so rare that only a notification can stop a canceled job within the deadline.
+SLOW_BEATS = {"PTEFORGE_HEARTBEAT_SECONDS": "30", "PTEFORGE_JOB_LEASE_SECONDS": "120"}
+
+
+@pytest.fixture(scope="module")
+def api(postgres_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiNode]:
+    env = {"PTEFORGE_DATABASE_URL": postgres_url, "PTEFORGE_RUNTIME_POOL_SIZE": "1"}
+    node = ApiNode("api", tmp_path_factory.mktemp("pg-api"), env)
+    node.start()
+    try:
+        node.wait_ready()
+        yield node
+    finally:
+        node.stop()
+
+
+@pytest.fixture(scope="module")
+def client(api: ApiNode) -> Iterator[httpx.Client]:
+    with api.client(create_token(api.env, api.home)) as opened:
+        yield opened
+
+
+@pytest.fixture(scope="module")
+def program(client: httpx.Client, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A 2-layer T5 encoder/decoder: lowering it takes long enough to interrupt."""
+    directory = tmp_path_factory.mktemp("t5")
+    files = {}
+    for name, exported in hf_encoder_decoder_programs(layers=2).programs.items():
+        files[name] = directory / f"{name}.pt2"
+        torch.export.save(exported, files[name])
+    return upload_methods(client, files, name="t5")
+
+
+def _worker(api: ApiNode, name: str, env: dict[str, str] | None = None) -> WorkerNode:
+    node = WorkerNode(name, api.home, {**api.env, **(env or {})}, count=1)
+    node.start()
+    return node
+
+
+def _lowering(client: httpx.Client, job_id: str) -> Any:
+    """Wait until the job's lowering child runs (a stage past loading the program)."""
+
+    def lowering() -> Any:
+        job = wait_status(client, job_id, "running")
+        return job if job["stage"] not in (None, "loading") else None
+
+    return wait_until(lowering, 180, f"job {job_id} to lower", every=0.1)
+
+
+def test_a_cancel_notification_stops_the_lowering_on_another_node(
+    api: ApiNode, client: httpx.Client, program: Any
+) -> None:
+    worker = _worker(api, "slow-beats", SLOW_BEATS)
+    try:
+        job = submit(client, program["id"], {"all": {"partitioners": ["xnnpack"]}})
+        _lowering(client, job["id"])
+        assert client.post(f"/v1/jobs/{job['id']}/cancel").status_code == 200
+        done = wait_job(client, job["id"], timeout=20)  # well before the next heartbeat
+        assert done["status"] == "canceled" and done["artifact_id"] is None, done
+    finally:
+        worker.stop()
+
+
+def _events(client: httpx.Client, job_id: str) -> list[dict[str, Any]]:
+    """Every ``job`` event of a finished job's stream."""
+    response = client.get(f"/v1/jobs/{job_id}/events")
+    assert response.status_code == 200, response.text
+    return [
+        json.loads(line.removeprefix("data: "))
+        for block in response.text.split("\n\n")
+        if block.startswith("id: ")
+        for line in block.splitlines()
+        if line.startswith("data: ")
+    ]
+
+
+def test_the_job_of_a_killed_worker_tree_is_retried_with_its_reason(
+    api: ApiNode, client: httpx.Client, program: Any
+) -> None:
+    first = _worker(api, "doomed")
+    job = submit(client, program["id"], {"methods": {"decode": {"partitioners": ["xnnpack"]}}})
+    wait_status(client, job["id"], "running", timeout=180)
+    first.kill_tree()  # kill -9 of the node and its workers and lowering processes
+    second = _worker(api, "rescuer")
+    try:
+        done = wait_job(client, job["id"], timeout=240)
+    finally:
+        second.stop()
+    assert done["status"] == "succeeded" and done["attempt"] == 2, done
+    assert "attempt 1 of 3 abandoned" in done["retry_reason"]
+    assert "stopped heartbeating" in done["retry_reason"]
+    events = _events(client, job["id"])
+    attempts = [(e["status"], e["attempt"]) for e in events if e["stage"] is None]
+    assert attempts == [("queued", 0), ("running", 1), ("queued", 1), ("running", 2)], events
+    starts = {e["attempt"]: e["started_at"] for e in events if e["status"] == "running"}
+    assert starts[2] == done["started_at"] != starts[1]
+    assert events[-1]["status"] == "succeeded" and events[-1]["attempt"] == 2

@@ -1,0 +1,151 @@
+"""Worker heartbeats, retries with their reason and attempt, and PostgreSQL notifications."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import psycopg
+import pytest
+from alembic import command
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+
+from pteforge.storage import Job, JobStatus, SqlStore, open_store
+from pteforge.storage.engine import create_store_engine
+from pteforge.storage.notifications import JOB_CANCEL_CHANNEL, JOB_QUEUED_CHANNEL
+from pteforge.storage.schema import alembic_config
+from tests.storage.conftest import ManualClock
+
+LEASE = timedelta(seconds=30)
+
+
+def _enqueue(store: SqlStore, max_attempts: int = 3) -> list[Job]:
+    with store.transaction() as tx:
+        project = tx.projects.get_or_create("p")
+        return [tx.jobs.enqueue(project.id, "compile", {}, max_attempts)]
+
+
+def _claim(store: SqlStore, worker: str) -> Job | None:
+    with store.transaction() as tx:
+        return tx.jobs.claim_next(worker, LEASE)
+
+
+def test_worker_heartbeats_keep_the_leases_of_its_jobs(store: SqlStore, clock: ManualClock) -> None:
+    (job,) = _enqueue(store, max_attempts=3)
+    _claim(store, "w1")
+    for _ in range(3):  # three leases long, kept alive by the worker's heartbeat alone
+        clock.advance(LEASE / 2)
+        with store.transaction() as tx:
+            tx.workers.beat("w1", "host-a", 11, LEASE)
+            assert tx.jobs.reap_expired() == []
+    with store.transaction() as tx:
+        (beat,) = tx.workers.list()
+    assert (beat.id, beat.host, beat.pid, beat.job_id) == ("w1", "host-a", 11, job.id)
+    assert beat.heartbeat_at == clock.now and beat.started_at == clock.now - LEASE
+
+
+def test_a_silent_worker_is_forgotten_and_its_job_retried_with_a_reason(
+    store: SqlStore, clock: ManualClock
+) -> None:
+    (job,) = _enqueue(store, max_attempts=3)
+    with store.transaction() as tx:
+        tx.workers.beat("w1", "host-a", 11, LEASE)
+    first = _claim(store, "w1")
+    assert first is not None and first.started_at == clock.now
+    with store.transaction() as tx:
+        tx.jobs.set_stage(job.id, "w1", "preprocess")
+    clock.advance(LEASE + timedelta(seconds=2))
+    with store.transaction() as tx:
+        tx.workers.beat("w2", "host-b", 12, LEASE)
+        (requeued,) = tx.jobs.reap_expired()
+        assert tx.workers.forget_silent(LEASE) == ["w1"]
+        assert [w.id for w in tx.workers.list()] == ["w2"]
+    assert requeued.status is JobStatus.QUEUED and requeued.started_at is None
+    reason = requeued.retry_reason or ""
+    assert "attempt 1 of 3" in reason and "worker w1" in reason and "32.0s ago" in reason
+    clock.advance(timedelta(seconds=1))
+    second = _claim(store, "w2")
+    assert second is not None and second.attempts == 2 and second.started_at == clock.now
+    with store.transaction() as tx:
+        tx.jobs.succeed(job.id, "w2", None)
+        events = tx.jobs.events(job.project_id, job.id)
+    # Each event shows the attempt it belongs to, with that attempt's start.
+    assert [(e.status.value, e.attempt) for e in events] == [
+        ("queued", 0), ("running", 1), ("running", 1), ("queued", 1), ("running", 2),
+        ("succeeded", 2),
+    ]  # fmt: skip
+    assert {e.started_at for e in events[1:3]} == {first.started_at}
+    assert events[3].started_at is None  # back in the queue: no attempt running
+    assert {e.started_at for e in events[4:]} == {second.started_at}
+    assert [e.retry_reason for e in events[:3]] == [None] * 3
+    assert {e.retry_reason for e in events[3:]} == {reason}
+
+
+def test_a_stopping_worker_releases_its_job_at_once(store: SqlStore) -> None:
+    (job,) = _enqueue(store)
+    _claim(store, "w1")
+    with store.transaction() as tx:
+        assert tx.jobs.release(job.id, "w2", "not its job") is None
+        released = tx.jobs.release(job.id, "w1", "worker w1 stopped (SIGTERM)")
+        tx.workers.remove("w1")
+    assert released is not None and released.status is JobStatus.QUEUED
+    assert released.retry_reason == "attempt 1 of 3 abandoned: worker w1 stopped (SIGTERM)"
+    again = _claim(store, "w2")
+    assert again is not None and again.attempts == 2
+
+
+def _listen(url: str, *channels: str) -> psycopg.Connection[tuple[object, ...]]:
+    conn = psycopg.connect(make_url(url).set(drivername="postgresql").render_as_string(False))
+    conn.autocommit = True
+    for channel in channels:
+        conn.execute(f"LISTEN {channel}")
+    return conn
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+def test_postgres_notifies_queued_and_canceled_jobs_on_commit(
+    store: SqlStore, database_url: str, clock: ManualClock
+) -> None:
+    with _listen(database_url, JOB_QUEUED_CHANNEL, JOB_CANCEL_CHANNEL) as conn:
+        with store.transaction() as tx:
+            project = tx.projects.get_or_create("p")
+            job = tx.jobs.enqueue(project.id, "compile", {})
+            assert list(conn.notifies(timeout=0.2)) == []  # nothing before the commit
+        _claim(store, "w1")
+        with store.transaction() as tx:
+            tx.jobs.cancel(project.id, job.id)
+        heard = [(n.channel, n.payload) for n in conn.notifies(timeout=5, stop_after=2)]
+    assert heard == [(JOB_QUEUED_CHANNEL, "compile"), (JOB_CANCEL_CHANNEL, job.id)]
+
+
+def test_events_from_before_0004_get_their_jobs_attempt(database_url: str) -> None:
+    engine = create_store_engine(database_url)
+    config = alembic_config()
+    now = datetime.now(UTC)
+    with engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.upgrade(config, "0003")
+        conn.execute(text("INSERT INTO projects VALUES ('prj_old', 'old', :now)"), {"now": now})
+        conn.execute(
+            text(
+                "INSERT INTO jobs (id, project_id, kind, status, stage, payload, attempts,"
+                " max_attempts, cancel_requested, created_at, started_at, updated_at, version)"
+                " VALUES ('job_old', 'prj_old', 'compile', 'running', 'emit', '{}', 2, 3,"
+                " false, :now, :now, :now, 4)"
+            ),
+            {"now": now},
+        )
+        conn.execute(
+            text("INSERT INTO job_events VALUES ('job_old', 4, 'running', 'emit', :now)"),
+            {"now": now},
+        )
+    engine.dispose()
+    store = open_store(database_url)
+    try:
+        with store.transaction() as tx:
+            (event,) = tx.jobs.events("prj_old", "job_old")
+            assert tx.workers.list() == []
+        assert (event.attempt, event.started_at, event.retry_reason) == (2, now, None)
+    finally:
+        store.close()
