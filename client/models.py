@@ -129,7 +129,8 @@ class Job:
 
 @dataclass(frozen=True)
 class Artifact:
-    """A compiled ``.pte``: its digest, plan, methods and the lowering report."""
+    """A compiled ``.pte``: its digest, plan, methods, the lowering report and the numerics
+    check against the exported program (None where the server ran none)."""
 
     id: str
     sha256: str
@@ -138,6 +139,7 @@ class Artifact:
     plan: dict[str, Any]
     methods: tuple[MethodSpec, ...]
     report: dict[str, Any]
+    numerics: dict[str, Any] | None
     created_at: datetime | None
     raw: dict[str, Any] = field(repr=False, compare=False)
 
@@ -151,6 +153,7 @@ class Artifact:
             plan=dict(obj.get("plan") or {}),
             methods=_methods(obj),
             report=dict(obj.get("report") or {}),
+            numerics=obj.get("numerics"),
             created_at=_time(obj.get("created_at")),
             raw=obj,
         )

@@ -16,6 +16,10 @@ _COMMAND_MODULES: dict[str, str] = {
     "compile": "pteforge.manager.cli",
     "serve": "pteforge.server.cli",
     "tokens": "pteforge.server.auth.cli",
+    # remote commands: a client of a running server
+    **dict.fromkeys(
+        ("login", "push", "build", "pull", "run", "ls", "cancel"), "pteforge.client.cli"
+    ),
 }
 
 

@@ -1,0 +1,102 @@
+"""The remote commands of ``pteforge``: ``login``, ``push``, ``build``, ``pull``, ``run``,
+``ls`` and ``cancel``, each talking to a server through :class:`pteforge.client.Client`.
+
+Every command takes ``--json`` (machine-readable output on stdout); progress goes to stderr;
+an error is one line on stderr with exit code 1 (2 for bad local input). This module only
+builds the parser: the work (and the imports of httpx, numpy and rich) is in ``commands``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+EXIT_ERROR = 1
+EXIT_BAD_INPUT = 2
+
+
+def register(subparsers: Any) -> None:
+    """Add the remote commands to the top-level ``pteforge`` parser."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true", help="print JSON on stdout (for scripts)")
+    _login(subparsers, common)
+    _push(subparsers, common)
+    _build(subparsers, common)
+    _pull(subparsers, common)
+    _run(subparsers, common)
+    _ls(subparsers, common)
+    _cancel(subparsers, common)
+
+
+def _command(subparsers: Any, common: argparse.ArgumentParser, name: str, help: str) -> Any:
+    parser = subparsers.add_parser(name, help=help, description=help, parents=[common])
+    parser.set_defaults(handler=_dispatch)
+    return parser
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    from pteforge.client.commands import run_command
+
+    return run_command(args)
+
+
+def _login(subparsers: Any, common: argparse.ArgumentParser) -> None:
+    parser = _command(
+        subparsers, common, "login", "check a server URL and token and save them (mode 0600)"
+    )
+    parser.add_argument("url", help="the server, e.g. http://127.0.0.1:8000")
+    parser.add_argument(
+        "--token", help="an API token (default: $PTEFORGE_TOKEN, else asked for on stdin)"
+    )
+
+
+def _push(subparsers: Any, common: argparse.ArgumentParser) -> None:
+    parser = _command(subparsers, common, "push", "upload a program, one .pt2 file per method")
+    parser.add_argument("name", help="the program's name")
+    parser.add_argument(
+        "methods", nargs="+", metavar="METHOD=FILE.pt2", help="a method and its archive"
+    )
+
+
+def _build(subparsers: Any, common: argparse.ArgumentParser) -> None:
+    parser = _command(
+        subparsers, common, "build", "compile an uploaded program, showing its stages live"
+    )
+    parser.add_argument("program", help="a program id")
+    parser.add_argument(
+        "--plan", default="{}", help="a plan file or inline JSON (default: {} = portable)"
+    )
+    parser.add_argument("--no-wait", action="store_true", help="queue the job and return")
+
+
+def _pull(subparsers: Any, common: argparse.ArgumentParser) -> None:
+    parser = _command(subparsers, common, "pull", "download an artifact's .pte (sha256 checked)")
+    parser.add_argument("artifact", help="an artifact id")
+    parser.add_argument("-o", "--output", type=Path, help="where to write (default: ID.pte)")
+
+
+def _run(subparsers: Any, common: argparse.ArgumentParser) -> None:
+    parser = _command(subparsers, common, "run", "run a method of an artifact on the server")
+    parser.add_argument("model", metavar="ARTIFACT.METHOD", help="e.g. art_123.forward")
+    parser.add_argument(
+        "--input",
+        "-i",
+        action="append",
+        default=[],
+        metavar="[NAME=]FILE.npy",
+        help="an input tensor; repeat in order, or name each",
+    )
+    parser.add_argument("--save", type=Path, metavar="DIR", help="write each output as NAME.npy")
+
+
+def _ls(subparsers: Any, common: argparse.ArgumentParser) -> None:
+    parser = _command(subparsers, common, "ls", "list the project's programs, artifacts or jobs")
+    parser.add_argument("what", choices=["programs", "artifacts", "jobs"])
+    parser.add_argument("--limit", type=int, default=20, help="at most this many (newest first)")
+    parser.add_argument("--status", help="jobs only: queued, running, succeeded, failed, ...")
+
+
+def _cancel(subparsers: Any, common: argparse.ArgumentParser) -> None:
+    parser = _command(subparsers, common, "cancel", "cancel a compile job")
+    parser.add_argument("job", help="a job id")

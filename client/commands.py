@@ -1,0 +1,227 @@
+"""What the remote commands do (parsed by ``pteforge.client.cli``)."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import os
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from pteforge.client.cli import EXIT_BAD_INPUT, EXIT_ERROR
+from pteforge.client.config import ENV_TOKEN, load_credentials, save_credentials
+from pteforge.client.errors import PteforgeError, UnauthorizedError
+from pteforge.client.render import Output
+from pteforge.client.sync import Client
+from pteforge.client.views import (
+    artifact_summary,
+    listing,
+    output_rows,
+    program_summary,
+    stage_plan,
+)
+
+TOKEN_HINT = (
+    "the server checks tokens against its own database: create one on the server host with "
+    "the same PTEFORGE_HOME (or PTEFORGE_DATABASE_URL) as `pteforge serve`, which prints "
+    "the database it uses when it starts"
+)
+
+
+class BadInputError(Exception):
+    """Local input the command cannot use (exit code 2)."""
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Run one remote command; errors become one line on stderr and a non-zero exit."""
+    out = Output(args.json)
+    try:
+        _COMMANDS[args.command](args, out)
+    except (BadInputError, OSError) as exc:
+        out.error(f"pteforge {args.command}: error: {_one_line(exc)}")
+        return EXIT_BAD_INPUT
+    except UnauthorizedError as exc:
+        out.error(f"pteforge {args.command}: error: {_one_line(exc)}; {TOKEN_HINT}")
+        return EXIT_ERROR
+    except PteforgeError as exc:
+        out.error(f"pteforge {args.command}: error: {_one_line(exc)}")
+        return EXIT_ERROR
+    return 0
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    if isinstance(exc, FileNotFoundError) and exc.filename:
+        text = f"no such file: {exc.filename}"
+    elif isinstance(exc, PermissionError) and exc.filename:
+        text = f"permission denied: {exc.filename}"
+    return text or type(exc).__name__
+
+
+def login(args: argparse.Namespace, out: Output) -> None:
+    token = args.token or os.environ.get(ENV_TOKEN) or _ask_token()
+    with Client(args.url, token) as client:
+        client.list_programs(limit=1)  # proves the URL and the token before saving them
+    path = save_credentials(args.url, token)
+    if out.as_json:
+        out.json({"url": args.url.rstrip("/"), "config": str(path)})
+        return
+    out.line(f"Logged in to {args.url.rstrip('/')}; saved to {path} (mode 0600).")
+    out.line("PTEFORGE_URL and PTEFORGE_TOKEN override the saved values.")
+
+
+def _ask_token() -> str:
+    token = getpass.getpass("API token: ") if sys.stdin.isatty() else sys.stdin.readline()
+    if not token.strip():
+        raise BadInputError(f"no token: pass --token, set {ENV_TOKEN}, or type it")
+    return token.strip()
+
+
+def push(args: argparse.Namespace, out: Output) -> None:
+    files = _method_files(args.methods)
+    with _client() as client:
+        program = client.upload_program(files, name=args.name)
+    if out.as_json:
+        out.json(program.raw)
+        return
+    program_summary(out, program)
+
+
+def _method_files(specs: list[str]) -> dict[str, Path]:
+    files: dict[str, Path] = {}
+    for spec in specs:
+        method, sep, file = spec.partition("=")
+        if not sep or not method or not file:
+            raise BadInputError(f"{spec!r}: expected METHOD=FILE.pt2")
+        if method in files:
+            raise BadInputError(f"method {method!r} given twice")
+        if not Path(file).is_file():
+            raise BadInputError(f"method {method!r}: no file {file}")
+        files[method] = Path(file)
+    return files
+
+
+def read_plan(value: str) -> dict[str, Any]:
+    """``--plan``: inline JSON (starts with ``{``) or the path of a JSON file."""
+    text = value
+    if not value.lstrip().startswith("{"):
+        try:
+            text = Path(value).read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise BadInputError(f"--plan {value}: not inline JSON and not a readable file") from exc
+    try:
+        plan = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BadInputError(f"--plan {value}: invalid JSON: {exc}") from exc
+    if not isinstance(plan, dict):
+        raise BadInputError(f"--plan {value}: a plan is a JSON object")
+    return plan
+
+
+def build(args: argparse.Namespace, out: Output) -> None:
+    plan = read_plan(args.plan)
+    with _client() as client:
+        if args.no_wait:
+            job = client.compile(args.program, plan, wait=False)
+            out.json(job.raw) if out.as_json else out.line(str(job))
+            return
+        program = client.get_program(args.program)
+        with out.stages(stage_plan(plan, [m.name for m in program.methods])) as display:
+            artifact = client.compile(program, plan, on_stage=display)
+    if out.as_json:
+        out.json(artifact.raw)
+        return
+    artifact_summary(out, artifact)
+
+
+def pull(args: argparse.Namespace, out: Output) -> None:
+    path = args.output or Path(f"{args.artifact}.pte")
+    with _client() as client:
+        artifact = client.get_artifact(args.artifact)
+        with out.bytes_progress(path.name) as progress:
+            client.download(artifact, path, on_progress=progress)
+    result = {"path": str(path), "sha256": artifact.sha256, "size_bytes": artifact.size_bytes}
+    if out.as_json:
+        out.json(result)
+        return
+    out.line(f"Wrote {path} ({artifact.size_bytes} bytes, sha256 {artifact.sha256} checked).")
+
+
+def run(args: argparse.Namespace, out: Output) -> None:
+    artifact, dot, method = args.model.rpartition(".")
+    if not dot or not artifact or not method:
+        raise BadInputError(f"{args.model!r}: expected ARTIFACT.METHOD")
+    inputs = _read_inputs(args.input)
+    with _client() as client:
+        result = client.infer(artifact, method, inputs)
+    if args.save is not None:
+        import numpy as np
+
+        args.save.mkdir(parents=True, exist_ok=True)
+        for name, array in result.outputs.items():
+            np.save(args.save / f"{name}.npy", array)
+    if out.as_json:
+        outputs = {
+            n: {"dtype": str(a.dtype), "shape": list(a.shape), "data": a.reshape(-1).tolist()}
+            for n, a in result.outputs.items()
+        }
+        out.json({"model": result.model, "outputs": outputs, "parameters": result.parameters})
+        return
+    output_rows(out, result)
+
+
+def _read_inputs(specs: list[str]) -> list[Any] | dict[str, Any]:
+    import numpy as np
+
+    named = [spec.partition("=") for spec in specs]
+    if any(sep for _, sep, _ in named) and not all(sep for _, sep, _ in named):
+        raise BadInputError("--input: name every input (NAME=FILE.npy) or none")
+    arrays = []
+    for spec in specs:
+        file = spec.partition("=")[2] or spec
+        try:
+            arrays.append(np.load(file, allow_pickle=False))
+        except (OSError, ValueError) as exc:
+            raise BadInputError(f"--input {file}: not a readable .npy array: {exc}") from exc
+    if named and named[0][1]:
+        return {name: array for (name, _, _), array in zip(named, arrays, strict=True)}
+    return arrays
+
+
+def ls(args: argparse.Namespace, out: Output) -> None:
+    with _client() as client:
+        if args.what == "programs":
+            items: list[Any] = client.list_programs(limit=args.limit)
+        elif args.what == "artifacts":
+            items = client.list_artifacts(limit=args.limit)
+        else:
+            items = client.list_jobs(status=args.status, limit=args.limit)
+    if out.as_json:
+        out.json([item.raw for item in items])
+        return
+    listing(out, args.what, items)
+
+
+def cancel(args: argparse.Namespace, out: Output) -> None:
+    with _client() as client:
+        job = client.cancel_job(args.job)
+    out.json(job.raw) if out.as_json else out.line(str(job))
+
+
+def _client() -> Client:
+    creds = load_credentials()
+    return Client(creds.url, creds.token)
+
+
+_COMMANDS: Mapping[str, Callable[[argparse.Namespace, Output], None]] = {
+    "login": login,
+    "push": push,
+    "build": build,
+    "pull": pull,
+    "run": run,
+    "ls": ls,
+    "cancel": cancel,
+}

@@ -1,0 +1,140 @@
+"""The human views of the remote commands' results, and the stages a build expects."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pteforge.client.models import Artifact, InferResult, Job, MethodSpec, Program
+from pteforge.client.render import Output, size
+
+
+def stage_plan(plan: Mapping[str, Any], methods: Sequence[str]) -> list[str]:
+    """The stages a compile job of ``plan`` over ``methods`` goes through, in order: quantize
+    only when a target quantizes, partition and preprocess only when one delegates."""
+    per_method = plan.get("methods") or {}
+    targets = [per_method.get(m, plan.get("all")) or {} for m in methods]
+    quantize = any(t.get("quantize") for t in targets if isinstance(t, dict))
+    delegate = any(
+        t.get("partitioners") or t.get("delegate") for t in targets if isinstance(t, dict)
+    )
+    return [
+        "queued",
+        "loading",
+        *(["quantize"] if quantize else []),
+        "to_edge",
+        *(["partition", "preprocess"] if delegate else []),
+        "emit",
+        "verify",
+        "store",
+    ]
+
+
+def _tensors(specs: Sequence[Any]) -> str:
+    return ", ".join(f"{t.name}: {t.dtype}{list(t.shape)}" for t in specs) or "-"
+
+
+def _method_table(out: Output, methods: Sequence[MethodSpec]) -> None:
+    rows = [(m.name, _tensors(m.inputs), _tensors(m.outputs)) for m in methods]
+    out.table(None, ["method", "inputs", "outputs"], rows)
+
+
+def program_summary(out: Output, program: Program) -> None:
+    out.line(f"program [bold]{program.id}[/] {program.name!r}, {size(program.size_bytes)}")
+    _method_table(out, program.methods)
+
+
+def artifact_summary(out: Output, artifact: Artifact) -> None:
+    out.line(
+        f"artifact [bold]{artifact.id}[/], {size(artifact.size_bytes)}, sha256 {artifact.sha256}"
+    )
+    _method_table(out, artifact.methods)
+    methods = artifact.report.get("methods") or {}
+    checks = (artifact.numerics or {}).get("methods") or {}
+    rows = [
+        (*_report_row(name, entry), _numerics(checks.get(name)))
+        for name, entry in sorted(methods.items())
+    ]
+    if rows:
+        columns = ["method", "delegated ops", "portable ops", "backends", "numerics"]
+        out.table(None, columns, rows)
+    program = artifact.report.get("program") or {}
+    if program.get("constant_bytes") is not None:
+        out.line(
+            f"constants {size(int(program['constant_bytes']))}, unique "
+            f"{size(int(program.get('unique_constant_bytes', 0)))}, shared across methods "
+            f"{size(int(program.get('shared_constant_bytes', 0)))}"
+        )
+
+
+def _report_row(method: str, entry: Any) -> tuple[str, ...]:
+    """A method's line of the report: operator counts and per backend ops and subgraphs."""
+    if not isinstance(entry, dict):
+        return (method, "-", "-", "-")
+    backends = ", ".join(
+        f"{b}: {c.get('delegated_operators')} ops in {c.get('delegated_subgraphs')} subgraphs"
+        for b, c in sorted((entry.get("backends") or {}).items())
+        if isinstance(c, dict)
+    )
+    return (
+        method,
+        str(entry.get("delegated_operators", "-")),
+        str(entry.get("non_delegated_operators", "-")),
+        backends or "-",
+    )
+
+
+def _numerics(check: Any) -> str:
+    """A method's numerics check in a few words: status and the worst relative error."""
+    if not isinstance(check, dict):
+        return "-"
+    errors = [o.get("max_rel_error") for o in check.get("outputs") or [] if isinstance(o, dict)]
+    worst = max((e for e in errors if isinstance(e, int | float)), default=None)
+    return f"{check.get('status')}" + (f" (max rel error {worst:.2g})" if worst is not None else "")
+
+
+def listing(out: Output, what: str, items: Sequence[Any]) -> None:
+    """``pteforge ls``: one table row per item."""
+    rows: list[tuple[str, ...]]
+    if what == "programs":
+        rows = [
+            (p.id, p.name, ", ".join(m.name for m in p.methods), size(p.size_bytes), _when(p))
+            for p in items
+        ]
+        out.table(None, ["id", "name", "methods", "size", "created"], rows)
+    elif what == "artifacts":
+        rows = [
+            (a.id, a.program_id or "-", ", ".join(m.name for m in a.methods), size(a.size_bytes))
+            for a in items
+        ]
+        out.table(None, ["id", "program", "methods", "size"], rows)
+    else:
+        out.table(
+            None, ["id", "status", "stage", "result", "seconds"], [_job_row(j) for j in items]
+        )
+
+
+def _job_row(job: Job) -> tuple[str, ...]:
+    result = job.artifact_id or (f"{job.error.code}: {job.error.message}" if job.error else "-")
+    seconds = "-"
+    if job.started_at and job.finished_at:
+        seconds = f"{(job.finished_at - job.started_at).total_seconds():.1f}"
+    return (job.id, job.status, job.stage or "-", result[:80], seconds)
+
+
+def _when(item: Program | Artifact) -> str:
+    return item.created_at.strftime("%Y-%m-%d %H:%M:%S") if item.created_at else "-"
+
+
+def output_rows(out: Output, result: InferResult) -> None:
+    """``pteforge run``: each output's dtype, shape and a few values; the server's timings."""
+    rows = []
+    for name, array in result.outputs.items():
+        flat = array.reshape(-1)
+        head = ", ".join(f"{v:.6g}" if array.dtype.kind == "f" else str(v) for v in flat[:6])
+        more = ", ..." if flat.size > 6 else ""
+        rows.append((name, str(array.dtype), str(list(array.shape)), f"[{head}{more}]"))
+    out.table(result.model, ["output", "dtype", "shape", "values"], rows)
+    timings = ", ".join(f"{k} {v}" for k, v in result.parameters.items() if k.endswith("_ms"))
+    if timings:
+        out.line(f"server: {timings}")
