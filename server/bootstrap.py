@@ -40,5 +40,7 @@ def usage_text(boot: Bootstrap, base_url: str) -> str:
         f"  {boot.token}\n"
         f"Use it as a bearer token, e.g.:\n"
         f"  curl -H 'Authorization: Bearer {boot.token}' {base_url}/v1/backends\n"
+        f"or save it for the Python client and the remote commands:\n"
+        f"  pteforge login {base_url} --token {boot.token}\n"
         f"More tokens: pteforge tokens create --name NAME [--project PROJECT]\n"
     )

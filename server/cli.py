@@ -5,7 +5,11 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-from typing import Any
+import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pteforge.server.settings import Settings
 
 
 def register(subparsers: Any) -> None:
@@ -44,6 +48,7 @@ def serve_command(args: argparse.Namespace) -> int:
         settings.public_url = f"http://{args.host}:{args.port}"
     if args.no_workers:
         settings.compile_workers = 0
+    print(startup_help(settings), file=sys.stderr, flush=True)
     # httptools and uvloop (uvicorn[standard]) cut the per-request CPU of every /v2 call.
     uvicorn.run(
         create_app(settings),
@@ -54,6 +59,23 @@ def serve_command(args: argparse.Namespace) -> int:
         loop="uvloop",
     )
     return 0
+
+
+def startup_help(settings: Settings) -> str:
+    """Which database this server uses, and how tokens and clients connect to it: a token is
+    valid only if it was created in this same database."""
+    from pteforge.server.store import shown_database_url
+
+    where = (
+        "PTEFORGE_DATABASE_URL=..."
+        if settings.database_url
+        else f"PTEFORGE_HOME={settings.home.expanduser()}"
+    )
+    return (
+        f"pteforge serve: database {shown_database_url(settings)}\n"
+        f"  tokens for this server: {where} pteforge tokens create --name NAME\n"
+        f"  then, from any machine: pteforge login {settings.public_url} --token TOKEN"
+    )
 
 
 def worker_command(args: argparse.Namespace) -> int:
