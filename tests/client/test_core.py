@@ -1,0 +1,158 @@
+"""The client's sans-IO core without a server: event parsing, error mapping, the tensor
+codec against the server's own codec, retry decisions, stage plans and the login file."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pteforge.client import (
+    APIError,
+    BadRequestError,
+    InferenceError,
+    InvalidInputError,
+    InvalidPlanError,
+    InvalidRequestError,
+    LoweringFailedError,
+    NotFoundError,
+    ServiceUnavailableError,
+    TransportError,
+    UploadRejectedError,
+)
+from pteforge.client.calls import Attempts, Call, Reply, RetryPolicy
+from pteforge.client.config import NotConfiguredError, load_credentials, save_credentials
+from pteforge.client.errors import error_from_body
+from pteforge.client.sse import EventParser
+from pteforge.client.tensors import decode_response, encode_request, named_inputs
+from pteforge.client.views import stage_plan
+from pteforge.runtime.metadata import MethodSignature, TensorSpec
+from pteforge.runtime.protocol import decode_infer_request, encode_infer_response
+
+
+def test_events_survive_any_chunking() -> None:
+    stream = (
+        b': keep-alive\n\nid: 1\nevent: job\ndata: {"a": 1}\n\n'
+        b"id: 2\r\nevent: job\r\ndata: line one\r\ndata: line two\r\n\r\nevent: end\ndata: {}\n\n"
+    )
+    for size in (1, 2, 7, len(stream)):
+        parser = EventParser()
+        events = []
+        for i in range(0, len(stream), size):
+            events += parser.feed(stream[i : i + size])
+        assert [(e.event, e.data, e.id) for e in events] == [
+            ("job", '{"a": 1}', "1"),
+            ("job", "line one\nline two", "2"),
+            ("end", "{}", None),
+        ]
+        assert parser.last_id == "2"
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "cls", "code"),
+    [
+        (404, {"error": {"code": "not_found", "message": "m"}}, NotFoundError, "not_found"),
+        (422, {"error": {"code": "invalid_plan", "message": "m"}}, InvalidPlanError, None),
+        (422, {"error": {"code": "unsafe_operator", "message": "m"}}, UploadRejectedError, None),
+        (422, {"error": {"code": "brand_new", "message": "m"}}, InvalidRequestError, None),
+        (400, {"error": "bad tensor"}, InvalidInputError, "invalid_input"),  # /v2 shape
+        (422, {"error": "crashed"}, InferenceError, "inference_failed"),
+        (503, None, ServiceUnavailableError, "service_unavailable"),
+        (418, "teapot", BadRequestError, "bad_request"),
+    ],
+)
+def test_error_codes_map_to_classes(
+    status: int, body: object, cls: type[APIError], code: str | None
+) -> None:
+    error = error_from_body(status, body, "fallback")
+    assert type(error) is cls and error.status == status
+    if code is not None:
+        assert error.code == code
+
+
+def test_a_job_error_code_picks_the_class() -> None:
+    from pteforge.client.errors import error_class
+
+    assert error_class(422, "lowering_failed") is LoweringFailedError
+
+
+def test_the_request_is_what_the_server_decodes_and_back() -> None:
+    signature = MethodSignature(
+        "decode",
+        (TensorSpec("tokens", "INT64", (1, 4)), TensorSpec("memory", "FP32", (1, 8, 32))),
+        (TensorSpec("logits", "FP32", (1, 4, 64)), TensorSpec("mask", "BOOL", (1, 4))),
+    )
+    tokens = np.arange(4, dtype=np.int64).reshape(1, 4)
+    memory = np.random.default_rng(0).standard_normal((1, 8, 32)).astype(np.float32)
+    arrays = named_inputs([tokens, memory], ["tokens", "memory"])
+    body, headers = encode_request(arrays, {"sequence_id": "s1", "sequence_start": True})
+    request = decode_infer_request(body, int(headers["Inference-Header-Content-Length"]), signature)
+    np.testing.assert_array_equal(request.inputs[0], tokens)
+    np.testing.assert_array_equal(request.inputs[1], memory)
+    assert request.parameters["sequence_id"] == "s1"
+    assert all(o.binary for o in request.outputs)
+    outputs = [np.full((1, 4, 64), np.nan, np.float32), np.array([[True, False, True, True]])]
+    answer, length = encode_infer_response("art.decode", request, signature, outputs, {"t": 1})
+    model, decoded, params = decode_response(
+        answer, {"inference-header-content-length": str(length)}
+    )
+    assert model == "art.decode" and params == {"t": 1} and list(decoded) == ["logits", "mask"]
+    assert np.isnan(decoded["logits"]).all() and decoded["mask"].dtype == np.bool_
+
+
+def test_inputs_in_order_need_the_right_count() -> None:
+    with pytest.raises(InvalidInputError, match="got 1 inputs, the method takes 2"):
+        named_inputs([np.zeros(1)], ["a", "b"])
+    with pytest.raises(InvalidInputError, match="uint16"):
+        named_inputs({"a": np.zeros(1, np.uint16)}, None)
+
+
+def _reply(status: int, retry_after: str | None = None) -> Reply:
+    return Reply(status, {"retry-after": retry_after} if retry_after else {})
+
+
+def test_only_idempotent_calls_are_retried() -> None:
+    policy = RetryPolicy(retries=2)
+    get = Attempts(Call("GET", "/v1/jobs", idempotent=True), policy)
+    assert get.after_reply(_reply(503, "3")) == 3.0  # Retry-After wins
+    assert 0 < get.after_error(ConnectionResetError()) <= policy.max_backoff
+    assert get.after_reply(_reply(503)) is None  # retries used up: the 503 is final
+    post = Attempts(Call("POST", "/v1/programs"), policy)
+    assert post.after_reply(_reply(503)) is None
+    with pytest.raises(TransportError, match="POST /v1/programs"):
+        post.after_error(ConnectionResetError("reset"))
+
+
+def test_a_retried_delete_that_went_through_is_done() -> None:
+    attempts = Attempts(Call("DELETE", "/v1/programs/p", ok=(204,), idempotent=True), RetryPolicy())
+    with pytest.raises(NotFoundError):
+        attempts.result(_reply(404))  # first try: the program really is not there
+    attempts.after_error(ConnectionResetError())
+    assert attempts.result(_reply(404)).status == 404
+
+
+def test_stage_plans() -> None:
+    portable = ["queued", "loading", "to_edge", "emit", "verify", "store"]
+    assert stage_plan({}, ["encode", "decode"]) == portable
+    mixed = {"all": {"partitioners": ["xnnpack"]}, "methods": {"decode": {}}}
+    assert "partition" in stage_plan(mixed, ["encode", "decode"])
+    assert stage_plan(mixed, ["decode"]) == portable  # the only method overrides "all"
+    assert "quantize" in stage_plan({"all": {"quantize": "r"}}, ["forward"])
+
+
+def test_login_file_and_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PTEFORGE_CONFIG", str(tmp_path / "dir" / "client.json"))
+    monkeypatch.delenv("PTEFORGE_URL", raising=False)
+    monkeypatch.delenv("PTEFORGE_TOKEN", raising=False)
+    with pytest.raises(NotConfiguredError, match="pteforge login"):
+        load_credentials()
+    path = save_credentials("http://h:1/", "ptf_saved")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    creds = load_credentials()
+    assert (creds.url, creds.token) == ("http://h:1", "ptf_saved")
+    monkeypatch.setenv("PTEFORGE_TOKEN", "ptf_env")
+    assert load_credentials().token == "ptf_env"
+    assert load_credentials(token="ptf_arg").token == "ptf_arg"
