@@ -77,6 +77,8 @@ class SessionCalls:
     ) -> None:
         if sequence.start and answered:
             session.worker = request.served_by
+            if not self.sessions.is_active(session):  # restarted meanwhile: free this one
+                self._drop_later(session)
         elif sequence.start:
             self.sessions.end(session, None)  # never established: the worker dropped it
         if sequence.end:

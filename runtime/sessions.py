@@ -132,6 +132,10 @@ class Sessions:
             session.busy += 1
         return session
 
+    def is_active(self, session: Session) -> bool:
+        with self._lock:
+            return self._active.get(session.sequence.key) is session
+
     def ended_reason(self, sequence: Sequence) -> str | None:
         """Why ``sequence`` ended, if it ended recently and was not started again."""
         with self._lock:

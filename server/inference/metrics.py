@@ -32,6 +32,15 @@ class _PoolCollector(Collector):
         for name, doc, value in counters:
             yield CounterMetricFamily(f"pteforge_runtime_{name}", doc, value=value)
         yield GaugeMetricFamily("pteforge_runtime_workers", "Pool size", value=self.pool.size)
+        sessions = self.pool.sessions
+        yield GaugeMetricFamily(
+            "pteforge_runtime_sessions", "Open /v2 sessions (sequences)", value=len(sessions)
+        )
+        yield GaugeMetricFamily(
+            "pteforge_runtime_session_bytes",
+            "Planned memory the open sessions hold",
+            value=sessions.total_bytes,
+        )
         yield GaugeMetricFamily(
             "pteforge_runtime_xnnpack_weight_cache",
             "1 when XNNPACK's packed-weight cache is on in the workers",

@@ -260,7 +260,7 @@ def whisper_programs(**config: int) -> MultiMethod:
         memory = model.encode(features)
     reset_state(model)
     context = (torch.tensor([[1, 2]]), memory)
-    length = Dim("length", min=2, max=model.pos.num_embeddings)
+    length = Dim("length", min=1, max=model.pos.num_embeddings)
     programs = {
         "encode": _export(model, "encode", (features,)),
         "decode": _export(model, "decode", step),

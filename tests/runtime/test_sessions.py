@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import numpy as np
 import pytest
 import tritonclient.http as triton
@@ -108,6 +109,8 @@ def test_a_session_keeps_state_from_start_to_end(site: Site) -> None:
     client = site.client()
     assert step(client, 7, start=True) == 1.0
     assert [step(client, 7) for _ in range(3)] == [2.0, 3.0, 4.0]
+    metrics = httpx.get(f"{site.url}/metrics").text
+    assert "pteforge_runtime_sessions 1.0" in metrics
     assert step(client, 0) == 1.0  # a stateless call in between neither sees nor moves it
     assert step(client, 7, end=True) == 5.0
     message = refused(lambda: step(client, 7), 410)
@@ -165,8 +168,6 @@ def test_a_worker_crash_ends_its_sessions_never_a_silent_restart(site: Site) -> 
 
 
 def test_bad_sequence_parameters_are_400(site: Site) -> None:
-    import httpx
-
     body: dict[str, Any] = {
         "inputs": [{"name": "input_0", "datatype": "FP32", "shape": [1], "data": [0.0]}]
     }
