@@ -1,0 +1,324 @@
+"""Session benchmark: greedy decoding in-process, over /v2 sessions, and over stateless /v2.
+
+Two workloads, tiny random-weight models compiled with XNNPACK and mutable buffers shared
+across methods (``tests/runtime/stateful_models.py``):
+- a decoder-only LM (vocab 256, d=64, 2 layers) whose KV cache is buffers: ``prefill`` then
+  ``decode`` one token per call;
+- a Whisper-style model (16 mels x 32 frames, d=64, 2 decoder layers): ``encode`` stores the
+  cross-attention keys/values, ``decode`` runs one token against them and its cache.
+Each greedily decodes 32 and 128 tokens three ways:
+(a) an in-process ``executorch.runtime`` loop on one program instance;
+(b) ``/v2`` with a session (``sequence_id``; the first request starts it, the last ends it):
+    each step sends one token and its position;
+(c) ``/v2`` stateless: each step resends the whole context (LM: every token so far to
+    ``prefill``; Whisper: the tokens and the encoder output to ``decode_with``).
+Reported per decoded token: latency p50/p99 (ms) and request bytes (HTTP head and body).
+Targets: (b) p50 within 1 ms of (a); (b) bytes/token independent of the context length;
+(b) faster than (c) at 128 tokens. The server is a subprocess running the /v2 router over
+a pool of one runtime worker (the other core serves HTTP and this client); the client is a
+raw keep-alive socket, binary tensors both ways.
+
+Run: ``.venv/bin/python bench/sessions.py [--runs 3]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.runtime.stateful_models import (
+    cached_lm_programs,
+    compile_stateful,
+    whisper_programs,
+)
+
+MAX_LEN = 160
+LM = {"vocab": 256, "d_model": 64, "heads": 4, "layers": 2, "max_len": MAX_LEN}
+WHISPER = {"mels": 16, "frames": 32, "vocab": 256, "d_model": 64, "heads": 4, "layers": 2,
+           "max_len": MAX_LEN}  # fmt: skip
+PROMPT = 8
+DTYPES = {np.dtype(np.float32): "FP32", np.dtype(np.int64): "INT64"}
+NUMPY = {"FP32": np.float32, "INT64": np.int64}
+
+
+# -- the server under test (a subprocess) ----------------------------------------------------
+
+
+def serve(port: int, artifacts: dict[str, str], home: Path) -> None:
+    """Child mode: the /v2 router over a one-worker pool, with an allow-all auth."""
+    import hashlib
+
+    import uvicorn
+    from fastapi import FastAPI
+    from prometheus_client import CollectorRegistry
+
+    from pteforge.runtime import RuntimePool, describe_pte
+    from pteforge.server.inference import ResolvedArtifact, build_inference_router
+
+    resolved = {
+        name: ResolvedArtifact(
+            hashlib.sha256(Path(path).read_bytes()).hexdigest(),
+            Path(path),
+            tuple(describe_pte(path)),
+        )
+        for name, path in artifacts.items()
+    }
+
+    class Resolver:
+        def resolve(self, principal: Any, artifact_id: str) -> ResolvedArtifact | None:
+            return resolved.get(artifact_id)
+
+    async def allow_all(request: Any) -> str:
+        return "bench"
+
+    pool = RuntimePool(1, 1 << 30, home)
+    app = FastAPI()
+    app.include_router(build_inference_router(Resolver(), pool, allow_all, CollectorRegistry()))
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False,
+                http="httptools", loop="uvloop")  # fmt: skip
+
+
+def start_server(artifacts: dict[str, Path], home: Path) -> tuple[Any, int]:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    spec = json.dumps({name: str(path) for name, path in artifacts.items()})
+    command = [sys.executable, __file__, "--serve", str(port), "--artifacts", spec,
+               "--home", str(home)]  # fmt: skip
+    process = subprocess.Popen(command)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1) as probe:
+                probe.sendall(b"GET /v2/health/ready HTTP/1.1\r\nHost: x\r\n\r\n")
+                if probe.recv(64).startswith(b"HTTP/1.1 200"):
+                    return process, port
+        except OSError:
+            time.sleep(0.2)
+    process.kill()
+    raise RuntimeError("the /v2 server did not start")
+
+
+# -- a minimal keep-alive client ---------------------------------------------------------------
+
+_HEADER = re.compile(rb"(?i)\r\n(content-length|inference-header-content-length): *(\d+)")
+
+
+class Client:
+    """Posts binary-tensor infer requests on one socket; counts the bytes it sends."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port))
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buffer = b""
+
+    def _read(self, size: int) -> None:
+        while len(self.buffer) < size:
+            chunk = self.sock.recv(1 << 20)
+            if not chunk:
+                raise ConnectionError("the server closed the connection")
+            self.buffer += chunk
+
+    def infer(
+        self, model: str, arrays: list[np.ndarray], parameters: dict[str, Any]
+    ) -> tuple[np.ndarray, int]:
+        """The first output of ``model`` on ``arrays``, and the request's size in bytes."""
+        tensors = [
+            {"name": f"input_{i}", "datatype": DTYPES[a.dtype], "shape": list(a.shape),
+             "parameters": {"binary_data_size": a.nbytes}}
+            for i, a in enumerate(arrays)
+        ]  # fmt: skip
+        params = dict(parameters, binary_data_output=True)
+        head = json.dumps({"inputs": tensors, "parameters": params}).encode()
+        body = head + b"".join(np.ascontiguousarray(a).tobytes() for a in arrays)
+        request = (
+            f"POST /v2/models/{model}/infer HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            f"Content-Length: {len(body)}\r\nInference-Header-Content-Length: {len(head)}\r\n"
+            "Content-Type: application/octet-stream\r\n\r\n"
+        ).encode() + body
+        self.sock.sendall(request)
+        return self._response(), len(request)
+
+    def _response(self) -> np.ndarray:
+        while (end := self.buffer.find(b"\r\n\r\n")) < 0:
+            self._read(len(self.buffer) + 1)
+        fields = {k.lower(): int(v) for k, v in _HEADER.findall(self.buffer, 0, end)}
+        total = end + 4 + fields[b"content-length"]
+        self._read(total)
+        status, body = self.buffer[:12], self.buffer[end + 4 : total]
+        self.buffer = self.buffer[total:]
+        if not status.startswith(b"HTTP/1.1 200"):
+            raise RuntimeError(f"{status!r}: {body[:500]!r}")
+        split = fields[b"inference-header-content-length"]
+        output = json.loads(body[:split])["outputs"][0]
+        data = np.frombuffer(body[split:], NUMPY[output["datatype"]])
+        return data.reshape(output["shape"])
+
+
+# -- the decoding loops --------------------------------------------------------------------------
+
+
+@dataclass
+class Workload:
+    name: str
+    path: Path
+    first: list[tuple[str, list[np.ndarray]]]  # calls before the first token (logits: last)
+    context: Any  # what a stateless step resends besides the tokens (encoder output)
+
+
+def _token(logits: Any) -> int:
+    return int(np.asarray(logits)[0, -1].argmax())
+
+
+def decode_in_process(work: Workload, steps: int) -> tuple[list[int], list[float]]:
+    from executorch.runtime import Runtime
+
+    program = Runtime.get().load_program(work.path)
+    methods = {name: program.load_method(name) for name in program.method_names}
+    run = lambda m, arrays: methods[m].execute([torch.from_numpy(a) for a in arrays])[0]  # noqa: E731
+    logits = [run(method, arrays) for method, arrays in work.first][-1]
+    tokens, times, position = [_token(logits)], [], _start(work)
+    for _ in range(steps):
+        start = time.perf_counter()
+        logits = run("decode", [np.array([[tokens[-1]]]), np.array([position])])
+        tokens.append(_token(logits))
+        times.append((time.perf_counter() - start) * 1e3)
+        position += 1
+    return tokens, times
+
+
+def _start(work: Workload) -> int:
+    return PROMPT if work.name.startswith("LM") else 1
+
+
+def decode_session(client: Client, work: Workload, steps: int, sid: int) -> tuple[list, list, list]:
+    model = work.name.split()[0]
+    logits = None
+    for i, (method, arrays) in enumerate(work.first):
+        parameters = {"sequence_id": sid, "sequence_start": i == 0}
+        logits, _ = client.infer(f"{model}.{method}", arrays, parameters)
+    tokens, times, sizes, position = [_token(logits)], [], [], _start(work)
+    for i in range(steps):
+        parameters = {"sequence_id": sid, "sequence_end": i == steps - 1}
+        start = time.perf_counter()
+        step = [np.array([[tokens[-1]]]), np.array([position])]
+        logits, size = client.infer(f"{model}.decode", step, parameters)
+        tokens.append(_token(logits))
+        times.append((time.perf_counter() - start) * 1e3)
+        sizes.append(size)
+        position += 1
+    return tokens, times, sizes
+
+
+def decode_stateless(client: Client, work: Workload, steps: int) -> tuple[list, list, list]:
+    model = work.name.split()[0]
+    if work.context is None:  # LM: the prompt, then every token so far, to prefill
+        context = list(work.first[0][1][0][0])
+        method, extra = "prefill", []
+    else:  # Whisper: the encoder output once, then tokens and encoder output every step
+        extra = [client.infer(f"{model}.encode", work.first[0][1], {})[0].copy()]
+        context, method = [1], "decode_with"
+    logits = None
+    tokens, times, sizes = [], [], []
+    for _ in range(steps + 1):
+        start = time.perf_counter()
+        logits, size = client.infer(f"{model}.{method}", [np.array([context]), *extra], {})
+        tokens.append(_token(logits))
+        times.append((time.perf_counter() - start) * 1e3)
+        sizes.append(size)
+        context.append(tokens[-1])
+    return tokens, times[1:], sizes[1:]
+
+
+def _percentiles(times: list[float]) -> tuple[float, float]:
+    ordered = sorted(times)
+    return float(np.percentile(ordered, 50)), float(np.percentile(ordered, 99))
+
+
+def workloads(root: Path) -> list[Workload]:
+    torch.manual_seed(0)
+    lm = compile_stateful(cached_lm_programs(prompt=PROMPT, **LM), root / "LM.pte")
+    whisper = compile_stateful(whisper_programs(**WHISPER), root / "Whisper.pte")
+    prompt = np.random.default_rng(0).integers(0, LM["vocab"], (1, PROMPT))
+    features = np.random.default_rng(1).standard_normal((1, 16, 32)).astype(np.float32)
+    start = [np.array([[1]]), np.array([0])]
+    return [
+        Workload("LM (prefill + decode)", lm.path, [("prefill", [prompt])], None),
+        Workload(
+            "Whisper (encode + decode)",
+            whisper.path,
+            [("encode", [features]), ("decode", start)],
+            features,
+        ),
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--serve", type=int)
+    parser.add_argument("--artifacts")
+    parser.add_argument("--home")
+    args = parser.parse_args()
+    if args.serve:
+        serve(args.serve, json.loads(args.artifacts), Path(args.home))
+        return
+    warnings.filterwarnings("ignore")
+    torch.set_num_threads(1)
+    root = Path(tempfile.mkdtemp(prefix="bench-sessions-"))
+    works = workloads(root)
+    server, port = start_server({w.name.split()[0]: w.path for w in works}, root / "home")
+    try:
+        client = Client(port)
+        print("| workload | tokens | path | p50 ms | p99 ms | p50 - (a) ms | request bytes/token |")
+        print("|---|---:|---|---:|---:|---:|---:|")
+        for work in works:
+            for steps in (32, 128):
+                report(work, steps, client, args.runs)
+    finally:
+        server.kill()
+
+
+def report(work: Workload, steps: int, client: Client, runs: int) -> None:
+    results: dict[str, tuple[list[float], list[int]]] = {}
+    tokens: dict[str, list[int]] = {}
+    for run in range(runs + 1):  # the first run warms up
+        a_tokens, a_times = decode_in_process(work, steps)
+        b_tokens, b_times, b_sizes = decode_session(client, work, steps, 1 + run)
+        c_tokens, c_times, c_sizes = decode_stateless(client, work, steps)
+        if run == 0:
+            continue
+        tokens = {"a": a_tokens, "b": b_tokens, "c": c_tokens}
+        for key, times, sizes in [("a", a_times, []), ("b", b_times, b_sizes),
+                                  ("c", c_times, c_sizes)]:  # fmt: skip
+            got = results.setdefault(key, ([], []))
+            got[0].extend(times)
+            got[1].extend(sizes)
+    same = "same tokens" if tokens["a"] == tokens["b"] == tokens["c"] else "TOKENS DIFFER"
+    base = _percentiles(results["a"][0])[0]
+    names = {"a": "(a) executorch.runtime in-process", "b": "(b) /v2 session",
+             "c": "(c) /v2 stateless, context resent"}  # fmt: skip
+    for key, (times, sizes) in results.items():
+        p50, p99 = _percentiles(times)
+        size = f"{np.mean(sizes):,.0f}" if sizes else "-"
+        print(f"| {work.name} ({same}) | {steps} | {names[key]} | {p50:.3f} | {p99:.3f} | "
+              f"{p50 - base:+.3f} | {size} |")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
