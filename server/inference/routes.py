@@ -33,7 +33,7 @@ from pteforge.runtime.protocol import (
 from pteforge.server.auth.cache import TtlCache
 from pteforge.server.inference.metrics import InferenceMetrics
 from pteforge.server.inference.resolver import ArtifactResolver, ResolvedArtifact
-from pteforge.server.inference.sequences import sequence_of
+from pteforge.server.inference.sequences import SEQUENCE_EXTENSION, sequence_of
 from pteforge.server.inference.statuses import status_of
 
 DEFAULT_RESOLVE_TTL_S = 1.0
@@ -305,7 +305,8 @@ def build_inference_router(
 
     @router.get("/v2", summary="Server metadata")
     async def server_metadata(principal: Principal) -> dict[str, Any]:
-        return {"name": "pteforge", "version": server_version, "extensions": [BINARY_EXTENSION]}
+        extensions = [BINARY_EXTENSION, SEQUENCE_EXTENSION]
+        return {"name": "pteforge", "version": server_version, "extensions": extensions}
 
     async def _metadata(principal: Any, model: str) -> Response:
         async def call() -> Response:

@@ -13,6 +13,7 @@ from pteforge.runtime.errors import ProtocolError
 from pteforge.runtime.sessions import Sequence
 
 MAX_SEQUENCE_ID_CHARS = 256
+SEQUENCE_EXTENSION = "sequence"  # announced in the server metadata, as Triton does
 
 
 def session_scope(principal: Any) -> str:

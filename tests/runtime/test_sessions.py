@@ -111,6 +111,7 @@ def test_a_session_keeps_state_from_start_to_end(site: Site) -> None:
     assert [step(client, 7) for _ in range(3)] == [2.0, 3.0, 4.0]
     metrics = httpx.get(f"{site.url}/metrics").text
     assert "pteforge_runtime_sessions 1.0" in metrics
+    assert "sequence" in client.get_server_metadata(headers=client.auth)["extensions"]
     assert step(client, 0) == 1.0  # a stateless call in between neither sees nor moves it
     assert step(client, 7, end=True) == 5.0
     message = refused(lambda: step(client, 7), 410)
