@@ -25,6 +25,7 @@ from pteforge.manager.errors import PlanError, ProgramInputError, UnknownBackend
 from pteforge.manager.lowering import MethodTarget
 from pteforge.manager.partitioners import StageCallback
 from pteforge.manager.plan import Calibration, Plan, Target
+from pteforge.manager.plan_check import check_plan
 from pteforge.manager.program_manager import ProgramManager, to_edge_transform_and_lower
 from pteforge.manager.signature import MethodSignature, method_signature
 
@@ -66,6 +67,7 @@ def compile_programs(
     if not programs:
         raise ProgramInputError("no programs given")
     parsed = plan if isinstance(plan, Plan) else Plan.parse(plan)
+    check_plan(parsed, sorted(programs), catalog)  # every name it uses, before any work
     targets = parsed.resolve(sorted(programs))
     signatures = {m: method_signature(m, p) for m, p in sorted(programs.items())}
     quantized = _quantize(programs, targets, catalog, on_stage)

@@ -9,6 +9,7 @@ from pteforge.manager.errors import (
     PlanError,
     ProgramInputError,
     UnknownBackendIdError,
+    UnknownMethodError,
 )
 from pteforge.server.errors import Translation
 from pteforge.server.sandbox import UploadRejectedError
@@ -40,6 +41,7 @@ def layer_translations() -> list[Translation]:
         Translation(storage.ConflictError, 409, "conflict"),
         Translation(storage.IllegalTransitionError, 409, "conflict"),
         Translation(PlanError, 422, "invalid_plan"),
+        Translation(UnknownMethodError, 422, "invalid_plan"),
         Translation(UnknownBackendIdError, 422, "unknown_backend"),
         Translation(UnknownBackendError, 422, "unknown_backend"),
         Translation(InvalidOptionsError, 422, "invalid_options"),

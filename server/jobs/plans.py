@@ -8,7 +8,6 @@ from collections.abc import Iterable
 from typing import Any
 
 from pteforge.backends.catalog import BackendCatalog
-from pteforge.server.errors import InvalidRequestError
 
 
 def _means_absent(key: str, value: Any) -> bool:
@@ -27,26 +26,10 @@ def canonical_plan(plan: dict[str, Any]) -> tuple[dict[str, Any], str]:
 
 
 def check_plan(plan: dict[str, Any], methods: Iterable[str], catalog: BackendCatalog) -> None:
-    """Parse ``plan`` with the manager and check every catalog name and option it uses.
-
-    Raises the manager's ``PlanError`` or the catalog's errors (both answered 422).
-    """
+    """Parse ``plan`` and check it against the program's methods and the catalog, as the
+    library does before compiling (``pteforge.manager.plan_check``): a bad plan is a 422 now,
+    naming the field as written, rather than a failed job later."""
     from pteforge.manager.plan import Plan
+    from pteforge.manager.plan_check import check_plan as check_against
 
-    parsed = Plan.parse(plan)
-    known = list(methods)
-    unknown = sorted(set(parsed.methods) - set(known))
-    if unknown:
-        raise InvalidRequestError(
-            f"plan names methods the program does not have: {', '.join(unknown)}; "
-            f"the program has: {', '.join(sorted(known))}",
-            code="invalid_plan",
-        )
-    for target in parsed.resolve(known).values():
-        for ref in target.partitioners:
-            entry = catalog.get(ref.name)
-            validate = getattr(entry, "validate", None)
-            if validate is not None:
-                validate(dict(ref.options))
-        if target.quantize:
-            catalog.get(target.quantize)
+    check_against(Plan.parse(plan), sorted(methods), catalog)

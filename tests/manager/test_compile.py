@@ -9,7 +9,6 @@ from pteforge.backends import BackendCatalog, default_catalog
 from pteforge.manager import (
     LoweringError,
     PlanError,
-    UnknownBackendIdError,
     compile_programs,
 )
 from tests.manager.helpers import assert_runs_like_eager, run_method
@@ -74,17 +73,18 @@ def test_unknown_partitioner_names_the_field(catalog: BackendCatalog) -> None:
     model = small_mlp_programs()
     with pytest.raises(PlanError) as raised:
         compile_programs(model.programs, {"all": {"partitioners": ["xnnpak"]}}, catalog)
-    assert raised.value.field == "methods.forward.partitioners[0]"
+    assert raised.value.field == "all.partitioners[0]"  # as written, not the method it reached
     assert "xnnpack" in str(raised.value)  # the known names are listed
 
 
 def test_unknown_delegate_backend_lists_registered(catalog: BackendCatalog) -> None:
     model = small_mlp_programs()
     plan = {"all": {"delegate": {"backend_id": "NoSuchBackend"}}}
-    with pytest.raises(UnknownBackendIdError) as raised:
+    with pytest.raises(PlanError) as raised:
         compile_programs(model.programs, plan, catalog)
-    assert raised.value.method == "forward"
-    assert "XnnpackBackend" in raised.value.known
+    assert raised.value.field == "all.delegate.backend_id"
+    assert "registered backend ids: " in str(raised.value)
+    assert "XnnpackBackend" in str(raised.value)
 
 
 def test_whole_graph_plan_on_unsupported_op_names_node(catalog: BackendCatalog) -> None:

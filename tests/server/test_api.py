@@ -205,3 +205,23 @@ def test_bad_plan_is_422(admin: httpx.Client, seq2seq_program: dict[str, Any]) -
         "/v1/compile-jobs", json={"program_id": program["id"], "plan": bad_target}
     )
     assert_error(response, 422)
+
+
+@pytest.mark.parametrize(
+    ("plan", "words"),
+    [
+        ({"al": {"partitioners": ["xnnpack"]}}, "'al': unknown field"),
+        ({"bogus": 1}, "'bogus': unknown field"),
+        ({"all": {"delegate": {"backend_id": "Nope"}}}, "unknown backend id 'Nope'"),
+        ({"all": {"quantize": "nope"}}, "unknown quantization recipe 'nope'"),
+        ({"all": {"partitioners": ["nope"]}}, "'all.partitioners[0]': unknown partitioner"),
+    ],
+)
+def test_plan_mistakes_are_422_at_submit(
+    admin: httpx.Client, seq2seq_program: dict[str, Any], plan: dict[str, Any], words: str
+) -> None:
+    response = admin.post(
+        "/v1/compile-jobs", json={"program_id": seq2seq_program["id"], "plan": plan}
+    )
+    assert_error(response, 422, "invalid_plan")
+    assert words in response.json()["error"]["message"]
