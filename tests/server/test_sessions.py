@@ -22,7 +22,12 @@ import tritonclient.http as triton
 
 from pteforge.server.settings import Settings
 from tests.models import MultiMethod
-from tests.runtime.stateful_models import cached_lm_programs, reset_state, whisper_programs
+from tests.runtime.stateful_models import (
+    cached_lm_programs,
+    counter_programs,
+    reset_state,
+    whisper_programs,
+)
 from tests.server.helpers import submit, upload_methods, wait_job
 from tests.server.service import ServiceProcess
 
@@ -30,12 +35,16 @@ STEPS = 8
 SHARED_PLAN = {"all": {"partitioners": ["xnnpack"]}, "share_mutable_buffers": True}
 
 
-def _compile(admin: httpx.Client, model: MultiMethod, directory: Path, name: str) -> str:
+def _saved(model: MultiMethod, directory: Path) -> dict[str, Path]:
     files = {}
     for method, program in model.programs.items():
         files[method] = directory / f"{method}.pt2"
         torch.export.save(program, files[method])
-    program = upload_methods(admin, files, name=name)
+    return files
+
+
+def _compile(admin: httpx.Client, model: MultiMethod, directory: Path, name: str) -> str:
+    program = upload_methods(admin, _saved(model, directory), name=name)
     done = wait_job(admin, submit(admin, program["id"], SHARED_PLAN)["id"], timeout=600)
     assert done["status"] == "succeeded", done
     return str(done["artifact_id"])
@@ -154,6 +163,20 @@ def test_whisper_encode_then_decode_in_a_session_matches_eager(
         return remote("decode", token, pos, sequence_id="utterance-1", sequence_end=end)
 
     _compare(greedy(remote_first, step, torch.tensor(1), STEPS), eager)
+
+
+def test_identical_stateless_calls_to_a_stateful_program_answer_the_same(
+    service: ServiceProcess, admin: httpx.Client, tmp_path: Path
+) -> None:
+    """The issue's reproduction: ``n += 1; return x + n`` compiled with the default plan
+    (its buffer unnamed), called three times without a sequence: 1.0 each time."""
+    counter = counter_programs()
+    program = upload_methods(admin, _saved(counter, tmp_path), name="counter")
+    done = wait_job(admin, submit(admin, program["id"], {})["id"], timeout=600)
+    assert done["status"] == "succeeded", done
+    remote = Remote(service, admin, str(done["artifact_id"]))
+    answers = [float(remote("forward", torch.zeros(1))[0]) for _ in range(3)]
+    assert answers == [1.0, 1.0, 1.0]
 
 
 def test_session_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
