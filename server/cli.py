@@ -41,6 +41,7 @@ def serve_command(args: argparse.Namespace) -> int:
     import uvicorn
 
     from pteforge.server.app import create_app
+    from pteforge.server.http.protocol import uvicorn_options
     from pteforge.server.settings import Settings
 
     settings = Settings()
@@ -49,14 +50,12 @@ def serve_command(args: argparse.Namespace) -> int:
     if args.no_workers:
         settings.compile_workers = 0
     print(startup_help(settings), file=sys.stderr, flush=True)
-    # httptools and uvloop (uvicorn[standard]) cut the per-request CPU of every /v2 call.
     uvicorn.run(
         create_app(settings),
         host=args.host,
         port=args.port,
         log_level="info",
-        http="httptools",
-        loop="uvloop",
+        **uvicorn_options(settings),
     )
     return 0
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import Depends, Request
+from fastapi.encoders import jsonable_encoder
 
 from pteforge.backends.catalog import BackendCatalog
 from pteforge.server.sandbox import Isolation, ProcessLimits, SubprocessIsolation
@@ -28,6 +30,15 @@ class Services:
     job_queued: Callable[[], None] = field(default=lambda: None)
     # Called after a running job's cancel is committed (the app interrupts its workers).
     job_canceled: Callable[[], None] = field(default=lambda: None)
+    _catalog_json: bytes | None = field(default=None, init=False, repr=False)
+
+    def catalog_json(self) -> bytes:
+        """The body of ``GET /v1/backends``, built once: the catalog does not change while
+        the service runs, and describing it (a JSON schema per entry) costs tens of ms."""
+        if self._catalog_json is None:
+            described = jsonable_encoder(self.catalog.describe_with_plan_options())
+            self._catalog_json = json.dumps(described).encode()
+        return self._catalog_json
 
 
 def get_services(request: Request) -> Services:

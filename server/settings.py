@@ -24,6 +24,20 @@ class Settings(BaseSettings):
     max_upload_bytes: int = Field(
         default=2 * 1024**3, gt=0, description="Largest accepted request body (413 above it)."
     )
+    http_max_header_bytes: int = Field(
+        default=64 * 1024,
+        ge=1024,
+        description="Largest request line plus headers (431 above it, before it is parsed).",
+    )
+    http_header_timeout_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        description="Time a client has to send a request's headers, from connecting or from "
+        "the previous response (408 and closed after it: slow clients cannot hold sockets).",
+    )
+    http_keep_alive_seconds: float = Field(
+        default=5.0, gt=0, description="Idle keep-alive connections close after this."
+    )
     max_infer_request_bytes: int = Field(
         default=256 * 1024**2,
         gt=0,

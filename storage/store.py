@@ -247,8 +247,11 @@ class Store(ABC):
     blobs: BlobStore
 
     @abstractmethod
-    def transaction(self) -> AbstractContextManager[Transaction]:
-        """A unit of work that commits when the ``with`` block exits without an exception."""
+    def transaction(self, read_only: bool = False) -> AbstractContextManager[Transaction]:
+        """A unit of work that commits when the ``with`` block exits without an exception.
+
+        ``read_only=True`` promises the block only reads: on SQLite it then takes no write
+        lock, so it never waits for writers (nor they for it)."""
 
     @abstractmethod
     def close(self) -> None:

@@ -46,8 +46,8 @@ def resolve_bearer(
 
 
 def resolve_token(store: Store, plaintext: str) -> Principal:
-    """The principal of a live token (one database transaction); 401 when it is unknown."""
-    with store.transaction() as tx:
+    """The principal of a live token (one read-only transaction); 401 when it is unknown."""
+    with store.transaction(read_only=True) as tx:
         resolved = tx.tokens.resolve(plaintext)
     if resolved is None:
         raise UnauthorizedError("invalid or revoked token")

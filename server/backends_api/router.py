@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Response
 
 from pteforge.server.auth.dependencies import CurrentPrincipal
 from pteforge.server.services import ServicesDep
@@ -12,9 +12,12 @@ from pteforge.server.services import ServicesDep
 router = APIRouter(prefix="/v1", tags=["backends"])
 
 
-@router.get("/backends", summary="List lowering targets, their options and where they run")
-def list_backends(services: ServicesDep, _principal: CurrentPrincipal) -> list[dict[str, Any]]:
+@router.get(
+    "/backends",
+    summary="List lowering targets, their options and where they run",
+    response_model=list[dict[str, Any]],
+)
+async def list_backends(services: ServicesDep, _principal: CurrentPrincipal) -> Response:
     """Every catalog entry: name, kind, backend id, options schema, ``can_execute`` here;
-    then the program-wide plan options (kind ``plan_option``)."""
-    entries: list[dict[str, Any]] = services.catalog.describe_with_plan_options()
-    return entries
+    then the program-wide plan options (kind ``plan_option``). Described once per process."""
+    return Response(services.catalog_json(), media_type="application/json")

@@ -32,12 +32,12 @@ def list_jobs(
     services: Services, project_id: str, status: JobStatus | None, limit: int
 ) -> list[Job]:
     """The project's jobs, newest first, optionally only those in ``status``."""
-    with services.store.transaction() as tx:
+    with services.store.transaction(read_only=True) as tx:
         return tx.jobs.list(project_id, status, limit)
 
 
 def get_job(services: Services, project_id: str, job_id: str) -> Job:
-    with services.store.transaction() as tx:
+    with services.store.transaction(read_only=True) as tx:
         job = tx.jobs.get(project_id, job_id)
     if job is None:
         raise NotFoundError(f"job {job_id!r} not found")
@@ -49,7 +49,7 @@ def job_events(
 ) -> tuple[Job, list[JobEvent]]:
     """The job and its changes after ``after_version``, read in one transaction: once the
     job is terminal, its last change is among them."""
-    with services.store.transaction() as tx:
+    with services.store.transaction(read_only=True) as tx:
         job = tx.jobs.get(project_id, job_id)
         events = tx.jobs.events(project_id, job_id, after_version)
     if job is None:

@@ -11,7 +11,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
 
 from pteforge.storage.blobs import DEFAULT_CHUNK_SIZE
-from pteforge.storage.engine import create_store_engine
+from pteforge.storage.engine import READ_ONLY_OPTION, create_store_engine
 from pteforge.storage.ids import utc_now
 from pteforge.storage.schema import upgrade_to_head
 from pteforge.storage.sql.accounts import SqlProjects, SqlTokens
@@ -45,6 +45,8 @@ class SqlStore(Store):
         self.engine = engine
         self._clock = clock
         self._sessions = sessionmaker(engine, expire_on_commit=False, autoflush=True)
+        reader = engine.execution_options(**{READ_ONLY_OPTION: True})
+        self._read_sessions = sessionmaker(reader, expire_on_commit=False, autoflush=True)
         self.blobs = SqlBlobStore(engine, clock, chunk_size=chunk_size)
 
     @property
@@ -53,8 +55,8 @@ class SqlStore(Store):
         return self.engine.dialect.name
 
     @contextmanager
-    def transaction(self) -> Iterator[Transaction]:
-        session = self._sessions()
+    def transaction(self, read_only: bool = False) -> Iterator[Transaction]:
+        session = self._read_sessions() if read_only else self._sessions()
         try:
             with session.begin():
                 yield SqlTransaction(session, self._clock)

@@ -1,0 +1,116 @@
+"""The HTTP protocol ``pteforge serve`` runs: uvicorn's httptools protocol with bounds for a
+server exposed to the network.
+
+- The head of a request (request line and headers) may take at most ``max_header_bytes``:
+  past that it gets a 431 and the connection closes, before more of it is parsed or held
+  (uvicorn buffers a head of any size, and parsing a 64 MB one stalls every other request).
+- The head must arrive within ``header_timeout_s`` of the connection opening or of the
+  previous response: a client that sends it slowly (slowloris) gets a 408 and is closed,
+  one that sent nothing is closed quietly. A request being handled is never cut.
+- Idle keep-alive connections close after uvicorn's ``timeout_keep_alive``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from asyncio import TimerHandle
+from typing import Any
+
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+
+from pteforge.server.settings import Settings
+
+
+class GuardedHttpToolsProtocol(HttpToolsProtocol):
+    """:class:`HttpToolsProtocol` with a bounded head size and a head timeout."""
+
+    max_header_bytes = 64 * 1024
+    header_timeout_s = 10.0
+
+    @classmethod
+    def with_limits(
+        cls, max_header_bytes: int, header_timeout_s: float
+    ) -> type[GuardedHttpToolsProtocol]:
+        """A subclass with these limits (uvicorn builds one protocol per connection)."""
+        limits = {"max_header_bytes": max_header_bytes, "header_timeout_s": header_timeout_s}
+        return type(cls.__name__, (cls,), limits)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._head_bytes: int | None = 0  # of the head being received; None once parsed
+        self._head_timer: TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm_head_timer()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm_head_timer()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._head_bytes is not None:
+            room = max(0, self.max_header_bytes - self._head_bytes)
+            if len(data) > room:
+                super().data_received(data[:room])  # the head may end within the room
+                if self._head_bytes is not None:
+                    self._refuse(431, "request header fields too large")
+                    return
+                data = data[room:]
+            else:
+                self._head_bytes += len(data)
+        super().data_received(data)
+
+    def on_headers_complete(self) -> None:
+        self._head_bytes = None
+        self._disarm_head_timer()
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        self._head_bytes = 0  # what comes next is the head of the next request
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if self._head_bytes is not None and not self.pipeline:  # waiting for a request
+            self._arm_head_timer()
+
+    def _arm_head_timer(self) -> None:
+        self._disarm_head_timer()
+        if not self.transport.is_closing():
+            self._head_timer = self.loop.call_later(self.header_timeout_s, self._head_too_slow)
+
+    def _disarm_head_timer(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_too_slow(self) -> None:
+        self._head_timer = None
+        if self._head_bytes:  # part of a head came, too slowly
+            self._refuse(408, "request header not received in time")
+        elif not self.transport.is_closing():
+            self.transport.close()
+
+    def _refuse(self, status: int, message: str) -> None:
+        """Answer ``status`` and close, whatever the parser's state."""
+        if self.transport.is_closing():
+            return
+        body = message.encode()
+        head = b"content-type: text/plain; charset=utf-8\r\nconnection: close\r\n"
+        length = b"content-length: %d\r\n\r\n" % len(body)
+        self.transport.write(STATUS_LINE[status] + head + length + body)
+        self.transport.close()
+
+
+def uvicorn_options(settings: Settings) -> dict[str, Any]:
+    """The uvicorn settings of ``pteforge serve``: httptools and uvloop (they cut the CPU of
+    every /v2 call), with the head and idle bounds above."""
+    protocol = GuardedHttpToolsProtocol.with_limits(
+        settings.http_max_header_bytes, settings.http_header_timeout_seconds
+    )
+    return {
+        "http": protocol,
+        "loop": "uvloop",
+        "timeout_keep_alive": settings.http_keep_alive_seconds,
+    }
