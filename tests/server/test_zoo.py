@@ -1,0 +1,101 @@
+"""The model zoo end to end through a real ``pteforge serve`` over a socket.
+
+Every architecture of ``tests.zoo`` (tiny configs: hidden 32, 1-2 layers, 8-16 tokens,
+32x32 images) is exported, uploaded with one part per method, compiled, downloaded, run in
+``executorch.runtime`` against eager PyTorch, and called remotely with tritonclient.http
+(JSON and binary) and KServe's REST client (JSON and binary), whose outputs must equal the
+in-process runtime's exactly.
+
+Budget (the whole file in about 4 minutes on 2 idle cores): every family is compiled with
+the XNNPACK partitioner plan, the one most users ship (XNNPACK's preprocess and to_edge are
+most of a job's time). Two models also go through the portable and the XNNPACK int8 dynamic
+plans and are marked slow: GPT-2 (prefill/decode, whose int8 plan fails today: see
+``_assert_clear_quantization_error``) and ResNet (whose int8 plan compiles: SQNR checked).
+``bench/zoo.py`` runs every model under all three plans at larger sizes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.server.service import ServiceProcess
+from tests.zoo import ZOO, ZooEntry, ZooModel
+from tests.zoo.flow import Cell, run_model
+from tests.zoo.numerics import PLANS
+from tests.zoo.remote import CLIENTS, Endpoint, metadata, tensor_names
+
+ALL_PLANS = {"gpt2", "resnet"}
+REQUIRED = {"whisper", "t5", "gpt2", "llama", "bert", "distilbert", "roberta", "vit", "wav2vec2"}
+
+
+def _params() -> list[object]:
+    marks = {name: [pytest.mark.slow] for name in ALL_PLANS}
+    return [pytest.param(e, id=e.name, marks=marks.get(e.name, [])) for e in ZOO]
+
+
+@pytest.fixture(scope="module")
+def endpoint(service: ServiceProcess) -> Endpoint:
+    assert service.admin_token
+    return Endpoint(service.url, service.admin_token)
+
+
+def test_zoo_covers_the_families() -> None:
+    names = {entry.name for entry in ZOO}
+    assert len(names) == len(ZOO) >= 12
+    assert names >= REQUIRED
+    assert names & {"bart", "marian"} and names & {"resnet", "convnext"} and "clip" in names
+    assert {e.family for e in ZOO} >= {"encoder-decoder", "decoder", "encoder", "vision", "audio"}
+
+
+@pytest.mark.parametrize("entry", _params())
+def test_model_through_the_service(
+    entry: ZooEntry, admin: httpx.Client, endpoint: Endpoint, tmp_path: Path
+) -> None:
+    model = entry.build("small")
+    plans = tuple(PLANS) if entry.name in ALL_PLANS else ("xnnpack",)
+    cells = run_model(admin, endpoint, model, plans, tmp_path)
+    for cell in cells:
+        assert cell.upload == "ok", cell.upload
+        _assert_names(cell, model, endpoint)
+        if cell.quantized and cell.compiled is None:
+            _assert_clear_quantization_error(cell, model)
+            continue
+        assert cell.compile == "ok", cell.compile
+        assert cell.run == "ok", cell.run
+        _assert_numerics(cell)
+        assert cell.remote == dict.fromkeys(CLIENTS, "equal"), cell.remote
+
+
+def _assert_names(cell: Cell, model: ZooModel, endpoint: Endpoint) -> None:
+    """``/v1`` and ``/v2`` show the program's own input names, the wrappers' parameters."""
+    assert cell.program is not None
+    shown = {m["name"]: [t["name"] for t in m["inputs"]] for m in cell.program["methods"]}
+    assert shown == {method: list(inputs) for method, inputs in model.inputs.items()}
+    if cell.compiled is not None and cell.compiled.artifact is not None:
+        for method, inputs in model.inputs.items():
+            served = f"{cell.compiled.artifact['id']}.{method}"
+            assert tensor_names(metadata(endpoint, served))[0] == list(inputs)
+
+
+def _assert_numerics(cell: Cell) -> None:
+    """fp32: within 1e-4 relative error of eager; int8: SQNR reported and >= 20 dB."""
+    for method, numerics in cell.numerics.items():
+        assert numerics.within(cell.quantized), (method, numerics)
+    assert cell.compiled is not None and cell.compiled.artifact is not None
+    verified = cell.compiled.artifact.get("numerics")
+    if verified is not None:  # the service's own verify stage agrees
+        assert not verified.get("flagged"), verified
+
+
+def _assert_clear_quantization_error(cell: Cell, model: ZooModel) -> None:
+    """A refused int8 plan says which method and which recipe failed, and why.
+
+    Known today: the XNNPACK quantizer turns ``int_tensor + 1`` into a float addition, so
+    every model computing positions or masks from ``arange`` fails to calibrate.
+    """
+    assert cell.compile.startswith("failed:"), cell.compile
+    assert any(f"methods.{m}." in cell.compile for m in model.modules), cell.compile
+    assert "xnnpack_pt2e_int8_dynamic_per_channel" in cell.compile, cell.compile
