@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from prometheus_client import CollectorRegistry
 from starlette.concurrency import run_in_threadpool
 
 from pteforge import __version__
@@ -21,6 +22,7 @@ from pteforge.server.errors import install_error_handlers
 from pteforge.server.fork_server import start_fork_server
 from pteforge.server.http.openapi import install_openapi
 from pteforge.server.inference_mount import mount_inference, start_runtime_pool
+from pteforge.server.jobs.metrics import OperationsCollector
 from pteforge.server.jobs.router import router as jobs_router
 from pteforge.server.jobs.supervisor import WorkerSupervisor
 from pteforge.server.programs.router import router as programs_router
@@ -47,6 +49,16 @@ def _build_services(settings: Settings) -> Services:
     return Services(settings, store, default_catalog(), _process_limits(settings), isolation)
 
 
+def operations_registry(services: Services) -> CollectorRegistry:
+    """The /metrics registry, starting with the jobs, workers and store figures (read once
+    now, so the first scrape has them)."""
+    registry = CollectorRegistry()
+    operations = OperationsCollector(services.store)
+    operations.refresh()
+    registry.register(operations)
+    return registry
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     """A FastAPI app whose lifespan opens the store, bootstraps it and runs the workers."""
     settings = settings or Settings()
@@ -66,9 +78,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         services.job_queued = supervisor.wake
         services.job_canceled = supervisor.interrupt
         pool = await run_in_threadpool(start_runtime_pool, settings)
+        registry = await run_in_threadpool(operations_registry, services)
         # /v2 exists only once its runtime is up, so it is added here rather than in the factory.
         mount_inference(
-            app, services.store, pool, max_request_bytes=settings.max_infer_request_bytes
+            app,
+            services.store,
+            pool,
+            max_request_bytes=settings.max_infer_request_bytes,
+            registry=registry,
         )
         try:
             yield

@@ -91,8 +91,10 @@ def mount_inference(
     token_ttl_s: float = DEFAULT_TOKEN_TTL_S,
     artifact_ttl_s: float = DEFAULT_RESOLVE_TTL_S,
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+    registry: CollectorRegistry | None = None,
 ) -> None:
-    """Add ``/v2`` (and ``/metrics``) to ``app``, authenticated like ``/v1``.
+    """Add ``/v2`` (and ``/metrics``, serving ``registry`` with the /v2 metrics added) to
+    ``app``, authenticated like ``/v1``.
 
     To keep database transactions off the per-request path, a resolved token is trusted for
     ``token_ttl_s`` and a resolved artifact for ``artifact_ttl_s`` seconds (1 s each by
@@ -102,7 +104,7 @@ def mount_inference(
         StoreArtifactResolver(store),
         pool,
         cached_principal(store, TtlCache(token_ttl_s)),
-        CollectorRegistry(),
+        registry or CollectorRegistry(),
         server_version=__version__,
         resolve_ttl_s=artifact_ttl_s,
         max_request_bytes=max_request_bytes,

@@ -206,3 +206,22 @@ class WorkerBeat:
     started_at: datetime
     heartbeat_at: datetime
     job_id: str | None  # the job it runs now, if any
+
+
+@dataclass(frozen=True)
+class StageTime:
+    """How long one stage of a finished job took; ``outcome`` is how the job ended, or
+    ``retried`` for a stage of an attempt that was abandoned."""
+
+    stage: str
+    outcome: str
+    seconds: float
+
+
+@dataclass(frozen=True)
+class StoreSize:
+    """How many rows of one kind the store holds and the bytes they account for."""
+
+    kind: str
+    count: int
+    bytes: int

@@ -11,7 +11,7 @@ import builtins
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from pteforge.storage.blobs import BlobStore
@@ -26,6 +26,8 @@ from pteforge.storage.domain import (
     MethodSpec,
     Program,
     Project,
+    StageTime,
+    StoreSize,
     WorkerBeat,
 )
 
@@ -230,6 +232,27 @@ class WorkerRepository(ABC):
         """Every worker that has not stopped or been forgotten, oldest first."""
 
 
+class StatsRepository(ABC):
+    """Aggregates for operations (metrics): counts and sizes, never another row's content."""
+
+    @abstractmethod
+    def job_counts(self) -> dict[tuple[JobStatus, str | None], int]:
+        """Jobs by status and error code (None unless failed)."""
+
+    @abstractmethod
+    def oldest_queued_at(self) -> datetime | None:
+        """When the longest-waiting queued job was queued (None: the queue is empty)."""
+
+    @abstractmethod
+    def stage_times(self, since: datetime, limit: int = 1000) -> builtins.list[StageTime]:
+        """The time each stage took, in up to ``limit`` jobs that finished since ``since``,
+        from their change logs; ``queued`` is the wait before each attempt."""
+
+    @abstractmethod
+    def sizes(self) -> builtins.list[StoreSize]:
+        """Rows and bytes of content, programs, artifacts, jobs and job events."""
+
+
 class Transaction(ABC):
     """One unit of work; all repositories share its database transaction."""
 
@@ -239,6 +262,7 @@ class Transaction(ABC):
     artifacts: ArtifactRepository
     jobs: JobRepository
     workers: WorkerRepository
+    stats: StatsRepository
 
 
 class Store(ABC):

@@ -19,6 +19,7 @@ from pteforge.storage.sql.blobs import SqlBlobStore
 from pteforge.storage.sql.catalog import SqlArtifacts, SqlPrograms
 from pteforge.storage.sql.errors import translate, translated
 from pteforge.storage.sql.jobs import SqlJobs
+from pteforge.storage.sql.stats import SqlStats
 from pteforge.storage.sql.workers import SqlWorkers
 from pteforge.storage.store import Store, Transaction
 
@@ -31,6 +32,7 @@ class SqlTransaction(Transaction):
         self.artifacts = SqlArtifacts(session, clock)
         self.jobs = SqlJobs(session, clock)
         self.workers = SqlWorkers(session, clock)
+        self.stats = SqlStats(session)
 
 
 class SqlStore(Store):

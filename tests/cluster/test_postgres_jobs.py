@@ -5,6 +5,7 @@ killed with its whole process tree is retried with the reason and attempt record
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -115,3 +116,29 @@ def test_the_job_of_a_killed_worker_tree_is_retried_with_its_reason(
     starts = {e["attempt"]: e["started_at"] for e in events if e["status"] == "running"}
     assert starts[2] == done["started_at"] != starts[1]
     assert events[-1]["status"] == "succeeded" and events[-1]["attempt"] == 2
+
+
+IDENTIFIER = re.compile(r"(proj|tok|job|prog|art|upl)_[0-9a-f]{32}")
+
+
+def test_metrics_describe_jobs_and_stores_without_identifiers(
+    api: ApiNode, client: httpx.Client, program: Any
+) -> None:
+    """Runs after the tests above: one job canceled, one succeeded on its second attempt."""
+    expected = (
+        'pteforge_jobs{status="succeeded"} 1.0',
+        'pteforge_jobs{status="canceled"} 1.0',
+        "pteforge_job_queue_depth 0.0",
+        'pteforge_job_stage_seconds_gcount{outcome="retried",stage="claimed"}',
+        'pteforge_job_stage_seconds_gcount{outcome="succeeded",stage="store"} 1.0',
+        'pteforge_store_rows{kind="programs"} 1.0',
+        'pteforge_store_bytes{kind="programs"}',
+        "pteforge_workers ",
+    )
+
+    def scraped() -> str | None:
+        text = httpx.get(f"{api.url}/metrics", timeout=10).text
+        return text if all(line in text for line in expected) else None
+
+    text = wait_until(scraped, 30, "the operations metrics")
+    assert IDENTIFIER.search(text) is None, IDENTIFIER.search(text)
