@@ -69,7 +69,56 @@ class XnnpackPt2eRecipe(QuantizerEntryBase):
         quantizers = recipe.quantization_recipe.quantizers or []
         if len(quantizers) != 1:
             raise QuantizationError(f"{self.name}: expected one upstream quantizer")
-        return quantizers[0]
+        return _integer_arithmetic_kept(quantizers[0])
+
+
+def _integer_arithmetic_kept(quantizer: Any) -> Any:
+    """``quantizer`` whose pre-annotation transform leaves integer ``add``/``mul`` alone.
+
+    Upstream's XNNPACK quantizer turns every scalar operand of ``add``/``mul`` into a float
+    tensor constant, integer arithmetic included: ``arange(n) + 1`` for position ids becomes
+    a float, and the index it feeds fails (``tensors used as indices must be long``), which
+    refused every transformers text model. The scalars of integer nodes are put back.
+    """
+    upstream = quantizer.transform_for_annotation
+
+    def transform(model: torch.fx.GraphModule) -> torch.fx.GraphModule:
+        model = upstream(model)
+        _restore_integer_scalars(model)
+        return model
+
+    quantizer.transform_for_annotation = transform
+    return quantizer
+
+
+_SCALAR_OPS = (torch.ops.aten.add.Tensor, torch.ops.aten.mul.Tensor)
+
+
+def _restore_integer_scalars(model: torch.fx.GraphModule) -> None:
+    replaced: set[torch.fx.Node] = set()
+    for node in list(model.graph.nodes):
+        value = node.meta.get("val")
+        if node.target not in _SCALAR_OPS or value is None or value.dtype.is_floating_point:
+            continue
+        args = tuple(_scalar_back(model, arg) for arg in node.args)
+        replaced |= {a for a, b in zip(node.args, args, strict=True) if a is not b}
+        node.args = args
+    for attr in replaced:
+        if not attr.users:
+            model.graph.erase_node(attr)
+    model.recompile()
+
+
+def _scalar_back(model: torch.fx.GraphModule, arg: Any) -> Any:
+    """The integer scalar an upstream ``_tensor_constant_*`` attribute replaced, else ``arg``."""
+    if not (isinstance(arg, torch.fx.Node) and arg.op == "get_attr"):
+        return arg
+    if not str(arg.target).startswith("_tensor_constant_"):
+        return arg
+    constant = getattr(model, str(arg.target))
+    if constant.dim() != 0 or not float(constant).is_integer():
+        return arg
+    return int(constant)
 
 
 def _example_args(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from torch.export import ExportedProgram
@@ -13,6 +15,7 @@ from pteforge.backends import (
     XnnpackPt2eRecipe,
     default_catalog,
 )
+from pteforge.backends.quantization import XNNPACK_PT2E_RECIPES
 from tests.backends.lowering import (
     TinyMLP,
     assert_int8_close,
@@ -106,3 +109,31 @@ def test_dynamic_batch_survives_quantization() -> None:
     for x in (small, large):
         (actual,) = run_pte(pte, "forward", (x,))
         assert_int8_close(actual, model(x).detach())
+
+
+class _PositionIds(torch.nn.Module):
+    """Integer arithmetic feeding an index, as transformers builds position ids."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.positions = torch.nn.Embedding(16, 8)
+        self.proj = torch.nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        ids = torch.arange(x.shape[1]) * 2 + 1
+        return self.proj(x + self.positions(ids))
+
+
+@pytest.mark.parametrize("recipe", sorted(XNNPACK_PT2E_RECIPES))
+def test_integer_arithmetic_survives_quantization(recipe: str) -> None:
+    """Upstream's quantizer turns ``arange(n) * 2 + 1``'s scalars into float constants, and the
+    embedding then refuses float indices; the recipe keeps integer nodes' scalars."""
+    torch.manual_seed(0)
+    model = _PositionIds().eval()
+    x = torch.randn(1, 6, 8)
+    program = torch.export.export(model, (x,))
+    quantized = XnnpackPt2eRecipe(recipe).quantize(program, [(x,)])
+    got = quantized.module()(x)
+    expected = model(x)
+    signal, noise = float(expected.pow(2).mean()), float((got - expected).pow(2).mean())
+    assert 10 * math.log10(signal / noise) > 20.0  # int8 close to fp32, positions intact
