@@ -108,9 +108,10 @@ class Settings(BaseSettings):
         "artifact stays); workers check every blob_gc_interval_seconds.",
     )
     runtime_pool_size: int = Field(
-        default_factory=lambda: os.cpu_count() or 1,
+        default_factory=lambda: max(1, (os.cpu_count() or 1) - 1),
         ge=1,
-        description="Inference runtime processes (default: one per core).",
+        description="Inference runtime processes (default: one per core but one, which the "
+        "HTTP side needs: see the README's /v2 benchmark).",
     )
     runtime_cache_bytes: int = Field(
         default=2 * 1024**3, gt=0, description="Loaded-program cache of each runtime process."
