@@ -17,6 +17,7 @@ from pteforge.server import health
 from pteforge.server.artifacts.router import router as artifacts_router
 from pteforge.server.backends_api.router import router as backends_router
 from pteforge.server.bootstrap import bootstrap_if_empty, usage_text
+from pteforge.server.dashboard.router import mount_dashboard
 from pteforge.server.error_map import layer_translations
 from pteforge.server.errors import install_error_handlers
 from pteforge.server.fork_server import start_fork_server
@@ -102,6 +103,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     install_error_handlers(app, layer_translations())
     install_openapi(app)
+    mount_dashboard(app)
     for router in (health.router, programs_router, jobs_router, artifacts_router, backends_router):
         app.include_router(router)
     return app

@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from pteforge.server.toolchain import Toolchain, toolchain
 from pteforge.storage.domain import Artifact
 
 NUMERICS_KEY = "numerics"  # where a compile job stores the numerics check in the report
@@ -32,6 +33,9 @@ class ArtifactOut(BaseModel):
         )
     )
     created_at: datetime
+    toolchain: Toolchain = Field(
+        default_factory=toolchain, description="torch and executorch versions of this server."
+    )
 
     @classmethod
     def of(cls, artifact: Artifact) -> ArtifactOut:

@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from pteforge.server.toolchain import Toolchain, toolchain
 from pteforge.storage.domain import Job, JobEvent
 
 
@@ -42,6 +43,9 @@ class JobOut(BaseModel):
     attempt: int = Field(description="Attempts started so far (0 while first queued).")
     retry_reason: str | None = Field(
         description="Why an earlier attempt was abandoned (its worker stopped), if one was."
+    )
+    toolchain: Toolchain = Field(
+        default_factory=toolchain, description="torch and executorch versions of this server."
     )
 
     @classmethod

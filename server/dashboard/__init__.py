@@ -1,0 +1,1 @@
+"""The web dashboard served at ``/``: a static page and its scripts (no build step)."""

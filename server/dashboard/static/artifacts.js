@@ -1,0 +1,142 @@
+// Artifacts tab: the report as tables and charts, the numerics check, a profiled run, download.
+import { api, download } from "./api.js";
+import { PALETTE, stackedBars } from "./charts.js";
+import { bytes, el, say, table, toolchainText } from "./dom.js";
+
+const fmt = (v) => (typeof v === "number" && !Number.isInteger(v) ? v.toPrecision(4) : String(v));
+
+function operatorsCard(report) {
+  const methods = Object.entries(report.methods ?? {});
+  const backends = [...new Set(methods.flatMap(([, m]) => Object.keys(m.backends ?? {})))].sort();
+  const rows = methods.map(([name, m]) =>
+    el(
+      "tr",
+      { "data-method": name },
+      el("td", {}, name),
+      ...backends.map((b) => el("td", { class: "num", "data-backend": b }, String(m.backends?.[b]?.delegated_operators ?? 0))),
+      el("td", { class: "num", "data-field": "delegated_operators" }, String(m.delegated_operators ?? 0)),
+      el("td", { class: "num", "data-field": "non_delegated_operators" }, String(m.non_delegated_operators ?? 0)),
+      el("td", { class: "num", "data-field": "delegated_subgraphs" }, String(m.delegated_subgraphs ?? 0)),
+    ),
+  );
+  const head = ["method", ...backends.map((b) => `${b} ops`), "delegated", "not delegated", "subgraphs"];
+  const series = [...backends, "not delegated"].map((name, i) => ({ name, color: PALETTE[i % PALETTE.length] }));
+  const chartRows = methods.map(([name, m]) => ({
+    label: name,
+    values: [...backends.map((b) => m.backends?.[b]?.delegated_operators ?? 0), m.non_delegated_operators ?? 0],
+  }));
+  return el(
+    "div",
+    { class: "card" },
+    el("h3", {}, "Operators per method and backend"),
+    table(head, rows, { id: "operators-table" }),
+    methods.length ? stackedBars(chartRows, series) : "",
+    ...methods.map(([name, m]) => operatorDetail(name, m)),
+  );
+}
+
+function operatorDetail(name, method) {
+  const ops = Object.entries(method.operators ?? {});
+  if (!ops.length) return "";
+  return el(
+    "details",
+    {},
+    el("summary", {}, `${name}: ${ops.length} operator kinds`),
+    table(["operator", "delegated", "not delegated"], ops.map(([op, c]) => [op, c.delegated, c.non_delegated])),
+  );
+}
+
+function numericRows(object) {
+  return Object.entries(object ?? {}).filter(([, v]) => typeof v === "number");
+}
+
+function sizeCard(artifact) {
+  const report = artifact.report;
+  const rows = [["pte file", "size_bytes", artifact.size_bytes]];
+  for (const [key, value] of numericRows(report.program)) rows.push(["program", key, value]);
+  for (const [key, value] of numericRows(report.pte_layout)) rows.push(["file layout", key, value]);
+  for (const [name, m] of Object.entries(report.methods ?? {})) {
+    for (const [key, value] of numericRows(m)) if (key.endsWith("bytes")) rows.push([`method ${name}`, key, value]);
+  }
+  const body = rows.map(([scope, key, value]) =>
+    el("tr", { "data-size": `${scope}/${key}` }, el("td", {}, scope), el("td", {}, key),
+      el("td", { class: "num", "data-bytes": value }, String(value)), el("td", { class: "num" }, bytes(value))),
+  );
+  const parts = numericRows(report.pte_layout).filter(([k]) => k !== "pte_bytes");
+  const program = report.program ?? {};
+  const chart = parts.length
+    ? stackedBars([{ label: "file", values: parts.map(([, v]) => v) }],
+        parts.map(([k], i) => ({ name: k, color: PALETTE[i % PALETTE.length] })), bytes)
+    : stackedBars([{ label: "constants", values: [program.unique_constant_bytes ?? 0, program.shared_constant_bytes ?? 0] },
+        { label: "rest of file", values: [Math.max(0, artifact.size_bytes - (program.constant_bytes ?? 0)), 0] }],
+        [{ name: "unique", color: PALETTE[0] }, { name: "shared across methods", color: PALETTE[1] }], bytes);
+  return el("div", { class: "card" }, el("h3", {}, "Size"), table(["scope", "field", "bytes", ""], body, { id: "size-table" }), chart);
+}
+
+function numericsCard(numerics) {
+  if (!numerics) return el("div", { class: "card" }, el("h3", {}, "Numerics"), el("p", { class: "muted" }, "No numerics check for this artifact."));
+  const rows = [];
+  for (const [method, m] of Object.entries(numerics.methods ?? {})) {
+    for (const out of m.outputs ?? []) {
+      rows.push(el("tr", { "data-numerics": `${method}/${out.name}` }, el("td", {}, method), el("td", {}, out.name),
+        ...["max_abs_error", "max_rel_error", "sqnr_db"].map((k) => el("td", { class: "num", "data-field": k, "data-value": out[k] }, fmt(out[k]))),
+        el("td", { class: `status-${m.status}` }, m.status)));
+    }
+    if (!(m.outputs ?? []).length) rows.push([method, "", "", "", "", m.status ?? ""]);
+  }
+  return el("div", { class: "card" },
+    el("h3", {}, "Numerics ", el("span", { id: "numerics-status", class: `status-${numerics.status}` }, numerics.status)),
+    table(["method", "output", "max abs error", "max rel error", "SQNR dB", "status"], rows, { id: "numerics-table" }));
+}
+
+const ZERO = { BOOL: false, BYTES: "" };
+
+async function profile(artifact, method, target) {
+  target.replaceChildren(el("p", { class: "muted" }, `profiling ${method}…`));
+  try {
+    const model = `${artifact.id}.${method}`;
+    const meta = await api(`/v2/models/${model}`);
+    const inputs = meta.inputs.map((t) => ({ name: t.name, shape: t.shape, datatype: t.datatype,
+      data: new Array(t.shape.reduce((a, b) => a * b, 1)).fill(ZERO[t.datatype] ?? 0) }));
+    const answer = await api(`/v2/models/${model}/infer`, { method: "POST", body: { inputs, parameters: { profile: true } } });
+    const result = JSON.parse(answer.parameters.profile);
+    const entries = [...result.operators.map((o) => [`${o.name} #${o.instruction}`, o.us]),
+      ...result.delegate_calls.map((d) => [`delegate call #${d.instruction}`, d.us]),
+      ...result.delegates.map((d) => [`${d.name} (in delegate #${d.instruction})`, d.us])];
+    target.replaceChildren(el("h4", {}, `Profile of ${method} (µs, zero inputs)`),
+      stackedBars(entries.map(([label, us]) => ({ label, values: [us] })), [{ name: "µs", color: PALETTE[0] }], (v) => v.toFixed(1)),
+      table(["event", "µs"], entries.map(([label, us]) => [label, Number(us.toFixed(2))]), { id: `profile-${method}` }));
+  } catch (error) {
+    target.replaceChildren(el("p", { class: "error" }, error.message));
+  }
+}
+
+function profileCard(artifact) {
+  const target = el("div", { id: "profile-result" });
+  return el("div", { class: "card" }, el("h3", {}, "Per-operator profile"),
+    ...artifact.methods.map((m) => el("button", { "data-profile": m.name, onclick: () => profile(artifact, m.name, target) }, `Profile ${m.name}`)),
+    target);
+}
+
+/** Show one artifact's report. */
+export async function showArtifact(section, artifactId) {
+  const artifact = await api(`/v1/artifacts/${artifactId}`);
+  const get = () => download(`/v1/artifacts/${artifact.id}/pte`, `${artifact.id}.pte`).catch((e) => say(e.message, true));
+  section.replaceChildren(
+    el("h2", {}, "Artifact ", el("span", { class: "muted", id: "artifact-id" }, artifact.id)),
+    table(["", ""], [["program", artifact.program_id ?? ""], ["sha256", artifact.sha256], ["size", bytes(artifact.size_bytes)],
+      ["plan", el("code", {}, JSON.stringify(artifact.plan))], ["toolchain", el("span", { id: "artifact-toolchain" }, toolchainText(artifact.toolchain))],
+      ["created", artifact.created_at]]),
+    el("button", { id: "artifact-download", onclick: get }, "Download .pte"),
+    operatorsCard(artifact.report), sizeCard(artifact), numericsCard(artifact.numerics), profileCard(artifact));
+}
+
+/** The artifact list; clicking a row opens the artifact. */
+export async function showArtifacts(section, nav) {
+  const { artifacts } = await api("/v1/artifacts");
+  const rows = artifacts.map((a) => el("tr", { class: "clickable", "data-artifact": a.id, onclick: () => nav.artifact(a.id) },
+    el("td", {}, a.id), el("td", {}, a.program_id ?? ""), el("td", { class: "num" }, bytes(a.size_bytes)),
+    el("td", {}, a.numerics?.status ?? ""), el("td", {}, toolchainText(a.toolchain)), el("td", {}, a.created_at)));
+  section.replaceChildren(el("h2", {}, `Artifacts (${artifacts.length})`),
+    table(["artifact", "program", "size", "numerics", "toolchain", "created"], rows, { id: "artifacts-table" }));
+}

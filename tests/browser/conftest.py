@@ -1,0 +1,75 @@
+"""Fixtures of the browser tests: Debian's chromium (installed with apt-get when missing),
+driven by Playwright, against a real ``pteforge serve`` over a socket."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, sync_playwright
+
+from tests.server.service import ServiceProcess
+
+CHROMIUM = Path("/usr/bin/chromium")
+# Playwright's own browser download cannot be reached: drive the distribution's build, with
+# nothing in it that calls out to the network.
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+def _apt_get(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["apt-get", *args],
+        capture_output=True,
+        text=True,
+        env={"DEBIAN_FRONTEND": "noninteractive", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"},
+        timeout=900,
+    )
+
+
+def ensure_chromium() -> Path:
+    """Debian's chromium, installed when missing (an error, never a skip, if it cannot be)."""
+    if CHROMIUM.exists():
+        return CHROMIUM
+    if shutil.which("apt-get") is None:
+        pytest.fail("chromium is missing and there is no apt-get to install it")
+    if _apt_get("install", "-y", "chromium").returncode != 0:
+        _apt_get("update")
+        result = _apt_get("install", "-y", "chromium")
+        if result.returncode != 0:
+            pytest.fail(f"apt-get install chromium failed:\n{result.stderr[-2000:]}")
+    return CHROMIUM
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
+    svc = ServiceProcess(  # one compile worker: what a 2-core machine affords
+        tmp_path_factory.mktemp("pteforge-home"), env={"PTEFORGE_COMPILE_WORKERS": "1"}
+    )
+    svc.start()
+    try:
+        yield svc
+    finally:
+        svc.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """A headless chromium under Playwright's sync API."""
+    executable = ensure_chromium()
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=str(executable), args=CHROMIUM_ARGS)
+        try:
+            yield launched
+        finally:
+            launched.close()

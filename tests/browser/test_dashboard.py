@@ -1,0 +1,132 @@
+"""The dashboard in a real browser: sign in, upload with the client, compile from the page,
+watch the stages arrive, and check the report's numbers on the page against the API's."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import torch
+from playwright.sync_api import Browser, Page
+
+from pteforge.client import Client
+from tests.models import small_mlp_programs
+from tests.server.service import ServiceProcess
+
+PLAN = {"all": {"partitioners": ["xnnpack"]}}
+WAIT_MS = 300_000  # a compile on a loaded 2-core machine
+
+
+def _shot(page: Page, directory: Path, name: str) -> None:
+    page.screenshot(path=str(directory / f"{name}.png"), full_page=True)
+
+
+def _sign_in(page: Page, url: str, token: str) -> None:
+    page.goto(f"{url}/")
+    page.fill("#token", token)
+    page.click("#sign-in button[type=submit]")
+    page.wait_for_selector("#programs h2")
+    assert token not in page.url
+    assert page.evaluate("sessionStorage.getItem('pteforge.token')") == token
+
+
+def _api_stages(api: httpx.Client, job_id: str) -> list[list[Any]]:
+    """(status, stage) of every event the job's stream replays."""
+    stages = []
+    with api.stream("GET", f"/v1/jobs/{job_id}/events") as response:
+        for line in response.iter_lines():
+            if line.startswith("data: ") and '"kind"' in line:
+                event = json.loads(line[len("data: ") :])
+                stages.append([event["status"], event["stage"] or ""])
+    return stages
+
+
+def _compile_from_page(page: Page, program_id: str) -> str:
+    page.click("#tabs button[data-tab=programs]")
+    page.wait_for_selector(f"[data-program='{program_id}']")
+    page.select_option("#compile-program", program_id)
+    page.fill("#compile-plan", json.dumps(PLAN))
+    page.click("#compile-submit")
+    page.wait_for_selector("#job-stages li", timeout=WAIT_MS)
+    job_id = page.inner_text("#job-summary th:nth-child(2)")
+    page.wait_for_selector("#job-stages li[data-status=succeeded]", timeout=WAIT_MS)
+    page.wait_for_selector("#job-artifact")
+    return job_id.strip()
+
+
+def _check_report(page: Page, artifact: dict[str, Any]) -> None:
+    for method, report in artifact["report"]["methods"].items():
+        row = page.locator(f"#operators-table tr[data-method='{method}']")
+        for field in ("delegated_operators", "non_delegated_operators", "delegated_subgraphs"):
+            assert row.locator(f"[data-field={field}]").inner_text() == str(report[field])
+        for backend, counts in report["backends"].items():
+            cell = row.locator(f"[data-backend='{backend}']")
+            assert cell.inner_text() == str(counts["delegated_operators"])
+    sizes = {"pte file/size_bytes": artifact["size_bytes"]}
+    sizes |= {f"program/{k}": v for k, v in artifact["report"]["program"].items()}
+    for key, value in sizes.items():
+        cell = page.locator(f"#size-table tr[data-size='{key}'] [data-bytes]")
+        assert int(cell.get_attribute("data-bytes") or -1) == value, key
+    numerics = artifact["numerics"]
+    assert page.inner_text("#numerics-status") == numerics["status"]
+    for method, check in numerics["methods"].items():
+        for output in check["outputs"]:
+            row = page.locator(f"#numerics-table tr[data-numerics='{method}/{output['name']}']")
+            for field in ("max_abs_error", "max_rel_error", "sqnr_db"):
+                shown = row.locator(f"[data-field={field}]").get_attribute("data-value")
+                assert float(shown or "nan") == output[field], field
+
+
+def test_compile_and_report_in_the_browser(
+    service: ServiceProcess, browser: Browser, tmp_path: Path
+) -> None:
+    token = service.admin_token
+    assert token
+    page = browser.new_page(viewport={"width": 1200, "height": 900}, accept_downloads=True)
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    _sign_in(page, service.url, token)  # 1. sign in
+
+    exported = small_mlp_programs().programs["forward"]  # 2. upload with the client
+    with Client(service.url, token) as client:
+        program = client.upload_program({"forward": exported}, name="small-mlp")
+    page.click("#tabs button[data-tab=programs]")
+    card = page.locator(f"[data-program='{program.id}']")
+    assert card.locator(".program-size").get_attribute("data-bytes") == str(program.size_bytes)
+    assert "args_0: float32[1, 16]" in card.inner_text()
+    _shot(page, tmp_path, "programs")
+
+    job_id = _compile_from_page(page, program.id)  # 3. compile from the page
+    with service.client(token) as api:
+        job = api.get(f"/v1/jobs/{job_id}").json()
+        shown = page.locator("#job-stages li").evaluate_all(
+            "items => items.map(i => [i.dataset.status, i.dataset.stage])"
+        )
+        assert shown == _api_stages(api, job_id)  # 4. every stage arrived, in order
+        assert len({stage for _, stage in shown}) >= 4, shown
+        assert job["toolchain"]["torch"] == torch.__version__
+        assert f"torch {torch.__version__}" in page.inner_text("#job-summary")
+        _shot(page, tmp_path, "job")
+
+        page.click("#job-artifact")  # 5. the report's numbers equal the API's
+        page.wait_for_selector("#operators-table")
+        artifact = api.get(f"/v1/artifacts/{job['artifact_id']}").json()
+    _check_report(page, artifact)
+    assert page.inner_text("#artifact-toolchain").startswith(f"torch {torch.__version__}")
+    page.click("button[data-profile=forward]")
+    page.wait_for_selector("#profile-forward", timeout=WAIT_MS)
+    _shot(page, tmp_path, "artifact")
+
+    with page.expect_download() as download:
+        page.click("#artifact-download")
+    saved = tmp_path / "downloaded.pte"
+    download.value.save_as(saved)
+    assert hashlib.sha256(saved.read_bytes()).hexdigest() == artifact["sha256"]
+    page.click("#tabs button[data-tab=jobs]")
+    page.wait_for_selector(f"#jobs-table tr[data-job='{job_id}']")
+    _shot(page, tmp_path, "jobs")
+    assert not errors, errors
+    print(f"screenshots in {tmp_path}")
