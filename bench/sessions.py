@@ -32,6 +32,7 @@ import sys
 import tempfile
 import time
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -185,64 +186,65 @@ def _token(logits: Any) -> int:
     return int(np.asarray(logits)[0, -1].argmax())
 
 
-def decode_in_process(work: Workload, steps: int) -> tuple[list[int], list[float]]:
+# Each decoder is a generator: it does its setup (prefill or encode: the first token), then
+# yields (token, ms, request bytes) per decoded token. The three advance in lockstep, one
+# token each in turn, so a busy spell on the machine hits all of them alike.
+Decoder = Iterator[tuple[int, float, int]]
+
+
+def decode_in_process(work: Workload, steps: int) -> Decoder:
     from executorch.runtime import Runtime
 
-    program = Runtime.get().load_program(work.path)
+    runtime = Runtime.get()
+    runtime._legacy_module._unsafe_reset_threadpool(1)  # one thread, as in a worker
+    program = runtime.load_program(work.path)
     methods = {name: program.load_method(name) for name in program.method_names}
     run = lambda m, arrays: methods[m].execute([torch.from_numpy(a) for a in arrays])[0]  # noqa: E731
     logits = [run(method, arrays) for method, arrays in work.first][-1]
-    tokens, times, position = [_token(logits)], [], _start(work)
+    token, position = _token(logits), _start(work)
     for _ in range(steps):
         start = time.perf_counter()
-        logits = run("decode", [np.array([[tokens[-1]]]), np.array([position])])
-        tokens.append(_token(logits))
-        times.append((time.perf_counter() - start) * 1e3)
+        token = _token(run("decode", [np.array([[token]]), np.array([position])]))
+        yield token, (time.perf_counter() - start) * 1e3, 0
         position += 1
-    return tokens, times
 
 
 def _start(work: Workload) -> int:
     return PROMPT if work.name.startswith("LM") else 1
 
 
-def decode_session(client: Client, work: Workload, steps: int, sid: int) -> tuple[list, list, list]:
+def decode_session(client: Client, work: Workload, steps: int, sid: int) -> Decoder:
     model = work.name.split()[0]
     logits = None
     for i, (method, arrays) in enumerate(work.first):
         parameters = {"sequence_id": sid, "sequence_start": i == 0}
         logits, _ = client.infer(f"{model}.{method}", arrays, parameters)
-    tokens, times, sizes, position = [_token(logits)], [], [], _start(work)
+    token, position = _token(logits), _start(work)
     for i in range(steps):
         parameters = {"sequence_id": sid, "sequence_end": i == steps - 1}
         start = time.perf_counter()
-        step = [np.array([[tokens[-1]]]), np.array([position])]
+        step = [np.array([[token]]), np.array([position])]
         logits, size = client.infer(f"{model}.decode", step, parameters)
-        tokens.append(_token(logits))
-        times.append((time.perf_counter() - start) * 1e3)
-        sizes.append(size)
+        token = _token(logits)
+        yield token, (time.perf_counter() - start) * 1e3, size
         position += 1
-    return tokens, times, sizes
 
 
-def decode_stateless(client: Client, work: Workload, steps: int) -> tuple[list, list, list]:
+def decode_stateless(client: Client, work: Workload, steps: int) -> Decoder:
     model = work.name.split()[0]
     if work.context is None:  # LM: the prompt, then every token so far, to prefill
-        context = list(work.first[0][1][0][0])
+        context = [int(t) for t in work.first[0][1][0][0]]
         method, extra = "prefill", []
     else:  # Whisper: the encoder output once, then tokens and encoder output every step
         extra = [client.infer(f"{model}.encode", work.first[0][1], {})[0].copy()]
         context, method = [1], "decode_with"
-    logits = None
-    tokens, times, sizes = [], [], []
-    for _ in range(steps + 1):
+    logits, _ = client.infer(f"{model}.{method}", [np.array([context]), *extra], {})
+    context.append(_token(logits))
+    for _ in range(steps):
         start = time.perf_counter()
         logits, size = client.infer(f"{model}.{method}", [np.array([context]), *extra], {})
-        tokens.append(_token(logits))
-        times.append((time.perf_counter() - start) * 1e3)
-        sizes.append(size)
-        context.append(tokens[-1])
-    return tokens, times[1:], sizes[1:]
+        context.append(_token(logits))
+        yield context[-1], (time.perf_counter() - start) * 1e3, size
 
 
 def _percentiles(times: list[float]) -> tuple[float, float]:
@@ -287,36 +289,40 @@ def main() -> None:
         client = Client(port)
         print("| workload | tokens | path | p50 ms | p99 ms | p50 - (a) ms | request bytes/token |")
         print("|---|---:|---|---:|---:|---:|---:|")
+        sid = [0]
         for work in works:
             for steps in (32, 128):
-                report(work, steps, client, args.runs)
+                report(work, steps, client, args.runs, sid)
     finally:
         server.kill()
 
 
-def report(work: Workload, steps: int, client: Client, runs: int) -> None:
-    results: dict[str, tuple[list[float], list[int]]] = {}
-    tokens: dict[str, list[int]] = {}
-    for run in range(runs + 1):  # the first run warms up
-        a_tokens, a_times = decode_in_process(work, steps)
-        b_tokens, b_times, b_sizes = decode_session(client, work, steps, 1 + run)
-        c_tokens, c_times, c_sizes = decode_stateless(client, work, steps)
-        if run == 0:
-            continue
-        tokens = {"a": a_tokens, "b": b_tokens, "c": c_tokens}
-        for key, times, sizes in [("a", a_times, []), ("b", b_times, b_sizes),
-                                  ("c", c_times, c_sizes)]:  # fmt: skip
-            got = results.setdefault(key, ([], []))
-            got[0].extend(times)
-            got[1].extend(sizes)
-    same = "same tokens" if tokens["a"] == tokens["b"] == tokens["c"] else "TOKENS DIFFER"
-    base = _percentiles(results["a"][0])[0]
+def report(work: Workload, steps: int, client: Client, runs: int, sid: list[int]) -> None:
     names = {"a": "(a) executorch.runtime in-process", "b": "(b) /v2 session",
              "c": "(c) /v2 stateless, context resent"}  # fmt: skip
-    for key, (times, sizes) in results.items():
-        p50, p99 = _percentiles(times)
-        size = f"{np.mean(sizes):,.0f}" if sizes else "-"
-        print(f"| {work.name} ({same}) | {steps} | {names[key]} | {p50:.3f} | {p99:.3f} | "
+    times: dict[str, list[float]] = {key: [] for key in names}
+    sizes: dict[str, list[int]] = {key: [] for key in names}
+    same = True
+    for run in range(runs + 1):  # the first run warms up
+        sid[0] += 1
+        decoders = {
+            "a": decode_in_process(work, steps),
+            "b": decode_session(client, work, steps, sid[0]),
+            "c": decode_stateless(client, work, steps),
+        }
+        for steps_now in zip(*decoders.values(), strict=True):
+            same = same and len({token for token, _, _ in steps_now}) == 1
+            if run == 0:
+                continue
+            for key, (_, ms, size) in zip(decoders, steps_now, strict=True):
+                times[key].append(ms)
+                sizes[key].append(size)
+    base = _percentiles(times["a"])[0]
+    label = "same tokens" if same else "TOKENS DIFFER"
+    for key, name in names.items():
+        p50, p99 = _percentiles(times[key])
+        size = f"{np.mean(sizes[key]):,.0f}" if key != "a" else "-"
+        print(f"| {work.name} ({label}) | {steps} | {name} | {p50:.3f} | {p99:.3f} | "
               f"{p50 - base:+.3f} | {size} |")  # fmt: skip
 
 

@@ -50,6 +50,7 @@ def _measure(name: str, path: Path, method: str, inputs: list[Any], iterations: 
     from executorch.runtime import Runtime
 
     runtime = Runtime.get()
+    runtime._legacy_module._unsafe_reset_threadpool(1)  # one thread, as in a worker
     state = read_program_state(path)
     assert state is not None and state.method(method).resettable, state
     instance = ProgramInstance(runtime, path, state, eager=True)
