@@ -56,7 +56,7 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess
     svc = ServiceProcess(  # one compile worker: what a 2-core machine affords
         tmp_path_factory.mktemp("pteforge-home"), env={"PTEFORGE_COMPILE_WORKERS": "1"}
     )
-    svc.start()
+    svc.start(timeout=300)  # the other suites may be loading the machine
     try:
         yield svc
     finally:

@@ -44,17 +44,22 @@ def _api_stages(api: httpx.Client, job_id: str) -> list[list[Any]]:
     return stages
 
 
-def _compile_from_page(page: Page, program_id: str) -> str:
+def _submit_from_page(page: Page, program_id: str, plan: dict[str, Any]) -> str:
+    """Fill the compile form of the Programs tab; the id of the job the page then shows."""
     page.click("#tabs button[data-tab=programs]")
     page.wait_for_selector(f"[data-program='{program_id}']")
     page.select_option("#compile-program", program_id)
-    page.fill("#compile-plan", json.dumps(PLAN))
+    page.fill("#compile-plan", json.dumps(plan))
     page.click("#compile-submit")
     page.wait_for_selector("#job-stages li", timeout=WAIT_MS)
-    job_id = page.inner_text("#job-summary th:nth-child(2)")
+    return page.inner_text("#job-id").strip()
+
+
+def _compile_from_page(page: Page, program_id: str) -> str:
+    job_id = _submit_from_page(page, program_id, PLAN)
     page.wait_for_selector("#job-stages li[data-status=succeeded]", timeout=WAIT_MS)
     page.wait_for_selector("#job-artifact")
-    return job_id.strip()
+    return job_id
 
 
 def _check_report(page: Page, artifact: dict[str, Any]) -> None:
@@ -130,3 +135,4 @@ def test_compile_and_report_in_the_browser(
     _shot(page, tmp_path, "jobs")
     assert not errors, errors
     print(f"screenshots in {tmp_path}")
+

@@ -1,7 +1,7 @@
 // Artifacts tab: the report as tables and charts, the numerics check, a profiled run, download.
 import { api, download } from "./api.js";
 import { PALETTE, stackedBars } from "./charts.js";
-import { bytes, el, say, table, toolchainText } from "./dom.js";
+import { bytes, el, pairs, say, table, toolchainText } from "./dom.js";
 
 const fmt = (v) => (typeof v === "number" && !Number.isInteger(v) ? v.toPrecision(4) : String(v));
 
@@ -124,7 +124,7 @@ export async function showArtifact(section, artifactId) {
   const get = () => download(`/v1/artifacts/${artifact.id}/pte`, `${artifact.id}.pte`).catch((e) => say(e.message, true));
   section.replaceChildren(
     el("h2", {}, "Artifact ", el("span", { class: "muted", id: "artifact-id" }, artifact.id)),
-    table(["", ""], [["program", artifact.program_id ?? ""], ["sha256", artifact.sha256], ["size", bytes(artifact.size_bytes)],
+    pairs([["program", artifact.program_id ?? ""], ["sha256", artifact.sha256], ["size", bytes(artifact.size_bytes)],
       ["plan", el("code", {}, JSON.stringify(artifact.plan))], ["toolchain", el("span", { id: "artifact-toolchain" }, toolchainText(artifact.toolchain))],
       ["created", artifact.created_at]]),
     el("button", { id: "artifact-download", onclick: get }, "Download .pte"),

@@ -23,7 +23,10 @@ export function stackedBars(rows, series, format = (v) => String(v)) {
   const chart = svg("svg", { viewBox: `0 0 ${WIDTH} ${height}`, class: "chart", role: "img" });
   rows.forEach((row, i) => {
     const y = i * ROW + 4;
-    chart.append(svg("text", { x: LABEL - 6, y: y + 14, "text-anchor": "end" }, row.label));
+    const short = row.label.length > 26 ? `${row.label.slice(0, 25)}…` : row.label;
+    const label = svg("text", { x: LABEL - 6, y: y + 14, "text-anchor": "end" }, short);
+    label.append(svg("title", {}, row.label));
+    chart.append(label);
     let x = LABEL;
     row.values.forEach((value, s) => {
       const w = (value / max) * plot;

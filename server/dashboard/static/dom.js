@@ -44,3 +44,8 @@ export function say(text, isError = false) {
 export function toolchainText(tc) {
   return tc ? `torch ${tc.torch ?? "?"} · executorch ${tc.executorch ?? "?"}` : "";
 }
+
+/** A two-column table of [name, value] pairs, without a header row. */
+export function pairs(rows, attrs = {}) {
+  return el("table", attrs, el("tbody", {}, rows.map(([k, v]) => el("tr", {}, el("th", {}, k), el("td", {}, v)))));
+}

@@ -1,6 +1,6 @@
 // Jobs tab: the job list, and one job's live stages over its event stream.
 import { api, streamEvents } from "./api.js";
-import { el, say, seconds, table, toolchainText } from "./dom.js";
+import { el, pairs, say, seconds, table, toolchainText } from "./dom.js";
 import { compileForm } from "./programs.js";
 
 const TERMINAL = new Set(["succeeded", "failed", "canceled"]);
@@ -10,7 +10,8 @@ const statusCell = (s) => el("span", { class: `status-${s}` }, s);
 
 function summary(job) {
   const rows = [
-    ["status", statusCell(job.status)],
+    ["job", el("span", { id: "job-id" }, job.id)],
+    ["status", el("span", { id: "job-status" }, statusCell(job.status))],
     ["stage", job.stage ?? ""],
     ["attempt", String(job.attempt)],
     ["queue wait", el("span", { id: "job-wait" }, seconds(job.created_at, job.started_at))],
@@ -19,7 +20,7 @@ function summary(job) {
   ];
   if (job.error) rows.push(["error", el("pre", { class: "error", id: "job-error" }, `${job.error.code}: ${job.error.message}`)]);
   if (job.retry_reason) rows.push(["retried because", job.retry_reason]);
-  return table(["", job.id], rows.map(([k, v]) => [k, v]), { id: "job-summary" });
+  return pairs(rows, { id: "job-summary" });
 }
 
 function stageItem(job) {
@@ -56,7 +57,7 @@ async function again(job, nav, card) {
     const built = job.artifact_id ? await api(`/v1/artifacts/${job.artifact_id}`) : null;
     const { programs } = await api("/v1/programs");
     const plan = built ? JSON.stringify(built.plan) : undefined;
-    const form = compileForm(programs, nav.job, { programId: built?.program_id, plan });
+    const form = compileForm(programs, nav.job, { programId: built?.program_id, plan, prefix: "again" });
     form.querySelector("h3").textContent = "Compile again with another plan";
     card.replaceChildren(form);
   } catch (error) {

@@ -18,14 +18,14 @@ function methodsTable(program) {
 }
 
 /** The compile form: a program picker and a plan; onJob(job) gets the queued job. */
-export function compileForm(programs, onJob, { programId, plan } = {}) {
+export function compileForm(programs, onJob, { programId, plan, prefix = "compile" } = {}) {
   const select = el(
     "select",
-    { id: "compile-program" },
+    { id: `${prefix}-program` },
     programs.map((p) => el("option", { value: p.id }, `${p.name} (${p.id})`)),
   );
   if (programId) select.value = programId;
-  const text = el("textarea", { id: "compile-plan", rows: 4 });
+  const text = el("textarea", { id: `${prefix}-plan`, rows: 4 });
   text.value = plan ?? DEFAULT_PLAN;
   const submit = async (event) => {
     event.preventDefault();
@@ -49,12 +49,12 @@ export function compileForm(programs, onJob, { programId, plan } = {}) {
   };
   return el(
     "form",
-    { class: "card", id: "compile-form", onsubmit: submit },
+    { class: "card", id: `${prefix}-form`, onsubmit: submit },
     el("h3", {}, "Compile"),
     el("label", {}, "Program ", select),
-    el("div", {}, el("label", { for: "compile-plan" }, "Plan (JSON)")),
+    el("div", {}, el("label", { for: `${prefix}-plan` }, "Plan (JSON)")),
     text,
-    el("div", {}, el("button", { type: "submit", id: "compile-submit" }, "Compile")),
+    el("div", {}, el("button", { type: "submit", id: `${prefix}-submit` }, "Compile")),
   );
 }
 
