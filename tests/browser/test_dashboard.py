@@ -135,4 +135,3 @@ def test_compile_and_report_in_the_browser(
     _shot(page, tmp_path, "jobs")
     assert not errors, errors
     print(f"screenshots in {tmp_path}")
-
