@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any, Protocol
+
+import orjson
 
 from pteforge.client.errors import APIError, TransportError, error_from_body
 
@@ -37,7 +38,7 @@ class Sink(Protocol):
         ...
 
 
-@dataclass
+@dataclass(slots=True)
 class Call:
     """One HTTP exchange an operation asks for. ``files`` are multipart parts streamed from
     disk (field name -> path); ``sink`` streams the answer's body instead of buffering it."""
@@ -59,7 +60,7 @@ class Call:
         return {**self.headers, **self.sink.headers()} if self.sink else self.headers
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Reply:
     """The answer to a :class:`Call` (``body`` is empty when a sink took it)."""
 
@@ -68,7 +69,7 @@ class Reply:
     body: bytes = b""
 
     def json(self) -> Any:
-        return json.loads(self.body)
+        return orjson.loads(self.body)
 
 
 @dataclass(frozen=True)

@@ -63,10 +63,11 @@ def _build(subparsers: Any, common: argparse.ArgumentParser) -> None:
     parser = _command(
         subparsers, common, "build", "compile an uploaded program, showing its stages live"
     )
-    parser.add_argument("program", help="a program id")
+    parser.add_argument("program", help="a program id, or the name of the newest such program")
     parser.add_argument(
         "--plan", default="{}", help="a plan file or inline JSON (default: {} = portable)"
     )
+    parser.add_argument("-o", "--output", type=Path, help="also download the .pte here")
     parser.add_argument("--no-wait", action="store_true", help="queue the job and return")
 
 

@@ -13,7 +13,9 @@ from typing import Any
 
 from pteforge.client.cli import EXIT_BAD_INPUT, EXIT_ERROR
 from pteforge.client.config import ENV_TOKEN, load_credentials, save_credentials
-from pteforge.client.errors import PteforgeError, UnauthorizedError
+from pteforge.client.errors import NotFoundError, PteforgeError, UnauthorizedError
+from pteforge.client.files import check_writable
+from pteforge.client.models import Artifact, Program
 from pteforge.client.render import Output
 from pteforge.client.sync import Client
 from pteforge.client.views import (
@@ -29,6 +31,9 @@ TOKEN_HINT = (
     "the same PTEFORGE_HOME (or PTEFORGE_DATABASE_URL) as `pteforge serve`, which prints "
     "the database it uses when it starts"
 )
+
+
+MAX_LIST = 1000  # the most one list call returns
 
 
 class BadInputError(Exception):
@@ -123,26 +128,48 @@ def read_plan(value: str) -> dict[str, Any]:
 
 def build(args: argparse.Namespace, out: Output) -> None:
     plan = read_plan(args.plan)
+    if args.output is not None:
+        check_writable(args.output)  # before compiling, not after
     with _client() as client:
+        program = _program(client, args.program)
         if args.no_wait:
-            job = client.compile(args.program, plan, wait=False)
+            job = client.compile(program, plan, wait=False)
             out.json(job.raw) if out.as_json else out.line(str(job))
             return
-        program = client.get_program(args.program)
         with out.stages(stage_plan(plan, [m.name for m in program.methods])) as display:
             artifact = client.compile(program, plan, on_stage=display)
+        if args.output is not None:
+            _download(client, out, artifact, args.output)
     if out.as_json:
         out.json(artifact.raw)
         return
     artifact_summary(out, artifact)
+    if args.output is not None:
+        out.line(f"Wrote {args.output} (sha256 checked).")
+
+
+def _program(client: Client, ref: str) -> Program:
+    """The program with id ``ref``, else the newest one named ``ref``."""
+    try:
+        return client.get_program(ref)
+    except NotFoundError:
+        named = [p for p in client.list_programs(limit=MAX_LIST) if p.name == ref]
+        if not named:
+            raise NotFoundError(f"no program with id or name {ref!r}", status=404) from None
+        return named[0]
+
+
+def _download(client: Client, out: Output, artifact: Artifact, path: Path) -> None:
+    with out.bytes_progress(path.name) as progress:
+        client.download(artifact, path, on_progress=progress)
 
 
 def pull(args: argparse.Namespace, out: Output) -> None:
     path = args.output or Path(f"{args.artifact}.pte")
+    check_writable(path)
     with _client() as client:
         artifact = client.get_artifact(args.artifact)
-        with out.bytes_progress(path.name) as progress:
-            client.download(artifact, path, on_progress=progress)
+        _download(client, out, artifact, path)
     result = {"path": str(path), "sha256": artifact.sha256, "size_bytes": artifact.size_bytes}
     if out.as_json:
         out.json(result)

@@ -38,7 +38,7 @@ def config_path() -> Path:
 
 def load_credentials(url: str | None = None, token: str | None = None) -> Credentials:
     """The URL and token to use: explicit values, then the environment, then the file."""
-    saved = _read_saved()
+    saved = _read_saved() if url is None or token is None else {}
     sources = []
     if url is None:
         url, where = _pick(ENV_URL, saved.get("url"))

@@ -47,7 +47,7 @@ def partial_file(path: Path) -> Iterator[BinaryIO]:
     """A file next to ``path`` that becomes ``path`` when the block succeeds and is removed
     when it fails (an unwritable directory fails here, before anything is sent)."""
     path = Path(path)
-    part = path.with_name(f".{path.name}.part")
+    part = _part(path)
     file = part.open("wb")
     try:
         yield file
@@ -57,3 +57,16 @@ def partial_file(path: Path) -> Iterator[BinaryIO]:
         file.close()
         part.unlink(missing_ok=True)
         raise
+
+
+def _part(path: Path) -> Path:
+    return path.with_name(f".{path.name}.part")
+
+
+def check_writable(path: Path) -> None:
+    """Raise the OSError a download to ``path`` would meet, now (nothing is left behind)."""
+    if Path(path).is_dir():
+        raise IsADirectoryError(21, "is a directory", str(path))
+    part = _part(Path(path))
+    part.open("wb").close()
+    part.unlink()

@@ -74,7 +74,7 @@ def decode_response(
     body: bytes, headers: Mapping[str, str]
 ) -> tuple[str, dict[str, np.ndarray], dict[str, Any]]:
     """(model name, outputs by name, parameters) of an infer response body."""
-    length = headers.get(HEADER_LENGTH) or headers.get(HEADER_LENGTH.lower())
+    length = headers.get(HEADER_LENGTH)  # httpx headers: any case
     split = int(length) if length else len(body)
     try:
         header = orjson.loads(memoryview(body)[:split])

@@ -22,7 +22,7 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess
         tmp_path_factory.mktemp("client-home"),
         env={"PTEFORGE_COMPILE_WORKERS": "1", "PTEFORGE_RUNTIME_POOL_SIZE": "1"},
     )
-    svc.start()
+    svc.start(timeout=300)  # a loaded 2-core machine can take minutes to import torch
     try:
         yield svc
     finally:

@@ -92,8 +92,10 @@ def test_push_build_pull_run(
     )
     plan_file = tmp_path / "plan.json"
     plan_file.write_text(json.dumps(MIXED_PLAN))
-    built = _json(capsys, "build", artifact.program_id or "", "--plan", str(plan_file))
-    assert built["id"] == artifact.id  # the same program and plan: the artifact is reused
+    built_pte = tmp_path / "built.pte"
+    built = _json(capsys, "build", "seq2seq", "--plan", str(plan_file), "-o", str(built_pte))
+    assert built["id"] == artifact.id  # the program named seq2seq, the same plan: reused
+    assert built_pte.stat().st_size == artifact.size_bytes
     out = tmp_path / "model.pte"
     pulled = _json(capsys, "pull", artifact.id, "-o", str(out))
     assert pulled == {"path": str(out), "sha256": artifact.sha256, "size_bytes": out.stat().st_size}
@@ -140,6 +142,10 @@ def test_errors_are_one_line(
     line = _fails(capsys, 2, "pull", artifact.id, "-o", str(tmp_path / "no-dir" / "m.pte"))
     assert "no such file" in line
     assert "invalid JSON" in _fails(capsys, 2, "build", "prog_x", "--plan", "{nope")
+    assert "no program with id or name 'nope'" in _fails(capsys, 1, "build", "nope")
+    assert "no such file" in _fails(
+        capsys, 2, "build", "nope", "-o", str(tmp_path / "no-dir" / "m.pte")
+    )  # an unwritable -o is refused before anything is sent
     assert "METHOD=FILE" in _fails(capsys, 2, "push", "x", "encode")
     assert "not a readable .npy" in _fails(
         capsys, 2, "run", f"{artifact.id}.encode", "--input", str(tmp_path / "missing.npy")

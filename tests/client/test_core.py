@@ -6,6 +6,7 @@ from __future__ import annotations
 import stat
 from pathlib import Path
 
+import httpx
 import numpy as np
 import pytest
 
@@ -95,9 +96,8 @@ def test_the_request_is_what_the_server_decodes_and_back() -> None:
     assert all(o.binary for o in request.outputs)
     outputs = [np.full((1, 4, 64), np.nan, np.float32), np.array([[True, False, True, True]])]
     answer, length = encode_infer_response("art.decode", request, signature, outputs, {"t": 1})
-    model, decoded, params = decode_response(
-        answer, {"inference-header-content-length": str(length)}
-    )
+    headers = httpx.Headers({"inference-header-content-length": str(length)})
+    model, decoded, params = decode_response(answer, headers)
     assert model == "art.decode" and params == {"t": 1} and list(decoded) == ["logits", "mask"]
     assert np.isnan(decoded["logits"]).all() and decoded["mask"].dtype == np.bool_
 

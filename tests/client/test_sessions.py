@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from pteforge.client import Artifact, Client, SessionsUnavailableError
+from pteforge.client import Artifact, Client, PteforgeError, SessionsUnavailableError
 from tests.manager.stateful import cached_programs, eager_prefill_then_decode
 from tests.models import MultiMethod
 from tests.server.service import ServiceProcess
@@ -26,7 +26,7 @@ def stateful(service: ServiceProcess, token: str) -> Iterator[tuple[Artifact, Mu
     model = cached_programs()
     with Client(service.url, token) as client:
         program = client.upload_program(model.programs, name="cached-projection")
-        yield client.compile(program, {}), model
+        yield client.compile(program, {"share_mutable_buffers": True}), model
 
 
 def test_a_session_shares_state_across_methods(
@@ -41,6 +41,8 @@ def test_a_session_shares_state_across_methods(
         session.infer("prefill", [prefill_in])
         (after_prefill,) = session.infer("decode", [decode_in], end=True)
     np.testing.assert_allclose(after_prefill, expected, rtol=1e-5, atol=1e-5)
+    with pytest.raises(PteforgeError, match="has ended"):
+        session.infer("decode", [decode_in])  # refused here; nothing is sent
     (stateless,) = client.infer(artifact, "decode", [decode_in])  # initial state: no prefill
     assert not np.allclose(stateless, expected)
     with client.session(artifact) as again:  # a new sequence starts from the initial state
