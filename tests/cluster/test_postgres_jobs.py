@@ -4,7 +4,6 @@ killed with its whole process tree is retried with the reason and attempt record
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -14,6 +13,7 @@ import pytest
 import torch
 
 from tests.cluster.nodes import ApiNode, WorkerNode, create_token
+from tests.cluster.verify import events_of
 from tests.models import hf_encoder_decoder_programs
 from tests.server.helpers import submit, upload_methods, wait_job, wait_status
 from tests.server.service import wait_until
@@ -82,19 +82,6 @@ def test_a_cancel_notification_stops_the_lowering_on_another_node(
         worker.stop()
 
 
-def _events(client: httpx.Client, job_id: str) -> list[dict[str, Any]]:
-    """Every ``job`` event of a finished job's stream."""
-    response = client.get(f"/v1/jobs/{job_id}/events")
-    assert response.status_code == 200, response.text
-    return [
-        json.loads(line.removeprefix("data: "))
-        for block in response.text.split("\n\n")
-        if block.startswith("id: ")
-        for line in block.splitlines()
-        if line.startswith("data: ")
-    ]
-
-
 def test_the_job_of_a_killed_worker_tree_is_retried_with_its_reason(
     api: ApiNode, client: httpx.Client, program: Any
 ) -> None:
@@ -110,7 +97,7 @@ def test_the_job_of_a_killed_worker_tree_is_retried_with_its_reason(
     assert done["status"] == "succeeded" and done["attempt"] == 2, done
     assert "attempt 1 of 3 abandoned" in done["retry_reason"]
     assert "stopped heartbeating" in done["retry_reason"]
-    events = _events(client, job["id"])
+    events = events_of(client, job["id"])
     attempts = [(e["status"], e["attempt"]) for e in events if e["stage"] is None]
     assert attempts == [("queued", 0), ("running", 1), ("queued", 1), ("running", 2)], events
     starts = {e["attempt"]: e["started_at"] for e in events if e["status"] == "running"}
