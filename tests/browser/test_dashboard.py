@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 import torch
-from playwright.sync_api import Browser, Page
+from playwright.sync_api import Browser, Page, expect
 
 from pteforge.client import Client
 from tests.models import small_mlp_programs
@@ -135,3 +135,41 @@ def test_compile_and_report_in_the_browser(
     _shot(page, tmp_path, "jobs")
     assert not errors, errors
     print(f"screenshots in {tmp_path}")
+
+
+def test_cancel_compile_again_and_errors_in_the_browser(
+    service: ServiceProcess, browser: Browser, tmp_path: Path
+) -> None:
+    token = service.admin_token
+    assert token
+    page = browser.new_page(viewport={"width": 1200, "height": 900})
+    _sign_in(page, service.url, token)
+    with Client(service.url, token) as client:
+        program = client.upload_program(
+            {"forward": small_mlp_programs().programs["forward"]}, name="to-cancel"
+        )
+    with service.client(token) as api:
+        # The one worker compiles this while the page's jobs wait in the queue.
+        busy = api.post("/v1/compile-jobs", json={"program_id": program.id, "plan": PLAN})
+        assert busy.status_code == 202, busy.text
+
+        job_id = _submit_from_page(page, program.id, {"all": {}})
+        page.click("#job-cancel")
+        page.wait_for_selector("#job-stages li[data-status=canceled]", timeout=WAIT_MS)
+        assert api.get(f"/v1/jobs/{job_id}").json()["status"] == "canceled"
+        assert page.inner_text("#job-status") == "canceled"
+        _shot(page, tmp_path, "canceled")
+
+        page.click("#job-again")  # compile again with another plan
+        page.fill("#again-plan", json.dumps({"methods": {"forward": {}}}))
+        page.click("#again-submit")
+        expect(page.locator("#job-id")).not_to_have_text(job_id, timeout=WAIT_MS)
+        again = page.inner_text("#job-id")
+        assert api.get(f"/v1/jobs/{again}").json()["status"] in {"queued", "running"}
+        page.click("#job-cancel")
+        page.wait_for_selector("#job-stages li[data-status=canceled]", timeout=WAIT_MS)
+
+    page.click("#tabs button[data-tab=programs]")
+    page.fill("#compile-plan", "{not json")
+    page.click("#compile-submit")
+    assert "the plan is not JSON" in page.inner_text("#message")
