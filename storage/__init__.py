@@ -12,7 +12,7 @@ Public API (stable; the server codes against it)::
     default_sqlite_url(home: Path) -> str           # sqlite+pysqlite:///<home>/pteforge.db
 
     # Rows: a unit of work; commits when the block exits normally, rolls back on error.
-    with store.transaction() as tx:
+    with store.transaction() as tx:   # transaction(read_only=True): no SQLite write lock
         tx.projects.create(name) / get(id) / get_by_name(name) / get_or_create(name)
         tx.tokens.create(project_id, name) -> IssuedToken(token, plaintext)   # plaintext once
         tx.tokens.resolve(plaintext) -> (ApiToken, Project) | None; list(pid); revoke(pid, tid)
@@ -30,6 +30,9 @@ Public API (stable; the server codes against it)::
         tx.jobs.set_stage(job_id, worker_id, stage) / succeed(job_id, worker_id, artifact_id)
         tx.jobs.fail(job_id, worker_id, code, message) / acknowledge_cancel(job_id, worker_id)
         tx.jobs.cancel(project_id, id) -> Job | None; tx.jobs.reap_expired() -> list[Job]
+        tx.jobs.release(job_id, worker_id, reason) -> Job | None   # a stopping worker
+        tx.workers.beat(worker_id, host, pid, lease) / remove(id) / forget_silent(age) / list()
+        tx.stats.job_counts() / oldest_queued_at() / stage_times(since) / sizes()  # metrics
         tx.jobs.delete_finished(older_than: timedelta, limit=1000) -> int
         tx.jobs.events(project_id, id, after_version=0) -> list[JobEvent]  # change log
     # Job.version grows on every change; each status or stage change is logged under it.
