@@ -159,10 +159,12 @@ class Operations:
 
     def _names(self, artifact: Ref, method: str, model: str) -> Op[tuple[str, ...]]:
         names = self._input_names.get(model)
+        if names is not None:
+            return names
         spec = artifact.method(method) if isinstance(artifact, Artifact) else None
-        if names is None and spec is not None:
+        if spec is not None:
             names = tuple(t.name for t in spec.inputs)
-        if names is None:
+        else:
             reply = yield Call("GET", f"/v2/models/{model}", idempotent=True)
             names = tuple(str(t["name"]) for t in reply.json().get("inputs", []))
         if len(self._input_names) >= MAX_CACHED_SIGNATURES:
