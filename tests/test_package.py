@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-LAYERS = ["server", "manager", "backends", "runtime", "storage"]
+LAYERS = ["server", "manager", "backends", "runtime", "storage", "client"]
 
 
 @pytest.mark.parametrize("layer", LAYERS)
