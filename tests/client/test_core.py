@@ -3,12 +3,15 @@ codec against the server's own codec, retry decisions, stage plans and the login
 
 from __future__ import annotations
 
+import io
+import re
 import stat
 from pathlib import Path
 
 import httpx
 import numpy as np
 import pytest
+from rich.console import Console
 
 from pteforge.client import (
     APIError,
@@ -17,6 +20,7 @@ from pteforge.client import (
     InvalidInputError,
     InvalidPlanError,
     InvalidRequestError,
+    Job,
     LoweringFailedError,
     NotFoundError,
     ServiceUnavailableError,
@@ -26,6 +30,7 @@ from pteforge.client import (
 from pteforge.client.calls import Attempts, Call, Reply, RetryPolicy
 from pteforge.client.config import NotConfiguredError, load_credentials, save_credentials
 from pteforge.client.errors import error_from_body
+from pteforge.client.render import ByteProgress, StageDisplay
 from pteforge.client.sse import EventParser
 from pteforge.client.tensors import decode_response, encode_request, named_inputs
 from pteforge.client.views import stage_plan
@@ -156,3 +161,32 @@ def test_login_file_and_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("PTEFORGE_TOKEN", "ptf_env")
     assert load_credentials().token == "ptf_env"
     assert load_credentials(token="ptf_arg").token == "ptf_arg"
+
+
+def _job(status: str, stage: str | None) -> Job:
+    return Job.from_json({"id": "job_1", "status": status, "stage": stage})
+
+
+@pytest.mark.parametrize("terminal", [True, False])
+def test_stage_display_numbers_every_stage(terminal: bool) -> None:
+    console = Console(file=io.StringIO(), force_terminal=terminal, width=100)
+    display = StageDisplay(console, stage_plan({}, ["forward"]))
+    events = [("queued", None), ("running", None), ("running", "loading"), ("running", "to_edge")]
+    events += [("running", "emit"), ("running", "new_stage"), ("running", "verify")]
+    events += [("running", "store"), ("succeeded", "store")]
+    with display.running():
+        for status, stage in events:
+            display(_job(status, stage))
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "succeeded" in text
+    if terminal:  # a bar: complete once the job succeeded
+        (task,) = display.progress.tasks
+        assert task.completed == task.total == 7
+    else:  # a line per stage, counted without a gap; an unexpected stage grows the total
+        steps = re.findall(r"^\[(\d+)/(\d+)\] (\w+)", text, re.MULTILINE)
+        assert [int(s[0]) for s in steps] == list(range(1, 8))
+        assert steps[4] == ("5", "7", "new_stage") and steps[-1] == ("7", "7", "store")
+    progress = ByteProgress(console, "model.pte")
+    with progress.running():
+        progress(10, 100)
+        progress(100, 100)
