@@ -19,6 +19,7 @@ import argparse
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -42,8 +43,14 @@ def _arguments() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def run_all(svc: ServiceProcess, names: list[str], plans: tuple[str, ...], size: str) -> list[Cell]:
-    """Every model under every plan, in order; progress on stderr."""
+def run_all(
+    svc: ServiceProcess,
+    names: list[str],
+    plans: tuple[str, ...],
+    size: str,
+    report: Callable[[list[Cell]], object],
+) -> list[Cell]:
+    """Every model under every plan, in order; progress on stderr, ``report`` after each."""
     assert svc.admin_token
     endpoint = Endpoint(svc.url, svc.admin_token)
     work = svc.home.parent / "programs"
@@ -54,8 +61,9 @@ def run_all(svc: ServiceProcess, names: list[str], plans: tuple[str, ...], size:
             model = BY_NAME[name].build("bench" if size == "bench" else "small")
             done = run_model(client, endpoint, model, plans, work, library_fallback=True)
             cells += done
-            states = ", ".join(f"{c.plan}: {c.compile[:60]}" for c in done)
+            states = "; ".join(f"{c.plan}: {c.compile}" for c in done)
             print(f"{name}: {time.monotonic() - start:.0f} s ({states})", file=sys.stderr)
+            report(cells)
     return cells
 
 
@@ -76,17 +84,21 @@ def main() -> int:
             "PTEFORGE_MAX_UPLOAD_BYTES": str(2 * 1024**3),
         },
     )
-    svc.start()
-    started = time.strftime("%Y-%m-%d %H:%M")
+    title = f"Model zoo, {args.size} configs, {time.strftime('%Y-%m-%d %H:%M')} (`bench/zoo.py`)"
+
+    def write(cells: list[Cell]) -> str:
+        """The matrix so far, written to ``--out`` (a partial run leaves its rows)."""
+        text = "\n".join([title, "", *matrix(cells), "", *summary(cells, plans)])
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text + "\n")
+        return text
+
     try:
-        cells = run_all(svc, names, plans, args.size)
+        svc.start(timeout=900.0)  # a loaded machine can take minutes to import torch
+        cells = run_all(svc, names, plans, args.size, write)
     finally:
         svc.stop()
-    title = f"Model zoo, {args.size} configs, {started} (`bench/zoo.py`)"
-    text = "\n".join([title, "", *matrix(cells), "", *summary(cells, plans)])
-    print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text + "\n")
+    print(write(cells))
     return 0
 
 
