@@ -187,8 +187,9 @@ def _token(logits: Any) -> int:
 
 
 # Each decoder is a generator: it does its setup (prefill or encode: the first token), then
-# yields (token, ms, request bytes) per decoded token. The three advance in lockstep, one
-# token each in turn, so a busy spell on the machine hits all of them alike.
+# yields (token, ms, request bytes) per decoded token. A run decodes (a), (b), (c) one after
+# the other, each in a tight loop as a client would; runs repeat, so a busy spell on the
+# (shared) machine is spread over the three.
 Decoder = Iterator[tuple[int, float, int]]
 
 
@@ -310,13 +311,13 @@ def report(work: Workload, steps: int, client: Client, runs: int, sid: list[int]
             "b": decode_session(client, work, steps, sid[0]),
             "c": decode_stateless(client, work, steps),
         }
-        for steps_now in zip(*decoders.values(), strict=True):
-            same = same and len({token for token, _, _ in steps_now}) == 1
-            if run == 0:
-                continue
-            for key, (_, ms, size) in zip(decoders, steps_now, strict=True):
-                times[key].append(ms)
-                sizes[key].append(size)
+        decoded = {key: list(decoder) for key, decoder in decoders.items()}
+        same = same and len({tuple(t for t, _, _ in steps) for steps in decoded.values()}) == 1
+        if run == 0:
+            continue
+        for key, steps_done in decoded.items():
+            times[key].extend(ms for _, ms, _ in steps_done)
+            sizes[key].extend(size for _, _, size in steps_done)
     base = _percentiles(times["a"])[0]
     label = "same tokens" if same else "TOKENS DIFFER"
     for key, name in names.items():
