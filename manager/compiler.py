@@ -2,24 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from executorch.exir.backend.partitioner import Partitioner
 from torch.export import ExportedProgram
 
-from pteforge.backends import (
-    BackendCatalog,
-    BackendCatalogError,
-    DelegateEntryBase,
-    PartitionerEntry,
-    QuantizerEntryBase,
-    UnknownBackendError,
-)
+from pteforge.backends import BackendCatalog, BackendCatalogError, UnknownBackendError
 from pteforge.manager.buffers import executorch_config
 from pteforge.manager.errors import PlanError, ProgramInputError, UnknownBackendIdError
 from pteforge.manager.lowering import MethodTarget
@@ -28,6 +21,8 @@ from pteforge.manager.plan import Calibration, Plan, Target
 from pteforge.manager.plan_check import check_plan
 from pteforge.manager.program_manager import ProgramManager, to_edge_transform_and_lower
 from pteforge.manager.signature import MethodSignature, method_signature
+
+_E = TypeVar("_E")
 
 
 @dataclass
@@ -95,9 +90,7 @@ def _quantize(
         on_stage("quantize")
     for method, target in todo.items():
         where = f"methods.{method}.quantize"
-        entry = _entry(catalog, str(target.quantize), where)
-        if not isinstance(entry, QuantizerEntryBase):
-            raise _wrong_kind(entry, "quantization recipe", where)
+        entry = _entry(catalog.get_quantizer, str(target.quantize), where)
         calibration = target.calibration or _example_inputs(method, programs[method])
         try:
             out[method] = entry.quantize(programs[method], calibration)
@@ -120,11 +113,9 @@ def _lowering_target(method: str, target: Target, catalog: BackendCatalog) -> Me
     """The Partitioner list or DelegationSpec a plan target names."""
     if target.delegate is not None:
         where = f"methods.{method}.delegate"
-        entry = _entry(catalog, "delegate", where)
-        if not isinstance(entry, DelegateEntryBase):
-            raise _wrong_kind(entry, "delegate", where)
+        delegate = _entry(catalog.get_delegate, "delegate", where)
         try:
-            return entry.delegation_spec(target.delegate)
+            return delegate.delegation_spec(target.delegate)
         except UnknownBackendError as exc:
             raise UnknownBackendIdError(exc.name, exc.known, method=method) from exc
         except BackendCatalogError as exc:
@@ -132,9 +123,7 @@ def _lowering_target(method: str, target: Target, catalog: BackendCatalog) -> Me
     partitioners: list[Partitioner] = []
     for index, ref in enumerate(target.partitioners):
         where = f"methods.{method}.partitioners[{index}]"
-        entry = _entry(catalog, ref.name, where)
-        if not isinstance(entry, PartitionerEntry):
-            raise _wrong_kind(entry, "partitioner", where)
+        entry = _entry(catalog.get_partitioner, ref.name, where)
         try:
             partitioners.append(entry.partitioner(ref.options))
         except BackendCatalogError as exc:
@@ -142,14 +131,10 @@ def _lowering_target(method: str, target: Target, catalog: BackendCatalog) -> Me
     return partitioners
 
 
-def _entry(catalog: BackendCatalog, name: str, where: str) -> object:
+def _entry(get: Callable[[str], _E], name: str, where: str) -> _E:
+    """The catalog entry ``name`` of the kind ``get`` returns; ``check_plan`` has refused
+    unknown names and wrong kinds already, this keeps the catalog's word if it ever changes."""
     try:
-        return catalog.get(name)
-    except UnknownBackendError as exc:
+        return get(name)
+    except BackendCatalogError as exc:
         raise PlanError(where, str(exc)) from exc
-
-
-def _wrong_kind(entry: object, wanted: str, where: str) -> PlanError:
-    kind = getattr(entry, "kind", "?")
-    name = getattr(entry, "name", "?")
-    return PlanError(where, f"catalog entry {name!r} is a {kind} entry, not a {wanted}")

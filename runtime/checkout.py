@@ -226,10 +226,3 @@ class Checkout(Generic[W]):
         """The idle items now (a snapshot)."""
         with self._lock:
             return list(self._idle)
-
-    def drain(self) -> list[W]:
-        """Take every idle item (used at shutdown)."""
-        with self._lock:
-            items = list(self._idle)
-            self._idle.clear()
-        return items

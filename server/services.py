@@ -11,7 +11,7 @@ from fastapi import Depends, Request
 from fastapi.encoders import jsonable_encoder
 
 from pteforge.backends.catalog import BackendCatalog
-from pteforge.server.sandbox import Isolation, ProcessLimits, SubprocessIsolation
+from pteforge.server.sandbox import Isolation, ProcessLimits
 from pteforge.server.settings import Settings
 from pteforge.storage.store import Store
 
@@ -24,8 +24,8 @@ class Services:
     store: Store
     catalog: BackendCatalog
     process_limits: ProcessLimits
-    # How upload loaders start; the app forks them from its preloaded fork server.
-    isolation: Isolation = field(default_factory=SubprocessIsolation)
+    # How upload loaders start: the app forks them from its preloaded fork server.
+    isolation: Isolation
     # Called after a job is committed to the queue (the app points it at its workers).
     job_queued: Callable[[], None] = field(default=lambda: None)
     # Called after a running job's cancel is committed (the app interrupts its workers).

@@ -27,7 +27,6 @@ from .specs import (
     TensorSpec,
     methods_to_json,
 )
-from .spool import SpooledUpload, spool_upload
 
 __all__ = [
     "SANDBOX_PRELOAD",
@@ -41,7 +40,6 @@ __all__ = [
     "ProcessLimits",
     "ProgramDescription",
     "PteDescription",
-    "SpooledUpload",
     "SubprocessIsolation",
     "TensorSpec",
     "UnsafeArchiveError",
@@ -52,7 +50,6 @@ __all__ = [
     "methods_to_json",
     "read_verified",
     "sha256_file",
-    "spool_upload",
     "validate_pt2_archive",
     "validate_pte_isolated",
 ]

@@ -36,10 +36,10 @@ def load_validated_programs(
 
 
 def describe_programs(programs: dict[str, ExportedProgram]) -> ProgramDescription:
-    """Specs of each program's user inputs/outputs and of its example inputs."""
-    methods = tuple(exported_method_spec(name, ep) for name, ep in sorted(programs.items()))
-    examples = {name: _example_specs(ep) for name, ep in sorted(programs.items())}
-    return ProgramDescription(methods, examples)
+    """Specs of each program's user inputs and outputs."""
+    return ProgramDescription(
+        tuple(exported_method_spec(name, ep) for name, ep in sorted(programs.items()))
+    )
 
 
 def exported_method_spec(name: str, ep: ExportedProgram) -> MethodSpec:
@@ -68,13 +68,3 @@ def exported_method_spec(name: str, ep: ExportedProgram) -> MethodSpec:
 def _tensor_spec(name: str, value: Any) -> TensorSpec:
     shape = tuple(d if isinstance(d, int) else DYNAMIC_DIM for d in value.shape)
     return TensorSpec(name, str(value.dtype).removeprefix("torch."), shape)
-
-
-def _example_specs(ep: ExportedProgram) -> tuple[TensorSpec, ...]:
-    import torch
-    from torch.utils import _pytree as pytree
-
-    if ep.example_inputs is None:
-        return ()
-    leaves = [x for x in pytree.tree_leaves(ep.example_inputs) if isinstance(x, torch.Tensor)]
-    return tuple(_tensor_spec(f"input_{i}", t) for i, t in enumerate(leaves))

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 # The program's method specs are the ones the store keeps: what a loader reports is stored as is.
-from pteforge.storage.domain import MethodSpec, TensorSpec, methods_to_json
+from pteforge.storage.domain import MethodSpec, methods_to_json
+from pteforge.storage.domain import TensorSpec as TensorSpec  # re-exported for the workers
 
 DYNAMIC_DIM = -1
 
@@ -30,27 +31,17 @@ class ProgramDescription:
     """What a disposable worker reported after really loading a pt2 archive."""
 
     methods: tuple[MethodSpec, ...]
-    example_inputs: dict[str, tuple[TensorSpec, ...]] = field(default_factory=dict)
 
     @property
     def method_names(self) -> tuple[str, ...]:
         return tuple(m.name for m in self.methods)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "methods": methods_to_json(self.methods),
-            "example_inputs": {k: [t.to_json() for t in v] for k, v in self.example_inputs.items()},
-        }
+        return {"methods": methods_to_json(self.methods)}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ProgramDescription:
-        return cls(
-            tuple(MethodSpec.from_json(m) for m in data["methods"]),
-            {
-                str(k): tuple(TensorSpec.from_json(t) for t in v)
-                for k, v in data["example_inputs"].items()
-            },
-        )
+        return cls(tuple(MethodSpec.from_json(m) for m in data["methods"]))
 
 
 @dataclass(frozen=True)
