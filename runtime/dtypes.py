@@ -1,32 +1,19 @@
-"""Mappings between ExecuTorch ScalarType codes, numpy dtypes and OIP datatypes."""
+"""Mappings between numpy dtypes and OIP datatypes, from the one dtype table.
+
+The ExecuTorch ScalarType codes and their OIP datatypes live in
+:mod:`pteforge.contracts.specs`; this module adds the numpy side the runtime feeds.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
+from pteforge.contracts.specs import OIP_DATATYPES
 from pteforge.runtime.errors import InvalidInputError
 
-# ExecuTorch ScalarType code -> (numpy dtype, Open Inference Protocol datatype).
-_SCALAR_TYPES: dict[int, tuple[np.dtype, str]] = {
-    0: (np.dtype(np.uint8), "UINT8"),
-    1: (np.dtype(np.int8), "INT8"),
-    2: (np.dtype(np.int16), "INT16"),
-    3: (np.dtype(np.int32), "INT32"),
-    4: (np.dtype(np.int64), "INT64"),
-    5: (np.dtype(np.float16), "FP16"),
-    6: (np.dtype(np.float32), "FP32"),
-    7: (np.dtype(np.float64), "FP64"),
-    11: (np.dtype(np.bool_), "BOOL"),
-}
-
-OIP_TO_NUMPY: dict[str, np.dtype] = {oip: np_dt for np_dt, oip in _SCALAR_TYPES.values()}
-NUMPY_TO_OIP: dict[np.dtype, str] = {np_dt: oip for np_dt, oip in _SCALAR_TYPES.values()}
-
-
-def oip_datatype(scalar_type: int) -> str:
-    """The OIP datatype of an ExecuTorch ScalarType code (``"UNSUPPORTED"`` if unmapped)."""
-    entry = _SCALAR_TYPES.get(scalar_type)
-    return entry[1] if entry else f"UNSUPPORTED({scalar_type})"
+# The OIP datatypes the runtime can feed, and their numpy dtypes (same names as torch's).
+OIP_TO_NUMPY: dict[str, np.dtype] = {oip: np.dtype(name) for name, oip in OIP_DATATYPES.items()}
+NUMPY_TO_OIP: dict[np.dtype, str] = {np_dt: oip for oip, np_dt in OIP_TO_NUMPY.items()}
 
 
 def numpy_dtype(datatype: str) -> np.dtype:

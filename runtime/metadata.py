@@ -1,106 +1,33 @@
-"""Method signatures (input/output names, datatypes and shapes) read from ``.pte`` metadata."""
+"""Method signatures (input/output names, dtypes and shapes) read from ``.pte`` metadata.
+
+The types are the shared contracts (:mod:`pteforge.contracts.specs`).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from pteforge.runtime.dtypes import oip_datatype
+from pteforge.contracts.specs import (
+    NON_TENSOR_DTYPE,
+    MethodSignature,
+    TensorNames,
+    TensorSpec,
+    et_dtype_name,
+)
 from pteforge.runtime.errors import ProgramLoadError
 
-
-@dataclass(frozen=True)
-class TensorSpec:
-    """One input or output of a method: its name, OIP datatype and shape.
-
-    ``shape`` has ``-1`` for dynamic dimensions; ``max_shape`` is then the upper bound
-    the program was planned for (ExecuTorch records dynamism per tensor, not per
-    dimension, so every dimension of a dynamic tensor is reported as ``-1``).
-    """
-
-    name: str
-    datatype: str
-    shape: tuple[int, ...]
-    max_shape: tuple[int, ...] | None = None
-
-    @property
-    def dynamic(self) -> bool:
-        return self.max_shape is not None
-
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "name": self.name,
-            "datatype": self.datatype,
-            "shape": list(self.shape),
-        }
-        if self.max_shape is not None:
-            data["max_shape"] = list(self.max_shape)
-        return data
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> TensorSpec:
-        max_shape = data.get("max_shape")
-        return cls(
-            str(data["name"]),
-            str(data["datatype"]),
-            tuple(int(d) for d in data["shape"]),
-            tuple(int(d) for d in max_shape) if max_shape is not None else None,
-        )
-
-
-@dataclass(frozen=True)
-class MethodSignature:
-    """The inputs and outputs of one method, in positional order."""
-
-    name: str
-    inputs: tuple[TensorSpec, ...]
-    outputs: tuple[TensorSpec, ...]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "inputs": [t.to_json() for t in self.inputs],
-            "outputs": [t.to_json() for t in self.outputs],
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> MethodSignature:
-        return cls(
-            str(data["name"]),
-            tuple(TensorSpec.from_json(t) for t in data["inputs"]),
-            tuple(TensorSpec.from_json(t) for t in data["outputs"]),
-        )
-
-    def named(self, names: TensorNames | None) -> MethodSignature:
-        """This signature with the program's own tensor names.
-
-        ``.pte`` metadata carries no names, so a method's specs are named ``input_0``, ...
-        until the program's graph-signature names are applied. Names that do not match the
-        method's arity one to one (or repeat) are ignored: positional names stay.
-        """
-        if names is None:
-            return self
-        return MethodSignature(
-            self.name,
-            _renamed(self.inputs, names.inputs),
-            _renamed(self.outputs, names.outputs),
-        )
-
-
-@dataclass(frozen=True)
-class TensorNames:
-    """The program's own names of a method's inputs and outputs, in positional order."""
-
-    inputs: tuple[str, ...]
-    outputs: tuple[str, ...]
-
-
-def _renamed(specs: tuple[TensorSpec, ...], names: Sequence[str]) -> tuple[TensorSpec, ...]:
-    if len(names) != len(specs) or len(set(names)) != len(names) or not all(names):
-        return specs
-    return tuple(replace(spec, name=name) for spec, name in zip(specs, names, strict=True))
+__all__ = [
+    "MethodSignature",
+    "TensorNames",
+    "TensorSpec",
+    "describe_program",
+    "describe_pte",
+    "input_name",
+    "output_name",
+    "read_dynamism",
+    "signature_from_meta",
+]
 
 
 def input_name(index: int) -> str:
@@ -121,12 +48,12 @@ def _tensor_spec(meta: Any, index: int, name: str, is_input: bool, dynamic: bool
     try:
         info = meta.input_tensor_meta(index) if is_input else meta.output_tensor_meta(index)
     except Exception:  # a non-tensor value (int, bool, ...) has no tensor metadata
-        return TensorSpec(name, "UNSUPPORTED", ())
+        return TensorSpec(name, NON_TENSOR_DTYPE, ())
     sizes = tuple(int(s) for s in info.sizes())
-    datatype = oip_datatype(int(info.dtype()))
+    dtype = et_dtype_name(int(info.dtype()))
     if dynamic:
-        return TensorSpec(name, datatype, tuple(-1 for _ in sizes), sizes)
-    return TensorSpec(name, datatype, sizes)
+        return TensorSpec(name, dtype, tuple(-1 for _ in sizes), sizes)
+    return TensorSpec(name, dtype, sizes)
 
 
 def signature_from_meta(

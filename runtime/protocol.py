@@ -246,8 +246,8 @@ def model_metadata(model_name: str, signature: MethodSignature) -> dict[str, Any
         "name": model_name,
         "versions": ["1"],
         "platform": "executorch",
-        "inputs": [spec.to_json() for spec in signature.inputs],
-        "outputs": [spec.to_json() for spec in signature.outputs],
+        "inputs": [spec.oip_json() for spec in signature.inputs],
+        "outputs": [spec.oip_json() for spec in signature.outputs],
     }
 
 

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+
+# A stored method's specs are the shared contract types (MethodSpec is storage's name for them).
+from pteforge.contracts.specs import MethodSignature as MethodSpec
+from pteforge.contracts.specs import TensorSpec as TensorSpec
+from pteforge.contracts.specs import methods_from_json as methods_from_json
+from pteforge.contracts.specs import methods_to_json as methods_to_json
 
 JsonObject = dict[str, Any]
 
@@ -24,74 +29,6 @@ class JobStatus(enum.StrEnum):
     def terminal(self) -> bool:
         """Whether no further transition is possible from this state."""
         return self in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELED)
-
-
-@dataclass(frozen=True)
-class TensorSpec:
-    """One input or output of a method: name, dtype name and shape (-1 for dynamic dims)."""
-
-    name: str
-    dtype: str
-    shape: tuple[int, ...]
-
-    def to_json(self) -> JsonObject:
-        return {"name": self.name, "dtype": self.dtype, "shape": list(self.shape)}
-
-    @classmethod
-    def from_json(cls, obj: Mapping[str, Any]) -> TensorSpec:
-        """Parse ``{"name", "dtype", "shape"}``; raises ValueError naming what is wrong."""
-        try:
-            name, dtype, shape = obj["name"], obj["dtype"], obj["shape"]
-        except (KeyError, TypeError) as exc:
-            raise ValueError(f"tensor spec needs name, dtype and shape: {obj!r}") from exc
-        if not isinstance(name, str) or not isinstance(dtype, str):
-            raise ValueError(f"tensor spec name and dtype must be strings: {obj!r}")
-        if not isinstance(shape, Sequence) or not all(
-            isinstance(d, int) and not isinstance(d, bool) for d in shape
-        ):
-            raise ValueError(f"tensor spec shape must be a list of ints: {obj!r}")
-        return cls(name=name, dtype=dtype, shape=tuple(shape))
-
-
-@dataclass(frozen=True)
-class MethodSpec:
-    """A program method with its input and output specs."""
-
-    name: str
-    inputs: tuple[TensorSpec, ...]
-    outputs: tuple[TensorSpec, ...]
-
-    def to_json(self) -> JsonObject:
-        return {
-            "name": self.name,
-            "inputs": [t.to_json() for t in self.inputs],
-            "outputs": [t.to_json() for t in self.outputs],
-        }
-
-    @classmethod
-    def from_json(cls, obj: Mapping[str, Any]) -> MethodSpec:
-        """Parse ``{"name", "inputs": [...], "outputs": [...]}``; raises ValueError."""
-        try:
-            name, inputs, outputs = obj["name"], obj["inputs"], obj["outputs"]
-        except (KeyError, TypeError) as exc:
-            raise ValueError(f"method spec needs name, inputs and outputs: {obj!r}") from exc
-        if not isinstance(name, str):
-            raise ValueError(f"method name must be a string: {obj!r}")
-        return cls(
-            name=name,
-            inputs=tuple(TensorSpec.from_json(t) for t in inputs),
-            outputs=tuple(TensorSpec.from_json(t) for t in outputs),
-        )
-
-
-def methods_to_json(methods: Sequence[MethodSpec]) -> list[JsonObject]:
-    """The JSON list form of several method specs."""
-    return [m.to_json() for m in methods]
-
-
-def methods_from_json(objs: Sequence[Mapping[str, Any]]) -> tuple[MethodSpec, ...]:
-    """Parse a JSON list of method specs; raises ValueError naming the bad entry."""
-    return tuple(MethodSpec.from_json(o) for o in objs)
 
 
 @dataclass(frozen=True)

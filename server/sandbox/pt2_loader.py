@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .limits import ArchiveLimits
 from .pt2_validator import validate_pt2_archive
-from .specs import DYNAMIC_DIM, MethodSpec, ProgramDescription, TensorSpec
+from .specs import MethodSpec, ProgramDescription
 
 if TYPE_CHECKING:
     from torch.export import ExportedProgram
@@ -43,28 +43,8 @@ def describe_programs(programs: dict[str, ExportedProgram]) -> ProgramDescriptio
 
 
 def exported_method_spec(name: str, ep: ExportedProgram) -> MethodSpec:
-    """The same :class:`MethodSpec` the static validator reads, taken from a live program."""
-    from torch.export.graph_signature import InputKind, OutputKind, TensorArgument
+    """The same :class:`MethodSpec` the static validator reads, taken from a live program:
+    the manager's reading of a program's signature, tensors only."""
+    from pteforge.manager.signature import method_signature
 
-    nodes = {n.name: n for n in ep.graph.nodes}
-    sig = ep.graph_signature
-
-    def spec(arg_name: str) -> TensorSpec:
-        return _tensor_spec(arg_name, nodes[arg_name].meta["val"])
-
-    inputs = tuple(
-        spec(s.arg.name)
-        for s in sig.input_specs
-        if s.kind == InputKind.USER_INPUT and isinstance(s.arg, TensorArgument)
-    )
-    outputs = tuple(
-        spec(s.arg.name)
-        for s in sig.output_specs
-        if s.kind == OutputKind.USER_OUTPUT and isinstance(s.arg, TensorArgument)
-    )
-    return MethodSpec(name, inputs, outputs)
-
-
-def _tensor_spec(name: str, value: Any) -> TensorSpec:
-    shape = tuple(d if isinstance(d, int) else DYNAMIC_DIM for d in value.shape)
-    return TensorSpec(name, str(value.dtype).removeprefix("torch."), shape)
+    return method_signature(name, ep, tensors_only=True)

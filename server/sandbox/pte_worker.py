@@ -4,26 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from pteforge.contracts.specs import et_dtype_name
+
 from .digests import read_verified
 from .specs import MethodSpec, TensorSpec
 from .worker_io import WorkerJob, worker_main
-
-# c10::ScalarType codes as reported by executorch's TensorInfo.dtype()
-_ET_DTYPES = {
-    0: "uint8",
-    1: "int8",
-    2: "int16",
-    3: "int32",
-    4: "int64",
-    5: "float16",
-    6: "float32",
-    7: "float64",
-    11: "bool",
-    15: "bfloat16",
-    27: "uint16",
-    28: "uint32",
-    29: "uint64",
-}
 
 
 def _tensor_specs(meta: Any, count: int, getter: str, prefix: str) -> tuple[TensorSpec, ...]:
@@ -33,7 +18,7 @@ def _tensor_specs(meta: Any, count: int, getter: str, prefix: str) -> tuple[Tens
             info = getattr(meta, getter)(i)
         except (RuntimeError, ValueError, IndexError):
             continue  # a non-tensor value (int, bool, None) has no tensor metadata
-        dtype = _ET_DTYPES.get(int(info.dtype()), f"scalar_type_{int(info.dtype())}")
+        dtype = et_dtype_name(int(info.dtype()))
         specs.append(TensorSpec(f"{prefix}_{i}", dtype, tuple(int(d) for d in info.sizes())))
     return tuple(specs)
 

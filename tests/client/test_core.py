@@ -87,8 +87,8 @@ def test_a_job_error_code_picks_the_class() -> None:
 def test_the_request_is_what_the_server_decodes_and_back() -> None:
     signature = MethodSignature(
         "decode",
-        (TensorSpec("tokens", "INT64", (1, 4)), TensorSpec("memory", "FP32", (1, 8, 32))),
-        (TensorSpec("logits", "FP32", (1, 4, 64)), TensorSpec("mask", "BOOL", (1, 4))),
+        (TensorSpec("tokens", "int64", (1, 4)), TensorSpec("memory", "float32", (1, 8, 32))),
+        (TensorSpec("logits", "float32", (1, 4, 64)), TensorSpec("mask", "bool", (1, 4))),
     )
     tokens = np.arange(4, dtype=np.int64).reshape(1, 4)
     memory = np.random.default_rng(0).standard_normal((1, 8, 32)).astype(np.float32)

@@ -11,8 +11,8 @@ from pteforge.runtime.metadata import MethodSignature, TensorNames, TensorSpec
 def _positional(inputs: int, outputs: int) -> MethodSignature:
     return MethodSignature(
         "forward",
-        tuple(TensorSpec(f"input_{i}", "FP32", (2,)) for i in range(inputs)),
-        tuple(TensorSpec(f"output_{i}", "FP32", (2,)) for i in range(outputs)),
+        tuple(TensorSpec(f"input_{i}", "float32", (2,)) for i in range(inputs)),
+        tuple(TensorSpec(f"output_{i}", "float32", (2,)) for i in range(outputs)),
     )
 
 

@@ -26,8 +26,8 @@ def _with(base: dict[str, object], **changes: object) -> dict[str, object]:
 
 SIG = MethodSignature(
     "decode",
-    (TensorSpec("input_0", "INT64", (1, 4)), TensorSpec("input_1", "FP32", (1, 2))),
-    (TensorSpec("output_0", "FP32", (2,)),),
+    (TensorSpec("input_0", "int64", (1, 4)), TensorSpec("input_1", "float32", (1, 2))),
+    (TensorSpec("output_0", "float32", (2,)),),
 )
 
 

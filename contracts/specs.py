@@ -1,0 +1,204 @@
+"""The tensor spec and the method signature: one type each, shared by every layer.
+
+The manager reads them from exported programs, the sandbox from pt2 archives and ``.pte``
+files, the runtime from ExecuTorch method metadata; storage keeps them and both APIs show
+them. ``dtype`` is always the torch/ExecuTorch dtype name (``float32``); the Open Inference
+Protocol datatype (``FP32``) that ``/v2`` shows is derived from it (:attr:`TensorSpec.datatype`).
+
+JSON forms, pinned by the API:
+
+* ``/v1`` and storage: ``{"name", "dtype", "shape"}`` (:meth:`TensorSpec.to_json`);
+* ``/v2`` metadata: ``{"name", "datatype", "shape"[, "max_shape"]}`` (:meth:`TensorSpec.oip_json`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Strict
+
+DYNAMIC_DIM = -1
+"""The size a spec reports for a dimension that may vary."""
+
+# ExecuTorch (c10) ScalarType code -> dtype name, as ``TensorInfo.dtype()`` reports it.
+ET_SCALAR_TYPES: dict[int, str] = {
+    0: "uint8",
+    1: "int8",
+    2: "int16",
+    3: "int32",
+    4: "int64",
+    5: "float16",
+    6: "float32",
+    7: "float64",
+    11: "bool",
+    15: "bfloat16",
+    27: "uint16",
+    28: "uint32",
+    29: "uint64",
+}
+_ET_CODES = {name: code for code, name in ET_SCALAR_TYPES.items()}
+_UNKNOWN_CODE_PREFIX = "scalar_type_"
+
+# dtype name -> Open Inference Protocol datatype, for the dtypes the runtime can feed.
+OIP_DATATYPES: dict[str, str] = {
+    "uint8": "UINT8",
+    "int8": "INT8",
+    "int16": "INT16",
+    "int32": "INT32",
+    "int64": "INT64",
+    "float16": "FP16",
+    "float32": "FP32",
+    "float64": "FP64",
+    "bool": "BOOL",
+}
+
+NON_TENSOR_DTYPE = "unknown"
+"""The dtype of a value that has no tensor metadata (its OIP datatype is ``UNSUPPORTED``)."""
+
+
+def et_dtype_name(scalar_type: int) -> str:
+    """The dtype name of an ExecuTorch ScalarType code (``scalar_type_N`` if unmapped)."""
+    return ET_SCALAR_TYPES.get(scalar_type, f"{_UNKNOWN_CODE_PREFIX}{scalar_type}")
+
+
+def oip_datatype(dtype: str) -> str:
+    """The OIP datatype of a dtype name; ``UNSUPPORTED(code)`` for an ExecuTorch dtype the
+    runtime cannot feed, plain ``UNSUPPORTED`` for anything else."""
+    if dtype in OIP_DATATYPES:
+        return OIP_DATATYPES[dtype]
+    code = _ET_CODES.get(dtype)
+    if code is None and dtype.startswith(_UNKNOWN_CODE_PREFIX):
+        code = int(dtype.removeprefix(_UNKNOWN_CODE_PREFIX))
+    return "UNSUPPORTED" if code is None else f"UNSUPPORTED({code})"
+
+
+Dims = tuple[Annotated[int, Strict()], ...]
+
+
+class TensorSpec(BaseModel):
+    """One input or output of a method: its name, dtype name and shape.
+
+    ``shape`` has ``-1`` (:data:`DYNAMIC_DIM`) for dynamic dimensions. ``max_shape`` is the
+    upper bound a ``.pte`` was planned for, when the runtime knows it (ExecuTorch records
+    dynamism per tensor, so every dimension of a dynamic tensor is then ``-1``).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    name: Annotated[str, Strict()]
+    dtype: Annotated[str, Strict()]
+    shape: Dims
+    max_shape: Dims | None = None
+
+    def __init__(
+        self,
+        name: str,
+        dtype: str,
+        shape: Iterable[int],
+        max_shape: Iterable[int] | None = None,
+    ) -> None:
+        super().__init__(
+            name=name,
+            dtype=dtype,
+            shape=tuple(shape),
+            max_shape=None if max_shape is None else tuple(max_shape),
+        )
+
+    @property
+    def datatype(self) -> str:
+        """The Open Inference Protocol datatype (``FP32``), as ``/v2`` names it."""
+        return oip_datatype(self.dtype)
+
+    @property
+    def dynamic(self) -> bool:
+        """Whether the runtime knows this tensor's size may vary up to ``max_shape``."""
+        return self.max_shape is not None
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``{"name", "dtype", "shape"[, "max_shape"]}`` form (``/v1``, storage, pipes)."""
+        return self.model_dump(mode="json", exclude_none=True)
+
+    @classmethod
+    def from_json(cls, data: Any) -> TensorSpec:
+        """Parse :meth:`to_json`'s form; raises ``pydantic.ValidationError`` (a ValueError)."""
+        return cls.model_validate(data)
+
+    def oip_json(self) -> dict[str, Any]:
+        """The ``/v2`` metadata form: ``{"name", "datatype", "shape"[, "max_shape"]}``."""
+        data: dict[str, Any] = {"name": self.name, "datatype": self.datatype}
+        data["shape"] = list(self.shape)
+        if self.max_shape is not None:
+            data["max_shape"] = list(self.max_shape)
+        return data
+
+
+class TensorNames(BaseModel):
+    """A program's own names of a method's inputs and outputs, in positional order."""
+
+    model_config = ConfigDict(frozen=True)
+
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+    def __init__(self, inputs: Iterable[str], outputs: Iterable[str]) -> None:
+        super().__init__(inputs=tuple(inputs), outputs=tuple(outputs))
+
+
+class MethodSignature(BaseModel):
+    """The inputs and outputs of one method, in positional order."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: Annotated[str, Strict()]
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+
+    def __init__(
+        self, name: str, inputs: Iterable[TensorSpec] = (), outputs: Iterable[TensorSpec] = ()
+    ) -> None:
+        super().__init__(name=name, inputs=tuple(inputs), outputs=tuple(outputs))
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"name", "inputs": [...], "outputs": [...]}`` with :meth:`TensorSpec.to_json`."""
+        return self.model_dump(mode="json", exclude_none=True)
+
+    @classmethod
+    def from_json(cls, data: Any) -> MethodSignature:
+        """Parse :meth:`to_json`'s form; raises ``pydantic.ValidationError`` (a ValueError)."""
+        return cls.model_validate(data)
+
+    def renamed(self, name: str) -> MethodSignature:
+        """The same specs under another method name."""
+        return self.model_copy(update={"name": name})
+
+    def named(self, names: TensorNames | None) -> MethodSignature:
+        """This signature with the program's own tensor names.
+
+        ``.pte`` metadata carries no names, so a method's specs are named ``input_0``, ...
+        until the program's graph-signature names are applied. Names that do not match the
+        method's arity one to one (or repeat) are ignored: positional names stay.
+        """
+        if names is None:
+            return self
+        inputs = _renamed(self.inputs, names.inputs)
+        outputs = _renamed(self.outputs, names.outputs)
+        return self.model_copy(update={"inputs": inputs, "outputs": outputs})
+
+
+def _renamed(specs: tuple[TensorSpec, ...], names: Sequence[str]) -> tuple[TensorSpec, ...]:
+    if len(names) != len(specs) or len(set(names)) != len(names) or not all(names):
+        return specs
+    return tuple(
+        spec.model_copy(update={"name": name}) for spec, name in zip(specs, names, strict=True)
+    )
+
+
+def methods_to_json(methods: Sequence[MethodSignature]) -> list[dict[str, Any]]:
+    """The JSON list form of several method signatures."""
+    return [m.to_json() for m in methods]
+
+
+def methods_from_json(objs: Sequence[Any]) -> tuple[MethodSignature, ...]:
+    """Parse a JSON list of method signatures; raises a ValueError naming the bad entry."""
+    return tuple(MethodSignature.from_json(o) for o in objs)
