@@ -22,7 +22,8 @@ from pteforge.server.error_map import layer_translations
 from pteforge.server.errors import install_error_handlers
 from pteforge.server.fork_server import start_fork_server
 from pteforge.server.http.openapi import install_openapi
-from pteforge.server.inference_mount import mount_inference, start_runtime_pool
+from pteforge.server.inference import router as inference_router
+from pteforge.server.inference.startup import start_runtime_pool, store_inference_state
 from pteforge.server.jobs.metrics import OperationsCollector
 from pteforge.server.jobs.router import router as jobs_router
 from pteforge.server.jobs.supervisor import WorkerSupervisor
@@ -80,17 +81,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         services.job_canceled = supervisor.interrupt
         pool = await run_in_threadpool(start_runtime_pool, settings)
         registry = await run_in_threadpool(operations_registry, services)
-        # /v2 exists only once its runtime is up, so it is added here rather than in the factory.
-        mount_inference(
-            app,
-            services.store,
-            pool,
-            max_request_bytes=settings.max_infer_request_bytes,
-            registry=registry,
+        # The /v2 routes (created with the app) serve this startup's pool until shutdown.
+        app.state.inference = store_inference_state(
+            services.store, pool, registry, max_request_bytes=settings.max_infer_request_bytes
         )
         try:
             yield
         finally:
+            del app.state.inference
             pool.close()
             supervisor.stop()
             services.store.close()
@@ -106,4 +104,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     mount_dashboard(app)
     for router in (health.router, programs_router, jobs_router, artifacts_router, backends_router):
         app.include_router(router)
+    app.include_router(inference_router)
     return app

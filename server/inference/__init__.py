@@ -1,24 +1,31 @@
-"""The /v2 Open Inference Protocol feature of the server: ``build_inference_router``.
+"""The /v2 Open Inference Protocol feature of the server.
 
-Mounting it (the server owns the pool's lifetime, the resolver and the auth function, an
-async function of the request returning the caller: see ``cached_principal``)::
+The app includes ``router`` when it is created; its lifespan starts the runtime pool and
+sets the routes' state, closing the pool on shutdown (see ``pteforge.server.app``)::
 
-    from prometheus_client import CollectorRegistry
-    from pteforge.runtime import RuntimePool
-    from pteforge.runtime.native import NativeBuildError, build_xnnpack_options
+    from pteforge.server.inference import router
+    from pteforge.server.inference.startup import start_runtime_pool, store_inference_state
 
-    try:
-        shim = build_xnnpack_options(home / "native")   # XNNPACK weight cache on
-    except NativeBuildError:
-        shim = None                                       # runs, without the cache
-    pool = RuntimePool(workers, cache_bytes, home / "runtime-artifacts",
-                       weight_cache_library=shim)
-    app.include_router(build_inference_router(resolver, pool, principal_of, registry))
+    app.include_router(router)                      # in the factory
     ...
-    pool.close()  # on shutdown
+    pool = start_runtime_pool(settings)             # in the lifespan
+    app.state.inference = store_inference_state(store, pool, registry)
+    ...
+    pool.close()                                    # on shutdown
+
+An app of its own over any ``ArtifactResolver`` and auth function (benchmarks, runtime
+tests) includes ``build_inference_router(resolver, pool, auth, registry)`` instead.
 """
 
+from pteforge.server.inference.dependencies import InferenceState, new_inference_state
 from pteforge.server.inference.resolver import ArtifactResolver, ResolvedArtifact
-from pteforge.server.inference.routes import build_inference_router
+from pteforge.server.inference.routes import build_inference_router, router
 
-__all__ = ["ArtifactResolver", "ResolvedArtifact", "build_inference_router"]
+__all__ = [
+    "ArtifactResolver",
+    "InferenceState",
+    "ResolvedArtifact",
+    "build_inference_router",
+    "new_inference_state",
+    "router",
+]

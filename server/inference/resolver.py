@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from pteforge.runtime import ArtifactSource, TensorNames
+from pteforge.server.auth.dependencies import Principal
 
 
 @dataclass(frozen=True)
@@ -28,7 +29,7 @@ class ResolvedArtifact:
 class ArtifactResolver(Protocol):
     """Looks up artifacts for the /v2 routes (implemented by the server over storage)."""
 
-    def resolve(self, principal: Any, artifact_id: str) -> ResolvedArtifact | None:
-        """The artifact ``artifact_id`` if ``principal`` (what the auth dependency returned)
+    def resolve(self, principal: Principal, artifact_id: str) -> ResolvedArtifact | None:
+        """The artifact ``artifact_id`` if ``principal`` (the caller the auth function returned)
         may see it, else ``None`` (answered as 404, also for another project's artifact)."""
         ...

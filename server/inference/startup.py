@@ -1,13 +1,12 @@
-"""Wiring the ``/v2`` inference router to storage and a runtime pool from settings."""
+"""What the app's lifespan starts for ``/v2``: the runtime pool from settings, and the
+routes' state over the store (artifacts by project, cached bearer tokens)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 
 from pteforge import __version__
@@ -16,8 +15,13 @@ from pteforge.runtime.native import NativeBuildError, build_xnnpack_options
 from pteforge.runtime.sessions import SessionLimits
 from pteforge.server.auth.cache import TtlCache
 from pteforge.server.auth.dependencies import DEFAULT_TOKEN_TTL_S, Principal, cached_principal
-from pteforge.server.inference import ResolvedArtifact, build_inference_router
-from pteforge.server.inference.routes import DEFAULT_MAX_REQUEST_BYTES, DEFAULT_RESOLVE_TTL_S
+from pteforge.server.inference.bodies import DEFAULT_MAX_REQUEST_BYTES
+from pteforge.server.inference.dependencies import (
+    DEFAULT_RESOLVE_TTL_S,
+    InferenceState,
+    new_inference_state,
+)
+from pteforge.server.inference.resolver import ResolvedArtifact
 from pteforge.server.settings import Settings
 from pteforge.storage.domain import MethodSpec
 from pteforge.storage.store import Store
@@ -31,8 +35,8 @@ class StoreArtifactResolver:
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    def resolve(self, principal: Any, artifact_id: str) -> ResolvedArtifact | None:
-        assert isinstance(principal, Principal)
+    def resolve(self, principal: Principal, artifact_id: str) -> ResolvedArtifact | None:
+        """The artifact ``artifact_id`` of the caller's project, if it has one."""
         with self.store.transaction() as tx:
             artifact = tx.artifacts.get(principal.project_id, artifact_id)
         if artifact is None:
@@ -83,30 +87,28 @@ def start_runtime_pool(settings: Settings) -> RuntimePool:
     )
 
 
-def mount_inference(
-    app: FastAPI,
+def store_inference_state(
     store: Store,
     pool: RuntimePool,
+    registry: CollectorRegistry,
     *,
     token_ttl_s: float = DEFAULT_TOKEN_TTL_S,
     artifact_ttl_s: float = DEFAULT_RESOLVE_TTL_S,
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
-    registry: CollectorRegistry | None = None,
-) -> None:
-    """Add ``/v2`` (and ``/metrics``, serving ``registry`` with the /v2 metrics added) to
-    ``app``, authenticated like ``/v1``.
+) -> InferenceState:
+    """The state the app's lifespan sets as ``app.state.inference``: ``/v2`` over ``pool``,
+    authenticated like ``/v1``, with ``/metrics`` serving ``registry`` (the /v2 metrics added).
 
     To keep database transactions off the per-request path, a resolved token is trusted for
     ``token_ttl_s`` and a resolved artifact for ``artifact_ttl_s`` seconds (1 s each by
     default): revoking a token or deleting an artifact takes effect on ``/v2`` within that.
     """
-    router = build_inference_router(
+    return new_inference_state(
         StoreArtifactResolver(store),
         pool,
         cached_principal(store, TtlCache(token_ttl_s)),
-        registry or CollectorRegistry(),
+        registry,
         server_version=__version__,
         resolve_ttl_s=artifact_ttl_s,
         max_request_bytes=max_request_bytes,
     )
-    app.include_router(router)

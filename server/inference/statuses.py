@@ -8,6 +8,10 @@ sessions hold all the memory they may, shutting down).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
+from starlette.responses import JSONResponse, Response
+
 from pteforge.runtime import (
     ArtifactIntegrityError,
     InvalidInputError,
@@ -26,6 +30,16 @@ from pteforge.runtime.errors import (
     SessionMemoryError,
     UnknownSessionError,
 )
+from pteforge.server.inference.metrics import InferenceMetrics
+
+
+class NotFoundError(RuntimeLayerError):
+    """The model (artifact or method) does not exist for this caller."""
+
+
+class RequestTooLargeError(RuntimeLayerError):
+    """An infer request body, as sent or once decompressed, is over the size limit (413)."""
+
 
 # Seconds a client should wait before retrying, per server-side failure.
 RETRY_AFTER_S: list[tuple[type[RuntimeLayerError], int]] = [
@@ -57,3 +71,30 @@ def status_of(exc: RuntimeLayerError) -> tuple[int, dict[str, str]]:
     if isinstance(exc, ArtifactIntegrityError | SessionLostError):
         return 500, {}  # our fault: stored bytes off their hash, pool and worker out of step
     return 422, {}  # the artifact cannot be loaded or fails on these inputs
+
+
+def http_status(exc: RuntimeLayerError) -> tuple[int, dict[str, str]]:
+    """HTTP status (and extra headers, e.g. ``Retry-After``) of a runtime-layer error on /v2."""
+    if isinstance(exc, RequestTooLargeError):
+        return 413, {}
+    if isinstance(exc, NotFoundError):
+        return 404, {}
+    return status_of(exc)
+
+
+def error_response(status: int, message: str) -> JSONResponse:
+    """The /v2 error body: ``{"error": "..."}``."""
+    return JSONResponse({"error": message}, status_code=status)
+
+
+async def answered(metrics: InferenceMetrics, route: str, work: Awaitable[Response]) -> Response:
+    """The response of ``work``, or the /v2 error answering the runtime-layer error it
+    raised; either way counted in ``metrics`` under ``route``."""
+    try:
+        response = await work
+    except RuntimeLayerError as exc:
+        status, headers = http_status(exc)
+        response = error_response(status, str(exc))
+        response.headers.update(headers)
+    metrics.observe_request(route, response.status_code)
+    return response

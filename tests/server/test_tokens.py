@@ -9,7 +9,7 @@ import httpx
 
 from tests.server.service import ServiceProcess, wait_until
 
-# /v2 trusts a resolved token for this long (inference_mount's default token TTL).
+# /v2 trusts a resolved token for this long (the /v2 default, DEFAULT_TOKEN_TTL_S).
 V2_TOKEN_TTL_S = 1.0
 
 

@@ -1,0 +1,73 @@
+"""Reading an infer request body: its size limit, ``Content-Encoding`` and JSON header length."""
+
+from __future__ import annotations
+
+import zlib
+
+from starlette.requests import Request
+
+from pteforge.runtime.protocol import HEADER_LENGTH, ProtocolError
+from pteforge.server.inference.statuses import RequestTooLargeError
+
+# Requests whose JSON part is larger than this are decoded in the threadpool, so a big JSON
+# tensor cannot stall the event loop; smaller ones (and binary tensors) stay on the loop.
+INLINE_JSON_BYTES = 64 << 10
+# Largest infer request body, as sent and once decompressed; it is held in memory whole.
+DEFAULT_MAX_REQUEST_BYTES = 256 << 20
+
+_WBITS = {"gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+
+
+def header_length(request: Request) -> int | None:
+    """The ``Inference-Header-Content-Length`` of a binary request, ``None`` for plain JSON."""
+    raw = request.headers.get(HEADER_LENGTH)
+    if raw is None:
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise ProtocolError(f"{HEADER_LENGTH} must be an integer, got {raw!r}") from None
+
+
+def content_encoding(request: Request) -> str:
+    """The request's ``Content-Encoding``, lower case (``identity`` when absent)."""
+    return request.headers.get("content-encoding", "identity").lower()
+
+
+def decompressed(encoding: str, body: bytes, limit: int) -> bytes:
+    """The body without its ``Content-Encoding`` (tritonclient can gzip or deflate requests),
+    inflated to at most ``limit`` bytes: a small compressed body must not expand to gigabytes."""
+    if encoding == "identity":
+        return body
+    if encoding not in _WBITS:
+        raise ProtocolError(f"unsupported Content-Encoding {encoding!r} (gzip, deflate)")
+    inflater = zlib.decompressobj(_WBITS[encoding])
+    try:
+        inflated = inflater.decompress(body, limit + 1)
+    except zlib.error as exc:
+        raise ProtocolError(f"cannot decompress the {encoding} request body: {exc}") from None
+    if len(inflated) > limit:
+        raise RequestTooLargeError(f"the {encoding} request body inflates to over {limit} bytes")
+    if not inflater.eof or inflater.unused_data:
+        raise ProtocolError(f"the {encoding} request body is truncated or has trailing data")
+    return inflated
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, refused (413) as soon as it is known to exceed ``limit`` bytes."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise RequestTooLargeError(f"request body of {declared} bytes is over {limit} bytes")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise RequestTooLargeError(f"request body is over {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def inline(encoding: str, body: bytes, json_length: int | None) -> bool:
+    """Whether decoding this request is cheap enough to do on the event loop."""
+    json_bytes = len(body) if json_length is None else json_length
+    return encoding == "identity" and json_bytes <= INLINE_JSON_BYTES

@@ -1,0 +1,97 @@
+"""What the /v2 routes reach through ``request.app.state``: the runtime pool, the artifact
+resolver, the auth function, the caches and the metrics of the running app.
+
+The app's lifespan builds one ``InferenceState`` per startup (``new_inference_state``) and
+sets it as ``app.state.inference``; the routes, created with the app, read it per request,
+so a second startup of the same app serves its own new pool.
+"""
+
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Request
+from prometheus_client import CollectorRegistry
+
+from pteforge.runtime import RuntimePool
+from pteforge.server.auth.cache import TtlCache
+from pteforge.server.auth.dependencies import Principal
+from pteforge.server.inference.bodies import DEFAULT_MAX_REQUEST_BYTES
+from pteforge.server.inference.metrics import InferenceMetrics
+from pteforge.server.inference.resolver import ArtifactResolver, ResolvedArtifact
+
+DEFAULT_RESOLVE_TTL_S = 1.0
+
+Authenticate = Callable[[Request], Awaitable[Principal]]
+"""An async function of the request returning the caller, or raising (e.g. an error the
+app's handlers turn into 401): ``pteforge.server.auth.dependencies.cached_principal``."""
+
+
+@dataclass(frozen=True)
+class InferenceState:
+    """The /v2 side of one running app: set as ``app.state.inference`` by its lifespan."""
+
+    pool: RuntimePool
+    resolver: ArtifactResolver
+    authenticate: Authenticate
+    registry: CollectorRegistry
+    """What ``/metrics`` serves (the /v2 and pool metrics are added to it)."""
+    metrics: InferenceMetrics
+    artifacts: TtlCache[tuple[Principal, str], ResolvedArtifact]
+    """Resolved artifacts by (principal, artifact id); misses are not cached."""
+    max_request_bytes: int
+    server_version: str
+
+
+def new_inference_state(
+    resolver: ArtifactResolver,
+    pool: RuntimePool,
+    authenticate: Authenticate,
+    registry: CollectorRegistry,
+    *,
+    server_version: str = "0",
+    resolve_ttl_s: float = DEFAULT_RESOLVE_TTL_S,
+    clock: Callable[[], float] = time.monotonic,
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+) -> InferenceState:
+    """The state of the /v2 routes over ``pool`` (which the caller owns and closes).
+
+    Metrics go to ``registry``. A resolved artifact is remembered per (principal, artifact
+    id) for ``resolve_ttl_s`` seconds (0 turns that off), so a deleted artifact may still
+    run for that long; ``clock`` times that. An infer body over ``max_request_bytes``, as
+    sent or once decompressed, gets a 413.
+    """
+    return InferenceState(
+        pool=pool,
+        resolver=resolver,
+        authenticate=authenticate,
+        registry=registry,
+        metrics=InferenceMetrics(registry, pool),
+        artifacts=TtlCache(resolve_ttl_s, clock=clock),
+        max_request_bytes=max_request_bytes,
+        server_version=server_version,
+    )
+
+
+def running_state(request: Request) -> InferenceState | None:
+    """The /v2 state of the app serving ``request``; ``None`` outside its lifespan."""
+    state: InferenceState | None = getattr(request.app.state, "inference", None)
+    return state
+
+
+def inference_state(request: Request) -> InferenceState:
+    """Dependency: the /v2 state of the running app (503 when its runtime is not started)."""
+    state = running_state(request)
+    if state is None:
+        raise HTTPException(503, "the inference runtime is not running")
+    return state
+
+
+async def authenticated(request: Request) -> Principal:
+    """Dependency: the caller, authenticated by the running app's auth function."""
+    return await inference_state(request).authenticate(request)
+
+
+State = Annotated[InferenceState, Depends(inference_state)]
+Caller = Annotated[Principal, Depends(authenticated)]

@@ -1,0 +1,101 @@
+"""``POST /v2/models/{model}/infer``: a documented route that skips FastAPI's request solving.
+
+FastAPI's parameter and dependency solving cost about a third of the server's CPU on this
+route, so ``BareRoute`` calls its endpoint with the request and the raw path parameters;
+the endpoint's signature and ``openapi_extra`` still document it like any other route.
+"""
+
+import time
+from collections.abc import Awaitable, Callable, Coroutine
+from functools import partial
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+from fastapi.routing import APIRoute
+
+from pteforge.runtime.protocol import HEADER_LENGTH
+from pteforge.server.auth.dependencies import Principal
+from pteforge.server.inference.bodies import content_encoding, header_length, read_body
+from pteforge.server.inference.dependencies import InferenceState, inference_state
+from pteforge.server.inference.routes_models import TAG
+from pteforge.server.inference.statuses import answered
+from pteforge.server.inference.work import infer as run_infer
+
+INFER_DOC: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {"schema": {"type": "object"}},
+            "application/octet-stream": {
+                "schema": {"type": "string", "format": "binary"},
+                "description": "Binary tensor data extension: a JSON header of "
+                "`Inference-Header-Content-Length` bytes, then the raw tensors.",
+            },
+        },
+    }
+}
+
+
+async def _call_bare(endpoint: Callable[..., Awaitable[Response]], request: Request) -> Response:
+    return await endpoint(request, **request.path_params)
+
+
+class BareRoute(APIRoute):
+    """An ``APIRoute`` whose endpoint is called as ``endpoint(request, **path_params)``: no
+    dependencies, no validation (path parameters stay strings), the response as returned."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        return partial(_call_bare, self.endpoint)
+
+
+def _infer_response(body: bytes, json_length: int | None) -> Response:
+    if json_length is None:
+        return Response(body, media_type="application/json")
+    return Response(
+        body, media_type="application/octet-stream", headers={HEADER_LENGTH: str(json_length)}
+    )
+
+
+async def _infer(
+    state: InferenceState, principal: Principal, request: Request, model: str
+) -> Response:
+    start = time.perf_counter()
+    json_length = header_length(request)
+    encoding = content_encoding(request)
+    body = await read_body(request, state.max_request_bytes)
+    out, out_json_length, timings = await run_infer(
+        state, principal, model, body, encoding, json_length
+    )
+    state.metrics.observe_timings(time.perf_counter() - start, timings)
+    return _infer_response(out, out_json_length)
+
+
+async def infer(request: Request, model: str) -> Response:
+    """Run a method on JSON tensors, or binary tensors (`Inference-Header-Content-Length`);
+    `sequence_id`, `sequence_start` and `sequence_end` parameters run it in a session."""
+    state = inference_state(request)
+    principal = await state.authenticate(request)
+    return await answered(state.metrics, "infer", _infer(state, principal, request, model))
+
+
+async def infer_versioned(request: Request, model: str, version: str) -> Response:
+    """``infer``; the version is ignored."""
+    return await infer(request, model)
+
+
+router = APIRouter(tags=[TAG], route_class=BareRoute)
+router.add_api_route(
+    "/v2/models/{model}/infer",
+    infer,
+    methods=["POST"],
+    summary="Run a method (JSON or binary tensors)",
+    openapi_extra=INFER_DOC,
+    responses={200: {"content": {"application/octet-stream": {}}}},
+)
+router.add_api_route(
+    "/v2/models/{model}/versions/{version}/infer",
+    infer_versioned,
+    methods=["POST"],
+    include_in_schema=False,
+)

@@ -1,0 +1,93 @@
+"""The /v2 health, server and model routes, and ``/metrics``.
+
+Each route reaches the running app's runtime through ``request.app.state.inference`` (see
+``dependencies``), so the routes are created once, with the app.
+"""
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from pteforge.runtime.protocol import BINARY_EXTENSION, model_metadata
+from pteforge.server.auth.dependencies import Principal
+from pteforge.server.inference.dependencies import (
+    Caller,
+    InferenceState,
+    State,
+    inference_state,
+    running_state,
+)
+from pteforge.server.inference.sequences import SEQUENCE_EXTENSION
+from pteforge.server.inference.statuses import answered
+from pteforge.server.inference.work import model_of
+
+TAG = "inference (Open Inference Protocol v2)"
+
+router = APIRouter(tags=[TAG])
+
+
+@router.get("/v2/health/live", summary="Liveness (no token needed)")
+async def live() -> dict[str, bool]:
+    """The server process answers."""
+    return {"live": True}
+
+
+@router.get("/v2/health/ready", summary="Readiness (no token needed)")
+async def ready(request: Request) -> Any:
+    """200 once the runtime pool can serve, else 503."""
+    state = running_state(request)
+    if state is None or not state.pool.ready:
+        return JSONResponse({"ready": False}, status_code=503)
+    return {"ready": True}
+
+
+@router.get("/v2", summary="Server metadata")
+async def server_metadata(principal: Caller, state: State) -> dict[str, Any]:
+    """Name, version and the protocol extensions served."""
+    extensions = [BINARY_EXTENSION, SEQUENCE_EXTENSION]
+    return {"name": "pteforge", "version": state.server_version, "extensions": extensions}
+
+
+async def _metadata(state: InferenceState, principal: Principal, model: str) -> Response:
+    _, signature = await model_of(state, principal, model)
+    return JSONResponse(model_metadata(model, signature))
+
+
+@router.get("/v2/models/{model}", summary="Model metadata of `{artifact_id}.{method}`")
+async def metadata(model: str, principal: Caller, state: State) -> Response:
+    """The inputs and outputs of a method (`-1` for dynamic dimensions)."""
+    return await answered(state.metrics, "metadata", _metadata(state, principal, model))
+
+
+@router.get("/v2/models/{model}/versions/{version}", include_in_schema=False)
+async def metadata_versioned(model: str, version: str, principal: Caller, state: State) -> Response:
+    """``metadata``; the version is ignored (an artifact id names one immutable artifact)."""
+    return await metadata(model, principal, state)
+
+
+async def _ready(state: InferenceState, principal: Principal, model: str) -> Response:
+    await model_of(state, principal, model)
+    return JSONResponse({"name": model, "ready": True})
+
+
+@router.get("/v2/models/{model}/ready", summary="Model readiness")
+async def model_ready(model: str, principal: Caller, state: State) -> Response:
+    """200 when the caller's artifact has that method and it loads."""
+    return await answered(state.metrics, "ready", _ready(state, principal, model))
+
+
+@router.get("/v2/models/{model}/versions/{version}/ready", include_in_schema=False)
+async def model_ready_versioned(
+    model: str, version: str, principal: Caller, state: State
+) -> Response:
+    """``model_ready``; the version is ignored."""
+    return await model_ready(model, principal, state)
+
+
+@router.get("/metrics", summary="Prometheus metrics", include_in_schema=False)
+async def prometheus(request: Request) -> Response:
+    """The running app's metrics registry, Prometheus text format."""
+    registry = inference_state(request).registry
+    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,73 @@
+"""/v2 across lifespans: the routes are created with the app and reach the runtime pool of
+the current startup, so the same app object started twice serves infer on the second start
+(when /v2 was added inside the lifespan, the second start kept the first, closed pool)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+import torch
+from fastapi import FastAPI
+
+from pteforge.server.app import create_app
+from pteforge.server.bootstrap import bootstrap_if_empty
+from pteforge.server.settings import Settings
+from pteforge.server.store import open_service_store
+from tests.models import small_mlp_programs
+from tests.runtime.helpers import compile_pte, serve
+
+
+def _admin_token(settings: Settings) -> str:
+    """The bootstrap admin token, created before the app starts (so it is known here)."""
+    store = open_service_store(settings)
+    try:
+        boot = bootstrap_if_empty(store)
+    finally:
+        store.close()
+    assert boot is not None
+    return boot.token
+
+
+def _infer(client: httpx.Client, model: str, x: np.ndarray) -> np.ndarray:
+    name = client.get(f"/v2/models/{model}").json()["inputs"][0]["name"]
+    tensor = {"name": name, "datatype": "FP32", "shape": list(x.shape), "data": x.ravel().tolist()}
+    response = client.post(f"/v2/models/{model}/infer", json={"inputs": [tensor]})
+    assert response.status_code == 200, response.text
+    output = response.json()["outputs"][0]
+    return np.asarray(output["data"], dtype=np.float32).reshape(output["shape"])
+
+
+@pytest.fixture(scope="module")
+def started(tmp_path_factory: pytest.TempPathFactory) -> tuple[FastAPI, str, Path]:
+    root = tmp_path_factory.mktemp("v2-lifespan")
+    settings = Settings(home=root / "home", compile_workers=0, runtime_pool_size=1)
+    token = _admin_token(settings)
+    compiled = compile_pte(small_mlp_programs(), root / "mlp.pte")
+    return create_app(settings), token, compiled.path
+
+
+def test_the_same_app_started_twice_serves_infer_on_its_new_pool(
+    started: tuple[FastAPI, str, Path],
+) -> None:
+    app, token, pte = started
+    model = small_mlp_programs()
+    x = model.inputs["forward"][0]
+    with torch.no_grad():
+        expected = model.eager["forward"](x).numpy()
+    headers = {"Authorization": f"Bearer {token}"}
+    pools = []
+    for start in range(2):
+        with serve(app, deadline_s=180) as url, httpx.Client(base_url=url, headers=headers) as c:
+            if start == 0:
+                upload = c.post("/v1/artifacts", files={"pte": ("mlp.pte", pte.read_bytes())})
+                assert upload.status_code == 201, upload.text
+                artifact_id = upload.json()["id"]
+            assert c.get("/v2/health/ready").json() == {"ready": True}
+            got = _infer(c, f"{artifact_id}.forward", x.numpy())
+            np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+            pools.append(app.state.inference.pool)
+        assert not hasattr(app.state, "inference")  # shutdown took the state away
+    assert pools[0] is not pools[1]
