@@ -13,40 +13,24 @@ from typing import Any, Literal, TypeVar, overload
 
 import httpx
 
-from pteforge.client.calls import Attempts, Call, Reply, RetryPolicy
-from pteforge.client.config import load_credentials
+from pteforge.client.calls import Attempts, Call, Reply
+from pteforge.client.core import ClientCore
 from pteforge.client.files import ProgramSource, partial_file, program_files
 from pteforge.client.models import Artifact, InferResult, Job, Program
-from pteforge.client.operations import Op, Operations, Ref
-from pteforge.client.sessions import SequenceState, check_sessions
+from pteforge.client.operations import Op, Ref
+from pteforge.client.sessions import SequenceSession, SequenceState, check_sessions
 from pteforge.client.sinks import ProgressCallback, StageCallback
 from pteforge.client.tensors import Inputs
-from pteforge.client.transport import (
-    DEFAULT_TIMEOUT,
-    RETRYABLE_ERRORS,
-    client_options,
-    request_args,
-)
+from pteforge.client.transport import RETRYABLE_ERRORS, request_args
 
 T = TypeVar("T")
 
 
-class AsyncClient:
+class AsyncClient(ClientCore[httpx.AsyncClient]):
     """A pteforge service, for asyncio; see ``Client`` (same arguments, same calls)."""
 
-    def __init__(
-        self,
-        url: str | None = None,
-        token: str | None = None,
-        *,
-        timeout: float = DEFAULT_TIMEOUT,
-        retries: int = 4,
-    ) -> None:
-        creds = load_credentials(url, token)
-        self.url = creds.url.rstrip("/")
-        self._http = httpx.AsyncClient(**client_options(creds.url, creds.token, timeout))
-        self._ops = Operations()
-        self._policy = RetryPolicy(retries=retries)
+    def _open(self, options: dict[str, Any]) -> httpx.AsyncClient:
+        return httpx.AsyncClient(**options)
 
     async def close(self) -> None:
         await self._http.aclose()
@@ -211,18 +195,9 @@ class AsyncClient:
         yield AsyncSession(self, artifact, SequenceState(sequence_id))
 
 
-class AsyncSession:
+class AsyncSession(SequenceSession[AsyncClient]):
     """Calls of one sequence; ``end=True`` on the last frees it on the server (otherwise
     the server's idle timeout does)."""
-
-    def __init__(self, client: AsyncClient, artifact: Ref, state: SequenceState) -> None:
-        self._client = client
-        self._artifact = artifact
-        self.state = state
-
-    @property
-    def id(self) -> str | int:
-        return self.state.id
 
     async def infer(self, method: str, inputs: Inputs, *, end: bool = False) -> InferResult:
         params = self.state.parameters(end)

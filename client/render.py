@@ -16,6 +16,7 @@ from rich.progress import (
     BarColumn,
     DownloadColumn,
     Progress,
+    ProgressColumn,
     TaskID,
     TextColumn,
     TimeElapsedColumn,
@@ -72,23 +73,19 @@ class Output:
             yield progress
 
 
-class StageDisplay:
-    """Shows each stage as its event arrives: ``[i/N] stage`` and how long the last took."""
+class _LiveBar:
+    """A rich progress bar shown only on a terminal, with one task while :meth:`running`."""
 
-    def __init__(self, console: Console, planned: list[str]) -> None:
-        self.console = console
-        self.planned = planned
+    def __init__(self, console: Console, *columns: ProgressColumn, **options: Any) -> None:
         self.live = console.is_terminal
         self.progress = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            TimeElapsedColumn(),
-            console=console,
-            transient=False,
+            TextColumn("{task.description}"), BarColumn(), *columns, console=console, **options
         )
         self.task: TaskID | None = None
-        self.current: str | None = None
-        self.since = time.perf_counter()
+
+    def _first_task(self) -> tuple[str, int | None]:
+        """The description and total of the bar's task when it starts."""
+        raise NotImplementedError
 
     @contextmanager
     def running(self) -> Iterator[None]:
@@ -96,8 +93,23 @@ class StageDisplay:
             yield
             return
         with self.progress:
-            self.task = self.progress.add_task("submitted", total=len(self.planned))
+            description, total = self._first_task()
+            self.task = self.progress.add_task(description, total=total)
             yield
+
+
+class StageDisplay(_LiveBar):
+    """Shows each stage as its event arrives: ``[i/N] stage`` and how long the last took."""
+
+    def __init__(self, console: Console, planned: list[str]) -> None:
+        super().__init__(console, TimeElapsedColumn(), transient=False)
+        self.console = console
+        self.planned = planned
+        self.current: str | None = None
+        self.since = time.perf_counter()
+
+    def _first_task(self) -> tuple[str, int | None]:
+        return "submitted", len(self.planned)
 
     def __call__(self, job: Job) -> None:
         """``on_stage`` of ``Client.compile``: one step per planned stage, in order."""
@@ -127,29 +139,15 @@ class StageDisplay:
             self.progress.update(self.task, completed=completed)
 
 
-class ByteProgress:
+class ByteProgress(_LiveBar):
     """``on_progress(received, total)`` of ``Client.download`` as a rich bar."""
 
     def __init__(self, console: Console, what: str) -> None:
-        self.live = console.is_terminal
+        super().__init__(console, DownloadColumn(), TransferSpeedColumn())
         self.what = what
-        self.progress = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            DownloadColumn(),
-            TransferSpeedColumn(),
-            console=console,
-        )
-        self.task: TaskID | None = None
 
-    @contextmanager
-    def running(self) -> Iterator[None]:
-        if not self.live:
-            yield
-            return
-        with self.progress:
-            self.task = self.progress.add_task(self.what, total=None)
-            yield
+    def _first_task(self) -> tuple[str, int | None]:
+        return self.what, None
 
     def __call__(self, received: int, total: int | None) -> None:
         if self.task is not None:

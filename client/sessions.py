@@ -5,11 +5,13 @@ on the last). Shared by the sync and async session objects; no I/O."""
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from pteforge.client.errors import PteforgeError, SessionsUnavailableError
+from pteforge.client.operations import Ref
 
 SEQUENCE_EXTENSION = "sequence"
+C = TypeVar("C")
 
 
 def check_sessions(extensions: frozenset[str], url: str) -> None:
@@ -44,3 +46,16 @@ class SequenceState:
         """A call with ``params`` succeeded."""
         self.started = True
         self.ended = bool(params.get("sequence_end"))
+
+
+class SequenceSession(Generic[C]):
+    """Calls of one sequence over client ``C``; what the sync and async sessions share."""
+
+    def __init__(self, client: C, artifact: Ref, state: SequenceState) -> None:
+        self._client = client
+        self._artifact = artifact
+        self.state = state
+
+    @property
+    def id(self) -> str | int:
+        return self.state.id

@@ -12,43 +12,27 @@ from typing import Any, Literal, TypeVar, overload
 
 import httpx
 
-from pteforge.client.calls import Attempts, Call, Reply, RetryPolicy
-from pteforge.client.config import load_credentials
+from pteforge.client.calls import Attempts, Call, Reply
+from pteforge.client.core import ClientCore
 from pteforge.client.files import ProgramSource, partial_file, program_files
 from pteforge.client.models import Artifact, InferResult, Job, Program
-from pteforge.client.operations import Op, Operations, Ref
-from pteforge.client.sessions import SequenceState, check_sessions
+from pteforge.client.operations import Op, Ref
+from pteforge.client.sessions import SequenceSession, SequenceState, check_sessions
 from pteforge.client.sinks import ProgressCallback, StageCallback
 from pteforge.client.tensors import Inputs
-from pteforge.client.transport import (
-    DEFAULT_TIMEOUT,
-    RETRYABLE_ERRORS,
-    client_options,
-    request_args,
-)
+from pteforge.client.transport import RETRYABLE_ERRORS, request_args
 
 T = TypeVar("T")
 
 
-class Client:
+class Client(ClientCore[httpx.Client]):
     """A pteforge service. ``url`` and ``token`` default to ``PTEFORGE_URL`` and
     ``PTEFORGE_TOKEN``, then to what ``pteforge login`` saved. Programs, jobs and artifacts
     may be passed as objects or ids. Idempotent calls are retried on 503 and broken
     connections (``retries`` times, with backoff)."""
 
-    def __init__(
-        self,
-        url: str | None = None,
-        token: str | None = None,
-        *,
-        timeout: float = DEFAULT_TIMEOUT,
-        retries: int = 4,
-    ) -> None:
-        creds = load_credentials(url, token)
-        self.url = creds.url.rstrip("/")
-        self._http = httpx.Client(**client_options(creds.url, creds.token, timeout))
-        self._ops = Operations()
-        self._policy = RetryPolicy(retries=retries)
+    def _open(self, options: dict[str, Any]) -> httpx.Client:
+        return httpx.Client(**options)
 
     def close(self) -> None:
         self._http.close()
@@ -206,18 +190,9 @@ class Client:
         yield Session(self, artifact, SequenceState(sequence_id))
 
 
-class Session:
+class Session(SequenceSession[Client]):
     """Calls of one sequence; ``end=True`` on the last frees it on the server (otherwise
     the server's idle timeout does)."""
-
-    def __init__(self, client: Client, artifact: Ref, state: SequenceState) -> None:
-        self._client = client
-        self._artifact = artifact
-        self.state = state
-
-    @property
-    def id(self) -> str | int:
-        return self.state.id
 
     def infer(self, method: str, inputs: Inputs, *, end: bool = False) -> InferResult:
         params = self.state.parameters(end)

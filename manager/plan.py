@@ -12,7 +12,7 @@ true`` and ``"verify": {"rtol": float, "min_sqnr_db": float}``.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,11 +74,7 @@ class Plan:
         """Parse the JSON plan ``obj``; a bad field raises ``PlanError`` naming it."""
         if obj is None:
             return cls()
-        _require_object("plan", obj)
-        unknown = set(obj) - _PLAN_KEYS
-        if unknown:
-            keys = ", ".join(sorted(_PLAN_KEYS))
-            raise PlanError(sorted(unknown)[0], f"unknown field; a plan has {keys}")
+        _require_fields("plan", obj, _PLAN_KEYS, "", "a plan")
         methods = obj.get("methods")
         methods = {} if methods is None else methods
         _require_object("methods", methods)
@@ -104,14 +100,20 @@ def _require_object(name: str, value: Any) -> None:
         raise PlanError(name, f"must be an object, not {type(value).__name__}")
 
 
+def _require_fields(name: str, value: Any, known: Set[str], prefix: str, owner: str) -> None:
+    """``value`` is an object with only ``known`` keys; the first other one is named as
+    ``prefix + key`` ("unknown field; ``owner`` has ...")."""
+    _require_object(name, value)
+    unknown = set(value) - known
+    if unknown:
+        keys = ", ".join(sorted(known))
+        raise PlanError(f"{prefix}{sorted(unknown)[0]}", f"unknown field; {owner} has {keys}")
+
+
 def _verify(obj: Any) -> VerifySettings:
     if obj is None:
         return VerifySettings()
-    _require_object("verify", obj)
-    unknown = set(obj) - _VERIFY_KEYS
-    if unknown:
-        keys = ", ".join(sorted(_VERIFY_KEYS))
-        raise PlanError(f"verify.{sorted(unknown)[0]}", f"unknown field; verify has {keys}")
+    _require_fields("verify", obj, _VERIFY_KEYS, "verify.", "verify")
     values = {}
     for key, value in obj.items():
         if isinstance(value, bool) or not isinstance(value, int | float):
@@ -125,11 +127,7 @@ def _verify(obj: Any) -> VerifySettings:
 
 
 def _target(name: str, obj: Any) -> Target:
-    _require_object(name, obj)
-    unknown = set(obj) - _TARGET_KEYS
-    if unknown:
-        keys = ", ".join(sorted(_TARGET_KEYS))
-        raise PlanError(f"{name}.{sorted(unknown)[0]}", f"unknown field; a target has {keys}")
+    _require_fields(name, obj, _TARGET_KEYS, f"{name}.", "a target")
     if "partitioners" in obj and "delegate" in obj:
         raise PlanError(name, "give either 'partitioners' or 'delegate', not both")
     quantize = obj.get("quantize")
