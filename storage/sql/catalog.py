@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -40,10 +40,46 @@ def _delete_releasing_content(session: Session, row: ProgramRow | ArtifactRow | 
     return True
 
 
-class SqlPrograms(ProgramRepository):
+_Row = TypeVar("_Row", ProgramRow, ArtifactRow)
+_Domain = TypeVar("_Domain", domain.Program, domain.Artifact)
+
+
+class _ContentRows(Generic[_Row, _Domain]):
+    """A project's rows of one table that reference stored content: what programs and
+    artifacts share (looked up within the project, newest first, deleted with their content)."""
+
+    _model: type[_Row]
+    _to_domain: Callable[[_Row], _Domain]
+
     def __init__(self, session: Session, clock: Callable[[], datetime]) -> None:
         self._session = session
         self._clock = clock
+
+    def _row(self, project_id: str, row_id: str) -> _Row | None:
+        row = self._session.get(self._model, row_id)
+        return row if row is not None and row.project_id == project_id else None
+
+    def get(self, project_id: str, row_id: str) -> _Domain | None:
+        row = self._row(project_id, row_id)
+        return None if row is None else self._to_domain(row)
+
+    def list(self, project_id: str, limit: int = 100) -> list[_Domain]:
+        model = self._model
+        rows = self._session.scalars(
+            select(model)
+            .where(model.project_id == project_id)
+            .order_by(model.created_at.desc(), model.id)
+            .limit(limit)
+        )
+        return [self._to_domain(r) for r in rows]
+
+    def delete(self, project_id: str, row_id: str) -> bool:
+        return _delete_releasing_content(self._session, self._row(project_id, row_id))
+
+
+class SqlPrograms(_ContentRows[ProgramRow, domain.Program], ProgramRepository):
+    _model = ProgramRow
+    _to_domain = staticmethod(convert.program)
 
     def create(
         self,
@@ -65,31 +101,10 @@ class SqlPrograms(ProgramRepository):
         insert_row(self._session, row, f"program {name!r}")
         return convert.program(row)
 
-    def _row(self, project_id: str, program_id: str) -> ProgramRow | None:
-        row = self._session.get(ProgramRow, program_id)
-        return row if row is not None and row.project_id == project_id else None
 
-    def get(self, project_id: str, program_id: str) -> domain.Program | None:
-        row = self._row(project_id, program_id)
-        return None if row is None else convert.program(row)
-
-    def list(self, project_id: str, limit: int = 100) -> list[domain.Program]:
-        rows = self._session.scalars(
-            select(ProgramRow)
-            .where(ProgramRow.project_id == project_id)
-            .order_by(ProgramRow.created_at.desc(), ProgramRow.id)
-            .limit(limit)
-        )
-        return [convert.program(r) for r in rows]
-
-    def delete(self, project_id: str, program_id: str) -> bool:
-        return _delete_releasing_content(self._session, self._row(project_id, program_id))
-
-
-class SqlArtifacts(ArtifactRepository):
-    def __init__(self, session: Session, clock: Callable[[], datetime]) -> None:
-        self._session = session
-        self._clock = clock
+class SqlArtifacts(_ContentRows[ArtifactRow, domain.Artifact], ArtifactRepository):
+    _model = ArtifactRow
+    _to_domain = staticmethod(convert.artifact)
 
     def create(
         self,
@@ -119,14 +134,6 @@ class SqlArtifacts(ArtifactRepository):
         insert_row(self._session, row, f"artifact of program {program_id} plan {plan_hash}")
         return convert.artifact(row)
 
-    def _row(self, project_id: str, artifact_id: str) -> ArtifactRow | None:
-        row = self._session.get(ArtifactRow, artifact_id)
-        return row if row is not None and row.project_id == project_id else None
-
-    def get(self, project_id: str, artifact_id: str) -> domain.Artifact | None:
-        row = self._row(project_id, artifact_id)
-        return None if row is None else convert.artifact(row)
-
     def get_any(self, artifact_id: str) -> domain.Artifact | None:
         row = self._session.get(ArtifactRow, artifact_id)
         return None if row is None else convert.artifact(row)
@@ -138,15 +145,3 @@ class SqlArtifacts(ArtifactRepository):
             )
         ).first()
         return None if row is None else convert.artifact(row)
-
-    def list(self, project_id: str, limit: int = 100) -> list[domain.Artifact]:
-        rows = self._session.scalars(
-            select(ArtifactRow)
-            .where(ArtifactRow.project_id == project_id)
-            .order_by(ArtifactRow.created_at.desc(), ArtifactRow.id)
-            .limit(limit)
-        )
-        return [convert.artifact(r) for r in rows]
-
-    def delete(self, project_id: str, artifact_id: str) -> bool:
-        return _delete_releasing_content(self._session, self._row(project_id, artifact_id))
