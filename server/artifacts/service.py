@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from pteforge.server.blob_files import store_file
-from pteforge.server.errors import InvalidRequestError, NotFoundError
+from pteforge.server.errors import InvalidRequestError
 from pteforge.server.http.uploads import MultipartUpload
+from pteforge.server.owned_rows import OwnedRows
 from pteforge.server.services import Services
 from pteforge.storage.domain import Artifact
 
@@ -14,25 +15,10 @@ PTE_PART = "pte"
 UPLOADED_PLAN_HASH = "uploaded"
 
 
-def get_artifact(services: Services, project_id: str, artifact_id: str) -> Artifact:
-    with services.store.transaction() as tx:
-        artifact = tx.artifacts.get(project_id, artifact_id)
-    if artifact is None:
-        raise NotFoundError(f"artifact {artifact_id!r} not found")
-    return artifact
-
-
-def list_artifacts(services: Services, project_id: str, limit: int) -> list[Artifact]:
-    """The project's artifacts, newest first."""
-    with services.store.transaction() as tx:
-        return tx.artifacts.list(project_id, limit)
-
-
-def delete_artifact(services: Services, project_id: str, artifact_id: str) -> None:
-    """Delete an artifact; its content goes too unless another row references it."""
-    with services.store.transaction() as tx:
-        if not tx.artifacts.delete(project_id, artifact_id):
-            raise NotFoundError(f"artifact {artifact_id!r} not found")
+_ARTIFACTS: OwnedRows[Artifact] = OwnedRows("artifact", lambda tx: tx.artifacts)
+get_artifact = _ARTIFACTS.get
+list_artifacts = _ARTIFACTS.list  # newest first
+delete_artifact = _ARTIFACTS.delete  # its content goes too unless another row references it
 
 
 def _pte_part(upload: MultipartUpload) -> Path:

@@ -13,8 +13,9 @@ from pathlib import Path
 
 from pteforge.contracts import InvalidMethodNameError, check_method_name
 from pteforge.server.blob_files import store_file
-from pteforge.server.errors import InvalidRequestError, NotFoundError
+from pteforge.server.errors import InvalidRequestError
 from pteforge.server.http.uploads import MultipartUpload, UploadedPart
+from pteforge.server.owned_rows import OwnedRows
 from pteforge.server.programs.bundle import write_bundle
 from pteforge.server.services import Services
 from pteforge.storage.domain import MethodSpec, Program
@@ -99,22 +100,7 @@ def create_program(services: Services, project_id: str, upload: MultipartUpload)
         return tx.programs.create(project_id, name, blob, methods)
 
 
-def get_program(services: Services, project_id: str, program_id: str) -> Program:
-    with services.store.transaction() as tx:
-        program = tx.programs.get(project_id, program_id)
-    if program is None:
-        raise NotFoundError(f"program {program_id!r} not found")
-    return program
-
-
-def list_programs(services: Services, project_id: str, limit: int) -> list[Program]:
-    """The project's programs, newest first."""
-    with services.store.transaction() as tx:
-        return tx.programs.list(project_id, limit)
-
-
-def delete_program(services: Services, project_id: str, program_id: str) -> None:
-    """Delete a program; its artifacts stay (their ``program_id`` becomes null)."""
-    with services.store.transaction() as tx:
-        if not tx.programs.delete(project_id, program_id):
-            raise NotFoundError(f"program {program_id!r} not found")
+_PROGRAMS: OwnedRows[Program] = OwnedRows("program", lambda tx: tx.programs)
+get_program = _PROGRAMS.get
+list_programs = _PROGRAMS.list  # newest first
+delete_program = _PROGRAMS.delete  # its artifacts stay (their program_id becomes null)
