@@ -3,38 +3,23 @@
 from __future__ import annotations
 
 import hashlib
-import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
-from sqlalchemy.engine import make_url
 
+from tests.postgres import fresh_database
 from tests.server.helpers import assert_error, submit, upload_methods, wait_job
 from tests.server.service import ServiceProcess
 
-POSTGRES_ENV = "PTEFORGE_TEST_POSTGRES_URL"
 pytestmark = pytest.mark.postgres
 
 
 @pytest.fixture(scope="module")
 def postgres_url() -> Iterator[str]:
     """A fresh database on the server ``tests/run-with-postgres.sh`` started."""
-    base = os.environ.get(POSTGRES_ENV)
-    if not base:
-        pytest.fail(f"{POSTGRES_ENV} is not set: run through tests/run-with-postgres.sh")
-    name = f"srv_{uuid.uuid4().hex[:16]}"
-    admin = make_url(base).set(drivername="postgresql", database="postgres")
-    conninfo = admin.render_as_string(hide_password=False)
-    with psycopg.connect(conninfo, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield make_url(base).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with psycopg.connect(conninfo, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with fresh_database("srv") as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

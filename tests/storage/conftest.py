@@ -7,20 +7,15 @@ can never silently test only one database.
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import psycopg
 import pytest
-from sqlalchemy.engine import make_url
 
 from pteforge.storage import SqlStore, default_sqlite_url, open_store
-
-POSTGRES_ENV = "PTEFORGE_TEST_POSTGRES_URL"
+from tests.postgres import fresh_database
 
 
 @dataclass
@@ -36,37 +31,14 @@ class ManualClock:
         self.now += delta
 
 
-def _postgres_base_url() -> str:
-    url = os.environ.get(POSTGRES_ENV)
-    if not url:
-        pytest.fail(
-            f"{POSTGRES_ENV} is not set: run the storage tests through "
-            "tests/run-with-postgres.sh (make test does) so PostgreSQL is tested too"
-        )
-    return url
-
-
-def _admin_conninfo(url: str) -> str:
-    parsed = make_url(url).set(drivername="postgresql", database="postgres")
-    return parsed.render_as_string(hide_password=False)
-
-
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """The URL of a fresh, empty database of each kind."""
     if request.param == "sqlite":
         yield default_sqlite_url(tmp_path / "home")
         return
-    base = _postgres_base_url()
-    name = f"t_{uuid.uuid4().hex[:16]}"
-    admin = _admin_conninfo(base)
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield make_url(base).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with fresh_database("t") as url:
+        yield url
 
 
 @pytest.fixture

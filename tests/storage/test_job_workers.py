@@ -6,15 +6,13 @@ from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
-from alembic import command
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
-from pteforge.storage import Job, JobStatus, SqlStore, open_store
-from pteforge.storage.engine import create_store_engine
+from pteforge.storage import Job, JobStatus, SqlStore
 from pteforge.storage.notifications import JOB_CANCEL_CHANNEL, JOB_QUEUED_CHANNEL
-from pteforge.storage.schema import alembic_config
 from tests.storage.conftest import ManualClock
+from tests.storage.legacy import current_store, insert_old_job, schema_at
 
 LEASE = timedelta(seconds=30)
 
@@ -120,32 +118,16 @@ def test_postgres_notifies_queued_and_canceled_jobs_on_commit(
 
 
 def test_events_from_before_0004_get_their_jobs_attempt(database_url: str) -> None:
-    engine = create_store_engine(database_url)
-    config = alembic_config()
     now = datetime.now(UTC)
-    with engine.begin() as conn:
-        config.attributes["connection"] = conn
-        command.upgrade(config, "0003")
-        conn.execute(text("INSERT INTO projects VALUES ('prj_old', 'old', :now)"), {"now": now})
-        conn.execute(
-            text(
-                "INSERT INTO jobs (id, project_id, kind, status, stage, payload, attempts,"
-                " max_attempts, cancel_requested, created_at, started_at, updated_at, version)"
-                " VALUES ('job_old', 'prj_old', 'compile', 'running', 'emit', '{}', 2, 3,"
-                " false, :now, :now, :now, 4)"
-            ),
-            {"now": now},
+    with schema_at(database_url, "0003") as conn:
+        insert_old_job(
+            conn, now, status="running", stage="emit", attempts=2, started_at=now, version=4
         )
         conn.execute(
             text("INSERT INTO job_events VALUES ('job_old', 4, 'running', 'emit', :now)"),
             {"now": now},
         )
-    engine.dispose()
-    store = open_store(database_url)
-    try:
-        with store.transaction() as tx:
-            (event,) = tx.jobs.events("prj_old", "job_old")
-            assert tx.workers.list() == []
-        assert (event.attempt, event.started_at, event.retry_reason) == (2, now, None)
-    finally:
-        store.close()
+    with current_store(database_url) as store, store.transaction() as tx:
+        (event,) = tx.jobs.events("prj_old", "job_old")
+        assert tx.workers.list() == []
+    assert (event.attempt, event.started_at, event.retry_reason) == (2, now, None)

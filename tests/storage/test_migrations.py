@@ -10,7 +10,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import inspect, text
@@ -18,7 +17,7 @@ from sqlalchemy import inspect, text
 from pteforge.storage import SqlStore, StorageError, default_sqlite_url, open_store
 from pteforge.storage.engine import create_store_engine
 from pteforge.storage.models import Base
-from pteforge.storage.schema import alembic_config
+from tests.storage.legacy import current_store, insert_old_job, schema_at
 
 
 def test_migrations_match_models(store: SqlStore) -> None:
@@ -74,11 +73,7 @@ def test_unusable_urls_are_named() -> None:
 def test_content_written_before_0002_stays_readable(database_url: str) -> None:
     data = os.urandom(5000)
     chunks = [data[:4096], data[4096:]]
-    engine = create_store_engine(database_url)
-    config = alembic_config()
-    with engine.begin() as conn:
-        config.attributes["connection"] = conn
-        command.upgrade(config, "0001")
+    with schema_at(database_url, "0001") as conn:
         conn.execute(
             text("INSERT INTO blob_uploads (id, started_at) VALUES ('upl_old', :now)"),
             {"now": datetime.now(UTC)},
@@ -92,37 +87,15 @@ def test_content_written_before_0002_stays_readable(database_url: str) -> None:
             text("INSERT INTO blobs VALUES (:sha, :size, 4096, 'upl_old', :now)"),
             {"sha": hashlib.sha256(data).hexdigest(), "size": len(data), "now": datetime.now(UTC)},
         )
-    engine.dispose()
-    store = open_store(database_url)
-    try:
+    with current_store(database_url) as store:
         assert store.blobs.read_bytes(hashlib.sha256(data).hexdigest()) == data
-    finally:
-        store.close()
 
 
 def test_jobs_from_before_0003_start_their_event_log(database_url: str) -> None:
-    engine = create_store_engine(database_url)
-    config = alembic_config()
     now = datetime.now(UTC)
-    with engine.begin() as conn:
-        config.attributes["connection"] = conn
-        command.upgrade(config, "0002")
-        conn.execute(text("INSERT INTO projects VALUES ('prj_old', 'old', :now)"), {"now": now})
-        conn.execute(
-            text(
-                "INSERT INTO jobs (id, project_id, kind, status, stage, payload, attempts,"
-                " max_attempts, cancel_requested, created_at, updated_at, version) VALUES"
-                " ('job_old', 'prj_old', 'compile', 'succeeded', 'store', '{}', 1, 3,"
-                " false, :now, :now, 7)"
-            ),
-            {"now": now},
-        )
-    engine.dispose()
-    store = open_store(database_url)
-    try:
-        with store.transaction() as tx:
-            (event,) = tx.jobs.events("prj_old", "job_old")
-        assert (event.version, event.status.value, event.stage) == (7, "succeeded", "store")
-        assert event.at == now
-    finally:
-        store.close()
+    with schema_at(database_url, "0002") as conn:
+        insert_old_job(conn, now, status="succeeded", stage="store", attempts=1, version=7)
+    with current_store(database_url) as store, store.transaction() as tx:
+        (event,) = tx.jobs.events("prj_old", "job_old")
+    assert (event.version, event.status.value, event.stage) == (7, "succeeded", "store")
+    assert event.at == now
