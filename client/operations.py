@@ -15,6 +15,7 @@ from pteforge.client.sinks import DownloadSink, JobEventSink, ProgressCallback, 
 from pteforge.client.tensors import Inputs, decode_response, encode_request, named_inputs
 
 T = TypeVar("T")
+R = TypeVar("R", Program, Artifact, Job)
 Op = Generator[Call, Reply, T]
 Ref = str | Program | Artifact | Job
 MAX_CACHED_SIGNATURES = 1024
@@ -27,9 +28,17 @@ def ref(value: Ref) -> str:
     return value if isinstance(value, str) else value.id
 
 
-def _listing(path: str, limit: int, **params: Any) -> Call:
+def _get(model: type[R], kind: str, value: Ref) -> Op[R]:
+    """``GET /v1/{kind}/{id}`` as a ``model``."""
+    reply = yield Call("GET", f"/v1/{kind}/{ref(value)}", idempotent=True)
+    return model.from_json(reply.json())
+
+
+def _list(model: type[R], kind: str, limit: int, **params: Any) -> Op[list[R]]:
+    """``GET /v1/{kind}`` (``limit`` and the ``params`` given) as ``model`` s, newest first."""
     query = {"limit": limit, **{k: v for k, v in params.items() if v is not None}}
-    return Call("GET", path, params=query, idempotent=True)
+    reply = yield Call("GET", f"/v1/{kind}", params=query, idempotent=True)
+    return [model.from_json(item) for item in reply.json()[kind]]
 
 
 class Operations:
@@ -47,12 +56,10 @@ class Operations:
         return Program.from_json(reply.json())
 
     def get_program(self, program: Ref) -> Op[Program]:
-        reply = yield Call("GET", f"/v1/programs/{ref(program)}", idempotent=True)
-        return Program.from_json(reply.json())
+        return _get(Program, "programs", program)
 
     def list_programs(self, limit: int) -> Op[list[Program]]:
-        reply = yield _listing("/v1/programs", limit)
-        return [Program.from_json(p) for p in reply.json()["programs"]]
+        return _list(Program, "programs", limit)
 
     def delete(self, kind: str, value: Ref) -> Op[None]:
         yield Call("DELETE", f"/v1/{kind}/{ref(value)}", ok=(204,), idempotent=True)
@@ -93,12 +100,10 @@ class Operations:
         return (yield from self.get_job(job))
 
     def get_job(self, job: Ref) -> Op[Job]:
-        reply = yield Call("GET", f"/v1/jobs/{ref(job)}", idempotent=True)
-        return Job.from_json(reply.json())
+        return _get(Job, "jobs", job)
 
     def list_jobs(self, status: str | None, limit: int) -> Op[list[Job]]:
-        reply = yield _listing("/v1/jobs", limit, status=status)
-        return [Job.from_json(j) for j in reply.json()["jobs"]]
+        return _list(Job, "jobs", limit, status=status)
 
     def cancel_job(self, job: Ref) -> Op[Job]:
         reply = yield Call("POST", f"/v1/jobs/{ref(job)}/cancel", idempotent=True)
@@ -106,12 +111,10 @@ class Operations:
 
     # artifacts
     def get_artifact(self, artifact: Ref) -> Op[Artifact]:
-        reply = yield Call("GET", f"/v1/artifacts/{ref(artifact)}", idempotent=True)
-        return Artifact.from_json(reply.json())
+        return _get(Artifact, "artifacts", artifact)
 
     def list_artifacts(self, limit: int) -> Op[list[Artifact]]:
-        reply = yield _listing("/v1/artifacts", limit)
-        return [Artifact.from_json(a) for a in reply.json()["artifacts"]]
+        return _list(Artifact, "artifacts", limit)
 
     def upload_artifact(self, file: Path) -> Op[Artifact]:
         reply = yield Call("POST", "/v1/artifacts", ok=(201,), files={"pte": file})
