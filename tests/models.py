@@ -6,7 +6,9 @@ plus the example inputs per method, so tests can compare against eager PyTorch.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -20,6 +22,19 @@ class MultiMethod:
     programs: dict[str, ExportedProgram]
     inputs: dict[str, tuple[torch.Tensor, ...]]
     eager: dict[str, nn.Module]
+
+
+def save_programs(
+    programs: Mapping[str, ExportedProgram], directory: Path, name: str = "{method}.pt2"
+) -> dict[str, Path]:
+    """Each method saved with ``torch.export.save`` in ``directory`` under ``name`` (a format
+    of ``method``), as a client would upload it."""
+    directory.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for method, program in programs.items():
+        files[method] = directory / name.format(method=method)
+        torch.export.save(program, files[method])
+    return files
 
 
 class _Method(nn.Module):
@@ -106,13 +121,14 @@ def unsupported_op_programs() -> MultiMethod:
     return export_methods(UnsupportedOpModel(), {"forward": (tokens,)})
 
 
-class SmallMLP(nn.Module):
-    """A small single-method model for runtime and service tests."""
+class MLP(nn.Module):
+    """Two linear layers with a ReLU between; the defaults are the small single-method model
+    of the runtime and service tests."""
 
-    def __init__(self) -> None:
+    def __init__(self, features: int = 16, hidden: int = 32, outputs: int = 4) -> None:
         super().__init__()
-        self.fc1 = nn.Linear(16, 32)
-        self.fc2 = nn.Linear(32, 4)
+        self.fc1 = nn.Linear(features, hidden)
+        self.fc2 = nn.Linear(hidden, outputs)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.fc2(torch.relu(self.fc1(x)))  # type: ignore[no-any-return]
@@ -120,7 +136,7 @@ class SmallMLP(nn.Module):
 
 def small_mlp_programs() -> MultiMethod:
     torch.manual_seed(0)
-    return export_methods(SmallMLP(), {"forward": (torch.randn(1, 16),)})
+    return export_methods(MLP(), {"forward": (torch.randn(1, 16),)})
 
 
 class HFEncoderDecoder(nn.Module):

@@ -19,27 +19,20 @@ from pteforge.backends import (
     QuantizerEntryBase,
     XnnpackEntry,
 )
-from tests.models import MultiMethod, export_methods
+from tests.models import MLP, MultiMethod, export_methods
 
 # Options that lower the tiny model with each entry that has required options.
 LOWERING_OPTIONS: dict[str, dict[str, object]] = {"delegate": {"backend_id": "XnnpackBackend"}}
 
 
-class TinyMLP(nn.Module):
+def tiny_mlp_module() -> nn.Module:
     """Large enough (a batch of 8, 256 outputs) for int8 error statistics to mean something."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc1 = nn.Linear(32, 64)
-        self.fc2 = nn.Linear(64, 32)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc2(torch.relu(self.fc1(x)))  # type: ignore[no-any-return]
+    return MLP(32, 64, 32)
 
 
 def tiny_mlp() -> MultiMethod:
     torch.manual_seed(0)
-    return export_methods(TinyMLP(), {"forward": (torch.randn(8, 32),)})
+    return export_methods(tiny_mlp_module(), {"forward": (torch.randn(8, 32),)})
 
 
 def calibration_set(

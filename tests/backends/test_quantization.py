@@ -17,11 +17,11 @@ from pteforge.backends import (
 )
 from pteforge.backends.quantization import XNNPACK_PT2E_RECIPES
 from tests.backends.lowering import (
-    TinyMLP,
     assert_int8_close,
     lower_with_partitioner,
     run_pte,
     tiny_mlp,
+    tiny_mlp_module,
 )
 from tests.models import MultiMethod
 
@@ -95,7 +95,7 @@ def test_unknown_recipe_name_lists_the_known_ones() -> None:
 
 
 def test_dynamic_batch_survives_quantization() -> None:
-    model = TinyMLP().eval()
+    model = tiny_mlp_module().eval()
     batch = torch.export.Dim("batch", min=1, max=16)
     program = torch.export.export(model, (torch.randn(4, 32),), dynamic_shapes=({0: batch},))
     generator = torch.Generator().manual_seed(2)

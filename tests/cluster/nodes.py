@@ -7,7 +7,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import httpx
@@ -95,6 +95,18 @@ class ApiNode(Node):
         return httpx.Client(
             base_url=self.url, headers={"Authorization": f"Bearer {token}"}, timeout=timeout
         )
+
+
+@contextlib.contextmanager
+def ready_api(name: str, home: Path, env: Mapping[str, str]) -> Iterator[ApiNode]:
+    """An API replica started and answering ``/v2/health/ready``, stopped on exit."""
+    node = ApiNode(name, home, env)
+    node.start()
+    try:
+        node.wait_ready()
+        yield node
+    finally:
+        node.stop()
 
 
 class WorkerNode(Node):

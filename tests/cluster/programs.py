@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from tests.models import SmallMLP, export_methods
+from tests.models import MLP, export_methods
 
 INPUT = torch.ones(1, 16)
 
@@ -15,7 +15,7 @@ INPUT = torch.ones(1, 16)
 def tiny_program_file(directory: Path, seed: int) -> Path:
     """A one-method (``forward``) small MLP with seeded weights, saved as a ``.pt2``."""
     torch.manual_seed(seed)
-    exported = export_methods(SmallMLP(), {"forward": (INPUT,)})
+    exported = export_methods(MLP(), {"forward": (INPUT,)})
     path = directory / f"mlp{seed}.pt2"
     torch.export.save(exported.programs["forward"], path)
     return path
@@ -25,4 +25,4 @@ def eager_output(seed: int) -> torch.Tensor:
     """What the program of ``seed`` computes on ``INPUT``, in eager PyTorch."""
     torch.manual_seed(seed)
     with torch.no_grad():
-        return SmallMLP().eval()(INPUT)
+        return MLP().eval()(INPUT)

@@ -7,7 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.nodes import ApiNode, WorkerNode, children_running, create_token
+from tests.cluster.nodes import (
+    ApiNode,
+    WorkerNode,
+    children_running,
+    create_token,
+    ready_api,
+)
 from tests.cluster.programs import tiny_program_file
 from tests.server.helpers import submit, upload_methods, wait_job
 from tests.server.service import wait_until
@@ -15,13 +21,8 @@ from tests.server.service import wait_until
 
 @pytest.fixture
 def api(tmp_path: Path) -> Iterator[ApiNode]:
-    node = ApiNode("api", tmp_path / "home", {"PTEFORGE_RUNTIME_POOL_SIZE": "1"})
-    node.start()
-    try:
-        node.wait_ready()
+    with ready_api("api", tmp_path / "home", {"PTEFORGE_RUNTIME_POOL_SIZE": "1"}) as node:
         yield node
-    finally:
-        node.stop()
 
 
 def test_api_replica_queues_and_a_worker_node_compiles(api: ApiNode, tmp_path: Path) -> None:

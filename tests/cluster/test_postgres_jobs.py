@@ -10,11 +10,10 @@ from typing import Any
 
 import httpx
 import pytest
-import torch
 
-from tests.cluster.nodes import ApiNode, WorkerNode, create_token
+from tests.cluster.nodes import ApiNode, WorkerNode, create_token, ready_api
 from tests.cluster.verify import events_of
-from tests.models import hf_encoder_decoder_programs
+from tests.models import hf_encoder_decoder_programs, save_programs
 from tests.server.helpers import submit, upload_methods, wait_job, wait_status
 from tests.server.service import wait_until
 
@@ -26,13 +25,8 @@ SLOW_BEATS = {"PTEFORGE_HEARTBEAT_SECONDS": "30", "PTEFORGE_JOB_LEASE_SECONDS": 
 @pytest.fixture(scope="module")
 def api(postgres_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiNode]:
     env = {"PTEFORGE_DATABASE_URL": postgres_url, "PTEFORGE_RUNTIME_POOL_SIZE": "1"}
-    node = ApiNode("api", tmp_path_factory.mktemp("pg-api"), env)
-    node.start()
-    try:
-        node.wait_ready()
+    with ready_api("api", tmp_path_factory.mktemp("pg-api"), env) as node:
         yield node
-    finally:
-        node.stop()
 
 
 @pytest.fixture(scope="module")
@@ -44,11 +38,8 @@ def client(api: ApiNode) -> Iterator[httpx.Client]:
 @pytest.fixture(scope="module")
 def program(client: httpx.Client, tmp_path_factory: pytest.TempPathFactory) -> Any:
     """A 2-layer T5 encoder/decoder: lowering it takes long enough to interrupt."""
-    directory = tmp_path_factory.mktemp("t5")
-    files = {}
-    for name, exported in hf_encoder_decoder_programs(layers=2).programs.items():
-        files[name] = directory / f"{name}.pt2"
-        torch.export.save(exported, files[name])
+    model = hf_encoder_decoder_programs(layers=2)
+    files = save_programs(model.programs, tmp_path_factory.mktemp("t5"))
     return upload_methods(client, files, name="t5")
 
 

@@ -7,7 +7,7 @@ import torch
 from executorch.runtime import Runtime
 from torch import nn
 
-from pteforge.backends import BackendCatalog, default_catalog
+from pteforge.backends import BackendCatalog
 from pteforge.manager import compile_programs, verify_numerics
 from tests.manager.stateful import (
     cached_programs,
@@ -27,11 +27,6 @@ class Counter(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         self.n.add_(1)
         return x + self.n
-
-
-@pytest.fixture(scope="module")
-def catalog() -> BackendCatalog:
-    return default_catalog()
 
 
 @pytest.fixture(scope="module")

@@ -5,29 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pteforge.backends import BackendCatalog, default_catalog
-from pteforge.manager import (
-    LoweringError,
-    PlanError,
-    compile_programs,
-)
+from pteforge.backends import BackendCatalog
+from pteforge.manager import LoweringError, PlanError, compile_programs
 from tests.manager.helpers import assert_runs_like_eager, run_method
-from tests.models import (
-    MultiMethod,
-    hf_encoder_decoder_programs,
-    small_mlp_programs,
-    unsupported_op_programs,
-)
-
-
-@pytest.fixture(scope="module")
-def catalog() -> BackendCatalog:
-    return default_catalog()
-
-
-@pytest.fixture(scope="module")
-def hf_model() -> MultiMethod:
-    return hf_encoder_decoder_programs()
+from tests.models import MultiMethod, small_mlp_programs, unsupported_op_programs
 
 
 def test_hf_encoder_decoder_mixed_plan_runs_like_eager(

@@ -9,17 +9,12 @@ from typing import Any
 import pytest
 import torch
 
-from pteforge.backends import BackendCatalog, default_catalog
+from pteforge.backends import BackendCatalog
 from pteforge.manager import CompiledProgram, compile_programs, output_error, verify_numerics
 from tests.models import MultiMethod, small_mlp_programs
 
 MIXED = {"methods": {"encode": {"partitioners": ["xnnpack"]}, "decode": {}}}
 INT8 = {"all": {"partitioners": ["xnnpack"], "quantize": "xnnpack_pt2e_int8_dynamic_per_channel"}}
-
-
-@pytest.fixture(scope="module")
-def catalog() -> BackendCatalog:
-    return default_catalog()
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry
 
 from pteforge.runtime import RuntimePool
 from pteforge.server.inference import ResolvedArtifact, build_inference_router
-from tests.models import MultiMethod, SmallMLP
+from tests.models import MLP, MultiMethod
 
 TOKENS = {"tok-a": "project-a", "tok-b": "project-b"}
 
@@ -46,12 +46,12 @@ def compile_pte(model: MultiMethod, path: Path) -> Compiled:
 
 
 def dynamic_mlp_programs() -> MultiMethod:
-    """``SmallMLP`` exported with a dynamic batch dimension (1..8)."""
+    """``MLP`` exported with a dynamic batch dimension (1..8)."""
     import torch
     from torch.export import Dim, export
 
     torch.manual_seed(0)
-    model = SmallMLP().eval()
+    model = MLP().eval()
     x = torch.randn(2, 16)
     program = export(model, (x,), dynamic_shapes=({0: Dim("batch", min=1, max=8)},))
     return MultiMethod({"forward": program}, {"forward": (x,)}, {"forward": model})

@@ -92,39 +92,34 @@ def pickled_weight(marker: Path) -> Callable[[Entries], None]:
     return edit
 
 
-def opaque_constant(marker: Path) -> Callable[[Entries], None]:
-    """An ``opaque_obj_`` constant: torch unpickles it with plain ``pickle.loads``."""
+def _pickled_constant(
+    marker: Path, entry: str, record: dict[str, Any]
+) -> Callable[[Entries], None]:
+    """A malicious pickle stored as constant ``entry``, declared in the constants config by
+    ``record``."""
 
     def edit(entries: Entries) -> None:
         name = model_name(entries)
-        entries["data/constants/opaque_obj_0"] = marker_pickle(marker)
+        entries["data/constants/" + entry] = marker_pickle(marker)
 
         def add(doc: Any) -> None:
-            doc["config"]["evil"] = {
-                "path_name": "opaque_obj_0",
-                "is_param": False,
-                "use_pickle": True,
-                "tensor_meta": None,
-            }
+            doc["config"]["evil"] = dict(record)
 
         edit_json(entries, f"data/constants/{name}_constants_config.json", add)
 
     return edit
+
+
+def opaque_constant(marker: Path) -> Callable[[Entries], None]:
+    """An ``opaque_obj_`` constant: torch unpickles it with plain ``pickle.loads``."""
+    record = {"path_name": "opaque_obj_0", "is_param": False, "use_pickle": True}
+    return _pickled_constant(marker, "opaque_obj_0", {**record, "tensor_meta": None})
 
 
 def opaque_constant_config_only(marker: Path) -> Callable[[Entries], None]:
     """The same constant under an innocent entry name: caught by the config check."""
-
-    def edit(entries: Entries) -> None:
-        name = model_name(entries)
-        entries["data/constants/tensor_7"] = marker_pickle(marker)
-
-        def add(doc: Any) -> None:
-            doc["config"]["evil"] = {"path_name": "tensor_7", "is_param": False, "use_pickle": True}
-
-        edit_json(entries, f"data/constants/{name}_constants_config.json", add)
-
-    return edit
+    record = {"path_name": "tensor_7", "is_param": False, "use_pickle": True}
+    return _pickled_constant(marker, "tensor_7", record)
 
 
 def pickled_sample_inputs(marker: Path) -> Callable[[Entries], None]:

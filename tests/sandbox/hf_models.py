@@ -13,6 +13,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from tests.models import save_programs
+
 VOCAB = 100
 HIDDEN = 32
 SEQ = 8
@@ -40,37 +42,35 @@ def _encoder_with_mask(model: nn.Module, ids: torch.Tensor, mask: torch.Tensor) 
     return model(input_ids=ids, attention_mask=mask).last_hidden_state  # type: ignore[no-any-return]
 
 
-def albert() -> dict[str, tuple[nn.Module, tuple[torch.Tensor, ...]]]:
-    """An ALBERT encoder called with an attention mask."""
+_ENCODER_DIMS = {
+    "vocab_size": VOCAB,
+    "hidden_size": HIDDEN,
+    "num_hidden_layers": 1,
+    "num_attention_heads": 2,
+    "intermediate_size": 64,
+    "max_position_embeddings": 64,
+}
+
+
+def _masked_encoder(
+    kind: str, **extra: int
+) -> dict[str, tuple[nn.Module, tuple[torch.Tensor, ...]]]:
+    """``transformers.<kind>Model`` at ``_ENCODER_DIMS`` (plus ``extra``), called with a mask."""
     import transformers  # imported when a model is built, not when tests are collected
 
-    config = transformers.AlbertConfig(
-        vocab_size=VOCAB,
-        embedding_size=16,
-        hidden_size=HIDDEN,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=64,
-    )
-    encoder = _Method(transformers.AlbertModel(config), _encoder_with_mask)
+    config = getattr(transformers, f"{kind}Config")(**_ENCODER_DIMS, **extra)
+    encoder = _Method(getattr(transformers, f"{kind}Model")(config), _encoder_with_mask)
     return {"forward": (encoder, _ids_and_mask())}
+
+
+def albert() -> dict[str, tuple[nn.Module, tuple[torch.Tensor, ...]]]:
+    """An ALBERT encoder called with an attention mask."""
+    return _masked_encoder("Albert", embedding_size=16)
 
 
 def bert() -> dict[str, tuple[nn.Module, tuple[torch.Tensor, ...]]]:
     """A BERT encoder called with an attention mask."""
-    import transformers  # imported when a model is built, not when tests are collected
-
-    config = transformers.BertConfig(
-        vocab_size=VOCAB,
-        hidden_size=HIDDEN,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=64,
-    )
-    encoder = _Method(transformers.BertModel(config), _encoder_with_mask)
-    return {"forward": (encoder, _ids_and_mask())}
+    return _masked_encoder("Bert")
 
 
 def _whisper_encode(model: nn.Module, features: torch.Tensor) -> torch.Tensor:
@@ -86,6 +86,11 @@ def _whisper_decode(
     return out.last_hidden_state  # type: ignore[no-any-return]
 
 
+def _both_sides(**dims: int) -> dict[str, int]:
+    """``encoder_<name>`` and ``decoder_<name>`` for each of ``dims``."""
+    return {f"{side}_{name}": v for name, v in dims.items() for side in ("encoder", "decoder")}
+
+
 def whisper() -> dict[str, tuple[nn.Module, tuple[torch.Tensor, ...]]]:
     """A Whisper-style encoder (mel features) and decoder (tokens, encoder states, mask)."""
     import transformers  # imported when a model is built, not when tests are collected
@@ -94,12 +99,7 @@ def whisper() -> dict[str, tuple[nn.Module, tuple[torch.Tensor, ...]]]:
         vocab_size=VOCAB,
         num_mel_bins=8,
         d_model=HIDDEN,
-        encoder_layers=1,
-        decoder_layers=1,
-        encoder_attention_heads=2,
-        decoder_attention_heads=2,
-        encoder_ffn_dim=64,
-        decoder_ffn_dim=64,
+        **_both_sides(layers=1, attention_heads=2, ffn_dim=64),
         max_source_positions=16,
         max_target_positions=16,
         pad_token_id=0,
@@ -129,10 +129,9 @@ EXPORTS = (("albert", "forward"), ("bert", "forward"), ("whisper", "decode"), ("
 def export_model(name: str, directory: Path) -> dict[str, Path]:
     """Export each method of model ``name`` and ``torch.export.save`` it, as a client would."""
     torch.manual_seed(0)
-    files = {}
-    for method, (module, inputs) in MODELS[name]().items():
-        with torch.no_grad():
-            program = torch.export.export(module, inputs)
-        files[method] = directory / f"{name}_{method}.pt2"
-        torch.export.save(program, files[method])
-    return files
+    with torch.no_grad():
+        programs = {
+            method: torch.export.export(module, inputs)
+            for method, (module, inputs) in MODELS[name]().items()
+        }
+    return save_programs(programs, directory, f"{name}_{{method}}.pt2")

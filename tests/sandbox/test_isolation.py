@@ -46,42 +46,30 @@ def test_well_behaved_worker_reply_survives_stdout_noise(_run: _Runner) -> None:
     assert _run("chatty", ProcessLimits()) == {"fine": True}
 
 
-def test_memory_limit_is_reported(_run: _Runner) -> None:
+# worker mode -> (its limits, the reasons it may be reported with, a fragment of the message)
+FAILURES = {
+    "hog": (ProcessLimits(memory_bytes=512 * MIB), ("worker_out_of_memory",), ""),
+    "segfault": (ProcessLimits(), ("worker_crashed",), "SIGSEGV"),
+    "hang": (ProcessLimits(wall_seconds=2), ("worker_timeout",), ""),
+    "spin": (
+        ProcessLimits(cpu_seconds=1, wall_seconds=60),
+        ("worker_cpu_limit", "worker_killed"),
+        "",
+    ),
+    "exit": (ProcessLimits(), ("worker_failed",), ""),
+    "nonsense": (ProcessLimits(), ("job_failed",), "unknown mode nonsense"),
+}
+
+
+@pytest.mark.parametrize("mode", FAILURES)
+def test_worker_failures_are_reported(_run: _Runner, mode: str) -> None:
+    """Out of memory, crashes, wall-clock and CPU limits, exits without a reply and the
+    worker's own errors each come back as an ``IsolatedLoadError`` naming what happened."""
+    limits, reasons, fragment = FAILURES[mode]
     with pytest.raises(IsolatedLoadError) as info:
-        _run("hog", ProcessLimits(memory_bytes=512 * MIB))
-    assert info.value.reason == "worker_out_of_memory"
-
-
-def test_crash_is_reported(_run: _Runner) -> None:
-    with pytest.raises(IsolatedLoadError) as info:
-        _run("segfault", ProcessLimits())
-    assert info.value.reason == "worker_crashed"
-    assert "SIGSEGV" in info.value.message
-
-
-def test_wall_clock_timeout_kills_the_worker(_run: _Runner) -> None:
-    with pytest.raises(IsolatedLoadError) as info:
-        _run("hang", ProcessLimits(wall_seconds=2))
-    assert info.value.reason == "worker_timeout"
-
-
-def test_cpu_limit_kills_the_worker(_run: _Runner) -> None:
-    with pytest.raises(IsolatedLoadError) as info:
-        _run("spin", ProcessLimits(cpu_seconds=1, wall_seconds=60))
-    assert info.value.reason in ("worker_cpu_limit", "worker_killed")
-
-
-def test_exit_without_reply_is_reported(_run: _Runner) -> None:
-    with pytest.raises(IsolatedLoadError) as info:
-        _run("exit", ProcessLimits())
-    assert info.value.reason == "worker_failed"
-
-
-def test_worker_errors_are_translated(_run: _Runner) -> None:
-    with pytest.raises(IsolatedLoadError) as info:
-        _run("nonsense", ProcessLimits())
-    assert info.value.reason == "job_failed"
-    assert "unknown mode nonsense" in info.value.message
+        _run(mode, limits)
+    assert info.value.reason in reasons
+    assert fragment in info.value.message
 
 
 def test_real_loader_under_a_tiny_memory_limit(valid_archives: ValidArchives) -> None:

@@ -147,3 +147,12 @@ def padded_mask(length: int, pad: int, batch: int = 1) -> torch.Tensor:
     if pad:
         mask[:, -pad:] = 0
     return mask
+
+
+def masked_text(vocab: int, length: int) -> dict[str, torch.Tensor]:
+    """Named text inputs: random ``input_ids`` and an ``attention_mask`` padding the last
+    quarter of the sequence."""
+    return {
+        "input_ids": token_ids(vocab, length),
+        "attention_mask": padded_mask(length, length // 4),
+    }

@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
+from functools import partial
+from typing import Any
+
 import torch
 from torch import nn
 
-from tests.zoo.base import (
-    Size,
-    ZooModel,
-    make_model,
-    padded_mask,
-    pick,
-    token_ids,
-    vocab_size,
-)
+from tests.zoo.base import Size, ZooModel, make_model, masked_text, pick, vocab_size
 
 
 def _dims(size: Size) -> dict[str, int]:
@@ -31,60 +26,41 @@ def _encode(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Ten
     return (out.last_hidden_state,) if pooled is None else (out.last_hidden_state, pooled)
 
 
-def _masked_inputs(vocab: int, seq: int) -> dict[str, torch.Tensor]:
-    return {"input_ids": token_ids(vocab, seq), "attention_mask": padded_mask(seq, seq // 4)}
-
-
 def _bert_like(name: str, size: Size, model: nn.Module, seq: int) -> ZooModel:
-    inputs = _masked_inputs(vocab_size(size), seq)
+    inputs = masked_text(vocab_size(size), seq)
     return make_model(name, "encoder", size, model, {"forward": (_encode, inputs)})
 
 
-def bert(size: Size) -> ZooModel:
-    """``BertModel``: last hidden state and pooled output."""
-    from transformers import BertConfig, BertModel
+_BERT_NAMES = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
+# architecture -> (config class, model class, its names for hidden/layers/heads/ffn, extras)
+_ENCODERS: dict[str, tuple[str, str, tuple[str, ...], dict[str, Any]]] = {
+    "bert": ("BertConfig", "BertModel", _BERT_NAMES, {"max_position_embeddings": 128}),
+    "roberta": (
+        "RobertaConfig",
+        "RobertaModel",
+        _BERT_NAMES,
+        {"max_position_embeddings": 130, "pad_token_id": 0},
+    ),
+    "distilbert": (
+        "DistilBertConfig",
+        "DistilBertModel",
+        ("dim", "n_layers", "n_heads", "hidden_dim"),
+        {"max_position_embeddings": 128, "pad_token_id": 0},
+    ),
+}
 
+
+def _encoder(name: str, size: Size) -> ZooModel:
+    """The ``_ENCODERS`` row ``name`` at ``size``."""
+    import transformers
+
+    config_class, model_class, dim_names, extras = _ENCODERS[name]
     d = _dims(size)
-    config = BertConfig(
-        vocab_size=vocab_size(size),
-        hidden_size=d["hidden"],
-        num_hidden_layers=d["layers"],
-        num_attention_heads=d["heads"],
-        intermediate_size=d["ffn"],
-        max_position_embeddings=128,
-    )
-    return _bert_like("bert", size, BertModel(config), d["seq"])
+    dims = dict(zip(dim_names, (d["hidden"], d["layers"], d["heads"], d["ffn"]), strict=True))
+    config = getattr(transformers, config_class)(vocab_size=vocab_size(size), **dims, **extras)
+    return _bert_like(name, size, getattr(transformers, model_class)(config), d["seq"])
 
 
-def roberta(size: Size) -> ZooModel:
-    """``RobertaModel``: last hidden state and pooled output."""
-    from transformers import RobertaConfig, RobertaModel
-
-    d = _dims(size)
-    config = RobertaConfig(
-        vocab_size=vocab_size(size),
-        hidden_size=d["hidden"],
-        num_hidden_layers=d["layers"],
-        num_attention_heads=d["heads"],
-        intermediate_size=d["ffn"],
-        max_position_embeddings=130,
-        pad_token_id=0,
-    )
-    return _bert_like("roberta", size, RobertaModel(config), d["seq"])
-
-
-def distilbert(size: Size) -> ZooModel:
-    """``DistilBertModel``: last hidden state."""
-    from transformers import DistilBertConfig, DistilBertModel
-
-    d = _dims(size)
-    config = DistilBertConfig(
-        vocab_size=vocab_size(size),
-        dim=d["hidden"],
-        n_layers=d["layers"],
-        n_heads=d["heads"],
-        hidden_dim=d["ffn"],
-        max_position_embeddings=128,
-        pad_token_id=0,
-    )
-    return _bert_like("distilbert", size, DistilBertModel(config), d["seq"])
+bert = partial(_encoder, "bert")  # ``BertModel``: last hidden state and pooled output
+roberta = partial(_encoder, "roberta")  # ``RobertaModel``: last hidden state and pooled output
+distilbert = partial(_encoder, "distilbert")  # ``DistilBertModel``: last hidden state

@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import torch
 
+from tests.models import save_programs
 from tests.server.helpers import submit, wait_job
 from tests.zoo.base import ZooModel
 from tests.zoo.numerics import PLANS, Numerics, compare, is_quantized
@@ -64,12 +65,7 @@ class Cell:
 
 def save_methods(model: ZooModel, directory: Path) -> dict[str, Path]:
     """Each method saved with ``torch.export.save``, as a client would upload it."""
-    directory.mkdir(parents=True, exist_ok=True)
-    files = {}
-    for method, program in model.methods().items():
-        files[method] = directory / f"{model.name}-{method}.pt2"
-        torch.export.save(program, files[method])
-    return files
+    return save_programs(model.methods(), directory, f"{model.name}-{{method}}.pt2")
 
 
 def upload(client: httpx.Client, files: Mapping[str, Path], name: str) -> tuple[Any, str]:

@@ -16,7 +16,7 @@ from tests.zoo.base import (
     Size,
     ZooModel,
     make_model,
-    padded_mask,
+    masked_text,
     pick,
     token_ids,
     vocab_size,
@@ -39,20 +39,32 @@ def _encode(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Ten
     return (out.last_hidden_state,)
 
 
+def _decoder_states(
+    model: nn.Module,
+    decoder_input_ids: torch.Tensor,
+    encoder_hidden_states: torch.Tensor,
+    **encoder_mask: torch.Tensor,
+) -> torch.Tensor:
+    """The decoder's last hidden state over the whole prefix (no KV cache)."""
+    out = model.get_decoder()(
+        input_ids=decoder_input_ids,
+        encoder_hidden_states=encoder_hidden_states,
+        use_cache=False,
+        return_dict=True,
+        **encoder_mask,
+    )
+    return out.last_hidden_state  # type: ignore[no-any-return]
+
+
 def _decode(
     model: nn.Module,
     decoder_input_ids: torch.Tensor,
     encoder_hidden_states: torch.Tensor,
     encoder_attention_mask: torch.Tensor,
 ) -> tuple:
-    out = model.get_decoder()(
-        input_ids=decoder_input_ids,
-        encoder_hidden_states=encoder_hidden_states,
-        encoder_attention_mask=encoder_attention_mask,
-        use_cache=False,
-        return_dict=True,
-    )
-    return (_lm_logits(model, out.last_hidden_state),)
+    mask = {"encoder_attention_mask": encoder_attention_mask}
+    states = _decoder_states(model, decoder_input_ids, encoder_hidden_states, **mask)
+    return (_lm_logits(model, states),)
 
 
 def _lm_logits(model: Any, hidden: torch.Tensor) -> torch.Tensor:
@@ -66,14 +78,13 @@ def _lm_logits(model: Any, hidden: torch.Tensor) -> torch.Tensor:
 
 
 def _text_methods(model: nn.Module, d: dict[str, int]) -> Methods:
-    mask = padded_mask(d["src"], d["src"] // 4)
     with torch.no_grad():
-        states = _encode(model, token_ids(d["vocab"], d["src"]), mask)[0]
-    encode_inputs = {"input_ids": token_ids(d["vocab"], d["src"]), "attention_mask": mask}
+        states = _encode(model, **masked_text(d["vocab"], d["src"]))[0]
+    encode_inputs = masked_text(d["vocab"], d["src"])
     decode_inputs = {
         "decoder_input_ids": token_ids(d["vocab"], d["tgt"]),
         "encoder_hidden_states": states,
-        "encoder_attention_mask": mask,
+        "encoder_attention_mask": encode_inputs["attention_mask"],
     }
     return {"encode": (_encode, encode_inputs), "decode": (_decode, decode_inputs)}
 
@@ -139,13 +150,7 @@ def _whisper_encode(model: nn.Module, input_features: torch.Tensor) -> tuple:
 def _whisper_decode(
     model: nn.Module, decoder_input_ids: torch.Tensor, encoder_hidden_states: torch.Tensor
 ) -> tuple:
-    out = model.get_decoder()(
-        input_ids=decoder_input_ids,
-        encoder_hidden_states=encoder_hidden_states,
-        use_cache=False,
-        return_dict=True,
-    )
-    return (model.proj_out(out.last_hidden_state),)
+    return (model.proj_out(_decoder_states(model, decoder_input_ids, encoder_hidden_states)),)
 
 
 def whisper(size: Size) -> ZooModel:

@@ -5,16 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from tests.zoo.base import (
-    Methods,
-    Size,
-    ZooModel,
-    make_model,
-    padded_mask,
-    pick,
-    token_ids,
-    vocab_size,
-)
+from tests.zoo.base import Methods, Size, ZooModel, make_model, masked_text, pick, vocab_size
 
 _TOKENS = {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}
 
@@ -111,12 +102,8 @@ def clip(size: Size) -> ZooModel:
         vision_config={**tower, "image_size": pick(size, 32, 224), "patch_size": 16},
         projection_dim=pick(size, 16, 128),
     )
-    text = {
-        "input_ids": token_ids(vocab_size(size), seq),
-        "attention_mask": padded_mask(seq, seq // 4),
-    }
     methods: Methods = {
-        "text": (_text_tower, text),
+        "text": (_text_tower, masked_text(vocab_size(size), seq)),
         "vision": (_vision_tower, {"pixel_values": _image(size)}),
     }
     return make_model("clip", "two-tower", size, CLIPModel(config), methods)
