@@ -4,12 +4,13 @@ its methods are those of ``Client``, awaited."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+import functools
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from contextlib import ExitStack, asynccontextmanager
 from pathlib import Path
 from tempfile import TemporaryDirectory
 from types import TracebackType
-from typing import Any, Literal, TypeVar, overload
+from typing import Any, Concatenate, Literal, ParamSpec, TypeVar, overload
 
 import httpx
 
@@ -17,13 +18,28 @@ from pteforge.client.calls import Attempts, Call, Reply
 from pteforge.client.core import ClientCore
 from pteforge.client.files import ProgramSource, partial_file, program_files
 from pteforge.client.models import Artifact, InferResult, Job, Program
-from pteforge.client.operations import Op, Ref
+from pteforge.client.operations import Op, Operations, Ref
 from pteforge.client.sessions import SequenceSession, SequenceState, check_sessions
 from pteforge.client.sinks import ProgressCallback, StageCallback
 from pteforge.client.tensors import Inputs
 from pteforge.client.transport import RETRYABLE_ERRORS, request_args
 
 T = TypeVar("T")
+
+
+P = ParamSpec("P")
+
+
+def awaited(
+    op: Callable[Concatenate[Operations, P], Op[T]],
+) -> Callable[Concatenate[AsyncClient, P], Coroutine[Any, Any, T]]:
+    """An ``AsyncClient`` method that runs operation ``op`` (its signature and docstring)."""
+
+    @functools.wraps(op)
+    async def method(self: AsyncClient, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await self._run(op(self._ops, *args, **kwargs))
+
+    return method
 
 
 class AsyncClient(ClientCore[httpx.AsyncClient]):
@@ -92,15 +108,9 @@ class AsyncClient(ClientCore[httpx.AsyncClient]):
             files = await asyncio.to_thread(program_files, programs, Path(scratch))
             return await self._run(self._ops.upload_program(files, name))
 
-    async def get_program(self, program: Ref) -> Program:
-        return await self._run(self._ops.get_program(program))
-
-    async def list_programs(self, limit: int = 100) -> list[Program]:
-        """The project's programs, newest first."""
-        return await self._run(self._ops.list_programs(limit))
-
-    async def delete_program(self, program: Ref) -> None:
-        await self._run(self._ops.delete("programs", program))
+    get_program = awaited(Operations.get_program)
+    list_programs = awaited(Operations.list_programs)
+    delete_program = awaited(Operations.delete_program)
 
     # jobs
     @overload
@@ -130,34 +140,16 @@ class AsyncClient(ClientCore[httpx.AsyncClient]):
         or stage change) and return the artifact, or raise the error the job failed with."""
         return await self._run(self._ops.compile(program, plan, wait, on_stage))
 
-    async def wait(self, job: Ref, on_stage: StageCallback | None = None) -> Artifact:
-        """Follow a queued job to its artifact (or its error)."""
-        return await self._run(self._ops.wait(job, on_stage))
-
-    async def get_job(self, job: Ref) -> Job:
-        return await self._run(self._ops.get_job(job))
-
-    async def list_jobs(self, status: str | None = None, limit: int = 100) -> list[Job]:
-        """The project's jobs, newest first, optionally only those in ``status``."""
-        return await self._run(self._ops.list_jobs(status, limit))
-
-    async def cancel_job(self, job: Ref) -> Job:
-        return await self._run(self._ops.cancel_job(job))
+    wait = awaited(Operations.wait)
+    get_job = awaited(Operations.get_job)
+    list_jobs = awaited(Operations.list_jobs)
+    cancel_job = awaited(Operations.cancel_job)
 
     # artifacts
-    async def get_artifact(self, artifact: Ref) -> Artifact:
-        return await self._run(self._ops.get_artifact(artifact))
-
-    async def list_artifacts(self, limit: int = 100) -> list[Artifact]:
-        """The project's artifacts, newest first."""
-        return await self._run(self._ops.list_artifacts(limit))
-
-    async def delete_artifact(self, artifact: Ref) -> None:
-        await self._run(self._ops.delete("artifacts", artifact))
-
-    async def upload_artifact(self, path: str | Path) -> Artifact:
-        """Upload a ``.pte`` built elsewhere (streamed from disk)."""
-        return await self._run(self._ops.upload_artifact(Path(path)))
+    get_artifact = awaited(Operations.get_artifact)
+    list_artifacts = awaited(Operations.list_artifacts)
+    delete_artifact = awaited(Operations.delete_artifact)
+    upload_artifact = awaited(Operations.upload_artifact)
 
     async def download(
         self, artifact: Ref, path: str | Path, on_progress: ProgressCallback | None = None
@@ -168,22 +160,10 @@ class AsyncClient(ClientCore[httpx.AsyncClient]):
             await self._run(self._ops.download(artifact, file, on_progress))
         return Path(path)
 
-    async def backends(self) -> list[dict[str, Any]]:
-        """The backend catalog (``GET /v1/backends``)."""
-        return await self._run(self._ops.backends())
+    backends = awaited(Operations.backends)
 
     # inference
-    async def infer(
-        self,
-        artifact: Ref,
-        method: str,
-        inputs: Inputs,
-        *,
-        parameters: Mapping[str, Any] | None = None,
-    ) -> InferResult:
-        """Run ``method`` of ``artifact`` over ``/v2`` with binary tensors. ``inputs``: numpy
-        arrays or torch tensors, in order or by name; the outputs come back as numpy."""
-        return await self._run(self._ops.infer(artifact, method, inputs, parameters))
+    infer = awaited(Operations.infer)
 
     @asynccontextmanager
     async def session(

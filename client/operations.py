@@ -34,6 +34,10 @@ def _get(model: type[R], kind: str, value: Ref) -> Op[R]:
     return model.from_json(reply.json())
 
 
+def _delete(kind: str, value: Ref) -> Op[None]:
+    yield Call("DELETE", f"/v1/{kind}/{ref(value)}", ok=(204,), idempotent=True)
+
+
 def _list(model: type[R], kind: str, limit: int, **params: Any) -> Op[list[R]]:
     """``GET /v1/{kind}`` (``limit`` and the ``params`` given) as ``model`` s, newest first."""
     query = {"limit": limit, **{k: v for k, v in params.items() if v is not None}}
@@ -58,11 +62,12 @@ class Operations:
     def get_program(self, program: Ref) -> Op[Program]:
         return _get(Program, "programs", program)
 
-    def list_programs(self, limit: int) -> Op[list[Program]]:
+    def list_programs(self, limit: int = 100) -> Op[list[Program]]:
+        """The project's programs, newest first."""
         return _list(Program, "programs", limit)
 
-    def delete(self, kind: str, value: Ref) -> Op[None]:
-        yield Call("DELETE", f"/v1/{kind}/{ref(value)}", ok=(204,), idempotent=True)
+    def delete_program(self, program: Ref) -> Op[None]:
+        return _delete("programs", program)
 
     # jobs
     def compile(
@@ -75,8 +80,8 @@ class Operations:
             return job
         return (yield from self.wait(job, on_stage))
 
-    def wait(self, job: Ref, on_stage: StageCallback | None) -> Op[Artifact]:
-        """Follow the job's events to its end; its artifact, or the error it failed with."""
+    def wait(self, job: Ref, on_stage: StageCallback | None = None) -> Op[Artifact]:
+        """Follow a queued job to its artifact (or its error)."""
         final = yield from self.follow(job, on_stage)
         raise_for_job(final)
         return (yield from self.get_artifact(str(final.artifact_id)))
@@ -102,7 +107,8 @@ class Operations:
     def get_job(self, job: Ref) -> Op[Job]:
         return _get(Job, "jobs", job)
 
-    def list_jobs(self, status: str | None, limit: int) -> Op[list[Job]]:
+    def list_jobs(self, status: str | None = None, limit: int = 100) -> Op[list[Job]]:
+        """The project's jobs, newest first, optionally only those in ``status``."""
         return _list(Job, "jobs", limit, status=status)
 
     def cancel_job(self, job: Ref) -> Op[Job]:
@@ -113,11 +119,16 @@ class Operations:
     def get_artifact(self, artifact: Ref) -> Op[Artifact]:
         return _get(Artifact, "artifacts", artifact)
 
-    def list_artifacts(self, limit: int) -> Op[list[Artifact]]:
+    def list_artifacts(self, limit: int = 100) -> Op[list[Artifact]]:
+        """The project's artifacts, newest first."""
         return _list(Artifact, "artifacts", limit)
 
-    def upload_artifact(self, file: Path) -> Op[Artifact]:
-        reply = yield Call("POST", "/v1/artifacts", ok=(201,), files={"pte": file})
+    def delete_artifact(self, artifact: Ref) -> Op[None]:
+        return _delete("artifacts", artifact)
+
+    def upload_artifact(self, path: str | Path) -> Op[Artifact]:
+        """Upload a ``.pte`` built elsewhere (streamed from disk)."""
+        reply = yield Call("POST", "/v1/artifacts", ok=(201,), files={"pte": Path(path)})
         return Artifact.from_json(reply.json())
 
     def download(
@@ -131,6 +142,7 @@ class Operations:
         return sink.check()
 
     def backends(self) -> Op[list[dict[str, Any]]]:
+        """The backend catalog (``GET /v1/backends``)."""
         reply = yield Call("GET", "/v1/backends", idempotent=True)
         return list(reply.json())
 
@@ -140,10 +152,13 @@ class Operations:
         artifact: Ref,
         method: str,
         inputs: Inputs,
+        *,
         parameters: Mapping[str, Any] | None = None,
     ) -> Op[InferResult]:
-        """One ``/v2`` call with binary tensors. Without sequence parameters it is stateless,
-        so it is retried like any idempotent call; a session's call is not."""
+        """Run ``method`` of ``artifact`` over ``/v2`` with binary tensors. ``inputs``: numpy
+        arrays or torch tensors, in order or by name; the outputs come back as numpy."""
+        # Without sequence parameters a call is stateless, so it is retried like any
+        # idempotent call; a session's call is not.
         model = f"{ref(artifact)}.{method}"
         names = None
         if not isinstance(inputs, Mapping):

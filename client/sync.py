@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from tempfile import TemporaryDirectory
 from types import TracebackType
-from typing import Any, Literal, TypeVar, overload
+from typing import Any, Concatenate, Literal, ParamSpec, TypeVar, overload
 
 import httpx
 
@@ -16,13 +17,28 @@ from pteforge.client.calls import Attempts, Call, Reply
 from pteforge.client.core import ClientCore
 from pteforge.client.files import ProgramSource, partial_file, program_files
 from pteforge.client.models import Artifact, InferResult, Job, Program
-from pteforge.client.operations import Op, Ref
+from pteforge.client.operations import Op, Operations, Ref
 from pteforge.client.sessions import SequenceSession, SequenceState, check_sessions
 from pteforge.client.sinks import ProgressCallback, StageCallback
 from pteforge.client.tensors import Inputs
 from pteforge.client.transport import RETRYABLE_ERRORS, request_args
 
 T = TypeVar("T")
+
+
+P = ParamSpec("P")
+
+
+def blocking(
+    op: Callable[Concatenate[Operations, P], Op[T]],
+) -> Callable[Concatenate[Client, P], T]:
+    """A ``Client`` method that runs operation ``op`` (its signature and docstring)."""
+
+    @functools.wraps(op)
+    def method(self: Client, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self._run(op(self._ops, *args, **kwargs))
+
+    return method
 
 
 class Client(ClientCore[httpx.Client]):
@@ -89,15 +105,9 @@ class Client(ClientCore[httpx.Client]):
             files = program_files(programs, Path(scratch))
             return self._run(self._ops.upload_program(files, name))
 
-    def get_program(self, program: Ref) -> Program:
-        return self._run(self._ops.get_program(program))
-
-    def list_programs(self, limit: int = 100) -> list[Program]:
-        """The project's programs, newest first."""
-        return self._run(self._ops.list_programs(limit))
-
-    def delete_program(self, program: Ref) -> None:
-        self._run(self._ops.delete("programs", program))
+    get_program = blocking(Operations.get_program)
+    list_programs = blocking(Operations.list_programs)
+    delete_program = blocking(Operations.delete_program)
 
     # jobs
     @overload
@@ -127,34 +137,16 @@ class Client(ClientCore[httpx.Client]):
         or stage change) and return the artifact, or raise the error the job failed with."""
         return self._run(self._ops.compile(program, plan, wait, on_stage))
 
-    def wait(self, job: Ref, on_stage: StageCallback | None = None) -> Artifact:
-        """Follow a queued job to its artifact (or its error)."""
-        return self._run(self._ops.wait(job, on_stage))
-
-    def get_job(self, job: Ref) -> Job:
-        return self._run(self._ops.get_job(job))
-
-    def list_jobs(self, status: str | None = None, limit: int = 100) -> list[Job]:
-        """The project's jobs, newest first, optionally only those in ``status``."""
-        return self._run(self._ops.list_jobs(status, limit))
-
-    def cancel_job(self, job: Ref) -> Job:
-        return self._run(self._ops.cancel_job(job))
+    wait = blocking(Operations.wait)
+    get_job = blocking(Operations.get_job)
+    list_jobs = blocking(Operations.list_jobs)
+    cancel_job = blocking(Operations.cancel_job)
 
     # artifacts
-    def get_artifact(self, artifact: Ref) -> Artifact:
-        return self._run(self._ops.get_artifact(artifact))
-
-    def list_artifacts(self, limit: int = 100) -> list[Artifact]:
-        """The project's artifacts, newest first."""
-        return self._run(self._ops.list_artifacts(limit))
-
-    def delete_artifact(self, artifact: Ref) -> None:
-        self._run(self._ops.delete("artifacts", artifact))
-
-    def upload_artifact(self, path: str | Path) -> Artifact:
-        """Upload a ``.pte`` built elsewhere (streamed from disk)."""
-        return self._run(self._ops.upload_artifact(Path(path)))
+    get_artifact = blocking(Operations.get_artifact)
+    list_artifacts = blocking(Operations.list_artifacts)
+    delete_artifact = blocking(Operations.delete_artifact)
+    upload_artifact = blocking(Operations.upload_artifact)
 
     def download(
         self, artifact: Ref, path: str | Path, on_progress: ProgressCallback | None = None
@@ -165,22 +157,10 @@ class Client(ClientCore[httpx.Client]):
             self._run(self._ops.download(artifact, file, on_progress))
         return Path(path)
 
-    def backends(self) -> list[dict[str, Any]]:
-        """The backend catalog (``GET /v1/backends``)."""
-        return self._run(self._ops.backends())
+    backends = blocking(Operations.backends)
 
     # inference
-    def infer(
-        self,
-        artifact: Ref,
-        method: str,
-        inputs: Inputs,
-        *,
-        parameters: Mapping[str, Any] | None = None,
-    ) -> InferResult:
-        """Run ``method`` of ``artifact`` over ``/v2`` with binary tensors. ``inputs``: numpy
-        arrays or torch tensors, in order or by name; the outputs come back as numpy."""
-        return self._run(self._ops.infer(artifact, method, inputs, parameters))
+    infer = blocking(Operations.infer)
 
     @contextmanager
     def session(self, artifact: Ref, sequence_id: str | int | None = None) -> Iterator[Session]:
