@@ -41,6 +41,9 @@ class XnnpackPt2eRecipe(QuantizerEntryBase):
         self, program: ExportedProgram, calibration: Sequence[tuple[torch.Tensor, ...]]
     ) -> ExportedProgram:
         """The program quantized by this recipe, observers calibrated on ``calibration``."""
+        from executorch.backends.transforms.duplicate_dynamic_quant_chain import (
+            DuplicateDynamicQuantChainPass,
+        )
         from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
         if not calibration:
@@ -51,6 +54,9 @@ class XnnpackPt2eRecipe(QuantizerEntryBase):
             for inputs in calibration:
                 prepared(*inputs)
             converted = convert_pt2e(prepared)
+            # As upstream's LLM export does: a dynamic quant chain shared by several linears
+            # (q/k/v) would otherwise join partitions into a dependency cycle at lowering.
+            DuplicateDynamicQuantChainPass()(converted)
             return torch.export.export(
                 converted,
                 _example_args(program, calibration),

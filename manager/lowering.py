@@ -166,16 +166,29 @@ class LoweringJob:
         method = self._method_with_node(node) if node else None
         if method is None and len(self.whole_graph) == 1:
             method = next(iter(self.whole_graph))
-        backend_id = self.whole_graph.get(method, "") if method else ""
-        if not backend_id and len(set(self.whole_graph.values())) == 1:
-            backend_id = next(iter(self.whole_graph.values()))
+        if method is None and self.tracker.programs:
+            method = next(reversed(self.tracker.programs))  # upstream lowers method by method
         return LoweringError(
             method=method,
-            backend_id=backend_id or "(partitioner backend)",
+            backend_id=self._backend_of(method),
             node=node,
             operator=found["op"] if found else None,
             detail=detail,
         )
+
+    def _backend_of(self, method: str | None) -> str:
+        """The backend id(s) ``method`` was partitioned for, as its partitioners declare."""
+        if method is None:
+            ids = set(self.whole_graph.values())
+            return ids.pop() if len(ids) == 1 else "(partitioner backend)"
+        if method in self.whole_graph:
+            return self.whole_graph[method]
+        ids = [
+            spec.backend_id
+            for p in self.partitioners[method].partitioners
+            if (spec := getattr(p, "delegation_spec", None)) is not None
+        ]
+        return ", ".join(dict.fromkeys(ids)) or "(partitioner backend)"
 
     def _method_with_node(self, node_name: str) -> str | None:
         """The partitioned method holding ``node_name``, whole-graph methods first."""

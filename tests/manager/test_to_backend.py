@@ -186,3 +186,32 @@ def test_to_backend_reports_partition_then_preprocess(shared_edge: ProgramManage
     stages: list[str] = []
     shared_edge.to_backend(DelegationSpec("XnnpackBackend", []), on_stage=stages.append)
     assert stages == ["partition", "preprocess"]
+
+
+class CyclePartitioner(Partitioner):
+    """Tags the first and last ``relu`` as one partition around an untagged ``sin``: a cycle."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.delegation_spec = DelegationSpec("XnnpackBackend", [])
+
+    def partition(self, exported_program: ExportedProgram) -> PartitionResult:
+        relus = [n for n in exported_program.graph.nodes if "relu" in str(n.target)]
+        for node in (relus[0], relus[-1]):
+            node.meta["delegation_tag"] = "cycle"
+        return PartitionResult(exported_program, {"cycle": self.delegation_spec})
+
+
+class ReluSinRelu(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(torch.sin(torch.relu(x)))
+
+
+def test_partitioner_failure_without_a_node_names_method_and_backend() -> None:
+    program = torch.export.export(ReluSinRelu(), (torch.randn(4),))
+    edge = to_edge({"encode": program, "decode": program})
+    with pytest.raises(LoweringError) as raised:
+        edge.to_backend({"encode": XnnpackPartitioner(), "decode": CyclePartitioner()})
+    error = raised.value
+    assert (error.method, error.backend_id) == ("decode", "XnnpackBackend")
+    assert "dependency cycles" in str(error) and "'decode'" in str(error)
