@@ -4,16 +4,17 @@ the tiny seq2seq model, and a client of each kind."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-import torch
 
 from pteforge.client import Artifact, Client, Job, Program
+from tests import fixtures
 from tests.models import MultiMethod, seq2seq_programs
 from tests.server.service import ServiceProcess
 
 MIXED_PLAN = {"methods": {"encode": {"partitioners": ["xnnpack"]}, "decode": {}}}
+
+seq2seq_files = fixtures.seq2seq_files  # this package's, from its ``seq2seq``
 
 
 @pytest.fixture(scope="package")
@@ -45,18 +46,6 @@ def client(service: ServiceProcess, token: str) -> Iterator[Client]:
 def seq2seq() -> MultiMethod:
     """A tiny ``nn.Transformer``-style encoder/decoder: ``encode`` and ``decode``."""
     return seq2seq_programs()
-
-
-@pytest.fixture(scope="package")
-def seq2seq_files(
-    seq2seq: MultiMethod, tmp_path_factory: pytest.TempPathFactory
-) -> dict[str, Path]:
-    directory = tmp_path_factory.mktemp("seq2seq")
-    files = {}
-    for name, program in seq2seq.programs.items():
-        files[name] = directory / f"{name}.pt2"
-        torch.export.save(program, files[name])
-    return files
 
 
 @pytest.fixture(scope="package")

@@ -9,13 +9,15 @@ from typing import Any
 
 import httpx
 import pytest
-import torch
 
+from tests import fixtures
 from tests.models import MultiMethod, hf_encoder_decoder_programs
-from tests.server.helpers import upload_methods
+from tests.server.helpers import MIXED_PLAN, read_events, submit, upload_methods, wait_job
 from tests.server.service import ServiceProcess
 
 MAX_UPLOAD_BYTES = 8 * 1024 * 1024
+
+seq2seq_files = fixtures.seq2seq_files  # this package's, from its ``seq2seq``
 
 
 @pytest.fixture(scope="package")
@@ -46,19 +48,19 @@ def admin(service: ServiceProcess) -> Iterator[httpx.Client]:
 
 
 @pytest.fixture(scope="package")
-def seq2seq_files(
-    seq2seq: MultiMethod, tmp_path_factory: pytest.TempPathFactory
-) -> dict[str, Path]:
-    """Each method saved with ``torch.export.save``, as a client would upload it."""
-    directory = tmp_path_factory.mktemp("seq2seq")
-    files = {}
-    for name, program in seq2seq.programs.items():
-        files[name] = directory / f"{name}.pt2"
-        torch.export.save(program, files[name])
-    return files
-
-
-@pytest.fixture(scope="package")
 def seq2seq_program(admin: httpx.Client, seq2seq_files: dict[str, Path]) -> dict[str, Any]:
     """The seq2seq model uploaded once, one part per method."""
     return upload_methods(admin, seq2seq_files, name="seq2seq")
+
+
+@pytest.fixture(scope="package")
+def compiled(admin: httpx.Client, seq2seq_program: dict[str, Any]) -> dict[str, Any]:
+    """The seq2seq program compiled once with a mixed plan (encode: XNNPACK, decode: portable)."""
+    program = seq2seq_program
+    job = submit(admin, program["id"], MIXED_PLAN)
+    assert job["status"] in {"queued", "running"}
+    events = read_events(admin, job["id"])
+    done = wait_job(admin, job["id"])
+    assert done["status"] == "succeeded", done
+    artifact = admin.get(f"/v1/artifacts/{done['artifact_id']}").raise_for_status().json()
+    return {"program": program, "job": done, "events": events, "artifact": artifact}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -57,3 +58,29 @@ def assert_error(response: httpx.Response, status: int, code: str | None = None)
     assert body["error"]["message"]
     if code is not None:
         assert body["error"]["code"] == code, body
+
+
+def read_events(client: httpx.Client, job_id: str) -> list[tuple[str, Any]]:
+    """``(event, data)`` of each SSE message of the job's stream until it closes."""
+    return [(m["event"], m["data"]) for m in read_stream(client, job_id)]
+
+
+def read_stream(
+    client: httpx.Client, job_id: str, headers: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """The SSE messages of the job's stream until it closes: ``event``, ``data``, ``id``."""
+    messages: list[dict[str, Any]] = []
+    message: dict[str, Any] = {"id": None}
+    with client.stream("GET", f"/v1/jobs/{job_id}/events", headers=headers) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        for line in response.iter_lines():
+            if line.startswith("id: "):
+                message["id"] = line.removeprefix("id: ")
+            elif line.startswith("event: "):
+                message["event"] = line.removeprefix("event: ")
+            elif line.startswith("data: "):
+                message["data"] = json.loads(line.removeprefix("data: "))
+                messages.append(message)
+                message = {"id": None}
+    return messages

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,15 @@ FAST_JOB_ENV = {
     # Warming each standby lowering process up costs seconds of CPU per job on a 2-core
     # machine; tests that measure or exercise it turn it back on.
     "PTEFORGE_COMPILE_WARMUP": "false",
+}
+
+
+# The service the benchmarks measure: one compile worker and one runtime worker (what a
+# 2-core machine affords), uploads up to 2 GiB.
+BENCH_ENV = {
+    "PTEFORGE_COMPILE_WORKERS": "1",
+    "PTEFORGE_RUNTIME_POOL_SIZE": "1",
+    "PTEFORGE_MAX_UPLOAD_BYTES": str(2 * 1024**3),
 }
 
 
@@ -146,3 +155,19 @@ class ServiceProcess:
 
 def temp_home(prefix: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=prefix))
+
+
+def store_artifact(home: Path, chunks: Iterable[bytes], source: str) -> tuple[Any, Any]:
+    """An artifact of ``chunks``, put straight into the store of the service at ``home`` (in
+    project ``default``, without compiling anything), and its blob."""
+    from pteforge.storage import default_sqlite_url, open_store
+
+    store = open_store(default_sqlite_url(home), migrate=False)
+    try:
+        blob = store.blobs.write(chunks)
+        with store.transaction() as tx:
+            project = tx.projects.get_by_name("default")
+            assert project is not None
+            return tx.artifacts.create(project.id, None, blob, {}, source, {}, []), blob
+    finally:
+        store.close()

@@ -1,4 +1,4 @@
-"""Upload, compile in a real worker, stream events, download and run the `.pte` natively."""
+"""Upload, compile in a real worker, download and run the `.pte` natively; plans and options."""
 
 from __future__ import annotations
 
@@ -8,19 +8,20 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import numpy as np
 import pytest
 import torch
-import tritonclient.http as triton
-from tritonclient.utils import InferenceServerException
 
 from tests.manager.stateful import (
     cached_programs,
     eager_prefill_then_decode,
     runtime_prefill_then_decode,
 )
-from tests.models import MultiMethod, small_mlp_programs, unsupported_op_programs
-from tests.runtime.helpers import triton_inputs
+from tests.models import (
+    MultiMethod,
+    save_programs,
+    small_mlp_programs,
+    unsupported_op_programs,
+)
 from tests.server.helpers import (
     MIXED_PLAN,
     TERMINAL,
@@ -30,81 +31,6 @@ from tests.server.helpers import (
     wait_job,
     wait_status,
 )
-from tests.server.service import ServiceProcess
-
-ALL_STAGES = [
-    ("running", stage)
-    for stage in ("loading", "to_edge", "partition", "preprocess", "emit", "verify", "store")
-]
-
-
-@pytest.fixture(scope="module")
-def compiled(admin: httpx.Client, seq2seq_program: dict[str, Any]) -> dict[str, Any]:
-    """The seq2seq program compiled once with a mixed plan (encode: XNNPACK, decode: portable)."""
-    program = seq2seq_program
-    job = submit(admin, program["id"], MIXED_PLAN)
-    assert job["status"] in {"queued", "running"}
-    events = _read_events(admin, job["id"])
-    done = wait_job(admin, job["id"])
-    assert done["status"] == "succeeded", done
-    artifact = admin.get(f"/v1/artifacts/{done['artifact_id']}").raise_for_status().json()
-    return {"program": program, "job": done, "events": events, "artifact": artifact}
-
-
-def _read_events(client: httpx.Client, job_id: str) -> list[tuple[str, Any]]:
-    return [(m["event"], m["data"]) for m in _read_stream(client, job_id)]
-
-
-def _read_stream(
-    client: httpx.Client, job_id: str, headers: dict[str, str] | None = None
-) -> list[dict[str, Any]]:
-    """The SSE messages of the job's stream until it closes: ``event``, ``data``, ``id``."""
-    messages: list[dict[str, Any]] = []
-    message: dict[str, Any] = {"id": None}
-    with client.stream("GET", f"/v1/jobs/{job_id}/events", headers=headers) as response:
-        assert response.status_code == 200
-        assert response.headers["content-type"].startswith("text/event-stream")
-        for line in response.iter_lines():
-            if line.startswith("id: "):
-                message["id"] = line.removeprefix("id: ")
-            elif line.startswith("event: "):
-                message["event"] = line.removeprefix("event: ")
-            elif line.startswith("data: "):
-                message["data"] = json.loads(line.removeprefix("data: "))
-                messages.append(message)
-                message = {"id": None}
-    return messages
-
-
-def test_events_follow_the_stages(compiled: dict[str, Any]) -> None:
-    """Read while the job runs: every change once, in order, then ``end``."""
-    events = compiled["events"]
-    assert events[-1] == ("end", {"status": "succeeded"})
-    changes = [(data["status"], data["stage"]) for name, data in events if name == "job"]
-    assert changes == [("queued", None), ("running", None), *ALL_STAGES, ("succeeded", "store")]
-
-
-def test_a_late_reader_still_gets_every_stage(
-    admin: httpx.Client, compiled: dict[str, Any]
-) -> None:
-    """Read after the job ended: the whole history, from the job's change log."""
-    job = compiled["job"]
-    messages = _read_stream(admin, job["id"])
-    changes = [(m["data"]["status"], m["data"]["stage"]) for m in messages if m["event"] == "job"]
-    assert changes == [("queued", None), ("running", None), *ALL_STAGES, ("succeeded", "store")]
-    running = [m["data"] for m in messages if m["event"] == "job"][:-1]
-    assert all(d["artifact_id"] is None and d["finished_at"] is None for d in running)
-    assert messages[-2]["data"]["artifact_id"] == job["artifact_id"]
-    assert messages[-1] == {"id": None, "event": "end", "data": {"status": "succeeded"}}
-
-
-def test_events_resume_after_last_event_id(admin: httpx.Client, compiled: dict[str, Any]) -> None:
-    job_id = compiled["job"]["id"]
-    whole = [m for m in _read_stream(admin, job_id) if m["event"] == "job"]
-    resumed = _read_stream(admin, job_id, headers={"Last-Event-ID": whole[2]["id"]})
-    assert [m["id"] for m in resumed if m["event"] == "job"] == [m["id"] for m in whole[3:]]
-    bad = admin.get(f"/v1/jobs/{job_id}/events", headers={"Last-Event-ID": "soon"})
-    assert_error(bad, 422)
 
 
 def test_artifact_metadata(compiled: dict[str, Any]) -> None:
@@ -274,11 +200,7 @@ def test_bad_program_wide_plan_options_are_422(
 def test_shared_mutable_buffers_through_the_service(admin: httpx.Client, tmp_path: Path) -> None:
     """prefill writes the cache decode reads, in one loaded program of the downloaded .pte."""
     model = cached_programs()
-    files = {}
-    for method, exported in model.programs.items():
-        files[method] = tmp_path / f"{method}.pt2"
-        torch.export.save(exported, files[method])
-    program = upload_methods(admin, files)
+    program = upload_methods(admin, save_programs(model.programs, tmp_path))
     plan = {"all": {"partitioners": ["xnnpack"]}, "share_mutable_buffers": True}
     done = wait_job(admin, submit(admin, program["id"], plan)["id"])
     assert done["status"] == "succeeded", done
@@ -296,50 +218,3 @@ def test_backends_list_the_program_wide_plan_options(admin: httpx.Client) -> Non
     assert share["kind"] == "plan_option" and share["options_schema"]["type"] == "boolean"
     verify = entries["verify"]["options_schema"]["properties"]
     assert verify["rtol"]["default"] == 1e-4 and verify["min_sqnr_db"]["default"] == 20.0
-
-
-# /v2: the compiled artifact served by the same service, driven by unmodified tritonclient.
-
-
-@pytest.mark.parametrize("method", ["encode", "decode"])
-def test_v2_infer_matches_eager(
-    service: ServiceProcess,
-    admin: httpx.Client,
-    compiled: dict[str, Any],
-    seq2seq: MultiMethod,
-    method: str,
-) -> None:
-    token = {"Authorization": admin.headers["Authorization"]}
-    client = triton.InferenceServerClient(url=service.url.removeprefix("http://"))
-    model = f"{compiled['artifact']['id']}.{method}"
-    assert client.is_model_ready(model, headers=dict(token))
-    metadata = client.get_model_metadata(model, headers=dict(token))
-    names = [t["name"] for t in metadata["inputs"]]
-    outputs = [t["name"] for t in metadata["outputs"]]
-    # /v2 speaks the program's own names, the same ones /v1 shows for the artifact's method.
-    (v1,) = [m for m in compiled["artifact"]["methods"] if m["name"] == method]
-    assert names == [t["name"] for t in v1["inputs"]]
-    assert outputs == [t["name"] for t in v1["outputs"]]
-    assert not any(n.startswith("input_") for n in names), names
-    inputs = triton_inputs(seq2seq, method, binary=True, names=names)
-    result = client.infer(model, inputs, headers=dict(token))
-    with torch.no_grad():
-        expected = seq2seq.eager[method](*seq2seq.inputs[method])
-    expected = expected[0] if isinstance(expected, tuple) else expected
-    np.testing.assert_allclose(result.as_numpy(outputs[0]), expected.numpy(), atol=1e-4, rtol=1e-4)
-
-
-def test_v2_needs_a_token_and_hides_other_projects(
-    service: ServiceProcess, compiled: dict[str, Any]
-) -> None:
-    other_project_token = service.create_token("v2-outsider", "v2-other-project")
-    model = f"{compiled['artifact']['id']}.encode"
-    assert httpx.get(f"{service.url}/v2/models/{model}").status_code == 401
-    client = triton.InferenceServerClient(url=service.url.removeprefix("http://"))
-    with pytest.raises(InferenceServerException):
-        client.get_model_metadata(model, headers={"Authorization": f"Bearer {other_project_token}"})
-    response = httpx.get(
-        f"{service.url}/v2/models/{model}",
-        headers={"Authorization": f"Bearer {other_project_token}"},
-    )
-    assert response.status_code == 404

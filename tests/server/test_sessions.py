@@ -21,7 +21,7 @@ import torch
 import tritonclient.http as triton
 
 from pteforge.server.settings import Settings
-from tests.models import MultiMethod
+from tests.models import MultiMethod, save_programs
 from tests.runtime.stateful_models import (
     cached_lm_programs,
     counter_programs,
@@ -35,39 +35,27 @@ STEPS = 8
 SHARED_PLAN = {"all": {"partitioners": ["xnnpack"]}, "share_mutable_buffers": True}
 
 
-def _saved(model: MultiMethod, directory: Path) -> dict[str, Path]:
-    files = {}
-    for method, program in model.programs.items():
-        files[method] = directory / f"{method}.pt2"
-        torch.export.save(program, files[method])
-    return files
-
-
 def _compile(admin: httpx.Client, model: MultiMethod, directory: Path, name: str) -> str:
-    program = upload_methods(admin, _saved(model, directory), name=name)
+    program = upload_methods(admin, save_programs(model.programs, directory), name=name)
     done = wait_job(admin, submit(admin, program["id"], SHARED_PLAN)["id"], timeout=600)
     assert done["status"] == "succeeded", done
     return str(done["artifact_id"])
 
 
 @pytest.fixture(scope="module")
-def lm() -> MultiMethod:
-    return cached_lm_programs()
+def lm(admin: httpx.Client, tmp_path_factory: Any) -> tuple[MultiMethod, str]:
+    """The decoder-only LM whose KV cache is buffers (``prefill``, then ``decode``), and the
+    artifact it compiles to."""
+    model = cached_lm_programs()
+    return model, _compile(admin, model, tmp_path_factory.mktemp("lm"), "cached-lm")
 
 
 @pytest.fixture(scope="module")
-def whisper() -> MultiMethod:
-    return whisper_programs()
-
-
-@pytest.fixture(scope="module")
-def lm_artifact(admin: httpx.Client, lm: MultiMethod, tmp_path_factory: Any) -> str:
-    return _compile(admin, lm, tmp_path_factory.mktemp("lm"), "cached-lm")
-
-
-@pytest.fixture(scope="module")
-def whisper_artifact(admin: httpx.Client, whisper: MultiMethod, tmp_path_factory: Any) -> str:
-    return _compile(admin, whisper, tmp_path_factory.mktemp("whisper"), "whisper-style")
+def whisper(admin: httpx.Client, tmp_path_factory: Any) -> tuple[MultiMethod, str]:
+    """The Whisper-style model (``encode`` stores cross-attention keys/values for
+    ``decode``), and the artifact it compiles to."""
+    model = whisper_programs()
+    return model, _compile(admin, model, tmp_path_factory.mktemp("whisper"), "whisper-style")
 
 
 class Remote:
@@ -106,6 +94,23 @@ def greedy(first: Step, decode: Step, start: torch.Tensor, steps: int) -> tuple[
     return tokens, logits
 
 
+def _opened(
+    service: ServiceProcess, admin: httpx.Client, compiled: tuple[MultiMethod, str], method: str
+) -> tuple[Remote, Any, torch.Tensor]:
+    """A ``Remote`` on the compiled artifact, the eager model it came from and the one
+    example input of its ``method``."""
+    model, artifact = compiled
+    (example,) = model.inputs[method]
+    return Remote(service, admin, artifact), model.eager[method].model, example  # type: ignore[union-attr]
+
+
+def _eager_greedy(model: Any, first: Step, start: torch.Tensor) -> tuple[list[int], list]:
+    """``greedy`` in eager PyTorch from an empty state: ``first()``, then ``model.decode``."""
+    reset_state(model)
+    with torch.no_grad():
+        return greedy(first, lambda t, p, i: model.decode(t, p), start, STEPS)
+
+
 def _compare(remote: tuple[list[int], list], eager: tuple[list[int], list]) -> None:
     assert remote[0] == eager[0]
     for got, expected in zip(remote[1], eager[1], strict=True):
@@ -113,17 +118,11 @@ def _compare(remote: tuple[list[int], list], eager: tuple[list[int], list]) -> N
 
 
 def test_lm_prefill_then_decode_in_a_session_matches_eager(
-    service: ServiceProcess, admin: httpx.Client, lm: MultiMethod, lm_artifact: str
+    service: ServiceProcess, admin: httpx.Client, lm: tuple[MultiMethod, str]
 ) -> None:
-    remote = Remote(service, admin, lm_artifact)
-    model = lm.eager["prefill"].model  # type: ignore[union-attr]
-    (prompt,) = lm.inputs["prefill"]
+    remote, model, prompt = _opened(service, admin, lm, "prefill")
     length = torch.tensor(prompt.shape[1])
-    reset_state(model)
-    with torch.no_grad():
-        eager = greedy(
-            lambda: model.prefill(prompt), lambda t, p, i: model.decode(t, p), length, STEPS
-        )
+    eager = _eager_greedy(model, lambda: model.prefill(prompt), length)
 
     def step(token: torch.Tensor, pos: torch.Tensor, i: int) -> Any:
         return remote("decode", token, pos, sequence_id=42, sequence_end=i == STEPS - 1)
@@ -139,20 +138,16 @@ def test_lm_prefill_then_decode_in_a_session_matches_eager(
 
 
 def test_whisper_encode_then_decode_in_a_session_matches_eager(
-    service: ServiceProcess, admin: httpx.Client, whisper: MultiMethod, whisper_artifact: str
+    service: ServiceProcess, admin: httpx.Client, whisper: tuple[MultiMethod, str]
 ) -> None:
-    remote = Remote(service, admin, whisper_artifact)
-    model = whisper.eager["encode"].model  # type: ignore[union-attr]
-    (features,) = whisper.inputs["encode"]
+    remote, model, features = _opened(service, admin, whisper, "encode")
     start_token = torch.tensor([[1]])
 
     def eager_first() -> torch.Tensor:
         model.encode(features)
         return model.decode(start_token, torch.tensor([0]))  # type: ignore[no-any-return]
 
-    reset_state(model)
-    with torch.no_grad():
-        eager = greedy(eager_first, lambda t, p, i: model.decode(t, p), torch.tensor(1), STEPS)
+    eager = _eager_greedy(model, eager_first, torch.tensor(1))
 
     def remote_first() -> Any:
         remote("encode", features, sequence_id="utterance-1", sequence_start=True)
@@ -171,7 +166,7 @@ def test_identical_stateless_calls_to_a_stateful_program_answer_the_same(
     """The issue's reproduction: ``n += 1; return x + n`` compiled with the default plan
     (its buffer unnamed), called three times without a sequence: 1.0 each time."""
     counter = counter_programs()
-    program = upload_methods(admin, _saved(counter, tmp_path), name="counter")
+    program = upload_methods(admin, save_programs(counter.programs, tmp_path), name="counter")
     done = wait_job(admin, submit(admin, program["id"], {})["id"], timeout=600)
     assert done["status"] == "succeeded", done
     remote = Remote(service, admin, str(done["artifact_id"]))
