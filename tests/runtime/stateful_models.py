@@ -3,15 +3,12 @@
 Each keeps its state in registered buffers that its methods mutate. The multi-method ones
 are exported as one ``torch.export`` program per method of the same module, so the methods
 name the same buffers (``model.k_cache_0``, ...) and a program compiled with
-``MemoryPlanningPass(share_mutable_buffers=True)`` gives them one shared allocation.
+``MemoryPlanningPass(share_mutable_buffers=True)`` gives them one shared allocation
+(``tests.runtime.stateful_compile``). The layers are in ``tests.runtime.stateful_layers``.
 """
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Sequence
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -19,8 +16,7 @@ from torch import nn
 from torch.export import Dim, ExportedProgram, export
 
 from tests.models import MultiMethod
-
-NEG = -1e9  # additive mask for positions not yet written (finite: no NaN from -inf rows)
+from tests.runtime.stateful_layers import Block
 
 
 class Counter(nn.Module):
@@ -40,85 +36,6 @@ def counter_programs(start: float = 0.0) -> MultiMethod:
     model = Counter(start).eval()
     x = (torch.zeros(1),)
     return MultiMethod({"forward": export(model, x)}, {"forward": x}, {"forward": model})
-
-
-def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-    """q (T, H, D), k/v (S, H, D), additive bias (T, S) -> (T, H*D)."""
-    scores = torch.einsum("thd,shd->hts", q, k) / (q.shape[-1] ** 0.5) + bias
-    out = torch.einsum("hts,shd->thd", torch.softmax(scores, dim=-1), v)
-    return out.reshape(out.shape[0], -1)
-
-
-class CachedAttention(nn.Module):
-    """Self-attention whose keys and values are kept in ``(max_len, H, D)`` buffers."""
-
-    def __init__(self, d_model: int, heads: int, max_len: int) -> None:
-        super().__init__()
-        self.heads, self.head_dim = heads, d_model // heads
-        self.qkv = nn.Linear(d_model, 3 * d_model)
-        self.out = nn.Linear(d_model, d_model)
-        self.register_buffer("k_cache", torch.zeros(max_len, heads, self.head_dim))
-        self.register_buffer("v_cache", torch.zeros(max_len, heads, self.head_dim))
-
-    def forward(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
-        """x (T, d) at positions ``pos`` (T,): writes their keys/values, attends to <= pos."""
-        q, k, v = self.qkv(x).reshape(x.shape[0], 3, self.heads, self.head_dim).unbind(1)
-        self.k_cache[pos] = k
-        self.v_cache[pos] = v
-        slots = torch.arange(self.k_cache.shape[0])
-        bias = torch.where(slots[None, :] <= pos[:, None], 0.0, NEG)
-        return self.out(_attend(q, self.k_cache, self.v_cache, bias))  # type: ignore[no-any-return]
-
-
-class Block(nn.Module):
-    """Pre-norm transformer block with cached self-attention (and optional cross-attention)."""
-
-    def __init__(self, d_model: int, heads: int, max_len: int, cross_len: int = 0) -> None:
-        super().__init__()
-        self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
-        self.attn = CachedAttention(d_model, heads, max_len)
-        self.mlp = nn.Sequential(
-            nn.Linear(d_model, 2 * d_model), nn.GELU(), nn.Linear(2 * d_model, d_model)
-        )
-        self.cross = CrossAttention(d_model, heads, cross_len) if cross_len else None
-
-    def forward(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
-        x = x + self.attn(self.norm1(x), pos)
-        if self.cross is not None:
-            x = x + self.cross(x)
-        return x + self.mlp(self.norm2(x))  # type: ignore[no-any-return]
-
-
-class CrossAttention(nn.Module):
-    """Attention over encoder keys/values that ``remember`` stores in buffers."""
-
-    def __init__(self, d_model: int, heads: int, source_len: int) -> None:
-        super().__init__()
-        self.heads, self.head_dim = heads, d_model // heads
-        self.norm = nn.LayerNorm(d_model)
-        self.q, self.kv, self.out = (
-            nn.Linear(d_model, d_model),
-            nn.Linear(d_model, 2 * d_model),
-            nn.Linear(d_model, d_model),
-        )
-        self.register_buffer("k_mem", torch.zeros(source_len, heads, self.head_dim))
-        self.register_buffer("v_mem", torch.zeros(source_len, heads, self.head_dim))
-
-    def keys_values(self, memory: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """memory (S, d) -> keys, values (S, H, D)."""
-        k, v = self.kv(memory).reshape(memory.shape[0], 2, self.heads, self.head_dim).unbind(1)
-        return k, v
-
-    def remember(self, memory: torch.Tensor) -> None:
-        k, v = self.keys_values(memory)
-        self.k_mem.copy_(k)
-        self.v_mem.copy_(v)
-
-    def forward(self, x: torch.Tensor, memory: torch.Tensor | None = None) -> torch.Tensor:
-        k, v = (self.k_mem, self.v_mem) if memory is None else self.keys_values(memory)
-        q = self.q(self.norm(x)).reshape(x.shape[0], self.heads, self.head_dim)
-        bias = torch.zeros(x.shape[0], k.shape[0])
-        return self.out(_attend(q, k, v, bias))  # type: ignore[no-any-return]
 
 
 class CachedLM(nn.Module):
@@ -268,44 +185,3 @@ def whisper_programs(**config: int) -> MultiMethod:
     }
     inputs = {"encode": (features,), "decode": step, "decode_with": context}
     return MultiMethod(programs, inputs, {m: _Method(model, m) for m in programs})
-
-
-@dataclass
-class StatefulPte:
-    """A compiled stateful program and the model it came from."""
-
-    path: Path
-    sha256: str
-    model: MultiMethod
-
-
-def compile_stateful(
-    model: MultiMethod,
-    path: Path,
-    *,
-    xnnpack: bool = True,
-    share: bool = True,
-    names: bool = True,
-    initial: Sequence[str] = (),
-) -> StatefulPte:
-    """Compile with ``pteforge.manager``: XNNPACK partitioner (or portable), mutable buffers
-    shared across methods (``share``), their names emitted (``names``), and ``initial``
-    buffer-name patterns stored with their initial values."""
-    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
-    from executorch.exir import ExecutorchBackendConfig
-    from executorch.exir.passes import MemoryPlanningPass
-    from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPass
-
-    from pteforge.manager import to_edge
-
-    edge = to_edge(model.programs)
-    if xnnpack:
-        edge = edge.to_backend(XnnpackPartitioner())
-    config = ExecutorchBackendConfig(
-        memory_planning_pass=MemoryPlanningPass(share_mutable_buffers=share),
-        emit_mutable_buffer_names=names,
-        passes=[InitializedMutableBufferPass(list(initial))] if initial else [],
-    )
-    data = edge.to_executorch(config).buffer
-    path.write_bytes(data)
-    return StatefulPte(path, hashlib.sha256(data).hexdigest(), model)

@@ -24,7 +24,8 @@ from pteforge.runtime import RuntimePool
 from pteforge.runtime.sessions import SessionLimits
 from pteforge.runtime.state import read_program_state
 from tests.runtime.helpers import MemoryResolver, build_app, serve
-from tests.runtime.stateful_models import StatefulPte, compile_stateful, counter_programs
+from tests.runtime.stateful_compile import StatefulPte, compile_stateful
+from tests.runtime.stateful_models import counter_programs
 
 PER_PROJECT = 2
 

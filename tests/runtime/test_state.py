@@ -17,7 +17,8 @@ from pteforge.runtime import RuntimePool
 from pteforge.runtime.state import MethodState, read_program_state
 from tests.runtime.conftest import Server
 from tests.runtime.helpers import Compiled
-from tests.runtime.stateful_models import StatefulPte, compile_stateful, counter_programs
+from tests.runtime.stateful_compile import StatefulPte, compile_stateful
+from tests.runtime.stateful_models import counter_programs
 
 VARIANTS = {
     "unnamed": {"names": False, "share": False},
