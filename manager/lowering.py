@@ -179,8 +179,8 @@ class LoweringJob:
     def _backend_of(self, method: str | None) -> str:
         """The backend id(s) ``method`` was partitioned for, as its partitioners declare."""
         if method is None:
-            ids = set(self.whole_graph.values())
-            return ids.pop() if len(ids) == 1 else "(partitioner backend)"
+            whole = set(self.whole_graph.values())
+            return whole.pop() if len(whole) == 1 else "(partitioner backend)"
         if method in self.whole_graph:
             return self.whole_graph[method]
         ids = [
