@@ -38,14 +38,12 @@ from typing import Any
 import httpx
 import numpy as np
 import orjson
-import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pteforge.client import Artifact, Client, UploadRejectedError
-from pteforge.storage import default_sqlite_url, open_store
-from tests.models import shared_linear_programs
-from tests.server.service import ServiceProcess
+from tests.models import save_programs, shared_linear_programs
+from tests.server.service import ServiceProcess, store_artifact
 
 PLAN = {"all": {"partitioners": ["xnnpack"]}}
 HEADER = "Inference-Header-Content-Length"
@@ -189,15 +187,7 @@ def memory_rows(svc: ServiceProcess, client: Client, work: Path, mib: int) -> No
             return
         raise AssertionError("the server accepted a file of zeros as a program")
 
-    store = open_store(default_sqlite_url(svc.home), migrate=False)
-    try:
-        blob = store.blobs.write(bytes(1 << 20) for _ in range(mib))
-        with store.transaction() as tx:
-            project = tx.projects.get_by_name("default")
-            assert project is not None
-            artifact = tx.artifacts.create(project.id, None, blob, {}, "bench", {}, [])
-    finally:
-        store.close()
+    artifact, _ = store_artifact(svc.home, (bytes(1 << 20) for _ in range(mib)), "bench")
     print(
         f"\n| {mib} MiB through the client | seconds | MiB/s | peak RSS above before (MiB) "
         "| peak Python allocations (MiB) |"
@@ -230,10 +220,7 @@ def main() -> int:
             assert svc.admin_token
             model = shared_linear_programs()
             with Client(svc.url, svc.admin_token) as client, svc.client(svc.admin_token) as http:
-                files = {}
-                for method, program in model.programs.items():
-                    files[method] = work / f"{method}.pt2"
-                    torch.export.save(program, files[method])
+                files = save_programs(model.programs, work)
                 artifact = client.compile(client.upload_program(files), PLAN)
                 overhead_table(calls(client, http, artifact, work), args)
                 if args.big_mib:

@@ -15,14 +15,20 @@ import argparse
 import logging
 import math
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
-from torch.export import ExportedProgram, export
+from torch.export import ExportedProgram
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.models import export_methods
 
 
 class Block(nn.Module):
@@ -55,15 +61,6 @@ class EncoderDecoder(nn.Module):
         return self.head(self.decoder(h + torch.bmm(attention, memory)))  # type: ignore[no-any-return]
 
 
-class _Method(nn.Module):
-    def __init__(self, model: nn.Module, name: str) -> None:
-        super().__init__()
-        self.model, self.name = model, name
-
-    def forward(self, *args: torch.Tensor) -> torch.Tensor:
-        return getattr(self.model, self.name)(*args)  # type: ignore[no-any-return]
-
-
 def workload() -> dict[str, ExportedProgram]:
     torch.manual_seed(0)
     model = EncoderDecoder().eval()
@@ -71,7 +68,7 @@ def workload() -> dict[str, ExportedProgram]:
         "encode": (torch.randn(1, 32, 256),),
         "decode": (torch.randn(1, 8, 256), torch.randn(1, 32, 256)),
     }
-    return {name: export(_Method(model, name), args) for name, args in inputs.items()}
+    return export_methods(model, inputs).programs
 
 
 @dataclass(frozen=True)

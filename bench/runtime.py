@@ -21,17 +21,10 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import http.client
-import json
 import os
-import re
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,9 +35,23 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.timing import latencies, measured, pct
+from bench.v2_server import start_server
+from bench.v2_wire import Connection, infer_request
 from pteforge.runtime import RuntimePool
-from pteforge.runtime.protocol import HEADER_LENGTH
 from tests.models import TinySeq2Seq, export_methods, small_mlp_programs
+
+
+class V2Client(Connection):
+    """Posts one pre-encoded binary infer request again and again on one connection."""
+
+    def __init__(self, port: int, model: str, inputs: list[np.ndarray]) -> None:
+        super().__init__(port)
+        self.request = infer_request(model, inputs)
+
+    def infer(self) -> bool:
+        status, _, _ = self.exchange(self.request)
+        return status.startswith(b"HTTP/1.1 200")
 
 
 @dataclass
@@ -79,193 +86,6 @@ def build_workloads(root: Path) -> list[Workload]:
         _compile(small_mlp_programs(), "forward", root / "mlp.pte", "small MLP"),
         _compile(encoder, "encode", root / "encoder.pte", "seq2seq encoder (d=256, 64 tok)"),
     ]
-
-
-# -- the server under test (a subprocess) ----------------------------------------------------
-
-
-def serve(port: int, workers: int, artifacts: dict[str, str], home: Path) -> None:
-    """Child mode: the /v2 router over a pool, with an allow-all auth dependency."""
-    import uvicorn
-    from fastapi import FastAPI
-    from prometheus_client import CollectorRegistry
-
-    from pteforge.server.inference import ResolvedArtifact, build_inference_router
-
-    resolved = {
-        artifact_id: ResolvedArtifact(
-            hashlib.sha256(Path(path).read_bytes()).hexdigest(), Path(path), ("forward", "encode")
-        )
-        for artifact_id, path in artifacts.items()
-    }
-
-    class Resolver:
-        def resolve(self, principal: Any, artifact_id: str) -> ResolvedArtifact | None:
-            return resolved.get(artifact_id)
-
-    async def allow_all(request: Any) -> str:
-        """Like the service's bearer check on a cache hit: no database, no thread hop."""
-        return "bench"
-
-    pool = RuntimePool(workers, 1 << 30, home)
-    app = FastAPI()
-    app.include_router(build_inference_router(Resolver(), pool, allow_all, CollectorRegistry()))
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False,
-                http="httptools", loop="uvloop")  # fmt: skip
-
-
-def _binary_body(inputs: list[np.ndarray]) -> tuple[bytes, dict[str, str]]:
-    tensors = [
-        {"name": f"input_{i}", "datatype": "INT64" if a.dtype == np.int64 else "FP32",
-         "shape": list(a.shape), "parameters": {"binary_data_size": a.nbytes}}
-        for i, a in enumerate(inputs)
-    ]  # fmt: skip
-    head = json.dumps({"inputs": tensors, "parameters": {"binary_data_output": True}}).encode()
-    body = head + b"".join(np.ascontiguousarray(a).tobytes() for a in inputs)
-    headers = {HEADER_LENGTH: str(len(head)), "Content-Type": "application/octet-stream"}
-    return body, headers
-
-
-class V2Client:
-    """A keep-alive HTTP/1.1 client posting one pre-encoded binary infer request.
-
-    Raw socket, minimal response parsing (status line, Content-Length): the client shares
-    the 2 cores with the server, so it should spend as little CPU as a client can (about
-    a third of ``http.client``'s per request); the CPU column reports what it spent.
-    """
-
-    def __init__(self, port: int, model: str, inputs: list[np.ndarray]) -> None:
-        body, headers = _binary_body(inputs)
-        lines = [f"POST /v2/models/{model}/infer HTTP/1.1", "Host: 127.0.0.1",
-                 f"Content-Length: {len(body)}"]  # fmt: skip
-        lines += [f"{k}: {v}" for k, v in headers.items()]
-        self.request = ("\r\n".join(lines) + "\r\n\r\n").encode() + body
-        self.sock = socket.create_connection(("127.0.0.1", port))
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.pending = b""
-
-    def _read_until(self, data: bytes, size: int) -> bytes:
-        chunks = [data]
-        while size > 0:
-            chunk = self.sock.recv(max(size, 65536))
-            if not chunk:
-                raise ConnectionError("the server closed the connection")
-            chunks.append(chunk)
-            size -= len(chunk)
-        return b"".join(chunks)
-
-    def infer(self) -> bool:
-        self.sock.sendall(self.request)
-        data = self.pending
-        while (end := data.find(b"\r\n\r\n")) < 0:
-            data = self._read_until(data, 1)
-        match = _CONTENT_LENGTH.search(data, 0, end)
-        total = end + 4 + (int(match.group(1)) if match else 0)
-        data = self._read_until(data, total - len(data))
-        self.pending = data[total:]
-        return data.startswith(b"HTTP/1.1 200 ")
-
-
-_CONTENT_LENGTH = re.compile(rb"(?i)\r\ncontent-length: *(\d+)")
-
-
-def start_server(port: int, workers: int, workloads: list[Workload], home: Path) -> Any:
-    spec = json.dumps({w.path.stem: str(w.path) for w in workloads})
-    command = [sys.executable, __file__, "--serve", str(port), "--serve-workers", str(workers),
-               "--artifacts", spec, "--home", str(home)]  # fmt: skip
-    process = subprocess.Popen(command)
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        try:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
-            conn.request("GET", "/v2/health/ready")
-            if conn.getresponse().status == 200:
-                return process
-        except OSError:
-            time.sleep(0.2)
-    process.kill()
-    raise RuntimeError("the /v2 server did not start")
-
-
-# -- measurements -----------------------------------------------------------------------------
-
-
-def latencies(call: Callable[[], Any], iterations: int, warmup: int) -> list[float]:
-    for _ in range(warmup):
-        call()
-    samples = []
-    for _ in range(iterations):
-        start = time.perf_counter()
-        call()
-        samples.append((time.perf_counter() - start) * 1e3)
-    return samples
-
-
-def pct(samples: list[float], q: float) -> float:
-    return float(np.percentile(samples, q))
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of process ``pid`` so far (its own threads, not children)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-@dataclass
-class Rate:
-    """Throughput of one run, with the CPU the client and the server process spent on it."""
-
-    per_second: float
-    errors: int
-    client_cpu_us: float  # per request, this process (the client threads)
-    server_cpu_us: float  # per request, the server process (HTTP + dispatch; not the workers)
-
-
-def measured(
-    make_call: Callable[[], Callable[[], bool]],
-    clients: int,
-    seconds: float,
-    server_pid: int | None,
-) -> Rate:
-    """``throughput`` with the CPU spent by this process and by ``server_pid`` meanwhile."""
-    client, server = time.process_time(), cpu_seconds(server_pid) if server_pid else 0.0
-    rate, errors, elapsed = throughput(make_call, clients, seconds)
-    requests = max(rate * elapsed, 1.0)
-    client_us = (time.process_time() - client) / requests * 1e6
-    server_us = (cpu_seconds(server_pid) - server) / requests * 1e6 if server_pid else 0.0
-    return Rate(rate, errors, client_us, server_us)
-
-
-def throughput(make_call: Callable[[], Callable[[], bool]], clients: int, seconds: float
-               ) -> tuple[float, int, float]:  # fmt: skip
-    """Requests per second, error count and elapsed seconds of ``clients`` threads calling
-    for ``seconds``."""
-    counts, errors = [0] * clients, [0] * clients
-    stop = time.monotonic() + seconds
-    barrier = threading.Barrier(clients + 1)
-
-    def run(i: int) -> None:
-        call = make_call()
-        call()  # connect and warm up outside the window
-        barrier.wait()
-        while time.monotonic() < stop:
-            try:
-                ok = call()
-            except Exception:
-                ok = False
-            counts[i] += ok
-            errors[i] += not ok
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(clients)]
-    for t in threads:
-        t.start()
-    barrier.wait()
-    start = time.monotonic()
-    stop = start + seconds
-    for t in threads:
-        t.join()
-    elapsed = time.monotonic() - start
-    return sum(counts) / elapsed, sum(errors), elapsed
 
 
 def in_process_method(workload: Workload) -> Callable[[], Any]:
@@ -344,14 +164,7 @@ def main() -> None:
         default=_default_workers(),
         help="pool sizes to measure, e.g. 2,1 (default: cores, cores - 1)",
     )
-    parser.add_argument("--serve-workers", type=int, default=1, help=argparse.SUPPRESS)
-    parser.add_argument("--serve", type=int, default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--artifacts", default="{}", help=argparse.SUPPRESS)
-    parser.add_argument("--home", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.serve is not None:
-        serve(args.serve, args.serve_workers, json.loads(args.artifacts), args.home)
-        return
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
         run(Path(tmp), args)
@@ -391,10 +204,8 @@ def measure_config(
     root: Path, workloads: list[Workload], workers: int, args: argparse.Namespace
 ) -> tuple[list[str], list[str]]:
     """Latency and throughput rows with a pool of ``workers`` (server and baseline alike)."""
-    from tests.runtime.helpers import free_port
-
-    port = free_port()
-    server = start_server(port, workers, workloads, root / f"server-cache-{workers}")
+    artifacts = {w.path.stem: w.path for w in workloads}
+    server, port = start_server(artifacts, root / f"server-cache-{workers}", workers)
     try:
         latency = [r for w in workloads for r in latency_rows(w, workers, port, args)]
         with RuntimePool(workers, 1 << 30, root / f"pool-cache-{workers}") as pool:

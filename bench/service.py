@@ -26,8 +26,9 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from tests.models import export_methods, save_programs
 from tests.server.helpers import submit, wait_job
-from tests.server.service import ServiceProcess, wait_until
+from tests.server.service import BENCH_ENV, ServiceProcess, wait_until
 
 PLAN = {"methods": {"encode": {"partitioners": ["xnnpack"]}, "decode": {}}}
 
@@ -51,29 +52,16 @@ class Seq2Seq(nn.Module):
         return self.head(self.decoder(self.embed(tokens), memory))  # type: ignore[no-any-return]
 
 
-class _Method(nn.Module):
-    def __init__(self, model: nn.Module, name: str) -> None:
-        super().__init__()
-        self.model, self.name = model, name
-
-    def forward(self, *args: torch.Tensor) -> torch.Tensor:
-        return getattr(self.model, self.name)(*args)  # type: ignore[no-any-return]
-
-
-def save_programs(layers: int, directory: Path, seed: int = 0) -> dict[str, Path]:
+def saved_seq2seq(layers: int, directory: Path, seed: int = 0) -> dict[str, Path]:
     """Export ``encode``/``decode`` and save each with ``torch.export.save``."""
-    directory.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(seed)
-    model = Seq2Seq(layers).eval()
+    model = Seq2Seq(layers)
     inputs = {
         "encode": (torch.randint(0, 1000, (1, 32)),),
         "decode": (torch.randint(0, 1000, (1, 8)), torch.randn(1, 32, 256)),
     }
-    files = {}
-    for name, args in inputs.items():
-        files[name] = directory / f"{name}-{layers}.pt2"
-        torch.export.save(torch.export.export(_Method(model, name), args), files[name])
-    return files
+    programs = export_methods(model, inputs).programs
+    return save_programs(programs, directory, f"{{method}}-{layers}.pt2")
 
 
 def library_compile(files: dict[str, Path], out: Path) -> float:
@@ -179,15 +167,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="pteforge-bench-"))
-    svc = ServiceProcess(
-        work / "home",
-        env={
-            "PTEFORGE_COMPILE_WORKERS": "1",
-            "PTEFORGE_RUNTIME_POOL_SIZE": "1",
-            "PTEFORGE_MAX_UPLOAD_BYTES": str(2 * 1024**3),
-            "PTEFORGE_COMPILE_WARMUP": "true",  # the default of `pteforge serve`
-        },
-    )
+    # the compile warm-up on, the default of `pteforge serve`
+    svc = ServiceProcess(work / "home", env={**BENCH_ENV, "PTEFORGE_COMPILE_WARMUP": "true"})
     svc.start()
     print("| measure | library | service | ratio / delta | target |")
     print("|---|---|---|---|---|")
@@ -216,12 +197,12 @@ def wait_for_standbys(svc: ServiceProcess, jobs_done: int) -> None:
 def compile_row(svc: ServiceProcess, token: str, work: Path, layers: int, rounds: int) -> None:
     """Interleaved rounds (library, then service, on freshly saved files each round so the
     service cannot answer from an earlier artifact); medians of each side and of the ratios."""
-    warm = save_programs(1, work / "warm")
+    warm = saved_seq2seq(1, work / "warm")
     library_compile(warm, work / "warm-lib.pte")
     service_compile(svc, token, warm, work / "warm-svc.pte")
     lib, svc_steps = [], []
     for i in range(rounds):
-        files = save_programs(layers, work / f"round{i}", seed=i)
+        files = saved_seq2seq(layers, work / f"round{i}", seed=i)
         # The worker's next lowering process warms up after each job; let it finish so its
         # CPU does not slow the library side down.
         wait_for_standbys(svc, jobs_done=i + 1)

@@ -24,14 +24,8 @@ Run: ``.venv/bin/python bench/sessions.py [--runs 3]``
 from __future__ import annotations
 
 import argparse
-import json
-import re
-import socket
-import subprocess
 import sys
-import tempfile
 import time
-import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,133 +36,31 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.runtime.stateful_models import (
-    cached_lm_programs,
-    compile_stateful,
-    whisper_programs,
-)
+from bench.timing import single_threaded_workdir
+from bench.v2_server import start_server
+from bench.v2_wire import Connection, first_output, infer_request
+from tests.runtime.stateful_compile import compile_stateful
+from tests.runtime.stateful_models import cached_lm_programs, whisper_programs
 
 MAX_LEN = 160
 LM = {"vocab": 256, "d_model": 64, "heads": 4, "layers": 2, "max_len": MAX_LEN}
 WHISPER = {"mels": 16, "frames": 32, "vocab": 256, "d_model": 64, "heads": 4, "layers": 2,
            "max_len": MAX_LEN}  # fmt: skip
 PROMPT = 8
-DTYPES = {np.dtype(np.float32): "FP32", np.dtype(np.int64): "INT64"}
-NUMPY = {"FP32": np.float32, "INT64": np.int64}
 
 
-# -- the server under test (a subprocess) ----------------------------------------------------
-
-
-def serve(port: int, artifacts: dict[str, str], home: Path) -> None:
-    """Child mode: the /v2 router over a one-worker pool, with an allow-all auth."""
-    import hashlib
-
-    import uvicorn
-    from fastapi import FastAPI
-    from prometheus_client import CollectorRegistry
-
-    from pteforge.runtime import RuntimePool, describe_pte
-    from pteforge.server.inference import ResolvedArtifact, build_inference_router
-
-    resolved = {
-        name: ResolvedArtifact(
-            hashlib.sha256(Path(path).read_bytes()).hexdigest(),
-            Path(path),
-            tuple(describe_pte(path)),
-        )
-        for name, path in artifacts.items()
-    }
-
-    class Resolver:
-        def resolve(self, principal: Any, artifact_id: str) -> ResolvedArtifact | None:
-            return resolved.get(artifact_id)
-
-    async def allow_all(request: Any) -> str:
-        return "bench"
-
-    pool = RuntimePool(1, 1 << 30, home)
-    app = FastAPI()
-    app.include_router(build_inference_router(Resolver(), pool, allow_all, CollectorRegistry()))
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False,
-                http="httptools", loop="uvloop")  # fmt: skip
-
-
-def start_server(artifacts: dict[str, Path], home: Path) -> tuple[Any, int]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = int(sock.getsockname()[1])
-    spec = json.dumps({name: str(path) for name, path in artifacts.items()})
-    command = [sys.executable, __file__, "--serve", str(port), "--artifacts", spec,
-               "--home", str(home)]  # fmt: skip
-    process = subprocess.Popen(command)
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1) as probe:
-                probe.sendall(b"GET /v2/health/ready HTTP/1.1\r\nHost: x\r\n\r\n")
-                if probe.recv(64).startswith(b"HTTP/1.1 200"):
-                    return process, port
-        except OSError:
-            time.sleep(0.2)
-    process.kill()
-    raise RuntimeError("the /v2 server did not start")
-
-
-# -- a minimal keep-alive client ---------------------------------------------------------------
-
-_HEADER = re.compile(rb"(?i)\r\n(content-length|inference-header-content-length): *(\d+)")
-
-
-class Client:
+class Client(Connection):
     """Posts binary-tensor infer requests on one socket; counts the bytes it sends."""
-
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port))
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.buffer = b""
-
-    def _read(self, size: int) -> None:
-        while len(self.buffer) < size:
-            chunk = self.sock.recv(1 << 20)
-            if not chunk:
-                raise ConnectionError("the server closed the connection")
-            self.buffer += chunk
 
     def infer(
         self, model: str, arrays: list[np.ndarray], parameters: dict[str, Any]
     ) -> tuple[np.ndarray, int]:
         """The first output of ``model`` on ``arrays``, and the request's size in bytes."""
-        tensors = [
-            {"name": f"input_{i}", "datatype": DTYPES[a.dtype], "shape": list(a.shape),
-             "parameters": {"binary_data_size": a.nbytes}}
-            for i, a in enumerate(arrays)
-        ]  # fmt: skip
-        params = dict(parameters, binary_data_output=True)
-        head = json.dumps({"inputs": tensors, "parameters": params}).encode()
-        body = head + b"".join(np.ascontiguousarray(a).tobytes() for a in arrays)
-        request = (
-            f"POST /v2/models/{model}/infer HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-            f"Content-Length: {len(body)}\r\nInference-Header-Content-Length: {len(head)}\r\n"
-            "Content-Type: application/octet-stream\r\n\r\n"
-        ).encode() + body
-        self.sock.sendall(request)
-        return self._response(), len(request)
-
-    def _response(self) -> np.ndarray:
-        while (end := self.buffer.find(b"\r\n\r\n")) < 0:
-            self._read(len(self.buffer) + 1)
-        fields = {k.lower(): int(v) for k, v in _HEADER.findall(self.buffer, 0, end)}
-        total = end + 4 + fields[b"content-length"]
-        self._read(total)
-        status, body = self.buffer[:12], self.buffer[end + 4 : total]
-        self.buffer = self.buffer[total:]
+        request = infer_request(model, arrays, parameters)
+        status, lengths, body = self.exchange(request)
         if not status.startswith(b"HTTP/1.1 200"):
             raise RuntimeError(f"{status!r}: {body[:500]!r}")
-        split = fields[b"inference-header-content-length"]
-        output = json.loads(body[:split])["outputs"][0]
-        data = np.frombuffer(body[split:], NUMPY[output["datatype"]])
-        return data.reshape(output["shape"])
+        return first_output(lengths, body), len(request)
 
 
 # -- the decoding loops --------------------------------------------------------------------------
@@ -274,16 +166,8 @@ def workloads(root: Path) -> list[Workload]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--serve", type=int)
-    parser.add_argument("--artifacts")
-    parser.add_argument("--home")
     args = parser.parse_args()
-    if args.serve:
-        serve(args.serve, json.loads(args.artifacts), Path(args.home))
-        return
-    warnings.filterwarnings("ignore")
-    torch.set_num_threads(1)
-    root = Path(tempfile.mkdtemp(prefix="bench-sessions-"))
+    root = single_threaded_workdir("bench-sessions-")
     works = workloads(root)
     server, port = start_server({w.name.split()[0]: w.path for w in works}, root / "home")
     try:

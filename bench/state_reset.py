@@ -18,9 +18,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import tempfile
-import time
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,20 +26,16 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.timing import latencies, single_threaded_workdir
 from pteforge.runtime.instances import ProgramInstance
 from pteforge.runtime.state import read_program_state
-from tests.runtime.stateful_models import cached_lm_programs, compile_stateful, counter_programs
+from tests.runtime.stateful_compile import compile_stateful
+from tests.runtime.stateful_models import cached_lm_programs, counter_programs
 
 
 def _micros(call: Callable[[], Any], iterations: int) -> tuple[float, float]:
     """p50 and p99 of ``call`` in microseconds."""
-    call()
-    times = []
-    for _ in range(iterations):
-        start = time.perf_counter()
-        call()
-        times.append((time.perf_counter() - start) * 1e6)
-    times.sort()
+    times = sorted(ms * 1e3 for ms in latencies(call, iterations, warmup=1))
     return statistics.median(times), times[min(len(times) - 1, int(0.99 * len(times)))]
 
 
@@ -76,9 +69,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--iterations", type=int, default=300)
     args = parser.parse_args()
-    warnings.filterwarnings("ignore")
-    torch.set_num_threads(1)
-    root = Path(tempfile.mkdtemp(prefix="state-reset-"))
+    root = single_threaded_workdir("state-reset-")
     small = compile_stateful(counter_programs(), root / "counter.pte", xnnpack=False)
     medium = compile_stateful(
         cached_lm_programs(d_model=256, heads=4, layers=4, max_len=256), root / "lm.pte"

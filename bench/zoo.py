@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.server.service import ServiceProcess
+from tests.server.service import BENCH_ENV, ServiceProcess
 from tests.zoo import BY_NAME, ZOO
 from tests.zoo.flow import Cell, run_model
 from tests.zoo.numerics import PLANS
@@ -76,14 +76,7 @@ def main() -> int:
         print(f"unknown model or plan: {', '.join(unknown)}", file=sys.stderr)
         return 2
     work = Path(tempfile.mkdtemp(prefix="pteforge-zoo-"))
-    svc = ServiceProcess(
-        work / "home",
-        env={
-            "PTEFORGE_COMPILE_WORKERS": "1",
-            "PTEFORGE_RUNTIME_POOL_SIZE": "1",
-            "PTEFORGE_MAX_UPLOAD_BYTES": str(2 * 1024**3),
-        },
-    )
+    svc = ServiceProcess(work / "home", env=BENCH_ENV)
     title = f"Model zoo, {args.size} configs, {time.strftime('%Y-%m-%d %H:%M')} (`bench/zoo.py`)"
 
     def write(cells: list[Cell]) -> str:
