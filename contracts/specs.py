@@ -13,10 +13,14 @@ JSON forms, pinned by the API:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Strict
+from pydantic import ConfigDict, Strict, TypeAdapter
+from pydantic.dataclasses import dataclass
+
+from pteforge.contracts.json_types import JsonObject
 
 DYNAMIC_DIM = -1
 """The size a spec reports for a dimension that may vary."""
@@ -74,36 +78,23 @@ def oip_datatype(dtype: str) -> str:
 
 
 Dims = tuple[Annotated[int, Strict()], ...]
+_SPEC_CONFIG = ConfigDict(extra="ignore")
 
 
-class TensorSpec(BaseModel):
+@dataclass(frozen=True, config=_SPEC_CONFIG)
+class TensorSpec:
     """One input or output of a method: its name, dtype name and shape.
 
     ``shape`` has ``-1`` (:data:`DYNAMIC_DIM`) for dynamic dimensions. ``max_shape`` is the
     upper bound a ``.pte`` was planned for, when the runtime knows it (ExecuTorch records
     dynamism per tensor, so every dimension of a dynamic tensor is then ``-1``).
+    A pydantic dataclass: built positionally, validated on construction.
     """
-
-    model_config = ConfigDict(frozen=True)
 
     name: Annotated[str, Strict()]
     dtype: Annotated[str, Strict()]
     shape: Dims
     max_shape: Dims | None = None
-
-    def __init__(
-        self,
-        name: str,
-        dtype: str,
-        shape: Iterable[int],
-        max_shape: Iterable[int] | None = None,
-    ) -> None:
-        super().__init__(
-            name=name,
-            dtype=dtype,
-            shape=tuple(shape),
-            max_shape=None if max_shape is None else tuple(max_shape),
-        )
 
     @property
     def datatype(self) -> str:
@@ -115,62 +106,53 @@ class TensorSpec(BaseModel):
         """Whether the runtime knows this tensor's size may vary up to ``max_shape``."""
         return self.max_shape is not None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         """The ``{"name", "dtype", "shape"[, "max_shape"]}`` form (``/v1``, storage, pipes)."""
-        return self.model_dump(mode="json", exclude_none=True)
+        dumped: JsonObject = _TENSOR_SPEC.dump_python(self, mode="json", exclude_none=True)
+        return dumped
 
     @classmethod
     def from_json(cls, data: Any) -> TensorSpec:
         """Parse :meth:`to_json`'s form; raises ``pydantic.ValidationError`` (a ValueError)."""
-        return cls.model_validate(data)
+        return _TENSOR_SPEC.validate_python(data)
 
-    def oip_json(self) -> dict[str, Any]:
+    def oip_json(self) -> JsonObject:
         """The ``/v2`` metadata form: ``{"name", "datatype", "shape"[, "max_shape"]}``."""
-        data: dict[str, Any] = {"name": self.name, "datatype": self.datatype}
-        data["shape"] = list(self.shape)
+        data: JsonObject = {"name": self.name, "datatype": self.datatype, "shape": [*self.shape]}
         if self.max_shape is not None:
-            data["max_shape"] = list(self.max_shape)
+            data["max_shape"] = [*self.max_shape]
         return data
 
 
-class TensorNames(BaseModel):
+@dataclass(frozen=True, config=_SPEC_CONFIG)
+class TensorNames:
     """A program's own names of a method's inputs and outputs, in positional order."""
-
-    model_config = ConfigDict(frozen=True)
 
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
 
-    def __init__(self, inputs: Iterable[str], outputs: Iterable[str]) -> None:
-        super().__init__(inputs=tuple(inputs), outputs=tuple(outputs))
 
-
-class MethodSignature(BaseModel):
+@dataclass(frozen=True, config=_SPEC_CONFIG)
+class MethodSignature:
     """The inputs and outputs of one method, in positional order."""
-
-    model_config = ConfigDict(frozen=True)
 
     name: Annotated[str, Strict()]
     inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]
 
-    def __init__(
-        self, name: str, inputs: Iterable[TensorSpec] = (), outputs: Iterable[TensorSpec] = ()
-    ) -> None:
-        super().__init__(name=name, inputs=tuple(inputs), outputs=tuple(outputs))
-
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         """``{"name", "inputs": [...], "outputs": [...]}`` with :meth:`TensorSpec.to_json`."""
-        return self.model_dump(mode="json", exclude_none=True)
+        dumped: JsonObject = _METHOD_SIGNATURE.dump_python(self, mode="json", exclude_none=True)
+        return dumped
 
     @classmethod
     def from_json(cls, data: Any) -> MethodSignature:
         """Parse :meth:`to_json`'s form; raises ``pydantic.ValidationError`` (a ValueError)."""
-        return cls.model_validate(data)
+        return _METHOD_SIGNATURE.validate_python(data)
 
     def renamed(self, name: str) -> MethodSignature:
         """The same specs under another method name."""
-        return self.model_copy(update={"name": name})
+        return replace(self, name=name)
 
     def named(self, names: TensorNames | None) -> MethodSignature:
         """This signature with the program's own tensor names.
@@ -183,18 +165,20 @@ class MethodSignature(BaseModel):
             return self
         inputs = _renamed(self.inputs, names.inputs)
         outputs = _renamed(self.outputs, names.outputs)
-        return self.model_copy(update={"inputs": inputs, "outputs": outputs})
+        return replace(self, inputs=inputs, outputs=outputs)
+
+
+_TENSOR_SPEC: TypeAdapter[TensorSpec] = TypeAdapter(TensorSpec)
+_METHOD_SIGNATURE: TypeAdapter[MethodSignature] = TypeAdapter(MethodSignature)
 
 
 def _renamed(specs: tuple[TensorSpec, ...], names: Sequence[str]) -> tuple[TensorSpec, ...]:
     if len(names) != len(specs) or len(set(names)) != len(names) or not all(names):
         return specs
-    return tuple(
-        spec.model_copy(update={"name": name}) for spec, name in zip(specs, names, strict=True)
-    )
+    return tuple(replace(spec, name=name) for spec, name in zip(specs, names, strict=True))
 
 
-def methods_to_json(methods: Sequence[MethodSignature]) -> list[dict[str, Any]]:
+def methods_to_json(methods: Sequence[MethodSignature]) -> list[JsonObject]:
     """The JSON list form of several method signatures."""
     return [m.to_json() for m in methods]
 

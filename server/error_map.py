@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pteforge.backends.errors import InvalidOptionsError, UnknownBackendError
+from pteforge.contracts.errors import ErrorCode
 from pteforge.manager.errors import (
     LoweringError,
     ManagerError,
@@ -35,17 +36,17 @@ def layer_translations() -> list[Translation]:
     """Most specific first: the first matching entry answers."""
     return [
         Translation(UploadRejectedError, _upload_status, _reason, _upload_message),
-        Translation(storage.BlobIntegrityError, 500, "integrity_error"),
-        Translation(storage.InvalidRangeError, 416, "range_not_satisfiable"),
-        Translation(storage.NotFoundError, 404, "not_found"),
-        Translation(storage.ConflictError, 409, "conflict"),
-        Translation(storage.IllegalTransitionError, 409, "conflict"),
-        Translation(PlanError, 422, "invalid_plan"),
-        Translation(UnknownMethodError, 422, "invalid_plan"),
-        Translation(UnknownBackendIdError, 422, "unknown_backend"),
-        Translation(UnknownBackendError, 422, "unknown_backend"),
-        Translation(InvalidOptionsError, 422, "invalid_options"),
-        Translation(LoweringError, 422, "lowering_failed"),
-        Translation(ProgramInputError, 422, "invalid_program"),
-        Translation(ManagerError, 422, "compile_failed"),
+        Translation(storage.BlobIntegrityError, 500, ErrorCode.INTEGRITY_ERROR),
+        Translation(storage.InvalidRangeError, 416, ErrorCode.RANGE_NOT_SATISFIABLE),
+        Translation(storage.NotFoundError, 404, ErrorCode.NOT_FOUND),
+        Translation(storage.ConflictError, 409, ErrorCode.CONFLICT),
+        Translation(storage.IllegalTransitionError, 409, ErrorCode.CONFLICT),
+        Translation(PlanError, 422, ErrorCode.INVALID_PLAN),
+        Translation(UnknownMethodError, 422, ErrorCode.INVALID_PLAN),
+        Translation(UnknownBackendIdError, 422, ErrorCode.UNKNOWN_BACKEND),
+        Translation(UnknownBackendError, 422, ErrorCode.UNKNOWN_BACKEND),
+        Translation(InvalidOptionsError, 422, ErrorCode.INVALID_OPTIONS),
+        Translation(LoweringError, 422, ErrorCode.LOWERING_FAILED),
+        Translation(ProgramInputError, 422, ErrorCode.INVALID_PROGRAM),
+        Translation(ManagerError, 422, ErrorCode.COMPILE_FAILED),
     ]

@@ -20,6 +20,8 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
+from pteforge.contracts.errors import ErrorCode
+
 log = logging.getLogger(__name__)
 
 V2_PREFIX = "/v2/"
@@ -30,7 +32,7 @@ class ServiceError(Exception):
     """Root of the errors ``pteforge.server`` raises; each knows its status and code."""
 
     status: int = HTTPStatus.BAD_REQUEST
-    code: str = "bad_request"
+    code: str = ErrorCode.BAD_REQUEST
 
     def __init__(self, message: str, *, code: str | None = None) -> None:
         super().__init__(message)
@@ -43,37 +45,37 @@ class NotFoundError(ServiceError):
     """A missing resource, or one another project owns (indistinguishable on purpose)."""
 
     status = HTTPStatus.NOT_FOUND
-    code = "not_found"
+    code = ErrorCode.NOT_FOUND
 
 
 class UnauthorizedError(ServiceError):
     status = HTTPStatus.UNAUTHORIZED
-    code = "unauthorized"
+    code = ErrorCode.UNAUTHORIZED
 
 
 class InvalidRequestError(ServiceError):
     status = HTTPStatus.UNPROCESSABLE_ENTITY
-    code = "invalid_request"
+    code = ErrorCode.INVALID_REQUEST
 
 
 class PayloadTooLargeError(ServiceError):
     status = HTTPStatus.REQUEST_ENTITY_TOO_LARGE
-    code = "payload_too_large"
+    code = ErrorCode.PAYLOAD_TOO_LARGE
 
 
 class UnsupportedMediaTypeError(ServiceError):
     status = HTTPStatus.UNSUPPORTED_MEDIA_TYPE
-    code = "unsupported_media_type"
+    code = ErrorCode.UNSUPPORTED_MEDIA_TYPE
 
 
 class ConflictError(ServiceError):
     status = HTTPStatus.CONFLICT
-    code = "conflict"
+    code = ErrorCode.CONFLICT
 
 
 class RangeNotSatisfiableError(ServiceError):
     status = HTTPStatus.REQUESTED_RANGE_NOT_SATISFIABLE
-    code = "range_not_satisfiable"
+    code = ErrorCode.RANGE_NOT_SATISFIABLE
 
     def __init__(self, message: str, size: int) -> None:
         super().__init__(message)
@@ -152,7 +154,7 @@ def install_error_handlers(app: FastAPI, translations: list[Translation]) -> Non
         if err is None:
             log.exception("unhandled error on %s %s", request.method, request.url.path)
             return error_response(
-                request, 500, "internal_error", f"internal error ({type(exc).__name__})"
+                request, 500, ErrorCode.INTERNAL_ERROR, f"internal error ({type(exc).__name__})"
             )
         response = error_response(request, int(err.status), err.code, err.message)
         if isinstance(err, RangeNotSatisfiableError):
@@ -171,7 +173,9 @@ def install_error_handlers(app: FastAPI, translations: list[Translation]) -> Non
 
     async def on_validation(request: Request, exc: RequestValidationError) -> JSONResponse:
         problems = "; ".join(_validation_problem(e) for e in exc.errors())
-        return error_response(request, 422, "invalid_request", problems or "invalid request")
+        return error_response(
+            request, 422, ErrorCode.INVALID_REQUEST, problems or "invalid request"
+        )
 
     app.add_exception_handler(StarletteHTTPException, on_http)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, on_validation)  # type: ignore[arg-type]

@@ -11,11 +11,13 @@ import threading
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
+from pteforge.contracts.errors import ErrorCode
+from pteforge.contracts.jobs import COMPILE_KIND, CompilePayload
+from pteforge.contracts.json_types import JsonObject
 from pteforge.server.artifacts.schemas import NUMERICS_KEY
 from pteforge.server.blob_files import store_file
-from pteforge.server.jobs.protocol import LoweringOutcome, LoweringRequest
+from pteforge.server.jobs.protocol import LoweringOutcome, LoweringRequest, LoweringResult
 from pteforge.server.jobs.runner import (
     StandbyLowering,
     Verdict,
@@ -24,19 +26,19 @@ from pteforge.server.jobs.runner import (
     run_lowering,
 )
 from pteforge.server.settings import Settings
-from pteforge.storage.domain import Artifact, Job, MethodSpec, methods_from_json
+from pteforge.storage.domain import Artifact, Job
 from pteforge.storage.errors import ConflictError
 from pteforge.storage.store import Store
 
 log = logging.getLogger(__name__)
 
-COMPILE_KIND = "compile"
+__all__ = ["COMPILE_KIND", "CompileJobRunner", "stored_report"]
 
 
-def stored_report(result: dict[str, Any]) -> dict[str, Any]:
+def stored_report(result: LoweringResult) -> JsonObject:
     """The artifact's stored report: the manager's report with the numerics check under
     ``numerics`` (the API shows it as the artifact's own ``numerics`` field)."""
-    return {**result["report"], NUMERICS_KEY: result.get("numerics")}
+    return {**result.report, NUMERICS_KEY: result.numerics}
 
 
 class CompileJobRunner:
@@ -85,27 +87,27 @@ class CompileJobRunner:
 
     def run(self, job: Job, scratch: Path) -> None:
         """Take ``job`` to a terminal state (or abandon it if the lease is lost)."""
-        program_id, plan_hash = job.payload["program_id"], job.payload["plan_hash"]
+        payload = CompilePayload.model_validate(job.payload)
         with self.store.transaction() as tx:
-            existing = tx.artifacts.find_compiled(program_id, plan_hash)
-            program = tx.programs.get(job.project_id, program_id)
+            existing = tx.artifacts.find_compiled(payload.program_id, payload.plan_hash)
+            program = tx.programs.get(job.project_id, payload.program_id)
         if existing is not None:
             self._succeed(job, existing.id)
             return
         if program is None:
-            self._fail(job, "not_found", f"program {program_id} no longer exists")
+            self._fail(job, ErrorCode.NOT_FOUND, f"program {payload.program_id} no longer exists")
             return
         self._set_stage(job.id, "loading")
         program_path = scratch / "program.pt2"
         self.store.blobs.export_to_file(program.sha256, program_path)  # verifies sha256
         request = LoweringRequest(
             program_path=str(program_path),
-            plan=job.payload["plan"],
+            plan=payload.plan,
             output_path=str(scratch / "out.pte"),
             memory_limit_bytes=self.settings.compile_memory_limit_bytes,
         )
         outcome, verdict = run_lowering(self._take_standby(), request, self._watch(job.id))
-        self._finish(job, outcome, verdict, Path(request.output_path))
+        self._finish(job, payload, outcome, verdict, Path(request.output_path))
 
     def _watch(self, job_id: str) -> Watch:
         def heartbeat() -> str:
@@ -127,39 +129,40 @@ class CompileJobRunner:
             interrupt=self.interrupt,
         )
 
-    def _finish(self, job: Job, outcome: LoweringOutcome, verdict: str, pte: Path) -> None:
+    def _finish(
+        self, job: Job, payload: CompilePayload, outcome: LoweringOutcome, verdict: str, pte: Path
+    ) -> None:
         if verdict == Verdict.ABANDON:
             log.info("job %s abandoned (lease lost or worker stopping)", job.id)
         elif verdict == Verdict.CANCEL:
             with self.store.transaction() as tx:
                 tx.jobs.acknowledge_cancel(job.id, self.worker_id)
         elif outcome.result is None:
-            code = outcome.error_code or "compile_failed"
+            code = outcome.error_code or ErrorCode.COMPILE_FAILED
             self._fail(job, code, outcome.error_message or code)
         else:
             self._set_stage(job.id, "store")
-            artifact = self._store_artifact(job, outcome.result, pte)
+            artifact = self._store_artifact(job, payload, outcome.result, pte)
             self._succeed(job, artifact.id)
 
-    def _store_artifact(self, job: Job, result: dict[str, Any], pte: Path) -> Artifact:
+    def _store_artifact(
+        self, job: Job, payload: CompilePayload, result: LoweringResult, pte: Path
+    ) -> Artifact:
         blob = store_file(self.store.blobs, pte)
-        methods: tuple[MethodSpec, ...] = methods_from_json(result["methods"])
         try:
             with self.store.transaction() as tx:
                 return tx.artifacts.create(
                     job.project_id,
-                    job.payload["program_id"],
+                    payload.program_id,
                     blob,
-                    job.payload["plan"],
-                    job.payload["plan_hash"],
+                    payload.plan,
+                    payload.plan_hash,
                     stored_report(result),
-                    methods,
+                    result.methods,
                 )
         except ConflictError:  # an identical job finished first: share its artifact
             with self.store.transaction() as tx:
-                found = tx.artifacts.find_compiled(
-                    job.payload["program_id"], job.payload["plan_hash"]
-                )
+                found = tx.artifacts.find_compiled(payload.program_id, payload.plan_hash)
             if found is None:
                 raise
             return found

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from pteforge.contracts.errors import ErrorCode
 
-def failure_code(exc: BaseException) -> str:
+
+def failure_code(exc: BaseException) -> ErrorCode:
     """The ``error.code`` a failed job carries for ``exc`` (checked most specific first)."""
     from pteforge.manager.errors import (
         LoweringError,
@@ -13,20 +15,20 @@ def failure_code(exc: BaseException) -> str:
         UnknownBackendIdError,
     )
 
-    table: list[tuple[type[BaseException], str]] = [
-        (PlanError, "invalid_plan"),
-        (UnknownBackendIdError, "unknown_backend"),
-        (LoweringError, "lowering_failed"),
-        (ProgramInputError, "invalid_program"),
-        (ManagerError, "compile_failed"),
+    table: list[tuple[type[BaseException], ErrorCode]] = [
+        (PlanError, ErrorCode.INVALID_PLAN),
+        (UnknownBackendIdError, ErrorCode.UNKNOWN_BACKEND),
+        (LoweringError, ErrorCode.LOWERING_FAILED),
+        (ProgramInputError, ErrorCode.INVALID_PROGRAM),
+        (ManagerError, ErrorCode.COMPILE_FAILED),
     ]
     try:
         from pteforge.server.sandbox import UploadRejectedError
     except ImportError:  # pragma: no cover - sandbox not built yet
         pass
     else:
-        table.append((UploadRejectedError, "upload_rejected"))
+        table.append((UploadRejectedError, ErrorCode.UPLOAD_REJECTED))
     for exc_type, code in table:
         if isinstance(exc, exc_type):
             return code
-    return "internal_error"
+    return ErrorCode.INTERNAL_ERROR

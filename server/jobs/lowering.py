@@ -18,7 +18,6 @@ import contextlib
 import ctypes
 import errno
 import gc
-import json
 import os
 import resource
 import signal
@@ -28,8 +27,19 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from pteforge.contracts.errors import ErrorCode
+from pteforge.contracts.json_types import plain_json
 from pteforge.server.jobs.failures import failure_code
-from pteforge.server.jobs.protocol import LoweringRequest
+from pteforge.server.jobs.protocol import (
+    ErrorMessage,
+    JobError,
+    LoweringRequest,
+    LoweringResult,
+    ResultMessage,
+    StageMessage,
+    recv_request,
+    send_message,
+)
 
 _PR_SET_PDEATHSIG = 1
 
@@ -67,19 +77,6 @@ PRELOAD = [
 ]
 
 
-def send_json(conn: Connection, message: dict[str, Any]) -> None:
-    """One message over a lowering pipe, as JSON bytes."""
-    conn.send_bytes(json.dumps(message).encode())
-
-
-def recv_json(conn: Connection) -> dict[str, Any]:
-    """The next message of a lowering pipe; ``EOFError`` once the other end is closed."""
-    message = json.loads(conn.recv_bytes())
-    if not isinstance(message, dict):
-        raise ValueError("a lowering message must be a JSON object")
-    return message
-
-
 def _detach() -> None:
     """Take default signal handling and die with the fork server (and so the worker)."""
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -111,23 +108,21 @@ def _load_programs(path: Path, scratch: Path) -> dict[str, Any]:
     return programs
 
 
-def _lower(request: LoweringRequest, conn: Connection) -> dict[str, Any]:
+def _lower(request: LoweringRequest, conn: Connection) -> LoweringResult:
     from pteforge.backends import default_catalog
     from pteforge.manager import compile_programs, verify_numerics
 
     def on_stage(stage: str) -> None:
-        send_json(conn, {"stage": stage})
+        send_message(conn, StageMessage(stage=stage))
 
     with tempfile.TemporaryDirectory(prefix="pteforge-lower-") as scratch:
         programs = _load_programs(Path(request.program_path), Path(scratch))
     result = compile_programs(programs, request.plan, default_catalog(), on_stage=on_stage)
     result.write(request.output_path)
     on_stage("verify")
-    return {
-        "report": result.report,
-        "methods": [result.methods[name].to_json() for name in sorted(result.methods)],
-        "numerics": verify_numerics(programs, result),
-    }
+    methods = [result.methods[name] for name in sorted(result.methods)]
+    report, numerics = plain_json(result.report), plain_json(verify_numerics(programs, result))
+    return LoweringResult(report=report, methods=tuple(methods), numerics=numerics)
 
 
 _OOM_MARKERS = ("failed to map segment", "cannot allocate memory", "out of memory", "bad_alloc")
@@ -167,21 +162,21 @@ def standby_main(conn: Connection, warm_up: bool) -> None:
         print(f"lowering process {os.getpid()} warmed up in {seconds:.2f}s", file=sys.stderr)
     _freeze_heap()
     try:
-        request = LoweringRequest(**recv_json(conn))
+        request = recv_request(conn)
     except EOFError:  # discarded before it got a job
         return
     _contain(request.memory_limit_bytes)
     try:
-        send_json(conn, {"result": _lower(request, conn)})
+        send_message(conn, ResultMessage(result=_lower(request, conn)))
     except Exception as exc:
-        send_json(conn, {"error": _error(exc, request.memory_limit_bytes)})
+        send_message(conn, ErrorMessage(error=_error(exc, request.memory_limit_bytes)))
     finally:
         conn.close()
 
 
-def _error(exc: Exception, memory_limit: int | None) -> dict[str, str]:
+def _error(exc: Exception, memory_limit: int | None) -> JobError:
     if _out_of_memory(exc):
         limit = memory_limit or 0
         message = f"lowering ran out of memory (limit {limit / 2**20:.0f} MiB): {exc}"
-        return {"code": "out_of_memory", "message": message}
-    return {"code": failure_code(exc), "message": str(exc) or repr(exc)}
+        return JobError(code=ErrorCode.OUT_OF_MEMORY, message=message)
+    return JobError(code=failure_code(exc), message=str(exc) or repr(exc))

@@ -1,31 +1,66 @@
 """What a worker asks of a lowering child and what the child answers.
 
-The child sends ``{"stage": NAME}`` on each stage change, then exactly one of ``{"result":
-{"report", "methods", "numerics"}}`` or ``{"error": {"code", "message"}}`` over a pipe private
-to the two processes (never stdout, where library chatter goes).
+The messages are the shared contracts (:mod:`pteforge.contracts.jobs`): the worker sends one
+:class:`LoweringRequest`; the child sends a :class:`StageMessage` on each stage change, then
+exactly one :class:`ResultMessage` or :class:`ErrorMessage`, as JSON over a pipe private to the
+two processes (never stdout, where library chatter goes).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
-from typing import Any
+from multiprocessing.connection import Connection
 
+from pydantic import BaseModel
 
-@dataclass
-class LoweringRequest:
-    """What one lowering process does: read ``program_path``, apply ``plan``, write ``.pte``."""
+from pteforge.contracts.jobs import (
+    CHILD_MESSAGE,
+    ChildMessage,
+    ErrorMessage,
+    JobError,
+    LoweringRequest,
+    LoweringResult,
+    ResultMessage,
+    StageMessage,
+)
 
-    program_path: str
-    plan: dict[str, Any]
-    output_path: str
-    memory_limit_bytes: int | None = None
+__all__ = [
+    "ChildMessage",
+    "ErrorMessage",
+    "JobError",
+    "LoweringOutcome",
+    "LoweringRequest",
+    "LoweringResult",
+    "ResultMessage",
+    "StageMessage",
+    "recv_child_message",
+    "recv_request",
+    "send_message",
+]
 
 
 @dataclass
 class LoweringOutcome:
     """What the worker learned from a finished lowering process."""
 
-    result: dict[str, Any] | None = None
+    result: LoweringResult | None = None
     error_code: str | None = None
     error_message: str | None = None
     stages: list[str] = field(default_factory=list)
+
+
+def send_message(conn: Connection, message: BaseModel) -> None:
+    """One message over a lowering pipe, as JSON bytes (``json`` keeps NaN in numerics)."""
+    conn.send_bytes(json.dumps(message.model_dump(mode="json")).encode())
+
+
+def recv_request(conn: Connection) -> LoweringRequest:
+    """The worker's request, in the child; ``EOFError`` once the worker closed its end."""
+    return LoweringRequest.model_validate(json.loads(conn.recv_bytes()))
+
+
+def recv_child_message(conn: Connection) -> ChildMessage:
+    """The child's next message, in the worker; ``EOFError`` once the child closed its end,
+    ``ValueError`` (``pydantic.ValidationError``) for anything not in the protocol."""
+    return CHILD_MESSAGE.validate_python(json.loads(conn.recv_bytes()))

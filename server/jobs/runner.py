@@ -11,7 +11,6 @@ worker shutdown. A child that dies without a result
 
 from __future__ import annotations
 
-import dataclasses
 import multiprocessing
 import signal
 import threading
@@ -22,10 +21,18 @@ from multiprocessing import forkserver
 from multiprocessing.connection import Connection
 from multiprocessing.context import ForkServerContext
 from multiprocessing.process import BaseProcess
-from typing import Any
 
-from pteforge.server.jobs.lowering import PRELOAD, recv_json, send_json, standby_main
-from pteforge.server.jobs.protocol import LoweringOutcome, LoweringRequest
+from pteforge.contracts.errors import ErrorCode
+from pteforge.server.jobs.lowering import PRELOAD, standby_main
+from pteforge.server.jobs.protocol import (
+    ChildMessage,
+    ErrorMessage,
+    LoweringOutcome,
+    LoweringRequest,
+    ResultMessage,
+    recv_child_message,
+    send_message,
+)
 
 _EXIT_GRACE_SECONDS = 10.0
 
@@ -100,15 +107,14 @@ def _died_message(exitcode: int | None) -> str:
     return f"the lowering process exited with code {exitcode} and no result"
 
 
-def _apply(message: dict[str, Any], outcome: LoweringOutcome, watch: Watch) -> None:
-    if "stage" in message:
-        outcome.stages.append(str(message["stage"]))
-        watch.on_stage(str(message["stage"]))
-    elif "result" in message:
-        outcome.result = message["result"]
-    elif "error" in message:
-        outcome.error_code = str(message["error"]["code"])
-        outcome.error_message = str(message["error"]["message"])
+def _apply(message: ChildMessage, outcome: LoweringOutcome, watch: Watch) -> None:
+    if isinstance(message, ResultMessage):
+        outcome.result = message.result
+    elif isinstance(message, ErrorMessage):
+        outcome.error_code, outcome.error_message = message.error.code, message.error.message
+    else:
+        outcome.stages.append(message.stage)
+        watch.on_stage(message.stage)
 
 
 def _reap(proc: BaseProcess, grace_seconds: float) -> None:
@@ -127,13 +133,13 @@ def run_lowering(
     """
     receiver, proc = standby.conn, standby.process
     try:
-        send_json(receiver, dataclasses.asdict(request))
+        send_message(receiver, request)
     except OSError:  # the standby already died (e.g. killed while idle): its exit code says why
         receiver.close()
         _reap(proc, _EXIT_GRACE_SECONDS)
         message = _died_message(proc.exitcode)
         return LoweringOutcome(
-            error_code="compile_crashed", error_message=message
+            error_code=ErrorCode.COMPILE_CRASHED, error_message=message
         ), Verdict.CONTINUE
     outcome, grace = LoweringOutcome(), 0.0
     deadline = time.monotonic() + watch.timeout_seconds
@@ -142,12 +148,12 @@ def run_lowering(
         while True:
             if receiver.poll(watch.wait_slice()):
                 try:
-                    _apply(recv_json(receiver), outcome, watch)
+                    _apply(recv_child_message(receiver), outcome, watch)
                 except EOFError:  # the child closed its end: it finished or died
                     grace = _EXIT_GRACE_SECONDS
                     break
                 except (ValueError, KeyError, TypeError) as exc:  # not our protocol: kill it
-                    outcome.result, outcome.error_code = None, "compile_crashed"
+                    outcome.result, outcome.error_code = None, ErrorCode.COMPILE_CRASHED
                     outcome.error_message = f"the lowering process sent a bad message: {exc!r}"
                     return outcome, Verdict.CONTINUE
             if watch.interrupted() or time.monotonic() >= next_beat:
@@ -156,12 +162,13 @@ def run_lowering(
                 if verdict != Verdict.CONTINUE:
                     return outcome, verdict
             if time.monotonic() > deadline:
-                outcome.error_code = "timeout"
+                outcome.error_code = ErrorCode.TIMEOUT
                 outcome.error_message = f"lowering took over {watch.timeout_seconds:.0f}s"
                 return outcome, Verdict.CONTINUE
     finally:
         receiver.close()
         _reap(proc, grace)
     if outcome.result is None and outcome.error_code is None:
-        outcome.error_code, outcome.error_message = "compile_crashed", _died_message(proc.exitcode)
+        outcome.error_code = ErrorCode.COMPILE_CRASHED
+        outcome.error_message = _died_message(proc.exitcode)
     return outcome, Verdict.CONTINUE

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pteforge.contracts.jobs import COMPILE_KIND, CompilePayload
 from pteforge.server.errors import ConflictError, NotFoundError
-from pteforge.server.jobs.compile_job import COMPILE_KIND
 from pteforge.server.jobs.plans import canonical_plan, check_plan
 from pteforge.server.services import Services
 from pteforge.storage.domain import Job, JobEvent, JobStatus
@@ -22,8 +22,8 @@ def submit_compile(
         if program is None:
             raise NotFoundError(f"program {program_id!r} not found")
         check_plan(canonical, [m.name for m in program.methods], services.catalog)
-        payload = {"program_id": program.id, "plan": canonical, "plan_hash": plan_hash}
-        job = tx.jobs.enqueue(project_id, COMPILE_KIND, payload)
+        payload = CompilePayload(program_id=program.id, plan=canonical, plan_hash=plan_hash)
+        job = tx.jobs.enqueue(project_id, COMPILE_KIND, payload.model_dump(mode="json"))
     services.job_queued()
     return job
 

@@ -26,6 +26,7 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
+from pteforge.contracts.errors import ErrorCode
 from pteforge.server.jobs.compile_job import COMPILE_KIND, CompileJobRunner
 from pteforge.server.jobs.heartbeat import WorkerHeartbeat
 from pteforge.server.jobs.notify import JobNotifications, notifications_for
@@ -156,7 +157,7 @@ class Worker:
             log.warning("job %s: lease lost; another worker or the reaper owns it", job.id)
         except Exception as exc:  # a bug here must fail the job, not the worker
             log.exception("job %s: worker error", job.id)
-            runner.fail_quietly(job, "internal_error", f"worker error: {exc!r}")
+            runner.fail_quietly(job, ErrorCode.INTERNAL_ERROR, f"worker error: {exc!r}")
         finally:
             self._current = None
 

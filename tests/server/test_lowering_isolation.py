@@ -68,12 +68,13 @@ def test_lowering_in_a_child_succeeds(
     outcome, verdict = run_lowering(standby, request, _watch(stages))
     assert verdict == Verdict.CONTINUE
     assert outcome.error_code is None, outcome.error_message
-    assert outcome.result is not None and {m["name"] for m in outcome.result["methods"]} == {
+    assert outcome.result is not None and {m.name for m in outcome.result.methods} == {
         "encode",
         "decode",
     }
     assert stages[0] == "to_edge" and stages[-2:] == ["emit", "verify"]
-    assert outcome.result["numerics"]["status"] == "passed", outcome.result["numerics"]
+    numerics = outcome.result.numerics
+    assert numerics is not None and numerics["status"] == "passed", numerics
     assert (tmp_path / "out.pte").stat().st_size > 0
 
 

@@ -1,0 +1,102 @@
+"""The shared contracts: the JSON forms the API pins, and refusal of anything else."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+from pydantic import ValidationError
+
+from pteforge.contracts.errors import ErrorCode
+from pteforge.contracts.jobs import (
+    CHILD_MESSAGE,
+    CompilePayload,
+    ErrorMessage,
+    JobError,
+    LoweringRequest,
+    LoweringResult,
+    ResultMessage,
+    StageMessage,
+)
+from pteforge.contracts.specs import (
+    ET_SCALAR_TYPES,
+    OIP_DATATYPES,
+    MethodSignature,
+    TensorSpec,
+    oip_datatype,
+)
+
+SPEC = MethodSignature(
+    "decode",
+    (TensorSpec("tokens", "int64", (1, -1), (1, 8)), TensorSpec("memory", "float32", (1, 4))),
+    (TensorSpec("logits", "float32", (1, 4)),),
+)
+
+
+def test_v1_json_is_name_dtype_shape() -> None:
+    plain = TensorSpec("x", "float32", (2, -1))
+    assert json.dumps(plain.to_json()) == '{"name": "x", "dtype": "float32", "shape": [2, -1]}'
+    assert MethodSignature.from_json(SPEC.to_json()) == SPEC
+
+
+def test_v2_json_is_the_oip_form() -> None:
+    assert SPEC.inputs[0].oip_json() == {
+        "name": "tokens",
+        "datatype": "INT64",
+        "shape": [1, -1],
+        "max_shape": [1, 8],
+    }
+    assert list(SPEC.inputs[1].oip_json()) == ["name", "datatype", "shape"]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"name": "f", "inputs": [{"name": "x", "dtype": "f", "shape": "a"}], "outputs": []},
+        {"name": "f", "inputs": [{"name": "x", "dtype": "f", "shape": [True]}], "outputs": []},
+        {"name": 1, "inputs": [], "outputs": []},
+        {"name": "f", "inputs": []},
+    ],
+)
+def test_a_malformed_spec_is_a_value_error(bad: object) -> None:
+    with pytest.raises(ValueError):
+        MethodSignature.from_json(bad)
+
+
+def test_one_dtype_table_matches_torch_and_oip() -> None:
+    for name in ET_SCALAR_TYPES.values():
+        assert isinstance(getattr(torch, name), torch.dtype), name
+    assert set(OIP_DATATYPES) <= set(ET_SCALAR_TYPES.values())
+    assert oip_datatype("bfloat16") == "UNSUPPORTED(15)"
+    assert oip_datatype("scalar_type_8") == "UNSUPPORTED(8)"
+    assert oip_datatype("int") == "UNSUPPORTED"
+
+
+def test_the_compile_payload_refuses_unknown_keys() -> None:
+    payload = CompilePayload(program_id="prg_1", plan={"all": {}}, plan_hash="ab")
+    assert CompilePayload.model_validate(payload.model_dump(mode="json")) == payload
+    with pytest.raises(ValidationError):
+        CompilePayload.model_validate({**payload.model_dump(mode="json"), "bogus": 1})
+
+
+def test_lowering_messages_round_trip_through_json() -> None:
+    request = LoweringRequest(program_path="/p", plan={}, output_path="/o")
+    assert LoweringRequest.model_validate(json.loads(request.model_dump_json())) == request
+    result = LoweringResult(report={"a": [1]}, methods=(SPEC,), numerics={"x": math.inf})
+    messages = [
+        StageMessage(stage="emit"),
+        ResultMessage(result=result),
+        ErrorMessage(error=JobError(code=ErrorCode.OUT_OF_MEMORY, message="m")),
+    ]
+    for message in messages:
+        wire = json.dumps(message.model_dump(mode="json"))
+        assert CHILD_MESSAGE.validate_python(json.loads(wire)) == message
+    with pytest.raises(ValidationError):
+        CHILD_MESSAGE.validate_python({"stage": "emit"})
+
+
+def test_error_codes_are_their_strings() -> None:
+    assert ErrorCode.NOT_FOUND == "not_found"
+    assert json.dumps({"code": ErrorCode.INVALID_PLAN}) == '{"code": "invalid_plan"}'
