@@ -205,6 +205,9 @@ def memory_rows(svc: ServiceProcess, client: Client, work: Path, mib: int) -> No
 
 
 def main() -> int:
+    from pteforge.quiet import quiet_third_party
+
+    quiet_third_party()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=1000, help="calls per side and call kind")
     parser.add_argument("--big-mib", type=int, default=512, help="0 skips the memory part")

@@ -142,6 +142,9 @@ def _row(
 
 
 def main() -> None:
+    from pteforge.quiet import quiet_third_party
+
+    quiet_third_party()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()

@@ -152,6 +152,9 @@ def throughput_rows(
 
 
 def main() -> None:
+    from pteforge.quiet import quiet_third_party
+
+    quiet_third_party()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iterations", type=int, default=500)
     parser.add_argument("--warmup", type=int, default=50)

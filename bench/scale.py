@@ -195,6 +195,9 @@ def v1_latency(api: ApiNode, token: str, args: Any) -> list[tuple[str, float, fl
 
 
 def main() -> int:
+    from pteforge.quiet import quiet_third_party
+
+    quiet_third_party()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=8, help="compile jobs per worker count")
     parser.add_argument("--pickups", type=int, default=20)

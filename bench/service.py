@@ -160,6 +160,9 @@ def stream_big(svc: ServiceProcess, token: str, pte: Path, out: Path) -> dict[st
 
 
 def main() -> int:
+    from pteforge.quiet import quiet_third_party
+
+    quiet_third_party()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--big-mib", type=int, default=512)

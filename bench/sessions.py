@@ -164,6 +164,9 @@ def workloads(root: Path) -> list[Workload]:
 
 
 def main() -> None:
+    from pteforge.quiet import quiet_third_party
+
+    quiet_third_party()
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()

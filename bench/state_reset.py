@@ -66,6 +66,9 @@ def _measure(name: str, path: Path, method: str, inputs: list[Any], iterations: 
 
 
 def main() -> None:
+    from pteforge.quiet import quiet_third_party
+
+    quiet_third_party()
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--iterations", type=int, default=300)
     args = parser.parse_args()

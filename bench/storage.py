@@ -198,6 +198,9 @@ def _table(rows: list[dict[str, Any]], size_mib: int) -> str:
 
 
 def main() -> None:
+    from pteforge.quiet import quiet_third_party
+
+    quiet_third_party()
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         print(json.dumps(child(sys.argv[2], sys.argv[3], Path(sys.argv[4]), sys.argv[5])))
         return

@@ -91,6 +91,9 @@ def start_server(
 
 
 def main() -> None:
+    from pteforge.quiet import quiet_third_party
+
+    quiet_third_party()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--workers", type=int, default=1)

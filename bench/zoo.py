@@ -68,6 +68,9 @@ def run_all(
 
 
 def main() -> int:
+    from pteforge.quiet import quiet_third_party
+
+    quiet_third_party()
     args = _arguments()
     names = [n for n in args.models.split(",") if n]
     plans = tuple(p for p in args.plans.split(",") if p)

@@ -19,6 +19,15 @@ _NOISY_LOGGERS = {
 }
 _NOISY_WARNING_MODULES = r"^(torch|torchao|executorch|transformers|coremltools)(\.|$)"
 _NOISY_WARNING_MESSAGES = (r"`isinstance\(treespec, LeafSpec\)` is deprecated",)
+# pteforge lowers with to_edge + to_backend on purpose (a DelegationSpec per method needs it);
+# XNNPACK's partitioner logs a deprecation notice about that workflow on every partition.
+_XNNPACK_PARTITIONER_LOGGER = "executorch.backends.xnnpack.partition.xnnpack_partitioner"
+_WORKFLOW_NOTICE = "deprecated 'to_edge() + to_backend()' workflow"
+
+
+class _DropWorkflowNotice(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return _WORKFLOW_NOTICE not in record.getMessage()
 
 
 def quiet_third_party() -> None:
@@ -29,3 +38,6 @@ def quiet_third_party() -> None:
         warnings.filterwarnings("ignore", category=category, module=_NOISY_WARNING_MODULES)
     for message in _NOISY_WARNING_MESSAGES:  # raised with a stack level outside torch
         warnings.filterwarnings("ignore", message=message)
+    partitioner_log = logging.getLogger(_XNNPACK_PARTITIONER_LOGGER)
+    if not any(isinstance(f, _DropWorkflowNotice) for f in partitioner_log.filters):
+        partitioner_log.addFilter(_DropWorkflowNotice())

@@ -31,3 +31,15 @@ def test_own_warnings_still_show() -> None:
         "import warnings, pteforge.quiet_on_import; warnings.warn('ours', FutureWarning)"
     )
     assert "ours" in stderr
+
+
+def test_only_the_workflow_notice_of_the_xnnpack_partitioner_is_dropped() -> None:
+    log = "logging.getLogger('executorch.backends.xnnpack.partition.xnnpack_partitioner')"
+    stderr = _stderr_of(
+        "import logging, pteforge.quiet_on_import; "
+        f'{log}.warning("DEPRECATION WARNING: You are using the deprecated '
+        "'to_edge() + to_backend()' workflow.\"); "
+        f"{log}.warning('a real partitioner warning')"
+    )
+    assert "to_edge() + to_backend()" not in stderr, stderr
+    assert "a real partitioner warning" in stderr
