@@ -13,14 +13,13 @@ from starlette.concurrency import run_in_threadpool
 
 from pteforge import __version__
 from pteforge.backends import default_catalog
-from pteforge.server import health
 from pteforge.server.artifacts.router import router as artifacts_router
 from pteforge.server.backends_api.router import router as backends_router
-from pteforge.server.bootstrap import bootstrap_if_empty, usage_text
+from pteforge.server.common.services import Services
 from pteforge.server.dashboard.router import mount_dashboard
 from pteforge.server.error_map import layer_translations
 from pteforge.server.errors import install_error_handlers
-from pteforge.server.fork_server import start_fork_server
+from pteforge.server.http import health
 from pteforge.server.http.openapi import install_openapi
 from pteforge.server.inference import router as inference_router
 from pteforge.server.inference.startup import start_runtime_pool, store_inference_state
@@ -29,9 +28,10 @@ from pteforge.server.jobs.router import router as jobs_router
 from pteforge.server.jobs.supervisor import WorkerSupervisor
 from pteforge.server.programs.router import router as programs_router
 from pteforge.server.sandbox import ForkServerIsolation, ProcessLimits
-from pteforge.server.services import Services
 from pteforge.server.settings import Settings
-from pteforge.server.store import open_service_store
+from pteforge.server.startup.bootstrap import bootstrap_if_empty, usage_text
+from pteforge.server.startup.database import open_service_store
+from pteforge.server.startup.fork_server import start_fork_server
 
 log = logging.getLogger(__name__)
 

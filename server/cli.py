@@ -63,7 +63,7 @@ def serve_command(args: argparse.Namespace) -> int:
 def startup_help(settings: Settings) -> str:
     """Which database this server uses, and how tokens and clients connect to it: a token is
     valid only if it was created in this same database."""
-    from pteforge.server.store import shown_database_url
+    from pteforge.server.startup.database import shown_database_url
 
     where = (
         "PTEFORGE_DATABASE_URL=..."
@@ -81,7 +81,7 @@ def worker_command(args: argparse.Namespace) -> int:
     """Run compile workers in the foreground (migrating the schema first, as serve does)."""
     from pteforge.server.jobs.supervisor import run_workers
     from pteforge.server.settings import Settings
-    from pteforge.server.store import open_service_store
+    from pteforge.server.startup.database import open_service_store
 
     settings = Settings()
     count = settings.compile_workers if args.count is None else args.count
@@ -96,7 +96,7 @@ def worker_command(args: argparse.Namespace) -> int:
 def migrate_command(args: argparse.Namespace) -> int:
     """Apply pending migrations and exit (a deployment runs this once before its replicas)."""
     from pteforge.server.settings import Settings
-    from pteforge.server.store import open_service_store
+    from pteforge.server.startup.database import open_service_store
 
     open_service_store(Settings()).close()
     print("database schema is up to date")

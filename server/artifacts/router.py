@@ -10,9 +10,9 @@ from pteforge.server.artifacts import service
 from pteforge.server.artifacts.download import pte_response
 from pteforge.server.artifacts.schemas import ArtifactList, ArtifactOut
 from pteforge.server.auth.dependencies import CurrentPrincipal
+from pteforge.server.common.services import ServicesDep
 from pteforge.server.http.listing import DEFAULT_LIMIT, LimitQuery
 from pteforge.server.http.uploads import owned, receive_multipart
-from pteforge.server.services import ServicesDep
 
 router = APIRouter(prefix="/v1", tags=["artifacts"])
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from pteforge.server.toolchain import Toolchain, toolchain
+from pteforge.server.startup.toolchain import Toolchain, toolchain
 from pteforge.storage.domain import Artifact
 
 NUMERICS_KEY = "numerics"  # where a compile job stores the numerics check in the report

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pteforge.server.blob_files import store_file
+from pteforge.server.common.blob_files import store_file
+from pteforge.server.common.owned_rows import OwnedRows
+from pteforge.server.common.services import Services
 from pteforge.server.errors import InvalidRequestError
 from pteforge.server.http.uploads import MultipartUpload
-from pteforge.server.owned_rows import OwnedRows
-from pteforge.server.services import Services
 from pteforge.storage.domain import Artifact
 
 PTE_PART = "pte"

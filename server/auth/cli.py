@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from pteforge.server.bootstrap import DEFAULT_PROJECT
+from pteforge.server.startup.bootstrap import DEFAULT_PROJECT
 
 
 def register(subparsers: Any) -> None:
@@ -36,7 +36,7 @@ def register(subparsers: Any) -> None:
 def _service_store() -> Iterator[Any]:
     """The service's store, after telling the user which database it is."""
     from pteforge.server.settings import Settings
-    from pteforge.server.store import open_service_store, shown_database_url
+    from pteforge.server.startup.database import open_service_store, shown_database_url
 
     settings = Settings()
     print(f"database: {shown_database_url(settings)}", file=sys.stderr)

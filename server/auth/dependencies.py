@@ -13,8 +13,8 @@ from fastapi.security.utils import get_authorization_scheme_param
 from starlette.concurrency import run_in_threadpool
 
 from pteforge.server.auth.cache import TtlCache
+from pteforge.server.common.services import Services, get_services
 from pteforge.server.errors import UnauthorizedError
-from pteforge.server.services import Services, get_services
 from pteforge.storage.store import Store
 
 DEFAULT_TOKEN_TTL_S = 1.0

@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Response
 
 from pteforge.server.auth.dependencies import CurrentPrincipal
-from pteforge.server.services import ServicesDep
+from pteforge.server.common.services import ServicesDep
 
 router = APIRouter(prefix="/v1", tags=["backends"])
 

@@ -16,7 +16,7 @@ from pteforge.contracts.errors import ErrorCode
 from pteforge.contracts.jobs import COMPILE_KIND, CompilePayload
 from pteforge.contracts.json_types import JsonObject
 from pteforge.server.artifacts.schemas import NUMERICS_KEY
-from pteforge.server.blob_files import store_file
+from pteforge.server.common.blob_files import store_file
 from pteforge.server.jobs.protocol import LoweringOutcome, LoweringRequest, LoweringResult
 from pteforge.server.jobs.runner import (
     StandbyLowering,

@@ -13,9 +13,9 @@ from collections.abc import AsyncIterator
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
+from pteforge.server.common.services import Services
 from pteforge.server.jobs import service
 from pteforge.server.jobs.schemas import JobOut
-from pteforge.server.services import Services
 
 _KEEPALIVE_SECONDS = 15.0
 

@@ -8,11 +8,11 @@ from fastapi import APIRouter, Header, Query, Request, status
 from fastapi.responses import StreamingResponse
 
 from pteforge.server.auth.dependencies import CurrentPrincipal
+from pteforge.server.common.services import ServicesDep
 from pteforge.server.http.listing import DEFAULT_LIMIT, LimitQuery
 from pteforge.server.jobs import service
 from pteforge.server.jobs.events import job_event_stream
 from pteforge.server.jobs.schemas import CompileJobRequest, JobList, JobOut
-from pteforge.server.services import ServicesDep
 from pteforge.storage.domain import JobStatus
 
 router = APIRouter(prefix="/v1", tags=["jobs"])

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from pteforge.server.toolchain import Toolchain, toolchain
+from pteforge.server.startup.toolchain import Toolchain, toolchain
 from pteforge.storage.domain import Job, JobEvent
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from pteforge.contracts.jobs import COMPILE_KIND, CompilePayload
+from pteforge.server.common.services import Services
 from pteforge.server.errors import ConflictError, NotFoundError
 from pteforge.server.jobs.plans import canonical_plan, check_plan
-from pteforge.server.services import Services
 from pteforge.storage.domain import Job, JobEvent, JobStatus
 from pteforge.storage.errors import IllegalTransitionError
 

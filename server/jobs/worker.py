@@ -31,7 +31,7 @@ from pteforge.server.jobs.compile_job import COMPILE_KIND, CompileJobRunner
 from pteforge.server.jobs.heartbeat import WorkerHeartbeat
 from pteforge.server.jobs.notify import JobNotifications, notifications_for
 from pteforge.server.settings import Settings
-from pteforge.server.store import database_url, open_service_store
+from pteforge.server.startup.database import database_url, open_service_store
 from pteforge.storage.domain import Job
 from pteforge.storage.errors import LeaseLostError, StorageError
 from pteforge.storage.store import Store

@@ -7,11 +7,11 @@ from starlette.concurrency import run_in_threadpool
 
 from pteforge.contracts import METHOD_NAME_RULE
 from pteforge.server.auth.dependencies import CurrentPrincipal
+from pteforge.server.common.services import ServicesDep
 from pteforge.server.http.listing import DEFAULT_LIMIT, LimitQuery
 from pteforge.server.http.uploads import owned, receive_multipart
 from pteforge.server.programs import service
 from pteforge.server.programs.schemas import ProgramList, ProgramOut
-from pteforge.server.services import ServicesDep
 
 router = APIRouter(prefix="/v1", tags=["programs"])
 

@@ -12,12 +12,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from pteforge.contracts import InvalidMethodNameError, check_method_name
-from pteforge.server.blob_files import store_file
+from pteforge.server.common.blob_files import store_file
+from pteforge.server.common.owned_rows import OwnedRows
+from pteforge.server.common.services import Services
 from pteforge.server.errors import InvalidRequestError
 from pteforge.server.http.uploads import MultipartUpload, UploadedPart
-from pteforge.server.owned_rows import OwnedRows
 from pteforge.server.programs.bundle import write_bundle
-from pteforge.server.services import Services
 from pteforge.storage.domain import MethodSpec, Program
 
 PROGRAM_PART = "program"

@@ -13,9 +13,9 @@ import torch
 from fastapi import FastAPI
 
 from pteforge.server.app import create_app
-from pteforge.server.bootstrap import bootstrap_if_empty
 from pteforge.server.settings import Settings
-from pteforge.server.store import open_service_store
+from pteforge.server.startup.bootstrap import bootstrap_if_empty
+from pteforge.server.startup.database import open_service_store
 from tests.models import small_mlp_programs
 from tests.runtime.helpers import compile_pte, serve
 

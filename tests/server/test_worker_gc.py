@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pteforge.server.jobs.worker import Worker
 from pteforge.server.settings import Settings
-from pteforge.server.store import open_service_store
+from pteforge.server.startup.database import open_service_store
 from pteforge.storage import Store
 from pteforge.storage.domain import Job, MethodSpec, TensorSpec
 

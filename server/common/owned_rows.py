@@ -8,8 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
+from pteforge.server.common.services import Services
 from pteforge.server.errors import NotFoundError
-from pteforge.server.services import Services
 from pteforge.storage.store import Transaction
 
 D = TypeVar("D")

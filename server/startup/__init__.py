@@ -1,0 +1,2 @@
+"""What one app instance opens at startup: its database, first-run bootstrap, fork server and
+toolchain versions."""
