@@ -6,11 +6,13 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from pteforge.contracts.specs import DYNAMIC_DIM
+
 from . import operators
 from . import pt2_format as fmt
 from .errors import UnsafeArchiveError
 from .limits import ArchiveLimits
-from .specs import DYNAMIC_DIM, MethodSpec, TensorSpec
+from .specs import MethodSpec, TensorSpec
 from .sym_grammar import check_guard_code, check_sympy_expr
 
 _MODEL_KEYS = frozenset(

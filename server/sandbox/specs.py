@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-# The program's method specs are the ones the store keeps: what a loader reports is stored as is.
-from pteforge.storage.domain import MethodSpec, methods_to_json
-from pteforge.storage.domain import TensorSpec as TensorSpec  # re-exported for the workers
-
-DYNAMIC_DIM = -1
+# The shared spec contracts (the store keeps what a loader reports, as is); MethodSpec is the
+# sandbox's and the store's name for a method signature.
+from pteforge.contracts.specs import MethodSignature as MethodSpec
+from pteforge.contracts.specs import TensorSpec as TensorSpec  # re-exported for the workers
+from pteforge.contracts.specs import methods_to_json
 
 
 @dataclass(frozen=True)
