@@ -29,10 +29,19 @@ _HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
 
 
 class ServiceError(Exception):
-    """Root of the errors ``pteforge.server`` raises; each knows its status and code."""
+    """Root of the errors ``pteforge.server`` raises; each knows its status and code.
+
+    A subclass names both in its header: ``class X(ServiceError, status=..., code=...)``."""
 
     status: int = HTTPStatus.BAD_REQUEST
     code: str = ErrorCode.BAD_REQUEST
+
+    def __init_subclass__(cls, *, status: int | None = None, code: str | None = None) -> None:
+        super().__init_subclass__()
+        if status is not None:
+            cls.status = status
+        if code is not None:
+            cls.code = code
 
     def __init__(self, message: str, *, code: str | None = None) -> None:
         super().__init__(message)
@@ -41,41 +50,42 @@ class ServiceError(Exception):
             self.code = code
 
 
-class NotFoundError(ServiceError):
+class NotFoundError(ServiceError, status=HTTPStatus.NOT_FOUND, code=ErrorCode.NOT_FOUND):
     """A missing resource, or one another project owns (indistinguishable on purpose)."""
 
-    status = HTTPStatus.NOT_FOUND
-    code = ErrorCode.NOT_FOUND
+
+class UnauthorizedError(ServiceError, status=HTTPStatus.UNAUTHORIZED, code=ErrorCode.UNAUTHORIZED):
+    """No valid bearer token."""
 
 
-class UnauthorizedError(ServiceError):
-    status = HTTPStatus.UNAUTHORIZED
-    code = ErrorCode.UNAUTHORIZED
+class InvalidRequestError(
+    ServiceError, status=HTTPStatus.UNPROCESSABLE_ENTITY, code=ErrorCode.INVALID_REQUEST
+):
+    """A well-formed request whose content is wrong."""
 
 
-class InvalidRequestError(ServiceError):
-    status = HTTPStatus.UNPROCESSABLE_ENTITY
-    code = ErrorCode.INVALID_REQUEST
+class PayloadTooLargeError(
+    ServiceError, status=HTTPStatus.REQUEST_ENTITY_TOO_LARGE, code=ErrorCode.PAYLOAD_TOO_LARGE
+):
+    """A request body over its size limit."""
 
 
-class PayloadTooLargeError(ServiceError):
-    status = HTTPStatus.REQUEST_ENTITY_TOO_LARGE
-    code = ErrorCode.PAYLOAD_TOO_LARGE
+class UnsupportedMediaTypeError(
+    ServiceError, status=HTTPStatus.UNSUPPORTED_MEDIA_TYPE, code=ErrorCode.UNSUPPORTED_MEDIA_TYPE
+):
+    """A request body of a content type the route does not take."""
 
 
-class UnsupportedMediaTypeError(ServiceError):
-    status = HTTPStatus.UNSUPPORTED_MEDIA_TYPE
-    code = ErrorCode.UNSUPPORTED_MEDIA_TYPE
+class ConflictError(ServiceError, status=HTTPStatus.CONFLICT, code=ErrorCode.CONFLICT):
+    """The request clashes with the current state of a resource."""
 
 
-class ConflictError(ServiceError):
-    status = HTTPStatus.CONFLICT
-    code = ErrorCode.CONFLICT
-
-
-class RangeNotSatisfiableError(ServiceError):
-    status = HTTPStatus.REQUESTED_RANGE_NOT_SATISFIABLE
-    code = ErrorCode.RANGE_NOT_SATISFIABLE
+class RangeNotSatisfiableError(
+    ServiceError,
+    status=HTTPStatus.REQUESTED_RANGE_NOT_SATISFIABLE,
+    code=ErrorCode.RANGE_NOT_SATISFIABLE,
+):
+    """A ``Range`` outside the content; ``size`` goes into ``Content-Range``."""
 
     def __init__(self, message: str, size: int) -> None:
         super().__init__(message)
