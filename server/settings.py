@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def _positive(default: float, description: str = "") -> Any:
+    """A field that must be above zero (``PTEFORGE_<FIELD>`` as every other)."""
+    return Field(default=default, gt=0, description=description or None)
 
 
 class Settings(BaseSettings):
@@ -21,52 +27,42 @@ class Settings(BaseSettings):
     database_url: str | None = Field(
         default=None, description="SQLAlchemy URL replacing the embedded SQLite default."
     )
-    max_upload_bytes: int = Field(
-        default=2 * 1024**3, gt=0, description="Largest accepted request body (413 above it)."
-    )
+    max_upload_bytes: int = _positive(2 * 1024**3, "Largest accepted request body (413 above it).")
     http_max_header_bytes: int = Field(
         default=64 * 1024,
         ge=1024,
         description="Largest request line plus headers (431 above it, before it is parsed).",
     )
-    http_header_timeout_seconds: float = Field(
-        default=10.0,
-        gt=0,
-        description="Time a client has to send a request's headers, from connecting or from "
+    http_header_timeout_seconds: float = _positive(
+        10.0,
+        "Time a client has to send a request's headers, from connecting or from "
         "the previous response (408 and closed after it: slow clients cannot hold sockets).",
     )
-    http_keep_alive_seconds: float = Field(
-        default=5.0, gt=0, description="Idle keep-alive connections close after this."
-    )
-    max_infer_request_bytes: int = Field(
-        default=256 * 1024**2,
-        gt=0,
-        description="Largest /v2 infer body, as sent and once decompressed (413 above it).",
+    http_keep_alive_seconds: float = _positive(5.0, "Idle keep-alive connections close after this.")
+    max_infer_request_bytes: int = _positive(
+        256 * 1024**2,
+        "Largest /v2 infer body, as sent and once decompressed (413 above it).",
     )
     compile_workers: int = Field(default=1, ge=0, description="Compile worker processes.")
-    job_lease_seconds: float = Field(
-        default=10.0,
-        gt=0,
-        description="Heartbeat timeout: a worker silent this long is presumed dead, and its "
+    job_lease_seconds: float = _positive(
+        10.0,
+        "Heartbeat timeout: a worker silent this long is presumed dead, and its "
         "job goes back to the queue (within one heartbeat of that) with the reason recorded.",
     )
-    heartbeat_seconds: float = Field(
-        default=1.0,
-        gt=0,
-        description="How often a worker heartbeats (renewing its job's lease), checks for a "
+    heartbeat_seconds: float = _positive(
+        1.0,
+        "How often a worker heartbeats (renewing its job's lease), checks for a "
         "cancel and requeues the jobs of silent workers.",
     )
-    worker_poll_seconds: float = Field(
-        default=0.5,
-        gt=0,
-        description="How often an idle worker looks for a queued job when no notification "
+    worker_poll_seconds: float = _positive(
+        0.5,
+        "How often an idle worker looks for a queued job when no notification "
         "can wake it (SQLite with workers outside `pteforge serve`; PostgreSQL while the "
         "listening connection is down).",
     )
-    worker_fallback_poll_seconds: float = Field(
-        default=5.0,
-        gt=0,
-        description="How often an idle worker polls anyway while PostgreSQL notifications "
+    worker_fallback_poll_seconds: float = _positive(
+        5.0,
+        "How often an idle worker polls anyway while PostgreSQL notifications "
         "wake it (a fallback).",
     )
     compile_memory_limit_bytes: int | None = Field(
@@ -77,34 +73,26 @@ class Settings(BaseSettings):
         description="Warm each standby lowering process up with a tiny lowering while the "
         "worker is idle, so a job does not pay the first-lowering cost (about 2 s).",
     )
-    compile_timeout_seconds: float = Field(
-        default=1800.0, gt=0, description="Wall-clock limit of one compile job."
+    compile_timeout_seconds: float = _positive(1800.0, "Wall-clock limit of one compile job.")
+    validate_timeout_seconds: float = _positive(120.0, "Wall-clock limit of validating one upload.")
+    validate_memory_limit_bytes: int = _positive(
+        4 * 1024**3, "RLIMIT_AS of the process validating an upload."
     )
-    validate_timeout_seconds: float = Field(
-        default=120.0, gt=0, description="Wall-clock limit of validating one upload."
-    )
-    validate_memory_limit_bytes: int = Field(
-        default=4 * 1024**3, gt=0, description="RLIMIT_AS of the process validating an upload."
-    )
-    sse_poll_seconds: float = Field(
-        default=0.2, gt=0, description="How often the job event stream looks at the job row."
-    )
+    sse_poll_seconds: float = _positive(0.2, "How often the job event stream looks at the job row.")
     public_url: str = Field(
         default="http://127.0.0.1:8000", description="Base URL shown in the first-start help."
     )
-    blob_gc_interval_seconds: float = Field(
-        default=600.0, gt=0, description="How often a worker removes unreferenced content."
+    blob_gc_interval_seconds: float = _positive(
+        600.0, "How often a worker removes unreferenced content."
     )
-    blob_gc_grace_seconds: float = Field(
-        default=3600.0,
-        gt=0,
-        description="Age before unreferenced content or an abandoned upload is removed; "
+    blob_gc_grace_seconds: float = _positive(
+        3600.0,
+        "Age before unreferenced content or an abandoned upload is removed; "
         "longer than any upload or compile takes to reference what it wrote.",
     )
-    job_retention_seconds: float = Field(
-        default=30 * 24 * 3600.0,
-        gt=0,
-        description="Age after which a finished job and its event log are deleted (its "
+    job_retention_seconds: float = _positive(
+        30 * 24 * 3600.0,
+        "Age after which a finished job and its event log are deleted (its "
         "artifact stays); workers check every blob_gc_interval_seconds.",
     )
     runtime_pool_size: int = Field(
@@ -113,29 +101,26 @@ class Settings(BaseSettings):
         description="Inference runtime processes (default: one per core but one, which the "
         "HTTP side needs: see the README's /v2 benchmark).",
     )
-    runtime_cache_bytes: int = Field(
-        default=2 * 1024**3, gt=0, description="Loaded-program cache of each runtime process."
+    runtime_cache_bytes: int = _positive(
+        2 * 1024**3, "Loaded-program cache of each runtime process."
     )
-    runtime_disk_cache_bytes: int = Field(
-        default=16 * 1024**3,
-        gt=0,
-        description="Local artifact copies the runtime loads by path; least recently used are "
+    runtime_disk_cache_bytes: int = _positive(
+        16 * 1024**3,
+        "Local artifact copies the runtime loads by path; least recently used are "
         "deleted above this (never one used in the last 5 minutes).",
     )
-    runtime_request_timeout_seconds: float = Field(default=60.0, gt=0)
-    session_idle_seconds: float = Field(
-        default=300.0,
-        gt=0,
-        description="A /v2 session (sequence) unused this long is freed; a later request on "
+    runtime_request_timeout_seconds: float = _positive(60.0)
+    session_idle_seconds: float = _positive(
+        300.0,
+        "A /v2 session (sequence) unused this long is freed; a later request on "
         "it gets 410 naming the expired sequence.",
     )
     session_max_per_project: int = Field(
         default=16, ge=1, description="Open /v2 sessions one project may hold (429 above)."
     )
-    session_memory_bytes: int = Field(
-        default=1024**3,
-        gt=0,
-        description="Planned memory all open /v2 sessions together may hold (503 above).",
+    session_memory_bytes: int = _positive(
+        1024**3,
+        "Planned memory all open /v2 sessions together may hold (503 above).",
     )
 
     @property
