@@ -1,19 +1,10 @@
-"""Initial schema: projects, tokens, chunked content-addressed blobs, programs, artifacts, jobs.
-
-Revision ID: 0001
-Revises:
-Create Date: 2026-11-22
-"""
-
-from collections.abc import Sequence
+"""Initial schema: projects, tokens, chunked content-addressed blobs, programs, artifacts, jobs."""
 
 import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0001"
 down_revision: str | None = None
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 _TS = sa.DateTime(timezone=True)
 

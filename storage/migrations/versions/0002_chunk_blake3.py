@@ -1,19 +1,10 @@
-"""Chunks record a BLAKE3 digest of their bytes; the SHA-256 stays only for older chunks.
-
-Revision ID: 0002
-Revises: 0001
-Create Date: 2026-11-22
-"""
-
-from collections.abc import Sequence
+"""Chunks record a BLAKE3 digest of their bytes; the SHA-256 stays only for older chunks."""
 
 import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0002"
 down_revision: str | None = "0001"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:

@@ -1,19 +1,10 @@
-"""Jobs keep a log of their status and stage changes, so no stage is lost between polls.
-
-Revision ID: 0003
-Revises: 0002
-Create Date: 2026-11-22
-"""
-
-from collections.abc import Sequence
+"""Jobs keep a log of their status and stage changes, so no stage is lost between polls."""
 
 import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0003"
 down_revision: str | None = "0002"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:

@@ -1,19 +1,10 @@
-"""Workers heartbeat in their own table; jobs and their events record attempts and retries.
-
-Revision ID: 0004
-Revises: 0003
-Create Date: 2026-11-22
-"""
-
-from collections.abc import Sequence
+"""Workers heartbeat in their own table; jobs and their events record attempts and retries."""
 
 import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0004"
 down_revision: str | None = "0003"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
