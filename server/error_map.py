@@ -4,14 +4,7 @@ from __future__ import annotations
 
 from pteforge.backends.errors import InvalidOptionsError, UnknownBackendError
 from pteforge.contracts.errors import ErrorCode
-from pteforge.manager.errors import (
-    LoweringError,
-    ManagerError,
-    PlanError,
-    ProgramInputError,
-    UnknownBackendIdError,
-    UnknownMethodError,
-)
+from pteforge.manager import errors as manager
 from pteforge.server.errors import Translation
 from pteforge.server.sandbox import UploadRejectedError
 from pteforge.storage import errors as storage
@@ -41,12 +34,12 @@ def layer_translations() -> list[Translation]:
         Translation(storage.NotFoundError, 404, ErrorCode.NOT_FOUND),
         Translation(storage.ConflictError, 409, ErrorCode.CONFLICT),
         Translation(storage.IllegalTransitionError, 409, ErrorCode.CONFLICT),
-        Translation(PlanError, 422, ErrorCode.INVALID_PLAN),
-        Translation(UnknownMethodError, 422, ErrorCode.INVALID_PLAN),
-        Translation(UnknownBackendIdError, 422, ErrorCode.UNKNOWN_BACKEND),
+        Translation(manager.PlanError, 422, ErrorCode.INVALID_PLAN),
+        Translation(manager.UnknownMethodError, 422, ErrorCode.INVALID_PLAN),
+        Translation(manager.UnknownBackendIdError, 422, ErrorCode.UNKNOWN_BACKEND),
         Translation(UnknownBackendError, 422, ErrorCode.UNKNOWN_BACKEND),
         Translation(InvalidOptionsError, 422, ErrorCode.INVALID_OPTIONS),
-        Translation(LoweringError, 422, ErrorCode.LOWERING_FAILED),
-        Translation(ProgramInputError, 422, ErrorCode.INVALID_PROGRAM),
-        Translation(ManagerError, 422, ErrorCode.COMPILE_FAILED),
+        Translation(manager.LoweringError, 422, ErrorCode.LOWERING_FAILED),
+        Translation(manager.ProgramInputError, 422, ErrorCode.INVALID_PROGRAM),
+        Translation(manager.ManagerError, 422, ErrorCode.COMPILE_FAILED),
     ]
