@@ -4,24 +4,20 @@ A stateless request whose worker crashes is sent once more, to another live work
 if that one crashes too is the request itself at fault (``CrashingInputError``, naming the
 method). If the retry cannot even start, the server is at fault (``WorkerCrashedError``,
 answered 503). A session's request is never retried: its state died with the worker.
+The logic is written once (``dispatch.attempts``); ``call`` and ``call_async`` only differ
+in how they wait.
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from pteforge.runtime.errors import (
-    CrashingInputError,
-    PoolClosedError,
-    RuntimeLayerError,
-    WorkerCrashedError,
-    WorkerTimeoutError,
-)
+from pteforge.runtime import dispatch
+from pteforge.runtime.errors import PoolClosedError, WorkerTimeoutError
 from pteforge.runtime.processes import WorkerProcess
 from pteforge.runtime.supervisor import Workers
 from pteforge.runtime.wire import encode_message
@@ -68,11 +64,6 @@ class Calls:
         self.count = count
         self.timeout_s = timeout_s
 
-    def _acquired(self, worker: WorkerProcess | None) -> WorkerProcess:
-        if worker is None:
-            raise WorkerTimeoutError(f"no runtime worker became free within {self.timeout_s:.0f}s")
-        return worker
-
     def crashed(self, worker: WorkerProcess, what: str) -> tuple[str, int | None]:
         """Replace a worker whose connection broke mid-request: what happened, in words,
         and its exit code."""
@@ -93,86 +84,11 @@ class Calls:
 
     def call(self, request: Request) -> tuple[Reply, float]:
         """Send ``request`` (blocking); the reply and the ms it waited for a worker."""
-        crashes: list[tuple[str, int | None]] = []
-        while True:
-            self.workers.check()
-            try:
-                worker = self._acquired(self.workers.checkout.get(self.timeout_s, request.start))
-            except RuntimeLayerError as exc:
-                if crashes:
-                    raise _unretried(crashes, exc) from exc
-                raise
-            queue_ms = (time.perf_counter() - request.queued) * 1e3
-            try:
-                if request.error is not None:
-                    raise request.error
-                reply = worker.reply(self.timeout_s)
-            except TimeoutError:  # before OSError, its base class
-                raise self.timed_out(worker, request.what) from None
-            except (EOFError, OSError):
-                crashes.append(self.crashed(worker, request.what))
-                _raise_if_twice(crashes, request)
-                continue
-            except BaseException:
-                self.workers.lost(worker, "the conversation with it broke off")
-                raise
-            request.served_by = worker
-            self.workers.checkout.put(worker)
-            return reply, queue_ms
+        return dispatch.call_blocking(self, request)
 
     async def call_async(
         self, request: Request, worker: WorkerProcess | None = None
     ) -> tuple[Reply, float]:
         """``call`` without blocking the loop; to ``worker`` only when given (a session's,
         never retried), else to any worker (retried once after a crash)."""
-        crashes: list[tuple[str, int | None]] = []
-        while True:
-            held = await self._acquire_async(request, worker, crashes)
-            queue_ms = (time.perf_counter() - request.queued) * 1e3
-            try:
-                if not request.inline:  # the worker drains a big frame at its own pace
-                    request.error = await asyncio.to_thread(held.send, request.frame)
-                if request.error is not None:
-                    raise request.error
-                reply = await held.reply_async(self.timeout_s)
-            except TimeoutError:  # before OSError, its base class
-                raise self.timed_out(held, request.what) from None
-            except (EOFError, OSError):
-                # Crash handling waits for the process to exit: not on the event loop.
-                crashes.append(await asyncio.to_thread(self.crashed, held, request.what))
-                if worker is not None:
-                    raise WorkerCrashedError(crashes[0][0]) from None
-                _raise_if_twice(crashes, request)
-                continue
-            except BaseException:
-                self.workers.lost(held, "the conversation with it broke off")
-                raise
-            request.served_by = held
-            self.workers.checkout.put(held)
-            return reply, queue_ms
-
-    async def _acquire_async(
-        self, request: Request, worker: WorkerProcess | None, crashes: list[tuple[str, int | None]]
-    ) -> WorkerProcess:
-        try:
-            self.workers.check()
-            got = await self.workers.checkout.get_async(self.timeout_s, request.start, worker)
-            return self._acquired(got)
-        except RuntimeLayerError as exc:
-            if crashes:
-                raise _unretried(crashes, exc) from exc
-            raise
-
-
-def _raise_if_twice(crashes: list[tuple[str, int | None]], request: Request) -> None:
-    if len(crashes) < 2:
-        return
-    codes = ", ".join(str(code) for _, code in crashes)
-    raise CrashingInputError(
-        f"these inputs crashed the runtime twice, on two workers (exit codes {codes}), "
-        f"during {request.what}; the method cannot run them"
-    )
-
-
-def _unretried(crashes: list[tuple[str, int | None]], exc: RuntimeLayerError) -> WorkerCrashedError:
-    return WorkerCrashedError(f"{crashes[0][0]}; retrying it on another worker failed: {exc}")
+        return await dispatch.call_async(self, request, worker)

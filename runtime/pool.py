@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -15,18 +14,19 @@ import numpy as np
 
 from pteforge.runtime.artifact_files import ArtifactFiles
 from pteforge.runtime.calls import ASYNC_INLINE_FRAME_BYTES, Calls, Request
+from pteforge.runtime.descriptions import Described, Descriptions
 from pteforge.runtime.errors import ERROR_KINDS, RuntimeLayerError, UnknownMethodError
-from pteforge.runtime.lru import ByteLRU
 from pteforge.runtime.metadata import MethodSignature
 from pteforge.runtime.processes import WorkerProcess, process_context
 from pteforge.runtime.session_calls import SessionCalls
 from pteforge.runtime.sessions import Sequence as SequenceRef
 from pteforge.runtime.sessions import SessionLimits, Sessions
-from pteforge.runtime.state import ProgramState
+from pteforge.runtime.stats import PoolStats
 from pteforge.runtime.supervisor import RestartPolicy, Workers
 from pteforge.runtime.worker import WorkerConfig
 
-_DESCRIBED_KEPT = 4096
+# A blocking caller writes the whole frame in the hand-over, however big.
+_WHOLE = float("inf")
 
 # Where an artifact comes from: a local file, or a callable that writes it to the given path.
 ArtifactSource = Path | Callable[[Path], None]
@@ -41,27 +41,6 @@ class InferResult:
     timings: dict[str, float]
     cache_hit: bool
     profile: dict[str, Any] | None = None
-
-
-@dataclass
-class PoolStats:
-    """Counters the pool keeps for metrics."""
-
-    requests: int = 0
-    cache_hits: int = 0
-    cache_misses: int = 0
-    worker_restarts: int = 0
-    worker_crashes: int = 0
-    worker_timeouts: int = 0
-    weight_cache_enabled: bool = False
-
-
-@dataclass(frozen=True)
-class Described:
-    """What the pool remembers of an artifact: its method signatures and its state."""
-
-    signatures: dict[str, MethodSignature]
-    state: ProgramState
 
 
 class RuntimePool:
@@ -98,7 +77,6 @@ class RuntimePool:
     ) -> None:
         self.size = size or os.cpu_count() or 1
         self.stats = PoolStats()
-        self._stats_lock = threading.Lock()
         config = WorkerConfig(
             cache_bytes,
             threads_per_worker,
@@ -114,11 +92,9 @@ class RuntimePool:
             on_start=self._started,
             on_lost=self._lost,
         )
-        self.calls = Calls(self.workers, self._count, request_timeout_s)
+        self.calls = Calls(self.workers, self.stats.count, request_timeout_s)
         self.session_calls = SessionCalls(self.calls, self.sessions)
-        # One small entry per artifact run; bounded so a long-lived server doesn't grow.
-        self._described: ByteLRU[str, Described] = ByteLRU(_DESCRIBED_KEPT)
-        self._described_lock = threading.Lock()
+        self._described = Descriptions()
         self.files = ArtifactFiles(artifact_dir, disk_cache_bytes)
 
     @property
@@ -133,13 +109,8 @@ class RuntimePool:
         self.stats.weight_cache_enabled = bool(worker.info.get("weight_cache"))
 
     def _lost(self, worker: WorkerProcess, reason: str) -> None:
-        self._count(worker_restarts=1)
+        self.stats.count(worker_restarts=1)
         self.sessions.end_on_worker(worker, reason)
-
-    def _count(self, **increments: int) -> None:
-        with self._stats_lock:
-            for name, amount in increments.items():
-                setattr(self.stats, name, getattr(self.stats, name) + amount)
 
     # -- artifacts -------------------------------------------------------------------------
 
@@ -147,23 +118,19 @@ class RuntimePool:
         """The local file for ``sha256``, materialising it from ``source`` if needed."""
         if isinstance(source, Path):
             return source
-        return self.files.ensure(sha256, source)
+        return self._copy(sha256) or self.files.ensure(sha256, source)
 
     async def _local_path_async(self, sha256: str, source: ArtifactSource) -> Path:
         if isinstance(source, Path):
             return source
-        if self.files.touch(sha256):
-            return self.files.path(sha256)
-        # evicted, or a corrupt copy was dropped: fetch it again (blocking: in a thread)
-        return await asyncio.to_thread(self.local_path, sha256, source)
+        copy = self._copy(sha256)
+        if copy is None:  # evicted, or a corrupt copy was dropped: fetch it again (in a thread)
+            copy = await asyncio.to_thread(self.files.ensure, sha256, source)
+        return copy
 
-    def _request(
-        self, header: dict[str, Any], arrays: Sequence[np.ndarray], source: ArtifactSource
-    ) -> tuple[dict[str, Any], list[np.ndarray], float]:
-        path = self.local_path(header["sha256"], source)
-        request = Request(dict(header, path=str(path)), arrays, inline_limit=float("inf"))
-        (reply, outputs), queue_ms = self.calls.call(request)
-        return self._checked(reply, path, source), outputs, queue_ms
+    def _copy(self, sha256: str) -> Path | None:
+        """The local copy of a fetched artifact if it is there (marked used), else None."""
+        return self.files.path(sha256) if self.files.touch(sha256) else None
 
     def _checked(self, reply: dict[str, Any], path: Path, source: ArtifactSource) -> dict[str, Any]:
         """``reply`` if the worker succeeded, else its error raised as a runtime-layer error."""
@@ -178,17 +145,14 @@ class RuntimePool:
 
     def described(self, sha256: str, source: ArtifactSource) -> Described:
         """Signatures and state of the artifact, read in a worker (safe for uploads)."""
-        with self._described_lock:
-            cached = self._described.get(sha256)
+        cached = self._described.get(sha256)
         if cached is not None:
             return cached
-        reply, _, _ = self._request({"op": "describe", "sha256": sha256}, [], source)
-        signatures = {
-            name: MethodSignature.from_json(data) for name, data in reply["methods"].items()
-        }
-        described = Described(signatures, ProgramState.from_json(reply["state"]))
-        with self._described_lock:
-            self._described.put(sha256, described, 1)
+        path = self.local_path(sha256, source)
+        request = Request({"op": "describe", "sha256": sha256, "path": str(path)}, [], _WHOLE)
+        (reply, _), _ = self.calls.call(request)
+        described = Described.from_reply(self._checked(reply, path, source))
+        self._described.put(sha256, described)
         return described
 
     def describe(self, sha256: str, source: ArtifactSource) -> dict[str, MethodSignature]:
@@ -208,9 +172,7 @@ class RuntimePool:
     ) -> MethodSignature:
         """``method_metadata`` for an asyncio caller: answered from memory once the artifact
         has been described, otherwise described in a thread."""
-        with self._described_lock:
-            known = sha256 in self._described
-        if not known:
+        if sha256 not in self._described:
             await asyncio.to_thread(self.describe, sha256, source)
         return self.method_metadata(sha256, method, source)
 
@@ -226,23 +188,10 @@ class RuntimePool:
         """Run ``method`` of artifact ``sha256`` on positional numpy ``inputs`` (stateless)."""
         start = time.perf_counter()
         signature = self.method_metadata(sha256, method, source)
-        header = {"op": "infer", "sha256": sha256, "method": method, "profile": profile}
-        reply, outputs, queue_ms = self._request(header, inputs, source)
-        return self._result(reply, outputs, signature, queue_ms, start)
-
-    def _result(
-        self,
-        reply: dict[str, Any],
-        outputs: list[np.ndarray],
-        signature: MethodSignature,
-        queue_ms: float,
-        start: float,
-    ) -> InferResult:
-        hit = bool(reply.get("hit"))
-        self._count(requests=1, cache_hits=int(hit), cache_misses=int(not hit))
-        timings = {"queue_ms": queue_ms, **reply["timings"]}
-        timings["total_ms"] = (time.perf_counter() - start) * 1e3
-        return InferResult(outputs, signature, timings, hit, reply.get("profile"))
+        path = self.local_path(sha256, source)
+        request = Request(_infer_header(sha256, method, profile, path), inputs, _WHOLE)
+        (reply, outputs), queue_ms = self.calls.call(request)
+        return self._result(self._checked(reply, path, source), outputs, signature, queue_ms, start)
 
     async def infer_async(
         self,
@@ -264,8 +213,7 @@ class RuntimePool:
         start = time.perf_counter()
         signature = await self.method_metadata_async(sha256, method, source)
         path = await self._local_path_async(sha256, source)
-        header = {"op": "infer", "sha256": sha256, "method": method, "profile": profile}
-        header["path"] = str(path)
+        header = _infer_header(sha256, method, profile, path)
         if sequence is None:
             request = Request(header, inputs, ASYNC_INLINE_FRAME_BYTES)
             (reply, outputs), queue_ms = await self.calls.call_async(request)
@@ -274,6 +222,20 @@ class RuntimePool:
             call = self.session_calls.call(header, inputs, sequence, nbytes)
             (reply, outputs), queue_ms = await call
         return self._result(self._checked(reply, path, source), outputs, signature, queue_ms, start)
+
+    def _result(
+        self,
+        reply: dict[str, Any],
+        outputs: list[np.ndarray],
+        signature: MethodSignature,
+        queue_ms: float,
+        start: float,
+    ) -> InferResult:
+        hit = bool(reply.get("hit"))
+        self.stats.count(requests=1, cache_hits=int(hit), cache_misses=int(not hit))
+        timings = {"queue_ms": queue_ms, **reply["timings"]}
+        timings["total_ms"] = (time.perf_counter() - start) * 1e3
+        return InferResult(outputs, signature, timings, hit, reply.get("profile"))
 
     def sweep(self) -> None:
         """Periodic upkeep: replace dead idle workers, end expired sessions and free them."""
@@ -295,3 +257,13 @@ class RuntimePool:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _infer_header(sha256: str, method: str, profile: bool, path: Path) -> dict[str, Any]:
+    return {
+        "op": "infer",
+        "sha256": sha256,
+        "method": method,
+        "profile": profile,
+        "path": str(path),
+    }
