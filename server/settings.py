@@ -110,6 +110,13 @@ class Settings(BaseSettings):
         "deleted above this (never one used in the last 5 minutes).",
     )
     runtime_request_timeout_seconds: float = _positive(60.0)
+    runtime_restart_attempts: int = Field(
+        default=6,
+        ge=1,
+        description="Failed starts in a row (0.1 s apart, doubling up to 5 s) after which a "
+        "lost runtime worker is no longer replaced; with none left /v2 answers 503 naming "
+        "the start error, and a request 30 s later starts a new round.",
+    )
     session_idle_seconds: float = _positive(
         300.0,
         "A /v2 session (sequence) unused this long is freed; a later request on "

@@ -13,6 +13,7 @@ from pteforge import __version__
 from pteforge.runtime import RuntimePool, TensorNames
 from pteforge.runtime.native import NativeBuildError, build_xnnpack_options
 from pteforge.runtime.sessions import SessionLimits
+from pteforge.runtime.supervisor import RestartPolicy
 from pteforge.server.auth.cache import TtlCache
 from pteforge.server.auth.dependencies import DEFAULT_TOKEN_TTL_S, Principal, cached_principal
 from pteforge.server.inference.bodies import DEFAULT_MAX_REQUEST_BYTES
@@ -79,6 +80,7 @@ def start_runtime_pool(settings: Settings) -> RuntimePool:
         request_timeout_s=settings.runtime_request_timeout_seconds,
         disk_cache_bytes=settings.runtime_disk_cache_bytes,
         weight_cache_library=_weight_cache_library(settings),
+        restart_policy=RestartPolicy(attempts=settings.runtime_restart_attempts),
         session_limits=SessionLimits(
             settings.session_idle_seconds,
             settings.session_max_per_project,

@@ -1,0 +1,106 @@
+"""Replacing a lost worker whose replacements cannot start: bounded attempts, a clear error.
+
+Every replacement here is a real worker process that exits at once (its weight-cache
+library does not exist); only ``WorkerProcess.spawn`` is wrapped, to count the starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from pteforge.runtime import RuntimePool
+from pteforge.runtime.errors import PoolUnavailableError
+from pteforge.runtime.processes import Context, WorkerProcess
+from pteforge.runtime.supervisor import RestartPolicy
+from pteforge.runtime.worker import WorkerConfig
+from pteforge.server.inference.statuses import status_of
+from tests.runtime.helpers import Compiled
+
+ATTEMPTS = 3
+DEADLINE_S = 60.0
+
+
+def _until(check: object, what: str) -> None:
+    assert callable(check)
+    deadline = time.monotonic() + DEADLINE_S
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def _counting_spawns(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Count the worker processes started from now on (each really starts)."""
+    spawned: list[int] = []
+    real = WorkerProcess.spawn
+
+    def spawn(ctx: Context, config: WorkerConfig) -> WorkerProcess:
+        worker = real(ctx, config)
+        spawned.append(worker.process.pid or 0)
+        return worker
+
+    monkeypatch.setattr(WorkerProcess, "spawn", spawn)
+    return spawned
+
+
+def test_replacements_that_cannot_start_are_bounded_and_answered_with_a_clear_error(
+    tmp_path: Path, artifacts: dict[str, Compiled], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mlp = artifacts["mlp"]
+    x = [mlp.model.inputs["forward"][0].numpy()]
+    policy = RestartPolicy(ATTEMPTS, first_delay_s=0.01, max_delay_s=0.04, retry_after_s=3600)
+    with RuntimePool(1, 1 << 26, tmp_path / "cache", restart_policy=policy) as pool:
+        missing = tmp_path / "missing-shim.so"
+        pool.workers.config = replace(pool.workers.config, weight_cache_library=str(missing))
+        spawned = _counting_spawns(monkeypatch)
+        (worker,) = pool.workers.live
+        os.kill(worker.process.pid or 0, signal.SIGKILL)
+        _until(lambda: pool.workers.failure is not None, "the pool to give up")
+
+        assert len(spawned) == ATTEMPTS  # one round, then no more tries
+        failure = str(pool.workers.failure)
+        assert f"({ATTEMPTS} attempts in a row failed" in failure
+        assert missing.name in failure  # the last start error, as the worker said it
+        assert not pool.ready
+
+        with ThreadPoolExecutor(1) as threads:  # a hang fails the test, not the run
+            blocking = threads.submit(pool.infer, mlp.sha256, "forward", x, mlp.path)
+            with pytest.raises(PoolUnavailableError, match="could not be restarted") as raised:
+                blocking.result(timeout=DEADLINE_S)
+        assert missing.name in str(raised.value)
+
+        answer = asyncio.wait_for(pool.infer_async(mlp.sha256, "forward", x, mlp.path), DEADLINE_S)
+        with pytest.raises(PoolUnavailableError, match="could not be restarted"):
+            asyncio.run(answer)
+
+        assert len(spawned) == ATTEMPTS  # refusing requests started no new round
+        assert status_of(raised.value) == (503, {"Retry-After": "30"})
+
+
+def test_a_request_waiting_for_a_worker_gets_the_error_when_the_pool_gives_up(
+    tmp_path: Path, artifacts: dict[str, Compiled], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mlp = artifacts["mlp"]
+    x = [mlp.model.inputs["forward"][0].numpy()]
+    policy = RestartPolicy(ATTEMPTS, first_delay_s=0.2, max_delay_s=0.4, retry_after_s=3600)
+    with RuntimePool(1, 1 << 26, tmp_path / "cache", restart_policy=policy) as pool:
+        pool.workers.config = replace(pool.workers.config, weight_cache_library="/nonexistent.so")
+        spawned = _counting_spawns(monkeypatch)
+        (worker,) = pool.workers.live
+        os.kill(worker.process.pid or 0, signal.SIGKILL)
+        worker.process.join(DEADLINE_S)
+        pool.sweep()  # notices the dead worker: the restarts begin, the request waits
+
+        async def ask() -> None:
+            await pool.infer_async(mlp.sha256, "forward", x, mlp.path)
+
+        with pytest.raises(PoolUnavailableError, match=r"nonexistent\.so"):
+            asyncio.run(asyncio.wait_for(ask(), DEADLINE_S))
+        assert len(spawned) == ATTEMPTS
