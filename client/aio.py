@@ -10,17 +10,17 @@ from contextlib import ExitStack, asynccontextmanager
 from pathlib import Path
 from tempfile import TemporaryDirectory
 from types import TracebackType
-from typing import Any, Concatenate, Literal, ParamSpec, TypeVar, overload
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import httpx
 
 from pteforge.client.calls import Attempts, Call, Reply
 from pteforge.client.core import ClientCore
 from pteforge.client.files import ProgramSource, partial_file, program_files
-from pteforge.client.models import Artifact, InferResult, Job, Program
+from pteforge.client.models import InferResult, Program
 from pteforge.client.operations import Op, Operations, Ref
 from pteforge.client.sessions import SequenceSession, SequenceState, check_sessions
-from pteforge.client.sinks import ProgressCallback, StageCallback
+from pteforge.client.sinks import ProgressCallback
 from pteforge.client.tensors import Inputs
 from pteforge.client.transport import RETRYABLE_ERRORS, request_args
 
@@ -113,33 +113,7 @@ class AsyncClient(ClientCore[httpx.AsyncClient]):
     delete_program = awaited(Operations.delete_program)
 
     # jobs
-    @overload
-    async def compile(
-        self,
-        program: Ref,
-        plan: Mapping[str, Any],
-        wait: Literal[True] = True,
-        on_stage: StageCallback | None = None,
-    ) -> Artifact: ...
-    @overload
-    async def compile(
-        self,
-        program: Ref,
-        plan: Mapping[str, Any],
-        wait: Literal[False],
-        on_stage: StageCallback | None = None,
-    ) -> Job: ...
-    async def compile(
-        self,
-        program: Ref,
-        plan: Mapping[str, Any],
-        wait: bool = True,
-        on_stage: StageCallback | None = None,
-    ) -> Artifact | Job:
-        """Queue a compile; with ``wait``, follow its events (``on_stage(job)`` at each status
-        or stage change) and return the artifact, or raise the error the job failed with."""
-        return await self._run(self._ops.compile(program, plan, wait, on_stage))
-
+    compile = awaited(Operations.compile)
     wait = awaited(Operations.wait)
     get_job = awaited(Operations.get_job)
     list_jobs = awaited(Operations.list_jobs)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Generator, Mapping
 from pathlib import Path
-from typing import Any, BinaryIO, TypeVar
+from typing import Any, BinaryIO, Literal, TypeVar, overload
 
 from pteforge.client.calls import Call, Reply
 from pteforge.client.errors import JobCanceledError, TransportError, error_class
@@ -70,9 +70,31 @@ class Operations:
         return _delete("programs", program)
 
     # jobs
+    @overload
     def compile(
-        self, program: Ref, plan: Mapping[str, Any], wait: bool, on_stage: StageCallback | None
-    ) -> Op[Artifact | Job]:
+        self,
+        program: Ref,
+        plan: Mapping[str, Any],
+        wait: Literal[True] = True,
+        on_stage: StageCallback | None = None,
+    ) -> Op[Artifact]: ...
+    @overload
+    def compile(
+        self,
+        program: Ref,
+        plan: Mapping[str, Any],
+        wait: Literal[False],
+        on_stage: StageCallback | None = None,
+    ) -> Op[Job]: ...
+    def compile(
+        self,
+        program: Ref,
+        plan: Mapping[str, Any],
+        wait: bool = True,
+        on_stage: StageCallback | None = None,
+    ) -> Op[Artifact] | Op[Job]:
+        """Queue a compile; with ``wait``, follow its events (``on_stage(job)`` at each status
+        or stage change) and return the artifact, or raise the error the job failed with."""
         body = {"program_id": ref(program), "plan": dict(plan)}
         reply = yield Call("POST", "/v1/compile-jobs", ok=(202,), json=body)
         job = Job.from_json(reply.json())

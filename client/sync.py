@@ -9,17 +9,17 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from tempfile import TemporaryDirectory
 from types import TracebackType
-from typing import Any, Concatenate, Literal, ParamSpec, TypeVar, overload
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import httpx
 
 from pteforge.client.calls import Attempts, Call, Reply
 from pteforge.client.core import ClientCore
 from pteforge.client.files import ProgramSource, partial_file, program_files
-from pteforge.client.models import Artifact, InferResult, Job, Program
+from pteforge.client.models import InferResult, Program
 from pteforge.client.operations import Op, Operations, Ref
 from pteforge.client.sessions import SequenceSession, SequenceState, check_sessions
-from pteforge.client.sinks import ProgressCallback, StageCallback
+from pteforge.client.sinks import ProgressCallback
 from pteforge.client.tensors import Inputs
 from pteforge.client.transport import RETRYABLE_ERRORS, request_args
 
@@ -110,33 +110,7 @@ class Client(ClientCore[httpx.Client]):
     delete_program = blocking(Operations.delete_program)
 
     # jobs
-    @overload
-    def compile(
-        self,
-        program: Ref,
-        plan: Mapping[str, Any],
-        wait: Literal[True] = True,
-        on_stage: StageCallback | None = None,
-    ) -> Artifact: ...
-    @overload
-    def compile(
-        self,
-        program: Ref,
-        plan: Mapping[str, Any],
-        wait: Literal[False],
-        on_stage: StageCallback | None = None,
-    ) -> Job: ...
-    def compile(
-        self,
-        program: Ref,
-        plan: Mapping[str, Any],
-        wait: bool = True,
-        on_stage: StageCallback | None = None,
-    ) -> Artifact | Job:
-        """Queue a compile; with ``wait``, follow its events (``on_stage(job)`` at each status
-        or stage change) and return the artifact, or raise the error the job failed with."""
-        return self._run(self._ops.compile(program, plan, wait, on_stage))
-
+    compile = blocking(Operations.compile)
     wait = blocking(Operations.wait)
     get_job = blocking(Operations.get_job)
     list_jobs = blocking(Operations.list_jobs)
