@@ -12,7 +12,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from pteforge.storage.blobs import BlobStore
 from pteforge.storage.domain import (
@@ -32,6 +32,7 @@ from pteforge.storage.domain import (
 )
 
 DEFAULT_MAX_ATTEMPTS = 3
+_Content = TypeVar("_Content", Program, Artifact)
 
 
 class ProjectRepository(ABC):
@@ -70,27 +71,31 @@ class TokenRepository(ABC):
         """Revoke a token; False if the project has no such token."""
 
 
-class ProgramRepository(ABC):
+class ContentRepository(ABC, Generic[_Content]):
+    """Rows that reference stored content (programs, artifacts), seen within one project."""
+
+    @abstractmethod
+    def get(self, project_id: str, row_id: str) -> _Content | None:
+        """The row, or None when absent or owned by another project (indistinguishable)."""
+
+    @abstractmethod
+    def list(self, project_id: str, limit: int = 100) -> builtins.list[_Content]:
+        """The project's rows, newest first."""
+
+    @abstractmethod
+    def delete(self, project_id: str, row_id: str) -> bool:
+        """Delete the row, and its content unless another row still references it."""
+
+
+class ProgramRepository(ContentRepository[Program]):
     @abstractmethod
     def create(
         self, project_id: str, name: str, blob: BlobRef, methods: Sequence[MethodSpec]
     ) -> Program:
         """Record an uploaded program whose content is already in the blob store."""
 
-    @abstractmethod
-    def get(self, project_id: str, program_id: str) -> Program | None:
-        """The program, or None when absent or owned by another project (indistinguishable)."""
 
-    @abstractmethod
-    def list(self, project_id: str, limit: int = 100) -> list[Program]:
-        """The project's programs, newest first."""
-
-    @abstractmethod
-    def delete(self, project_id: str, program_id: str) -> bool:
-        """Delete the row, and its content unless another row still references it."""
-
-
-class ArtifactRepository(ABC):
+class ArtifactRepository(ContentRepository[Artifact]):
     @abstractmethod
     def create(
         self,
@@ -105,24 +110,12 @@ class ArtifactRepository(ABC):
         """Record a `.pte`; ConflictError if (program_id, plan_hash) already has one."""
 
     @abstractmethod
-    def get(self, project_id: str, artifact_id: str) -> Artifact | None:
-        """The artifact, or None when absent or owned by another project."""
-
-    @abstractmethod
     def get_any(self, artifact_id: str) -> Artifact | None:
         """The artifact whatever its project (for workers and the runtime)."""
 
     @abstractmethod
     def find_compiled(self, program_id: str, plan_hash: str) -> Artifact | None:
         """The artifact already compiled from this program with this plan, if any."""
-
-    @abstractmethod
-    def list(self, project_id: str, limit: int = 100) -> list[Artifact]:
-        """The project's artifacts, newest first."""
-
-    @abstractmethod
-    def delete(self, project_id: str, artifact_id: str) -> bool:
-        """Delete the row, and its content unless another row still references it."""
 
 
 class JobRepository(ABC):
