@@ -60,6 +60,26 @@ class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING)
 
 
+class _ProjectOwned:
+    """The columns of every row a project owns: its id, the project (a row goes with it) and
+    when it was created."""
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    project_id: Mapped[str] = mapped_column(
+        ForeignKey("projects.id", ondelete="CASCADE"), index=True
+    )
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
+
+
+class _StoredContent(_ProjectOwned):
+    """A project's row that references stored content (programs, artifacts) and the methods
+    of that content."""
+
+    blob_sha256: Mapped[str] = mapped_column(ForeignKey("blobs.sha256"), index=True)
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    methods: Mapped[list[Any]] = mapped_column(JSON)
+
+
 class ProjectRow(Base):
     __tablename__ = "projects"
 
@@ -68,16 +88,11 @@ class ProjectRow(Base):
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())
 
 
-class TokenRow(Base):
+class TokenRow(_ProjectOwned, Base):
     __tablename__ = "api_tokens"
 
-    id: Mapped[str] = mapped_column(String(64), primary_key=True)
-    project_id: Mapped[str] = mapped_column(
-        ForeignKey("projects.id", ondelete="CASCADE"), index=True
-    )
     name: Mapped[str] = mapped_column(String(200))
     token_sha256: Mapped[str] = mapped_column(String(64), unique=True)
-    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
     revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
 
 
@@ -115,49 +130,29 @@ class BlobRow(Base):
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())
 
 
-class ProgramRow(Base):
+class ProgramRow(_StoredContent, Base):
     __tablename__ = "programs"
 
-    id: Mapped[str] = mapped_column(String(64), primary_key=True)
-    project_id: Mapped[str] = mapped_column(
-        ForeignKey("projects.id", ondelete="CASCADE"), index=True
-    )
     name: Mapped[str] = mapped_column(String(200))
-    blob_sha256: Mapped[str] = mapped_column(ForeignKey("blobs.sha256"), index=True)
-    size_bytes: Mapped[int] = mapped_column(BigInteger)
-    methods: Mapped[list[Any]] = mapped_column(JSON)
-    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
 
 
-class ArtifactRow(Base):
+class ArtifactRow(_StoredContent, Base):
     __tablename__ = "artifacts"
     __table_args__ = (UniqueConstraint("program_id", "plan_hash"),)
 
-    id: Mapped[str] = mapped_column(String(64), primary_key=True)
-    project_id: Mapped[str] = mapped_column(
-        ForeignKey("projects.id", ondelete="CASCADE"), index=True
-    )
     program_id: Mapped[str | None] = mapped_column(ForeignKey("programs.id", ondelete="SET NULL"))
-    blob_sha256: Mapped[str] = mapped_column(ForeignKey("blobs.sha256"), index=True)
-    size_bytes: Mapped[int] = mapped_column(BigInteger)
     plan: Mapped[dict[str, Any]] = mapped_column(JSON)
     plan_hash: Mapped[str] = mapped_column(String(64))
     report: Mapped[dict[str, Any]] = mapped_column(JSON)
-    methods: Mapped[list[Any]] = mapped_column(JSON)
-    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
 
 
-class JobRow(Base):
+class JobRow(_ProjectOwned, Base):
     __tablename__ = "jobs"
     __table_args__ = (
         Index("ix_jobs_status_created_at", "status", "created_at"),
         Index("ix_jobs_status_lease_expires_at", "status", "lease_expires_at"),
     )
 
-    id: Mapped[str] = mapped_column(String(64), primary_key=True)
-    project_id: Mapped[str] = mapped_column(
-        ForeignKey("projects.id", ondelete="CASCADE"), index=True
-    )
     kind: Mapped[str] = mapped_column(String(64))
     status: Mapped[str] = mapped_column(String(16))
     stage: Mapped[str | None] = mapped_column(String(200))
@@ -170,7 +165,6 @@ class JobRow(Base):
     worker_id: Mapped[str | None] = mapped_column(String(200))
     lease_expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     cancel_requested: Mapped[bool] = mapped_column(Boolean)
-    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
     started_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime())
