@@ -55,6 +55,19 @@ class _ContentRows(Generic[_Row, _Domain]):
         self._session = session
         self._clock = clock
 
+    def _insert(self, id_prefix: str, what: str, blob: domain.BlobRef, **columns: Any) -> _Domain:
+        """Insert a new row referencing ``blob`` (``what`` names it in a ConflictError) with
+        ``columns``, those that are not the same for every table."""
+        row = self._model(
+            id=new_id(id_prefix),
+            blob_sha256=blob.sha256,
+            size_bytes=blob.size,
+            created_at=self._clock(),
+            **columns,
+        )
+        insert_row(self._session, row, what)
+        return self._to_domain(row)
+
     def _row(self, project_id: str, row_id: str) -> _Row | None:
         row = self._session.get(self._model, row_id)
         return row if row is not None and row.project_id == project_id else None
@@ -82,24 +95,17 @@ class SqlPrograms(_ContentRows[ProgramRow, domain.Program], ProgramRepository):
     _to_domain = staticmethod(convert.program)
 
     def create(
-        self,
-        project_id: str,
-        name: str,
-        blob: domain.BlobRef,
-        methods: Sequence[domain.MethodSpec],
+        self, project_id: str, name: str, blob: domain.BlobRef, methods: Sequence[domain.MethodSpec]
     ) -> domain.Program:
         _check_owner_and_blob(self._session, project_id, blob)
-        row = ProgramRow(
-            id=new_id("prog"),
+        return self._insert(
+            "prog",
+            f"program {name!r}",
+            blob,
             project_id=project_id,
             name=name,
-            blob_sha256=blob.sha256,
-            size_bytes=blob.size,
             methods=domain.methods_to_json(methods),
-            created_at=self._clock(),
         )
-        insert_row(self._session, row, f"program {name!r}")
-        return convert.program(row)
 
 
 class SqlArtifacts(_ContentRows[ArtifactRow, domain.Artifact], ArtifactRepository):
@@ -119,20 +125,18 @@ class SqlArtifacts(_ContentRows[ArtifactRow, domain.Artifact], ArtifactRepositor
         _check_owner_and_blob(self._session, project_id, blob)
         if program_id is not None and self._session.get(ProgramRow, program_id) is None:
             raise NotFoundError(f"program {program_id} not found")
-        row = ArtifactRow(
-            id=new_id("art"),
+        what = f"artifact of program {program_id} plan {plan_hash}"
+        return self._insert(
+            "art",
+            what,
+            blob,
             project_id=project_id,
             program_id=program_id,
-            blob_sha256=blob.sha256,
-            size_bytes=blob.size,
             plan=dict(plan),
             plan_hash=plan_hash,
             report=dict(report),
             methods=domain.methods_to_json(methods),
-            created_at=self._clock(),
         )
-        insert_row(self._session, row, f"artifact of program {program_id} plan {plan_hash}")
-        return convert.artifact(row)
 
     def get_any(self, artifact_id: str) -> domain.Artifact | None:
         row = self._session.get(ArtifactRow, artifact_id)
