@@ -10,10 +10,10 @@ Budget (the whole file in about 4 minutes on 2 idle cores; one XNNPACK job on a 
 transformers model costs 5-18 s of CPU, mostly upstream to_edge and XNNPACK preprocess of
 many small partitions): the twelve architectures the issue names, which cover every family,
 are compiled with the XNNPACK partitioner plan, the one most users ship. GPT-2 (prefill and
-decode; its int8 plan fails today, see ``_assert_clear_quantization_error``) and ResNet (its
-int8 plan compiles; SQNR checked) also go through the portable and XNNPACK int8 dynamic
-plans. The alternatives the issue offers (BART, Marian, Qwen2, Mistral) take the cheaper
-portable plan. ``bench/zoo.py`` runs every model under all three plans at larger sizes.
+decode) and ResNet also go through the portable and XNNPACK int8 dynamic plans, whose
+artifacts must compile and reach 20 dB SQNR. The alternatives the issue offers (BART,
+Marian, Qwen2, Mistral) take the cheaper portable plan. ``bench/zoo.py`` runs every model
+under all three plans at larger sizes.
 """
 
 from __future__ import annotations
@@ -74,9 +74,6 @@ def test_model_through_the_service(
     for cell in cells:
         assert cell.upload == "ok", cell.upload
         _assert_names(cell, model, endpoint)
-        if cell.quantized and cell.compiled is None:
-            _assert_clear_quantization_error(cell, model)
-            continue
         assert cell.compile == "ok", cell.compile
         assert cell.run == "ok", cell.run
         _assert_numerics(cell)
@@ -102,14 +99,3 @@ def _assert_numerics(cell: Cell) -> None:
     verified = cell.compiled.artifact.get("numerics")
     if verified is not None:  # the service's own verify stage agrees
         assert not verified.get("flagged"), verified
-
-
-def _assert_clear_quantization_error(cell: Cell, model: ZooModel) -> None:
-    """A refused int8 plan says which method and which recipe failed, and why.
-
-    Known today: the XNNPACK quantizer turns ``int_tensor + 1`` into a float addition, so
-    every model computing positions or masks from ``arange`` fails to calibrate.
-    """
-    assert cell.compile.startswith("failed:"), cell.compile
-    assert any(f"methods.{m}." in cell.compile for m in model.modules), cell.compile
-    assert "xnnpack_pt2e_int8_dynamic_per_channel" in cell.compile, cell.compile
