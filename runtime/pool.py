@@ -53,7 +53,8 @@ class RuntimePool:
     file's sha256 before loading it. A stateless request starts from the program's initial
     state; requests naming a ``Sequence`` share one program instance (``SessionCalls``).
     A worker that dies while idle is replaced before a request reaches it; a stateless
-    request whose worker crashes is retried once on another (``Calls``); replacements back
+    request whose worker crashes is retried once on another (``dispatch``, written once for
+    blocking and asyncio callers); replacements back
     off and give up after ``restart_policy.attempts`` failures (``Workers``).
     ``weight_cache_library`` (see ``native``) turns on XNNPACK's packed-weight cache so
     methods sharing weights share packed copies. Workers never fork from the caller:
