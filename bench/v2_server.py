@@ -32,7 +32,11 @@ def serve(port: int, workers: int, artifacts: Mapping[str, str], home: Path) -> 
     from prometheus_client import CollectorRegistry
 
     from pteforge.runtime import RuntimePool, describe_pte
-    from pteforge.server.inference import ResolvedArtifact, build_inference_router
+    from pteforge.server.inference import (
+        ResolvedArtifact,
+        build_inference_router,
+        new_inference_state,
+    )
 
     resolved = {
         name: ResolvedArtifact(
@@ -52,7 +56,8 @@ def serve(port: int, workers: int, artifacts: Mapping[str, str], home: Path) -> 
 
     pool = RuntimePool(workers, 1 << 30, home)
     app = FastAPI()
-    app.include_router(build_inference_router(Resolver(), pool, allow_all, CollectorRegistry()))
+    state = new_inference_state(Resolver(), pool, allow_all, CollectorRegistry())
+    app.include_router(build_inference_router(state))
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False,
                 http="httptools", loop="uvloop")  # fmt: skip
 

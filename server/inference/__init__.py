@@ -14,7 +14,8 @@ sets the routes' state, closing the pool on shutdown (see ``pteforge.server.app`
     pool.close()                                    # on shutdown
 
 An app of its own over any ``ArtifactResolver`` and auth function (benchmarks, runtime
-tests) includes ``build_inference_router(resolver, pool, auth, registry)`` instead.
+tests) includes ``build_inference_router(new_inference_state(resolver, pool, auth,
+registry))`` instead.
 """
 
 from pteforge.server.inference.dependencies import InferenceState, new_inference_state

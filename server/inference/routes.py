@@ -5,24 +5,14 @@ Thin HTTP glue: decoding/encoding lives in ``pteforge.runtime.protocol``, execut
 are plain module-level functions reaching the runtime through ``app.state.inference``.
 """
 
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
 
 from fastapi import APIRouter, FastAPI
-from prometheus_client import CollectorRegistry
 
-from pteforge.runtime import RuntimePool
 from pteforge.server.inference import routes_infer, routes_models
-from pteforge.server.inference.bodies import DEFAULT_MAX_REQUEST_BYTES
-from pteforge.server.inference.dependencies import (
-    DEFAULT_RESOLVE_TTL_S,
-    Authenticate,
-    InferenceState,
-    new_inference_state,
-)
-from pteforge.server.inference.resolver import ArtifactResolver
+from pteforge.server.inference.dependencies import InferenceState
 
 router = APIRouter()
 """Every /v2 route and ``/metrics``; the app's lifespan must set ``app.state.inference``."""
@@ -39,25 +29,10 @@ async def _serving(state: InferenceState, app: FastAPI) -> AsyncIterator[None]:
         del app.state.inference
 
 
-def build_inference_router(
-    resolver: ArtifactResolver,
-    pool: RuntimePool,
-    auth: Authenticate,
-    registry: CollectorRegistry,
-    *,
-    server_version: str = "0",
-    resolve_ttl_s: float = DEFAULT_RESOLVE_TTL_S,
-    clock: Callable[[], float] = time.monotonic,
-    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
-) -> APIRouter:
-    """``router`` for an app of its own (benchmarks, runtime tests): its lifespan sets the
-    ``new_inference_state`` of these arguments (see there) as ``app.state.inference`` of the
-    app that includes it, while that app runs. The caller closes ``pool``."""
-    state = new_inference_state(
-        resolver, pool, auth, registry,
-        server_version=server_version, resolve_ttl_s=resolve_ttl_s, clock=clock,
-        max_request_bytes=max_request_bytes,
-    )  # fmt: skip
+def build_inference_router(state: InferenceState) -> APIRouter:
+    """``router`` for an app of its own (benchmarks, runtime tests): its lifespan sets
+    ``state`` (from ``new_inference_state``) as ``app.state.inference`` of the app that
+    includes it, while that app runs. The caller closes the state's pool."""
     standalone = APIRouter(lifespan=partial(_serving, state))
     standalone.include_router(router)
     return standalone

@@ -13,11 +13,11 @@ from datetime import timedelta
 from pathlib import Path
 
 from pteforge.contracts.errors import ErrorCode
-from pteforge.contracts.jobs import COMPILE_KIND, CompilePayload
+from pteforge.contracts.jobs import COMPILE_KIND, CompilePayload, LoweringRequest, LoweringResult
 from pteforge.contracts.json_types import JsonObject
 from pteforge.server.artifacts.schemas import NUMERICS_KEY
 from pteforge.server.common.blob_files import store_file
-from pteforge.server.jobs.protocol import LoweringOutcome, LoweringRequest, LoweringResult
+from pteforge.server.jobs.protocol import LoweringOutcome
 from pteforge.server.jobs.runner import (
     StandbyLowering,
     Verdict,

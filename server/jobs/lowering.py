@@ -27,19 +27,11 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from pteforge.contracts import jobs as messages
 from pteforge.contracts.errors import ErrorCode
 from pteforge.contracts.json_types import plain_json
 from pteforge.server.jobs.failures import failure_code
-from pteforge.server.jobs.protocol import (
-    ErrorMessage,
-    JobError,
-    LoweringRequest,
-    LoweringResult,
-    ResultMessage,
-    StageMessage,
-    recv_request,
-    send_message,
-)
+from pteforge.server.jobs.protocol import recv_request, send_message
 
 _PR_SET_PDEATHSIG = 1
 
@@ -108,12 +100,12 @@ def _load_programs(path: Path, scratch: Path) -> dict[str, Any]:
     return programs
 
 
-def _lower(request: LoweringRequest, conn: Connection) -> LoweringResult:
+def _lower(request: messages.LoweringRequest, conn: Connection) -> messages.LoweringResult:
     from pteforge.backends import default_catalog
     from pteforge.manager import compile_programs, verify_numerics
 
     def on_stage(stage: str) -> None:
-        send_message(conn, StageMessage(stage=stage))
+        send_message(conn, messages.StageMessage(stage=stage))
 
     with tempfile.TemporaryDirectory(prefix="pteforge-lower-") as scratch:
         programs = _load_programs(Path(request.program_path), Path(scratch))
@@ -122,7 +114,7 @@ def _lower(request: LoweringRequest, conn: Connection) -> LoweringResult:
     on_stage("verify")
     methods = [result.methods[name] for name in sorted(result.methods)]
     report, numerics = plain_json(result.report), plain_json(verify_numerics(programs, result))
-    return LoweringResult(report=report, methods=tuple(methods), numerics=numerics)
+    return messages.LoweringResult(report=report, methods=tuple(methods), numerics=numerics)
 
 
 _OOM_MARKERS = ("failed to map segment", "cannot allocate memory", "out of memory", "bad_alloc")
@@ -167,16 +159,16 @@ def standby_main(conn: Connection, warm_up: bool) -> None:
         return
     _contain(request.memory_limit_bytes)
     try:
-        send_message(conn, ResultMessage(result=_lower(request, conn)))
+        send_message(conn, messages.ResultMessage(result=_lower(request, conn)))
     except Exception as exc:
-        send_message(conn, ErrorMessage(error=_error(exc, request.memory_limit_bytes)))
+        send_message(conn, messages.ErrorMessage(error=_error(exc, request.memory_limit_bytes)))
     finally:
         conn.close()
 
 
-def _error(exc: Exception, memory_limit: int | None) -> JobError:
+def _error(exc: Exception, memory_limit: int | None) -> messages.JobError:
     if _out_of_memory(exc):
         limit = memory_limit or 0
         message = f"lowering ran out of memory (limit {limit / 2**20:.0f} MiB): {exc}"
-        return JobError(code=ErrorCode.OUT_OF_MEMORY, message=message)
-    return JobError(code=failure_code(exc), message=str(exc) or repr(exc))
+        return messages.JobError(code=ErrorCode.OUT_OF_MEMORY, message=message)
+    return messages.JobError(code=failure_code(exc), message=str(exc) or repr(exc))

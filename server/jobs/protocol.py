@@ -14,30 +14,7 @@ from multiprocessing.connection import Connection
 
 from pydantic import BaseModel
 
-from pteforge.contracts.jobs import (
-    CHILD_MESSAGE,
-    ChildMessage,
-    ErrorMessage,
-    JobError,
-    LoweringRequest,
-    LoweringResult,
-    ResultMessage,
-    StageMessage,
-)
-
-__all__ = [
-    "ChildMessage",
-    "ErrorMessage",
-    "JobError",
-    "LoweringOutcome",
-    "LoweringRequest",
-    "LoweringResult",
-    "ResultMessage",
-    "StageMessage",
-    "recv_child_message",
-    "recv_request",
-    "send_message",
-]
+from pteforge.contracts.jobs import CHILD_MESSAGE, ChildMessage, LoweringRequest, LoweringResult
 
 
 @dataclass

@@ -23,16 +23,9 @@ from multiprocessing.context import ForkServerContext
 from multiprocessing.process import BaseProcess
 
 from pteforge.contracts.errors import ErrorCode
+from pteforge.contracts.jobs import ChildMessage, ErrorMessage, LoweringRequest, ResultMessage
 from pteforge.server.jobs.lowering import PRELOAD, standby_main
-from pteforge.server.jobs.protocol import (
-    ChildMessage,
-    ErrorMessage,
-    LoweringOutcome,
-    LoweringRequest,
-    ResultMessage,
-    recv_child_message,
-    send_message,
-)
+from pteforge.server.jobs.protocol import LoweringOutcome, recv_child_message, send_message
 
 _EXIT_GRACE_SECONDS = 10.0
 

@@ -19,7 +19,7 @@ from fastapi import FastAPI, HTTPException, Request
 from prometheus_client import CollectorRegistry
 
 from pteforge.runtime import RuntimePool
-from pteforge.server.inference import ResolvedArtifact, build_inference_router
+from pteforge.server.inference import ResolvedArtifact, build_inference_router, new_inference_state
 from tests.models import MLP, MultiMethod
 
 TOKENS = {"tok-a": "project-a", "tok-b": "project-b"}
@@ -101,7 +101,9 @@ async def bearer_auth(request: Request) -> str:
 def build_app(resolver: MemoryResolver, pool: RuntimePool) -> tuple[FastAPI, CollectorRegistry]:
     registry = CollectorRegistry()
     app = FastAPI()
-    app.include_router(build_inference_router(resolver, pool, bearer_auth, registry))
+    app.include_router(
+        build_inference_router(new_inference_state(resolver, pool, bearer_auth, registry))
+    )
     return app, registry
 
 

@@ -17,7 +17,7 @@ from pteforge.runtime import RuntimePool
 from pteforge.server.auth.cache import TtlCache
 from pteforge.server.auth.dependencies import Principal, cached_principal
 from pteforge.server.errors import UnauthorizedError
-from pteforge.server.inference import build_inference_router
+from pteforge.server.inference import build_inference_router, new_inference_state
 from pteforge.storage import default_sqlite_url, open_store
 from tests.runtime.helpers import Compiled, MemoryResolver, bearer_auth, serve
 
@@ -89,7 +89,9 @@ def test_a_deleted_artifact_is_404_once_the_ttl_passes(
     resolver.add("project-a", "mlp", artifacts["mlp"], as_path=True)
     app = FastAPI()
     app.include_router(
-        build_inference_router(resolver, pool, bearer_auth, CollectorRegistry(), clock=clock)
+        build_inference_router(
+            new_inference_state(resolver, pool, bearer_auth, CollectorRegistry(), clock=clock)
+        )
     )
     x = artifacts["mlp"].model.inputs["forward"][0].numpy()
     tensor = {"name": "input_0", "datatype": "FP32", "shape": list(x.shape),

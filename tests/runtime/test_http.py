@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry
 from tritonclient.utils import InferenceServerException
 
 from pteforge.runtime import RuntimePool
-from pteforge.server.inference import build_inference_router
+from pteforge.server.inference import build_inference_router, new_inference_state
 from tests.runtime.conftest import Server
 from tests.runtime.helpers import (
     Compiled,
@@ -232,7 +232,9 @@ def small_limit_server(pool: RuntimePool, artifacts: dict[str, Compiled]) -> Ite
     resolver.add("project-a", "mlp", artifacts["mlp"], as_path=True)
     app = FastAPI()
     router = build_inference_router(
-        resolver, pool, bearer_auth, CollectorRegistry(), max_request_bytes=4096
+        new_inference_state(
+            resolver, pool, bearer_auth, CollectorRegistry(), max_request_bytes=4096
+        )
     )
     app.include_router(router)
     with serve(app) as url:

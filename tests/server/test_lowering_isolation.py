@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pteforge.server.jobs.protocol import LoweringRequest
+from pteforge.contracts.jobs import LoweringRequest
 from pteforge.server.jobs.runner import (
     StandbyLowering,
     Verdict,
