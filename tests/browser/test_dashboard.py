@@ -44,9 +44,22 @@ def _api_stages(api: httpx.Client, job_id: str) -> list[list[Any]]:
     return stages
 
 
+def _open_programs_tab(page: Page) -> None:
+    """Show the Programs tab once it has re-rendered from ``/v1/programs``.
+
+    The tab shows its previous contents at once and replaces them when the listing answers:
+    text typed before that lands in a form about to be replaced (holding the default plan).
+    """
+    stale = page.query_selector("#programs h2")
+    page.click("#tabs button[data-tab=programs]")
+    if stale is not None:
+        page.wait_for_function("el => !el.isConnected", arg=stale, timeout=WAIT_MS)
+    page.wait_for_selector("#programs h2", timeout=WAIT_MS)
+
+
 def _submit_from_page(page: Page, program_id: str, plan: dict[str, Any]) -> str:
     """Fill the compile form of the Programs tab; the id of the job the page then shows."""
-    page.click("#tabs button[data-tab=programs]")
+    _open_programs_tab(page)
     page.wait_for_selector(f"[data-program='{program_id}']")
     page.select_option("#compile-program", program_id)
     page.fill("#compile-plan", json.dumps(plan))
@@ -98,7 +111,7 @@ def test_compile_and_report_in_the_browser(
     exported = small_mlp_programs().programs["forward"]  # 2. upload with the client
     with Client(service.url, token) as client:
         program = client.upload_program({"forward": exported}, name="small-mlp")
-    page.click("#tabs button[data-tab=programs]")
+    _open_programs_tab(page)
     card = page.locator(f"[data-program='{program.id}']")
     assert card.locator(".program-size").get_attribute("data-bytes") == str(program.size_bytes)
     assert "args_0: float32[1, 16]" in card.inner_text()
@@ -170,7 +183,7 @@ def test_cancel_compile_again_and_errors_in_the_browser(
         assert resubmitted["status"] in {"queued", "running", "succeeded"}, resubmitted
         assert resubmitted["id"] != job_id
 
-    page.click("#tabs button[data-tab=programs]")
+    _open_programs_tab(page)
     page.fill("#compile-plan", "{not json")
     page.click("#compile-submit")
-    assert "the plan is not JSON" in page.inner_text("#message")
+    expect(page.locator("#message")).to_contain_text("the plan is not JSON", timeout=WAIT_MS)
