@@ -46,4 +46,9 @@ def get_services(request: Request) -> Services:
     return services
 
 
-ServicesDep = Annotated[Services, Depends(get_services)]
+async def _services_dependency(request: Request) -> Services:
+    # async: FastAPI would run a plain def dependency in the threadpool, a hop per request.
+    return get_services(request)
+
+
+ServicesDep = Annotated[Services, Depends(_services_dependency)]
