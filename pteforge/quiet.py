@@ -19,15 +19,26 @@ _NOISY_LOGGERS = {
 }
 _NOISY_WARNING_MODULES = r"^(torch|torchao|executorch|transformers|coremltools)(\.|$)"
 _NOISY_WARNING_MESSAGES = (r"`isinstance\(treespec, LeafSpec\)` is deprecated",)
-# pteforge lowers with to_edge + to_backend on purpose (a DelegationSpec per method needs it);
-# XNNPACK's partitioner logs a deprecation notice about that workflow on every partition.
-_XNNPACK_PARTITIONER_LOGGER = "executorch.backends.xnnpack.partition.xnnpack_partitioner"
-_WORKFLOW_NOTICE = "deprecated 'to_edge() + to_backend()' workflow"
+# Log lines dropped by message, per logger; the loggers' other records still show.
+_NOISY_LOG_MESSAGES = {
+    # pteforge lowers with to_edge + to_backend on purpose (a DelegationSpec per method needs
+    # it); XNNPACK's partitioner logs a deprecation notice about that on every partition.
+    "executorch.backends.xnnpack.partition.xnnpack_partitioner": (
+        "deprecated 'to_edge() + to_backend()' workflow",
+    ),
+    # Version checks at import of an optional converter pteforge never uses.
+    "coremltools": ("scikit-learn version", "has not been tested with coremltools"),
+}
 
 
-class _DropWorkflowNotice(logging.Filter):
+class _DropMessages(logging.Filter):
+    def __init__(self, fragments: tuple[str, ...]) -> None:
+        super().__init__()
+        self.fragments = fragments
+
     def filter(self, record: logging.LogRecord) -> bool:
-        return _WORKFLOW_NOTICE not in record.getMessage()
+        message = record.getMessage()
+        return not any(fragment in message for fragment in self.fragments)
 
 
 def quiet_third_party() -> None:
@@ -38,6 +49,7 @@ def quiet_third_party() -> None:
         warnings.filterwarnings("ignore", category=category, module=_NOISY_WARNING_MODULES)
     for message in _NOISY_WARNING_MESSAGES:  # raised with a stack level outside torch
         warnings.filterwarnings("ignore", message=message)
-    partitioner_log = logging.getLogger(_XNNPACK_PARTITIONER_LOGGER)
-    if not any(isinstance(f, _DropWorkflowNotice) for f in partitioner_log.filters):
-        partitioner_log.addFilter(_DropWorkflowNotice())
+    for name, fragments in _NOISY_LOG_MESSAGES.items():
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _DropMessages) for f in logger.filters):
+            logger.addFilter(_DropMessages(fragments))

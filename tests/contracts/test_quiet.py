@@ -43,3 +43,13 @@ def test_only_the_workflow_notice_of_the_xnnpack_partitioner_is_dropped() -> Non
     )
     assert "to_edge() + to_backend()" not in stderr, stderr
     assert "a real partitioner warning" in stderr
+
+
+def test_coremltools_version_checks_are_dropped() -> None:
+    stderr = _stderr_of(
+        "import logging, pteforge.quiet_on_import; log = logging.getLogger('coremltools'); "
+        "log.warning('Torch version 2.13.0+cpu has not been tested with coremltools.'); "
+        "log.warning('a real conversion warning')"
+    )
+    assert "has not been tested" not in stderr, stderr
+    assert "a real conversion warning" in stderr
