@@ -10,7 +10,9 @@ import asyncio
 import os
 import signal
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -50,18 +52,28 @@ def _counting_spawns(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return spawned
 
 
+@contextmanager
+def _worker_lost_for_good(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, policy: RestartPolicy, library: str
+) -> Iterator[tuple[RuntimePool, list[int], WorkerProcess]]:
+    """A one-worker pool whose worker was just killed and whose replacements cannot start
+    (their weight-cache ``library`` does not exist); with the starts counted from then on."""
+    with RuntimePool(1, 1 << 26, tmp_path / "cache", restart_policy=policy) as pool:
+        pool.workers.config = replace(pool.workers.config, weight_cache_library=library)
+        spawned = _counting_spawns(monkeypatch)
+        (worker,) = pool.workers.live
+        os.kill(worker.process.pid or 0, signal.SIGKILL)
+        yield pool, spawned, worker
+
+
 def test_replacements_that_cannot_start_are_bounded_and_answered_with_a_clear_error(
     tmp_path: Path, artifacts: dict[str, Compiled], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     mlp = artifacts["mlp"]
     x = [mlp.model.inputs["forward"][0].numpy()]
     policy = RestartPolicy(ATTEMPTS, first_delay_s=0.01, max_delay_s=0.04, retry_after_s=3600)
-    with RuntimePool(1, 1 << 26, tmp_path / "cache", restart_policy=policy) as pool:
-        missing = tmp_path / "missing-shim.so"
-        pool.workers.config = replace(pool.workers.config, weight_cache_library=str(missing))
-        spawned = _counting_spawns(monkeypatch)
-        (worker,) = pool.workers.live
-        os.kill(worker.process.pid or 0, signal.SIGKILL)
+    missing = tmp_path / "missing-shim.so"
+    with _worker_lost_for_good(tmp_path, monkeypatch, policy, str(missing)) as (pool, spawned, _):
         _until(lambda: pool.workers.failure is not None, "the pool to give up")
 
         assert len(spawned) == ATTEMPTS  # one round, then no more tries
@@ -90,11 +102,8 @@ def test_a_request_waiting_for_a_worker_gets_the_error_when_the_pool_gives_up(
     mlp = artifacts["mlp"]
     x = [mlp.model.inputs["forward"][0].numpy()]
     policy = RestartPolicy(ATTEMPTS, first_delay_s=0.2, max_delay_s=0.4, retry_after_s=3600)
-    with RuntimePool(1, 1 << 26, tmp_path / "cache", restart_policy=policy) as pool:
-        pool.workers.config = replace(pool.workers.config, weight_cache_library="/nonexistent.so")
-        spawned = _counting_spawns(monkeypatch)
-        (worker,) = pool.workers.live
-        os.kill(worker.process.pid or 0, signal.SIGKILL)
+    lost = _worker_lost_for_good(tmp_path, monkeypatch, policy, "/nonexistent.so")
+    with lost as (pool, spawned, worker):
         worker.process.join(DEADLINE_S)
         pool.sweep()  # notices the dead worker: the restarts begin, the request waits
 
