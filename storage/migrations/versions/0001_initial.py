@@ -1,5 +1,7 @@
 """Initial schema: projects, tokens, chunked content-addressed blobs, programs, artifacts, jobs."""
 
+from typing import Any
+
 import sqlalchemy as sa
 from alembic import op
 
@@ -7,6 +9,46 @@ revision: str = "0001"
 down_revision: str | None = None
 
 _TS = sa.DateTime(timezone=True)
+_ID = sa.String(64)
+
+Item = sa.Column[Any] | sa.Constraint
+
+
+def _col(name: str, type_: sa.types.TypeEngine[Any] = _ID, *, null: bool = False) -> Item:
+    return sa.Column(name, type_, nullable=null)
+
+
+def _fk(table: str, column: str, target: str, key: str = "id", ondelete: str | None = None) -> Item:
+    """``table.column`` references ``target.key``; named ``fk_<table>_<column>_<target>``."""
+    name = f"fk_{table}_{column}_{target}"
+    return sa.ForeignKeyConstraint([column], [f"{target}.{key}"], ondelete=ondelete, name=name)
+
+
+def _owner() -> tuple[Item, Item]:
+    """The columns of a row a project owns: its ``id`` and ``project_id``."""
+    return _col("id"), _col("project_id")
+
+
+def _owner_keys(table: str) -> tuple[Item, Item]:
+    """The ``id`` key and the ``project_id`` reference of an owned row (gone with its project)."""
+    return (
+        sa.PrimaryKeyConstraint("id", name=f"pk_{table}"),
+        _fk(table, "project_id", "projects", ondelete="CASCADE"),
+    )
+
+
+def _content() -> tuple[Item, Item]:
+    """A row's stored content: the ``blob_sha256`` and ``size_bytes`` columns."""
+    return _col("blob_sha256"), _col("size_bytes", sa.BigInteger())
+
+
+def _content_key(table: str) -> Item:
+    return _fk(table, "blob_sha256", "blobs", key="sha256")
+
+
+def _index(table: str, *columns: str) -> None:
+    """An index named ``ix_<table>_<columns>``."""
+    op.create_index(f"ix_{table}_{'_'.join(columns)}", table, list(columns))
 
 
 def upgrade() -> None:
@@ -19,68 +61,54 @@ def upgrade() -> None:
 def _projects_and_tokens() -> None:
     op.create_table(
         "projects",
-        sa.Column("id", sa.String(64), nullable=False),
-        sa.Column("name", sa.String(200), nullable=False),
-        sa.Column("created_at", _TS, nullable=False),
+        _col("id"),
+        _col("name", sa.String(200)),
+        _col("created_at", _TS),
         sa.PrimaryKeyConstraint("id", name="pk_projects"),
         sa.UniqueConstraint("name", name="uq_projects_name"),
     )
     op.create_table(
         "api_tokens",
-        sa.Column("id", sa.String(64), nullable=False),
-        sa.Column("project_id", sa.String(64), nullable=False),
-        sa.Column("name", sa.String(200), nullable=False),
-        sa.Column("token_sha256", sa.String(64), nullable=False),
-        sa.Column("created_at", _TS, nullable=False),
-        sa.Column("revoked_at", _TS, nullable=True),
-        sa.PrimaryKeyConstraint("id", name="pk_api_tokens"),
-        sa.ForeignKeyConstraint(
-            ["project_id"],
-            ["projects.id"],
-            ondelete="CASCADE",
-            name="fk_api_tokens_project_id_projects",
-        ),
+        *_owner(),
+        _col("name", sa.String(200)),
+        _col("token_sha256"),
+        _col("created_at", _TS),
+        _col("revoked_at", _TS, null=True),
+        *_owner_keys("api_tokens"),
         sa.UniqueConstraint("token_sha256", name="uq_api_tokens_token_sha256"),
     )
-    op.create_index("ix_api_tokens_project_id", "api_tokens", ["project_id"])
+    _index("api_tokens", "project_id")
 
 
 def _blobs() -> None:
     op.create_table(
         "blob_uploads",
-        sa.Column("id", sa.String(64), nullable=False),
-        sa.Column("started_at", _TS, nullable=False),
+        _col("id"),
+        _col("started_at", _TS),
         sa.PrimaryKeyConstraint("id", name="pk_blob_uploads"),
     )
-    op.create_index("ix_blob_uploads_started_at", "blob_uploads", ["started_at"])
+    _index("blob_uploads", "started_at")
     op.create_table(
         "blob_chunks",
-        sa.Column("upload_id", sa.String(64), nullable=False),
-        sa.Column("seq", sa.Integer(), nullable=False),
-        sa.Column("sha256", sa.String(64), nullable=False),
-        sa.Column("data", sa.LargeBinary(), nullable=False),
+        _col("upload_id"),
+        _col("seq", sa.Integer()),
+        _col("sha256"),
+        _col("data", sa.LargeBinary()),
         sa.PrimaryKeyConstraint("upload_id", "seq", name="pk_blob_chunks"),
-        sa.ForeignKeyConstraint(
-            ["upload_id"],
-            ["blob_uploads.id"],
-            ondelete="CASCADE",
-            name="fk_blob_chunks_upload_id_blob_uploads",
-        ),
+        _fk("blob_chunks", "upload_id", "blob_uploads", ondelete="CASCADE"),
     )
     if op.get_context().dialect.name == "postgresql":
         # Chunks are mostly compressed weights: skip TOAST's futile compression attempt.
         op.execute("ALTER TABLE blob_chunks ALTER COLUMN data SET STORAGE EXTERNAL")
     op.create_table(
         "blobs",
-        sa.Column("sha256", sa.String(64), nullable=False),
-        sa.Column("size", sa.BigInteger(), nullable=False),
-        sa.Column("chunk_size", sa.Integer(), nullable=False),
-        sa.Column("upload_id", sa.String(64), nullable=False),
-        sa.Column("created_at", _TS, nullable=False),
+        _col("sha256"),
+        _col("size", sa.BigInteger()),
+        _col("chunk_size", sa.Integer()),
+        _col("upload_id"),
+        _col("created_at", _TS),
         sa.PrimaryKeyConstraint("sha256", name="pk_blobs"),
-        sa.ForeignKeyConstraint(
-            ["upload_id"], ["blob_uploads.id"], name="fk_blobs_upload_id_blob_uploads"
-        ),
+        _fk("blobs", "upload_id", "blob_uploads"),
         sa.UniqueConstraint("upload_id", name="uq_blobs_upload_id"),
     )
 
@@ -88,99 +116,62 @@ def _blobs() -> None:
 def _programs_and_artifacts() -> None:
     op.create_table(
         "programs",
-        sa.Column("id", sa.String(64), nullable=False),
-        sa.Column("project_id", sa.String(64), nullable=False),
-        sa.Column("name", sa.String(200), nullable=False),
-        sa.Column("blob_sha256", sa.String(64), nullable=False),
-        sa.Column("size_bytes", sa.BigInteger(), nullable=False),
-        sa.Column("methods", sa.JSON(), nullable=False),
-        sa.Column("created_at", _TS, nullable=False),
-        sa.PrimaryKeyConstraint("id", name="pk_programs"),
-        sa.ForeignKeyConstraint(
-            ["project_id"],
-            ["projects.id"],
-            ondelete="CASCADE",
-            name="fk_programs_project_id_projects",
-        ),
-        sa.ForeignKeyConstraint(
-            ["blob_sha256"], ["blobs.sha256"], name="fk_programs_blob_sha256_blobs"
-        ),
+        *_owner(),
+        _col("name", sa.String(200)),
+        *_content(),
+        _col("methods", sa.JSON()),
+        _col("created_at", _TS),
+        *_owner_keys("programs"),
+        _content_key("programs"),
     )
-    op.create_index("ix_programs_project_id", "programs", ["project_id"])
-    op.create_index("ix_programs_blob_sha256", "programs", ["blob_sha256"])
+    _index("programs", "project_id")
+    _index("programs", "blob_sha256")
     op.create_table(
         "artifacts",
-        sa.Column("id", sa.String(64), nullable=False),
-        sa.Column("project_id", sa.String(64), nullable=False),
-        sa.Column("program_id", sa.String(64), nullable=True),
-        sa.Column("blob_sha256", sa.String(64), nullable=False),
-        sa.Column("size_bytes", sa.BigInteger(), nullable=False),
-        sa.Column("plan", sa.JSON(), nullable=False),
-        sa.Column("plan_hash", sa.String(64), nullable=False),
-        sa.Column("report", sa.JSON(), nullable=False),
-        sa.Column("methods", sa.JSON(), nullable=False),
-        sa.Column("created_at", _TS, nullable=False),
-        sa.PrimaryKeyConstraint("id", name="pk_artifacts"),
-        sa.ForeignKeyConstraint(
-            ["project_id"],
-            ["projects.id"],
-            ondelete="CASCADE",
-            name="fk_artifacts_project_id_projects",
-        ),
-        sa.ForeignKeyConstraint(
-            ["program_id"],
-            ["programs.id"],
-            ondelete="SET NULL",
-            name="fk_artifacts_program_id_programs",
-        ),
-        sa.ForeignKeyConstraint(
-            ["blob_sha256"], ["blobs.sha256"], name="fk_artifacts_blob_sha256_blobs"
-        ),
+        *_owner(),
+        _col("program_id", null=True),
+        *_content(),
+        _col("plan", sa.JSON()),
+        _col("plan_hash"),
+        _col("report", sa.JSON()),
+        _col("methods", sa.JSON()),
+        _col("created_at", _TS),
+        *_owner_keys("artifacts"),
+        _fk("artifacts", "program_id", "programs", ondelete="SET NULL"),
+        _content_key("artifacts"),
         sa.UniqueConstraint("program_id", "plan_hash", name="uq_artifacts_program_id_plan_hash"),
     )
-    op.create_index("ix_artifacts_project_id", "artifacts", ["project_id"])
-    op.create_index("ix_artifacts_blob_sha256", "artifacts", ["blob_sha256"])
+    _index("artifacts", "project_id")
+    _index("artifacts", "blob_sha256")
 
 
 def _jobs() -> None:
     op.create_table(
         "jobs",
-        sa.Column("id", sa.String(64), nullable=False),
-        sa.Column("project_id", sa.String(64), nullable=False),
-        sa.Column("kind", sa.String(64), nullable=False),
-        sa.Column("status", sa.String(16), nullable=False),
-        sa.Column("stage", sa.String(200), nullable=True),
-        sa.Column("payload", sa.JSON(), nullable=False),
-        sa.Column("error_code", sa.String(64), nullable=True),
-        sa.Column("error_message", sa.Text(), nullable=True),
-        sa.Column("artifact_id", sa.String(64), nullable=True),
-        sa.Column("attempts", sa.Integer(), nullable=False),
-        sa.Column("max_attempts", sa.Integer(), nullable=False),
-        sa.Column("worker_id", sa.String(200), nullable=True),
-        sa.Column("lease_expires_at", _TS, nullable=True),
-        sa.Column("cancel_requested", sa.Boolean(), nullable=False),
-        sa.Column("created_at", _TS, nullable=False),
-        sa.Column("started_at", _TS, nullable=True),
-        sa.Column("finished_at", _TS, nullable=True),
-        sa.Column("updated_at", _TS, nullable=False),
-        sa.Column("version", sa.Integer(), nullable=False),
-        sa.PrimaryKeyConstraint("id", name="pk_jobs"),
-        sa.ForeignKeyConstraint(
-            ["project_id"],
-            ["projects.id"],
-            ondelete="CASCADE",
-            name="fk_jobs_project_id_projects",
-        ),
-        sa.ForeignKeyConstraint(
-            ["artifact_id"],
-            ["artifacts.id"],
-            ondelete="SET NULL",
-            name="fk_jobs_artifact_id_artifacts",
-        ),
+        *_owner(),
+        _col("kind"),
+        _col("status", sa.String(16)),
+        _col("stage", sa.String(200), null=True),
+        _col("payload", sa.JSON()),
+        _col("error_code", null=True),
+        _col("error_message", sa.Text(), null=True),
+        _col("artifact_id", null=True),
+        _col("attempts", sa.Integer()),
+        _col("max_attempts", sa.Integer()),
+        _col("worker_id", sa.String(200), null=True),
+        _col("lease_expires_at", _TS, null=True),
+        _col("cancel_requested", sa.Boolean()),
+        _col("created_at", _TS),
+        _col("started_at", _TS, null=True),
+        _col("finished_at", _TS, null=True),
+        _col("updated_at", _TS),
+        _col("version", sa.Integer()),
+        *_owner_keys("jobs"),
+        _fk("jobs", "artifact_id", "artifacts", ondelete="SET NULL"),
     )
-    op.create_index("ix_jobs_project_id", "jobs", ["project_id"])
-    op.create_index("ix_jobs_status_created_at", "jobs", ["status", "created_at"])
-    op.create_index("ix_jobs_status_lease_expires_at", "jobs", ["status", "lease_expires_at"])
+    _index("jobs", "project_id")
+    _index("jobs", "status", "created_at")
+    _index("jobs", "status", "lease_expires_at")
 
 
 def downgrade() -> None:
