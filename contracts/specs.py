@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Annotated, Any
+from typing import Annotated, Any, Self, TypeVar
 
 from pydantic import ConfigDict, Strict, TypeAdapter
 from pydantic.dataclasses import dataclass
@@ -79,16 +79,42 @@ def oip_datatype(dtype: str) -> str:
 
 Dims = tuple[Annotated[int, Strict()], ...]
 _SPEC_CONFIG = ConfigDict(extra="ignore")
+_T = TypeVar("_T")
+
+
+class _JsonForm:
+    """``to_json`` and ``from_json`` for a spec class, through its pydantic ``TypeAdapter``."""
+
+    def to_json(self) -> JsonObject:
+        """This spec's JSON form (``/v1``, storage, pipes); fields that are None left out."""
+        dumped: JsonObject = _adapter(type(self)).dump_python(self, mode="json", exclude_none=True)
+        return dumped
+
+    @classmethod
+    def from_json(cls, data: Any) -> Self:
+        """Parse :meth:`to_json`'s form; raises ``pydantic.ValidationError`` (a ValueError)."""
+        return _adapter(cls).validate_python(data)
+
+
+_ADAPTERS: dict[type[Any], TypeAdapter[Any]] = {}
+
+
+def _adapter(cls: type[_T]) -> TypeAdapter[_T]:
+    adapter = _ADAPTERS.get(cls)
+    if adapter is None:  # a race builds it twice, harmlessly
+        adapter = _ADAPTERS[cls] = TypeAdapter(cls)
+    return adapter
 
 
 @dataclass(frozen=True, config=_SPEC_CONFIG)
-class TensorSpec:
+class TensorSpec(_JsonForm):
     """One input or output of a method: its name, dtype name and shape.
 
     ``shape`` has ``-1`` (:data:`DYNAMIC_DIM`) for dynamic dimensions. ``max_shape`` is the
     upper bound a ``.pte`` was planned for, when the runtime knows it (ExecuTorch records
     dynamism per tensor, so every dimension of a dynamic tensor is then ``-1``).
-    A pydantic dataclass: built positionally, validated on construction.
+    A pydantic dataclass: built positionally, validated on construction; its JSON form is
+    ``{"name", "dtype", "shape"[, "max_shape"]}``.
     """
 
     name: Annotated[str, Strict()]
@@ -105,16 +131,6 @@ class TensorSpec:
     def dynamic(self) -> bool:
         """Whether the runtime knows this tensor's size may vary up to ``max_shape``."""
         return self.max_shape is not None
-
-    def to_json(self) -> JsonObject:
-        """The ``{"name", "dtype", "shape"[, "max_shape"]}`` form (``/v1``, storage, pipes)."""
-        dumped: JsonObject = _TENSOR_SPEC.dump_python(self, mode="json", exclude_none=True)
-        return dumped
-
-    @classmethod
-    def from_json(cls, data: Any) -> TensorSpec:
-        """Parse :meth:`to_json`'s form; raises ``pydantic.ValidationError`` (a ValueError)."""
-        return _TENSOR_SPEC.validate_python(data)
 
     def oip_json(self) -> JsonObject:
         """The ``/v2`` metadata form: ``{"name", "datatype", "shape"[, "max_shape"]}``."""
@@ -133,22 +149,13 @@ class TensorNames:
 
 
 @dataclass(frozen=True, config=_SPEC_CONFIG)
-class MethodSignature:
-    """The inputs and outputs of one method, in positional order."""
+class MethodSignature(_JsonForm):
+    """The inputs and outputs of one method, in positional order; its JSON form is
+    ``{"name", "inputs": [...], "outputs": [...]}`` with :meth:`TensorSpec.to_json`'s."""
 
     name: Annotated[str, Strict()]
     inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]
-
-    def to_json(self) -> JsonObject:
-        """``{"name", "inputs": [...], "outputs": [...]}`` with :meth:`TensorSpec.to_json`."""
-        dumped: JsonObject = _METHOD_SIGNATURE.dump_python(self, mode="json", exclude_none=True)
-        return dumped
-
-    @classmethod
-    def from_json(cls, data: Any) -> MethodSignature:
-        """Parse :meth:`to_json`'s form; raises ``pydantic.ValidationError`` (a ValueError)."""
-        return _METHOD_SIGNATURE.validate_python(data)
 
     def renamed(self, name: str) -> MethodSignature:
         """The same specs under another method name."""
@@ -166,10 +173,6 @@ class MethodSignature:
         inputs = _renamed(self.inputs, names.inputs)
         outputs = _renamed(self.outputs, names.outputs)
         return replace(self, inputs=inputs, outputs=outputs)
-
-
-_TENSOR_SPEC: TypeAdapter[TensorSpec] = TypeAdapter(TensorSpec)
-_METHOD_SIGNATURE: TypeAdapter[MethodSignature] = TypeAdapter(MethodSignature)
 
 
 def _renamed(specs: tuple[TensorSpec, ...], names: Sequence[str]) -> tuple[TensorSpec, ...]:
