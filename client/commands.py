@@ -25,6 +25,7 @@ from pteforge.client.views import (
     program_summary,
     stage_plan,
 )
+from pteforge.contracts.names import parse_method_files
 
 TOKEN_HINT = (
     "the server checks tokens against its own database: create one on the server host with "
@@ -96,16 +97,13 @@ def push(args: argparse.Namespace, out: Output) -> None:
 
 
 def _method_files(specs: list[str]) -> dict[str, Path]:
-    files: dict[str, Path] = {}
-    for spec in specs:
-        method, sep, file = spec.partition("=")
-        if not sep or not method or not file:
-            raise BadInputError(f"{spec!r}: expected METHOD=FILE.pt2")
-        if method in files:
-            raise BadInputError(f"method {method!r} given twice")
-        if not Path(file).is_file():
+    try:
+        files = parse_method_files(specs)
+    except ValueError as exc:
+        raise BadInputError(str(exc)) from None
+    for method, file in files.items():
+        if not file.is_file():
             raise BadInputError(f"method {method!r}: no file {file}")
-        files[method] = Path(file)
     return files
 
 

@@ -8,6 +8,8 @@ plain identifier everywhere.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
+from pathlib import Path
 
 METHOD_NAME_MAX_CHARS = 128
 METHOD_NAME_PATTERN = rf"[A-Za-z_][A-Za-z0-9_]{{0,{METHOD_NAME_MAX_CHARS - 1}}}"
@@ -28,3 +30,22 @@ def check_method_name(name: str) -> str:
         shown = name if len(name) <= 40 else f"{name[:40]}... ({len(name)} characters)"
         raise InvalidMethodNameError(f"invalid method name {shown!r}: {METHOD_NAME_RULE}")
     return name
+
+
+def parse_method_files(specs: Iterable[str]) -> dict[str, Path]:
+    """``METHOD=FILE`` arguments as ``{method: Path(FILE)}``, in order (the command lines'
+    way to name a program's methods). Raises a ``ValueError`` naming the argument that lacks
+    a side or repeats a method, ``InvalidMethodNameError`` for a method the rule refuses."""
+    files: dict[str, Path] = {}
+    for spec in specs:
+        method, sep, file = spec.partition("=")
+        if not sep or not method or not file:
+            raise ValueError(f"{spec!r}: expected METHOD=FILE.pt2")
+        if method in files:
+            raise ValueError(f"{spec!r}: method {method!r} given twice")
+        try:
+            check_method_name(method)
+        except InvalidMethodNameError as exc:
+            raise InvalidMethodNameError(f"{spec!r}: {exc}") from None
+        files[method] = Path(file)
+    return files

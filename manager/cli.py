@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
-from pteforge.contracts import InvalidMethodNameError, check_method_name
+from pteforge.contracts.names import parse_method_files
 from pteforge.manager.errors import ManagerError, ProgramInputError
 
 EXIT_BAD_INPUT = 2
@@ -77,19 +77,10 @@ class _Progress:
 
 
 def _method_files(specs: list[str]) -> dict[str, Path]:
-    files: dict[str, Path] = {}
-    for spec in specs:
-        name, sep, file = spec.partition("=")
-        if not sep or not name or not file:
-            raise ProgramInputError(f"--method {spec!r}: expected NAME=FILE.pt2")
-        if name in files:
-            raise ProgramInputError(f"--method {name!r} given twice")
-        try:
-            check_method_name(name)
-        except InvalidMethodNameError as exc:
-            raise ProgramInputError(f"--method {spec!r}: {exc}") from None
-        files[name] = Path(file)
-    return files
+    try:
+        return parse_method_files(specs)
+    except ValueError as exc:
+        raise ProgramInputError(f"--method {exc}") from None
 
 
 def _read_plan(value: str | None) -> Any:
