@@ -23,7 +23,6 @@ Run: ``.venv/bin/python bench/sessions.py [--runs 3]``
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from collections.abc import Iterator
@@ -36,7 +35,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.timing import single_threaded_workdir
+from bench.timing import single_threaded_bench
 from bench.v2_server import start_server
 from bench.v2_wire import Connection, first_output, infer_request
 from tests.runtime.stateful_compile import compile_stateful
@@ -164,13 +163,7 @@ def workloads(root: Path) -> list[Workload]:
 
 
 def main() -> None:
-    from pteforge.quiet import quiet_third_party
-
-    quiet_third_party()
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--runs", type=int, default=3)
-    args = parser.parse_args()
-    root = single_threaded_workdir("bench-sessions-")
+    args, root = single_threaded_bench(__doc__, "bench-sessions-", runs=3)
     works = workloads(root)
     server, port = start_server({w.name.split()[0]: w.path for w in works}, root / "home")
     try:

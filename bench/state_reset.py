@@ -15,7 +15,6 @@ Run: ``.venv/bin/python bench/state_reset.py [--iterations 300]``
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 from collections.abc import Callable
@@ -26,7 +25,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.timing import latencies, single_threaded_workdir
+from bench.timing import latencies, single_threaded_bench
 from pteforge.runtime.instances import ProgramInstance
 from pteforge.runtime.state import read_program_state
 from tests.runtime.stateful_compile import compile_stateful
@@ -66,13 +65,7 @@ def _measure(name: str, path: Path, method: str, inputs: list[Any], iterations: 
 
 
 def main() -> None:
-    from pteforge.quiet import quiet_third_party
-
-    quiet_third_party()
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--iterations", type=int, default=300)
-    args = parser.parse_args()
-    root = single_threaded_workdir("state-reset-")
+    args, root = single_threaded_bench(__doc__, "state-reset-", iterations=300)
     small = compile_stateful(counter_programs(), root / "counter.pte", xnnpack=False)
     medium = compile_stateful(
         cached_lm_programs(d_model=256, heads=4, layers=4, max_len=256), root / "lm.pte"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import tempfile
 import threading
@@ -102,3 +103,18 @@ def single_threaded_workdir(prefix: str) -> Path:
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
     return Path(tempfile.mkdtemp(prefix=prefix))
+
+
+def single_threaded_bench(
+    description: str, prefix: str, **int_options: int
+) -> tuple[argparse.Namespace, Path]:
+    """The start of a single-threaded benchmark: third-party noise quieted, the command line
+    parsed (``--NAME N`` for each of ``int_options``, defaulting to its value) and
+    :func:`single_threaded_workdir`."""
+    from pteforge.quiet import quiet_third_party
+
+    quiet_third_party()
+    parser = argparse.ArgumentParser(description=description)
+    for name, default in int_options.items():
+        parser.add_argument(f"--{name.replace('_', '-')}", type=int, default=default)
+    return parser.parse_args(), single_threaded_workdir(prefix)
