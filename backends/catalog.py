@@ -35,6 +35,7 @@ from pteforge.backends.entry import (
 )
 from pteforge.backends.errors import BackendCatalogError, UnknownBackendError
 from pteforge.backends.kinds import EntryKind
+from pteforge.contracts.plan import DEFAULT_VERIFY_MIN_SQNR_DB, DEFAULT_VERIFY_RTOL
 
 __all__ = [
     "DEFAULT_VERIFY_MIN_SQNR_DB",
@@ -46,9 +47,6 @@ __all__ = [
 ]
 
 E = TypeVar("E", bound=BaseEntry[Any])
-
-DEFAULT_VERIFY_RTOL = 1e-4
-DEFAULT_VERIFY_MIN_SQNR_DB = 20.0
 
 # Program-wide plan options, described in the shape of a catalog entry.
 PLAN_OPTIONS: tuple[dict[str, Any], ...] = (

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 import torch
 
+from pteforge.contracts.plan import PlanSpec
 from pteforge.manager import (
     PartitionerRef,
     Plan,
@@ -76,6 +77,8 @@ def test_program_wide_options() -> None:
         ({"all": {"partitioner": ["xnnpack"]}}, "all.partitioner"),
         ({"all": {"partitioners": "xnnpack"}}, "all.partitioners"),
         ({"all": {"partitioners": [3]}}, "all.partitioners[0]"),
+        ({"all": {"partitioners": [{"name": "x", "opts": {}}]}}, "all.partitioners[0].opts"),
+        ({"all": {"delegate": {"backend_id": "X", "extra": 1}}}, "all.delegate.extra"),
         ({"all": {"partitioners": ["xnnpack"], "delegate": {"backend_id": "X"}}}, "all"),
         ({"methods": {"m": {"delegate": {}}}}, "methods.m.delegate.backend_id"),
         (
@@ -106,6 +109,11 @@ def test_bad_fields_are_named(plan: Any, field: str) -> None:
         Plan.parse(plan)
     assert raised.value.field == field
     assert field in str(raised.value)
+
+
+def test_parses_a_validated_spec_as_its_json() -> None:
+    plan = {"all": {"partitioners": ["xnnpack"]}, "verify": {"rtol": 1e-3}}
+    assert Plan.parse(PlanSpec.model_validate(plan)) == Plan.parse(plan)
 
 
 def test_unknown_method_names_known_methods() -> None:

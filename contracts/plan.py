@@ -1,0 +1,212 @@
+"""The lowering plan (API.md section 2) as one strict, typed model: the library, ``pteforge
+compile`` and ``POST /v1/compile-jobs`` all validate a plan with :class:`PlanSpec`, and the
+OpenAPI document shows its schema.
+
+``{"methods": {METHOD: TARGET}, "all": TARGET}`` plus the program-wide
+``"share_mutable_buffers"`` and ``"verify"``. TARGET is ``{"partitioners": [...]}``,
+``{"delegate": {...}}`` or ``{}``, each optionally with ``"quantize"`` and ``"calibration"``.
+Every level refuses keys it does not know. What needs the backend catalog or the program
+(partitioner names, backend ids, recipes, method names, tensor dtypes) is checked by the
+manager (``pteforge.manager.plan_check``), not here.
+
+:mod:`pteforge.contracts.plan_problems` words a validation error as the field the user wrote
+(``all.partitioners[0]``, ``methods.encode.delegate.backend_id``) and a reason.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Annotated, Any, ClassVar
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    StrictBool,
+    StrictInt,
+    Tag,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from pteforge.contracts.json_types import JsonObject, JsonValue
+
+__all__ = [
+    "DEFAULT_VERIFY_MIN_SQNR_DB",
+    "DEFAULT_VERIFY_RTOL",
+    "CalibrationTensor",
+    "CompileSpecValue",
+    "DelegateTarget",
+    "PartitionerItem",
+    "PartitionerSpec",
+    "PlanSpec",
+    "TargetSpec",
+    "VerifySpec",
+]
+
+DEFAULT_VERIFY_RTOL = 1e-4
+"""``verify.rtol`` when the plan does not give it."""
+DEFAULT_VERIFY_MIN_SQNR_DB = 20.0
+"""``verify.min_sqnr_db`` when the plan does not give it."""
+
+Number = Annotated[float, Field(strict=True, allow_inf_nan=False)]
+"""A finite JSON number (an integer is taken as a float; true and "1" are not numbers)."""
+
+
+class PlanPart(BaseModel):
+    """A part of a plan: unknown keys are refused (a typo must not be silently ignored);
+    ``what`` is how an error calls it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    what: ClassVar[str] = "a plan part"
+
+
+class PartitionerSpec(PlanPart):
+    """A catalog partitioner with options (the catalog checks the options)."""
+
+    what: ClassVar[str] = "a partitioner"
+    name: str = Field(min_length=1, description="A catalog partitioner name (GET /v1/backends).")
+    options: JsonObject | None = Field(
+        default=None, description="The partitioner's options, per its catalog options_schema."
+    )
+
+
+NAME_TAG = "partitioner name"
+OBJECT_TAG = "partitioner object"
+
+
+def _partitioner_form(value: Any) -> str | None:
+    if isinstance(value, str):
+        return NAME_TAG
+    if isinstance(value, dict | PartitionerSpec):
+        return OBJECT_TAG
+    return None
+
+
+PartitionerItem = Annotated[
+    Annotated[str, Tag(NAME_TAG), Field(min_length=1)]
+    | Annotated[PartitionerSpec, Tag(OBJECT_TAG)],
+    Discriminator(
+        _partitioner_form,
+        custom_error_type="partitioner_form",
+        custom_error_message="must be a name or {'name': str, 'options': {...}}",
+    ),
+]
+"""A catalog partitioner: its name, or ``{"name", "options"}``."""
+
+
+class CompileSpecValue(PlanPart):
+    """One ExecuTorch CompileSpec; its value travels as base64."""
+
+    what: ClassVar[str] = "a compile spec"
+    key: str = Field(min_length=1, description="The compile spec key.")
+    value_b64: str = Field(
+        default="", description="The compile spec value bytes, base64-encoded (standard alphabet)."
+    )
+
+    @field_validator("value_b64")
+    @classmethod
+    def _is_base64(cls, value: str) -> str:
+        try:
+            base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError) as error:
+            raise PydanticCustomError(
+                "base64", "not valid base64: {error}", {"error": str(error)}
+            ) from None
+        return value
+
+
+class DelegateTarget(PlanPart):
+    """A whole-graph DelegationSpec: every operator goes to one registered backend."""
+
+    what: ClassVar[str] = "a delegate"
+    backend_id: str = Field(
+        min_length=1,
+        description="Class name of a registered BackendDetails, e.g. XnnpackBackend "
+        "(GET /v1/backends lists them; an unknown one is answered 422).",
+    )
+    compile_specs: list[CompileSpecValue] = Field(
+        default_factory=list, description="Compile specs handed to the backend's preprocess."
+    )
+
+
+class CalibrationTensor(PlanPart):
+    """One calibration input tensor: data (nested lists of numbers) of the given shape."""
+
+    what: ClassVar[str] = "a tensor"
+    dtype: str = Field(default="float32", description="A torch dtype name, e.g. float32.")
+    shape: list[Annotated[StrictInt, Field(ge=0)]] = Field(description="The tensor's sizes.")
+    data: JsonValue = Field(description="The values, nested lists (or flat) of numbers.")
+
+
+class TargetSpec(PlanPart):
+    """How a method is lowered: catalog partitioners, a whole-graph delegate, or neither
+    ({}: portable operators); optionally quantized first."""
+
+    what: ClassVar[str] = "a target"
+    partitioners: list[PartitionerItem] = Field(
+        default_factory=list,
+        description="Catalog partitioners, tried in order (a name or {name, options}).",
+    )
+    delegate: DelegateTarget | None = Field(
+        default=None, description="A whole-graph DelegationSpec; not with partitioners."
+    )
+    quantize: str | None = Field(
+        default=None,
+        min_length=1,
+        description="A quantization recipe of the catalog, e.g. "
+        "xnnpack_pt2e_int8_dynamic_per_channel.",
+    )
+    calibration: Annotated[list[list[CalibrationTensor]], Field(min_length=1)] | None = Field(
+        default=None,
+        description="Calibration samples for quantize: a list of input lists, each tensor "
+        "{dtype, shape, data}; default: the program's example inputs.",
+    )
+
+    @model_validator(mode="after")
+    def _one_way(self) -> TargetSpec:
+        if {"partitioners", "delegate"} <= self.model_fields_set:
+            raise PydanticCustomError(
+                "target_form", "give either 'partitioners' or 'delegate', not both"
+            )
+        return self
+
+
+class VerifySpec(PlanPart):
+    """Tolerances of the numerics check of every artifact."""
+
+    what: ClassVar[str] = "verify"
+    rtol: Number = Field(
+        default=DEFAULT_VERIFY_RTOL,
+        gt=0,
+        description="fp32 methods pass when max |a - b| / max |b| is at most this.",
+    )
+    min_sqnr_db: Number = Field(
+        default=DEFAULT_VERIFY_MIN_SQNR_DB,
+        description="Quantized methods pass when their SQNR in dB is at least this.",
+    )
+
+
+class PlanSpec(PlanPart):
+    """A lowering plan: a target per method and/or one for "all" (a method entry
+    overrides "all"; a method named by neither is not delegated), plus program-wide
+    options."""
+
+    what: ClassVar[str] = "a plan"
+    methods: dict[str, TargetSpec] | None = Field(
+        default=None, description="The target of each named method of the program."
+    )
+    all: TargetSpec | None = Field(
+        default=None, description="The target of every method without its own entry."
+    )
+    share_mutable_buffers: StrictBool = Field(
+        default=False,
+        description="Plan each mutable buffer once for the whole program, so every method "
+        "addresses the same state (e.g. prefill writes the KV cache decode reads).",
+    )
+    verify: VerifySpec | None = Field(
+        default=None, description="Tolerances of the numerics check run on the artifact."
+    )
