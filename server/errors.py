@@ -9,7 +9,7 @@ Anything untranslated is a bug: 500 ``internal_error``. ``/v2`` keeps its own er
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
@@ -21,6 +21,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from pteforge.contracts.errors import ErrorCode
+from pteforge.contracts.plan_problems import PlanProblem, plan_problem
 
 log = logging.getLogger(__name__)
 
@@ -156,6 +157,16 @@ def _validation_problem(error: Mapping[str, Any]) -> str:
     return f"{'.'.join(loc)}: {error.get('msg', 'invalid')}"
 
 
+def _plan_problem(errors: Sequence[Any]) -> PlanProblem | None:
+    """The first problem of a request body's ``plan`` when every problem is in it."""
+    if any(tuple(e.get("loc", ()))[:2] != _PLAN_LOC for e in errors):
+        return None
+    return plan_problem(errors, root=_PLAN_LOC)
+
+
+_PLAN_LOC = ("body", "plan")
+
+
 def install_error_handlers(app: FastAPI, translations: list[Translation]) -> None:
     """Answer every exception raised under ``app`` in the pinned error shape."""
 
@@ -182,6 +193,9 @@ def install_error_handlers(app: FastAPI, translations: list[Translation]) -> Non
         return response
 
     async def on_validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        plan = _plan_problem(exc.errors())
+        if plan is not None:  # worded as the library words it, field as written
+            return error_response(request, 422, ErrorCode.INVALID_PLAN, str(plan))
         problems = "; ".join(_validation_problem(e) for e in exc.errors())
         return error_response(
             request, 422, ErrorCode.INVALID_REQUEST, problems or "invalid request"

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from pydantic import BaseModel, Field
 
+from pteforge.contracts.plan import PlanSpec
 from pteforge.server.startup.toolchain import Toolchain, toolchain
 from pteforge.storage.domain import Job, JobEvent
 
@@ -15,10 +15,12 @@ class CompileJobRequest(BaseModel):
     """``POST /v1/compile-jobs`` body."""
 
     program_id: str = Field(description="An uploaded program of the caller's project.")
-    plan: dict[str, Any] = Field(
+    plan: PlanSpec = Field(
         description=(
             'Lowering plan: {"methods": {METHOD: TARGET}} and/or {"all": TARGET}; optionally '
-            '"share_mutable_buffers": true and "verify": {"rtol": 1e-4, "min_sqnr_db": 20}.'
+            '"share_mutable_buffers": true and "verify": {"rtol": 1e-4, "min_sqnr_db": 20}. '
+            "Unknown keys are refused; so are catalog names, backend ids, recipes and methods "
+            "that do not exist (422 invalid_plan naming the field)."
         )
     )
 
