@@ -1,0 +1,74 @@
+"""What a child process applies to itself before it touches untrusted input.
+
+The resource limits (:class:`ChildLimits`, :func:`apply_limits`), the minimal environment
+(:func:`child_env`) and the signal handling (:func:`take_default_signals`) of every sandboxed
+child, written once. Standard library only: the sandbox's launcher imports this before any
+other package, so the limits hold from its first import on.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+CPU_HARD_GRACE_SECONDS = 5
+"""Between the soft CPU limit (SIGXCPU, which a child may report) and the hard one
+(SIGKILL)."""
+
+WEIGHTS_ONLY_ENV = {"TORCH_FORCE_WEIGHTS_ONLY_LOAD": "1"}
+"""What every process that may read an untrusted program runs with: ``torch.load`` never
+unpickles arbitrary objects."""
+
+_PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH")
+_CHILD_ENV = {
+    **WEIGHTS_ONLY_ENV,
+    "MALLOC_ARENA_MAX": "2",
+    "OMP_NUM_THREADS": "1",
+    "PYTHONDONTWRITEBYTECODE": "1",
+}
+
+
+@dataclass(frozen=True)
+class ChildLimits:
+    """Resource bounds a child applies to itself; None leaves that resource unbounded.
+
+    Core dumps are always off: a crashing child must not write its memory (an upload's
+    contents, the server's state it inherited) to disk.
+    """
+
+    memory_bytes: int | None = None
+    cpu_seconds: int | None = None
+
+
+def apply_limits(limits: ChildLimits) -> None:
+    """Cap this process's address space and CPU time as ``limits`` say; no core dumps.
+
+    Past ``cpu_seconds`` the child gets SIGXCPU, and SIGKILL
+    :data:`CPU_HARD_GRACE_SECONDS` later; past ``memory_bytes`` its allocations fail
+    (``MemoryError``, ENOMEM, ``std::bad_alloc``: see :mod:`~pteforge.children.death`).
+    """
+    if limits.memory_bytes:
+        resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
+    if limits.cpu_seconds:
+        hard = limits.cpu_seconds + CPU_HARD_GRACE_SECONDS
+        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, hard))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def child_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The minimal environment of a sandboxed child: no server secrets (nothing of
+    ``PTEFORGE_*``), weights-only ``torch.load``, one OpenMP thread, few malloc arenas."""
+    env = {name: os.environ[name] for name in _PASSED_ENV if name in os.environ}
+    env.update(_CHILD_ENV)
+    env.update(extra or {})
+    return env
+
+
+def take_default_signals() -> None:
+    """SIGTERM and SIGINT kill the child again (a forked child inherits its parent's
+    handlers, which would keep it alive)."""
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, signal.SIG_DFL)
