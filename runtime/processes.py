@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from pteforge.children.forkserver import RUNTIME_WORKER_PRELOAD, set_preload
 from pteforge.runtime.errors import RuntimeLayerError
 from pteforge.runtime.wire import recv_message
 from pteforge.runtime.worker import WorkerConfig, worker_main
@@ -105,17 +106,12 @@ def _resolve(future: asyncio.Future[None], error: BaseException | None) -> None:
 
 Context = multiprocessing.context.ForkServerContext | multiprocessing.context.SpawnContext
 
-# What a runtime worker imports: preloaded by whichever fork server its process uses.
-RUNTIME_PRELOAD = ["pteforge.quiet_on_import", "pteforge.runtime.worker", "executorch.runtime"]
-
-
 def process_context(start_method: str) -> Context:
     """A process context; ``forkserver`` preloads torch and ExecuTorch once, so replacing a
     crashed worker takes milliseconds instead of seconds of imports."""
     ctx = multiprocessing.get_context(start_method)
     if isinstance(ctx, multiprocessing.context.ForkServerContext):
-        ctx.set_forkserver_preload(RUNTIME_PRELOAD)
-        return ctx
+        return set_preload(ctx, RUNTIME_WORKER_PRELOAD)  # what a runtime worker imports
     if isinstance(ctx, multiprocessing.context.SpawnContext):
         return ctx
     raise ValueError(f"start_method must be 'forkserver' or 'spawn', not {start_method!r}")

@@ -16,17 +16,21 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import errno
 import gc
 import os
-import resource
-import signal
 import sys
 import tempfile
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from pteforge.children.death import is_out_of_memory
+from pteforge.children.limits import (
+    WEIGHTS_ONLY_ENV,
+    ChildLimits,
+    apply_limits,
+    take_default_signals,
+)
 from pteforge.contracts import jobs as messages
 from pteforge.contracts.errors import ErrorCode
 from pteforge.contracts.json_types import plain_json
@@ -36,53 +40,18 @@ from pteforge.server.jobs.protocol import recv_request, send_message
 _PR_SET_PDEATHSIG = 1
 
 
-# Imported once by the worker's fork server so that each job's child starts without
-# seconds of imports: every module a lowering imports lazily (found by diffing
-# ``sys.modules`` around a lowering), and the worker's own ``__main__`` module, which
-# multiprocessing re-imports in each child. Imports only: warming up by lowering in the
-# fork server would save more, but forking a process that has run torch's thread pools
-# can deadlock the child.
-PRELOAD = [
-    "pteforge.quiet_on_import",
-    "torch",
-    "torch.export._trace",
-    "torch.export._unlift",
-    "torch.export.pt2_archive._package",
-    "torch.fx.experimental.validator",
-    "torch.utils.serialization",
-    "executorch.exir",
-    "executorch.exir.backend.canonical_partitioners.all_node_partitioner",
-    "executorch.extension.flat_tensor.serialize.serialize",
-    "executorch.backends.xnnpack.partition.xnnpack_partitioner",
-    "executorch.exir.passes.init_mutable_pass",
-    "executorch.runtime",
-    "pteforge.manager",
-    "pteforge.manager.compiler",
-    "pteforge.manager.verify",
-    "pteforge.manager.program_manager",
-    "pteforge.backends",
-    "pteforge.server.sandbox",
-    "pteforge.server.programs.bundle",
-    "pteforge.server.jobs.lowering",
-    "pteforge.server.jobs.warmup",
-    "pteforge.server.jobs.worker",
-]
-
-
 def _detach() -> None:
     """Take default signal handling and die with the fork server (and so the worker)."""
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, signal.SIG_DFL)
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    take_default_signals()
+    apply_limits(ChildLimits())  # no core dumps
     with contextlib.suppress(OSError, AttributeError):  # not Linux: no parent-death signal
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, 9)
-    os.environ["TORCH_FORCE_WEIGHTS_ONLY_LOAD"] = "1"
+    os.environ.update(WEIGHTS_ONLY_ENV)
 
 
 def _contain(memory_limit: int | None) -> None:
     """Cap the address space before the job's programs are read."""
-    if memory_limit:
-        resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
+    apply_limits(ChildLimits(memory_bytes=memory_limit))
 
 
 def _load_programs(path: Path, scratch: Path) -> dict[str, Any]:
@@ -117,24 +86,6 @@ def _lower(request: messages.LoweringRequest, conn: Connection) -> messages.Lowe
     return messages.LoweringResult(report=report, methods=tuple(methods), numerics=numerics)
 
 
-_OOM_MARKERS = ("failed to map segment", "cannot allocate memory", "out of memory", "bad_alloc")
-
-
-def _out_of_memory(exc: BaseException | None) -> bool:
-    """Whether ``exc`` (or what caused it) is the address-space cap being hit.
-
-    Under RLIMIT_AS it surfaces as MemoryError, ENOMEM, a failed ``dlopen`` or a C++
-    ``bad_alloc`` turned into RuntimeError, depending on who allocated.
-    """
-    while exc is not None:
-        if isinstance(exc, MemoryError) or getattr(exc, "errno", None) == errno.ENOMEM:
-            return True
-        if any(marker in str(exc).lower() for marker in _OOM_MARKERS):
-            return True
-        exc = exc.__cause__ or exc.__context__
-    return False
-
-
 def _freeze_heap() -> None:
     """Take every object alive now (torch, ExecuTorch, warm caches: ~0.5 M objects) out of
     the garbage collector's sight; they live as long as this one-job process anyway. The
@@ -167,7 +118,7 @@ def standby_main(conn: Connection, warm_up: bool) -> None:
 
 
 def _error(exc: Exception, memory_limit: int | None) -> messages.JobError:
-    if _out_of_memory(exc):
+    if is_out_of_memory(exc):
         limit = memory_limit or 0
         message = f"lowering ran out of memory (limit {limit / 2**20:.0f} MiB): {exc}"
         return messages.JobError(code=ErrorCode.OUT_OF_MEMORY, message=message)

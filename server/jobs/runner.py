@@ -11,20 +11,19 @@ worker shutdown. A child that dies without a result
 
 from __future__ import annotations
 
-import multiprocessing
-import signal
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from multiprocessing import forkserver
 from multiprocessing.connection import Connection
 from multiprocessing.context import ForkServerContext
 from multiprocessing.process import BaseProcess
 
+from pteforge.children.death import DeathReason, death_from_exit
+from pteforge.children.forkserver import LOWERING_PRELOAD, start_fork_server
 from pteforge.contracts.errors import ErrorCode
 from pteforge.contracts.jobs import ChildMessage, ErrorMessage, LoweringRequest, ResultMessage
-from pteforge.server.jobs.lowering import PRELOAD, standby_main
+from pteforge.server.jobs.lowering import standby_main
 from pteforge.server.jobs.protocol import LoweringOutcome, recv_child_message, send_message
 
 _EXIT_GRACE_SECONDS = 10.0
@@ -64,10 +63,7 @@ class Watch:
 
 def lowering_context() -> ForkServerContext:
     """The worker's fork server, started now so the first job does not pay for imports."""
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(PRELOAD)
-    forkserver.ensure_running()
-    return ctx
+    return start_fork_server(LOWERING_PRELOAD)
 
 
 @dataclass
@@ -93,10 +89,10 @@ class StandbyLowering:
 
 
 def _died_message(exitcode: int | None) -> str:
-    if exitcode is not None and exitcode < 0:
-        name = signal.Signals(-exitcode).name
-        hint = " (likely out of memory)" if -exitcode == signal.SIGKILL else ""
-        return f"the lowering process died with {name}{hint}"
+    death = death_from_exit(exitcode)
+    if death.reason is DeathReason.SIGNAL:
+        hint = " (likely out of memory)" if death.killed else ""
+        return f"the lowering process died with {death.signal_name}{hint}"
     return f"the lowering process exited with code {exitcode} and no result"
 
 

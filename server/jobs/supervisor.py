@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Mapping
 
+from pteforge.children.limits import WEIGHTS_ONLY_ENV
 from pteforge.server.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -37,7 +38,7 @@ def settings_env(settings: Settings) -> dict[str, str]:
             env.pop(name, None)
         else:
             env[name] = str(value)
-    env["TORCH_FORCE_WEIGHTS_ONLY_LOAD"] = "1"
+    env.update(WEIGHTS_ONLY_ENV)
     return env
 
 

@@ -3,9 +3,11 @@
 Starting a fresh interpreter costs about 1.5 s of imports per upload; forking a preloaded
 server costs milliseconds. The child is as disposable as a fresh interpreter: before it reads
 the upload it starts its own session (so a timeout kills everything it started), replaces
-its environment with the minimal one of :func:`isolation.worker_env` (no server secrets,
-weights-only ``torch.load``), caps its address space, CPU time and core dumps, and sends
-stdout and stderr to a scratch file. Its one reply is JSON over a pipe, never a pickle.
+its environment with the minimal one of :func:`pteforge.children.limits.child_env` (no
+server secrets, weights-only ``torch.load``), caps its address space, CPU time and core dumps
+(:func:`~pteforge.children.limits.apply_limits`), and sends stdout and stderr to a scratch
+file. Its one reply is a :class:`~pteforge.children.reply.ChildReply` over a pipe, never a
+pickle.
 The fork server itself never touches an upload.
 """
 
@@ -13,32 +15,27 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import json
 import os
-import resource
 import signal
 import tempfile
 from multiprocessing.connection import Connection
 from multiprocessing.context import ForkServerContext
 from multiprocessing.process import BaseProcess
 from pathlib import Path
-from typing import Any
 
-from .errors import IsolatedLoadError
-from .isolation import interpret_reply, worker_env
+from pteforge.children import forkserver
+from pteforge.children.limits import apply_limits, child_env, take_default_signals
+from pteforge.children.reply import ChildReply
+from pteforge.contracts.json_types import JsonObject
+
+from .isolation import interpret_reply, timeout_error
 from .limits import ProcessLimits
 from .worker_io import WorkerJob, reply_for
 
 _EXIT_GRACE_SECONDS = 10.0
 
 # What the server's fork server imports so that its sandbox children start warm.
-SANDBOX_PRELOAD = [
-    "pteforge.quiet_on_import",
-    "pteforge.server.sandbox.pt2_worker",
-    "pteforge.server.sandbox.pte_worker",
-    "torch.export.pt2_archive._package",
-    "executorch.runtime",
-]
+SANDBOX_PRELOAD = forkserver.SANDBOX_PRELOAD
 
 
 class ForkServerIsolation:
@@ -46,9 +43,9 @@ class ForkServerIsolation:
 
     def __init__(self, ctx: ForkServerContext) -> None:
         self._ctx = ctx
-        self._env = worker_env()
+        self._env = child_env()
 
-    def run(self, module: str, args: list[str], limits: ProcessLimits) -> dict[str, Any]:
+    def run(self, module: str, args: list[str], limits: ProcessLimits) -> JsonObject:
         with tempfile.NamedTemporaryFile(prefix="pteforge-sandbox-", suffix=".log") as log:
             receiver, sender = self._ctx.Pipe(duplex=False)
             proc = self._ctx.Process(
@@ -70,18 +67,16 @@ class ForkServerIsolation:
 
 def _await_reply(
     receiver: Connection, proc: BaseProcess, limits: ProcessLimits
-) -> dict[str, Any] | None:
+) -> ChildReply | None:
     """The child's reply; None if it closed the pipe without one. Kills it on timeout."""
     if not receiver.poll(limits.wall_seconds):
         _kill_group(proc)
-        raise IsolatedLoadError(
-            "worker_timeout", f"the loader did not finish within {limits.wall_seconds:g} s"
-        )
+        raise timeout_error(limits)
     try:
-        reply = json.loads(receiver.recv_bytes(maxlength=limits.max_output_bytes))
-    except (EOFError, OSError, ValueError):  # died, or an oversized or garbled reply
+        data = receiver.recv_bytes(maxlength=limits.max_output_bytes)
+    except (EOFError, OSError):  # died, or an oversized reply
         return None
-    return reply if isinstance(reply, dict) else None
+    return ChildReply.from_bytes(data)
 
 
 def _kill_group(proc: BaseProcess) -> None:
@@ -110,20 +105,17 @@ def forked_main(
     _contain(limits, env, log_path)
     job = importlib.import_module(module).JOB
     assert isinstance(job, WorkerJob), f"{module}.JOB is not a WorkerJob"
-    conn.send_bytes(json.dumps(reply_for(job, args)).encode())
+    conn.send_bytes(reply_for(job, args).to_bytes())
     conn.close()
     os._exit(0)  # skip interpreter teardown: nothing of this process is needed any more
 
 
 def _contain(limits: ProcessLimits, env: dict[str, str], log_path: str) -> None:
     os.setsid()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, signal.SIG_DFL)
+    take_default_signals()
     os.environ.clear()
     os.environ.update(env)
-    resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
-    resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 5))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    apply_limits(limits.child)
     log_fd = os.open(log_path, os.O_WRONLY | os.O_APPEND)
     os.dup2(log_fd, 1)
     os.dup2(log_fd, 2)

@@ -3,34 +3,23 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
+
+from pteforge.children.death import TIMED_OUT, ChildDeath, DeathReason, death_from_exit
+from pteforge.children.limits import child_env
+from pteforge.children.reply import ChildReply
+from pteforge.contracts.json_types import JsonObject
 
 from .errors import IsolatedLoadError
 from .limits import ProcessLimits
 
 _LAUNCHER = Path(__file__).with_name("launch.py")
-_PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH")
-_CRASH_SIGNALS = {signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGILL, signal.SIGFPE}
 _STDERR_TAIL = 2000
-
-
-def worker_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """A minimal environment: no server secrets, forced weights-only torch.load."""
-    env = {k: os.environ[k] for k in _PASSED_ENV if k in os.environ}
-    env.update(
-        TORCH_FORCE_WEIGHTS_ONLY_LOAD="1",
-        MALLOC_ARENA_MAX="2",
-        OMP_NUM_THREADS="1",
-        PYTHONDONTWRITEBYTECODE="1",
-    )
-    env.update(extra or {})
-    return env
 
 
 def run_isolated(
@@ -40,7 +29,7 @@ def run_isolated(
     *,
     extra_env: dict[str, str] | None = None,
     cwd: str | Path | None = None,
-) -> dict[str, Any]:
+) -> JsonObject:
     """Run ``python -m module args`` under ``limits`` and return the JSON object it printed.
 
     Raises ``IsolatedLoadError`` when the child times out, is killed by a signal (crash, CPU or
@@ -60,7 +49,7 @@ def run_isolated(
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env=worker_env(extra_env),
+        env=child_env(extra_env),
         cwd=cwd,
         start_new_session=True,  # so a timeout can kill the whole group
     )
@@ -68,9 +57,7 @@ def run_isolated(
         out, err = proc.communicate(timeout=limits.wall_seconds)
     except subprocess.TimeoutExpired:
         _kill_group(proc)
-        raise IsolatedLoadError(
-            "worker_timeout", f"the loader did not finish within {limits.wall_seconds:g} s"
-        ) from None
+        raise timeout_error(limits) from None
     except BaseException:
         _kill_group(proc)
         raise
@@ -80,7 +67,7 @@ def run_isolated(
 class Isolation(Protocol):
     """Where sandbox jobs run: each in a fresh, disposable, resource-limited process."""
 
-    def run(self, module: str, args: list[str], limits: ProcessLimits) -> dict[str, Any]:
+    def run(self, module: str, args: list[str], limits: ProcessLimits) -> JsonObject:
         """Run ``module``'s ``JOB`` on ``args`` under ``limits``; its result, or raise
         ``IsolatedLoadError``."""
         ...
@@ -90,7 +77,7 @@ class SubprocessIsolation:
     """Each job in a new interpreter (``python -m``): seconds of imports per job, but needs
     nothing running. Used where no fork server is up (the CLI, tests)."""
 
-    def run(self, module: str, args: list[str], limits: ProcessLimits) -> dict[str, Any]:
+    def run(self, module: str, args: list[str], limits: ProcessLimits) -> JsonObject:
         return run_isolated(module, args, limits)
 
 
@@ -102,52 +89,49 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     proc.communicate()
 
 
-def _interpret(returncode: int, out: bytes, err: bytes) -> dict[str, Any]:
-    return interpret_reply(returncode, _last_json_line(out), err)
+def _interpret(returncode: int, out: bytes, err: bytes) -> JsonObject:
+    return interpret_reply(returncode, ChildReply.from_output(out), err)
 
 
-def interpret_reply(returncode: int, reply: dict[str, Any] | None, stderr: bytes) -> dict[str, Any]:
+def interpret_reply(returncode: int, reply: ChildReply | None, stderr: bytes) -> JsonObject:
     """The job's result from a finished child, or the ``IsolatedLoadError`` that says why not.
 
     ``returncode`` is negative when a signal killed the child; ``reply`` is what it answered
     (None if nothing parseable); the tail of its ``stderr`` explains a silent failure.
     """
     stderr_tail = stderr[-_STDERR_TAIL:].decode("utf-8", "replace")
-    if returncode < 0:
-        raise IsolatedLoadError(*_signal_reason(-returncode))
-    if reply is None:
-        if "MemoryError" in stderr_tail or "std::bad_alloc" in stderr_tail:
-            raise IsolatedLoadError("worker_out_of_memory", "the loader ran out of memory")
-        raise IsolatedLoadError(
-            "worker_failed", f"the loader exited with {returncode}: {stderr_tail}"
-        )
-    if not reply.get("ok"):
-        raise IsolatedLoadError(
-            str(reply.get("reason", "worker_failed")), str(reply.get("message", ""))
-        )
-    result: dict[str, Any] = reply["result"]
-    return result
+    if returncode < 0 or reply is None:
+        raise death_error(death_from_exit(returncode, stderr_tail), stderr_tail)
+    if not reply.ok or reply.result is None:
+        raise IsolatedLoadError(reply.reason or "worker_failed", reply.message)
+    return reply.result
 
 
-def _signal_reason(signum: int) -> tuple[str, str]:
-    name = (
-        signal.Signals(signum).name if signum in signal.Signals._value2member_map_ else str(signum)
+def timeout_error(limits: ProcessLimits) -> IsolatedLoadError:
+    """The rejection of a loader that ran past ``limits.wall_seconds`` (and was killed)."""
+    return death_error(TIMED_OUT, "", limits)
+
+
+def death_error(
+    death: ChildDeath, stderr_tail: str, limits: ProcessLimits | None = None
+) -> IsolatedLoadError:
+    """A loader's death in the sandbox's words (the ``worker_*`` reasons users see)."""
+    name = death.signal_name
+    if death.signum == signal.SIGXCPU:
+        return IsolatedLoadError("worker_cpu_limit", "the loader exceeded its CPU time limit")
+    if death.killed:
+        return IsolatedLoadError("worker_killed", "the loader was killed (memory or CPU limit)")
+    if death.crashed:
+        return IsolatedLoadError("worker_crashed", f"the loader crashed with {name}")
+    if death.reason is DeathReason.SIGNAL:
+        return IsolatedLoadError("worker_killed", f"the loader was killed by {name}")
+    if death.reason is DeathReason.OUT_OF_MEMORY:
+        return IsolatedLoadError("worker_out_of_memory", "the loader ran out of memory")
+    if death.reason is DeathReason.TIMEOUT:
+        seconds = (limits or ProcessLimits()).wall_seconds
+        return IsolatedLoadError(
+            "worker_timeout", f"the loader did not finish within {seconds:g} s"
+        )
+    return IsolatedLoadError(
+        "worker_failed", f"the loader exited with {death.exit_code}: {stderr_tail}"
     )
-    if signum == signal.SIGXCPU:
-        return "worker_cpu_limit", "the loader exceeded its CPU time limit"
-    if signum == signal.SIGKILL:
-        return "worker_killed", "the loader was killed (memory or CPU limit)"
-    if signum in _CRASH_SIGNALS:
-        return "worker_crashed", f"the loader crashed with {name}"
-    return "worker_killed", f"the loader was killed by {name}"
-
-
-def _last_json_line(out: bytes) -> dict[str, Any] | None:
-    lines = out.strip().splitlines()
-    if not lines:
-        return None
-    try:
-        reply = json.loads(lines[-1])
-    except ValueError:
-        return None
-    return reply if isinstance(reply, dict) else None

@@ -2,19 +2,19 @@
 
 Run as a script (``python -P launch.py MEMORY CPU MODULE ARGS...``) so that the limits are in
 force before any package (torch above all) is imported; no ``preexec_fn`` is needed, which
-keeps spawning safe from a threaded server.
+keeps spawning safe from a threaded server. :mod:`pteforge.children.limits` imports only the
+standard library.
 """
 
-import resource
 import runpy
 import sys
+
+from pteforge.children.limits import ChildLimits, apply_limits
 
 
 def main() -> None:
     memory, cpu, module = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    apply_limits(ChildLimits(memory_bytes=memory, cpu_seconds=cpu))
     sys.argv = [module, *sys.argv[4:]]
     runpy.run_module(module, run_name="__main__", alter_sys=True)
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pteforge.children.limits import ChildLimits
+
 MIB = 1024 * 1024
 GIB = 1024 * MIB
 
@@ -29,3 +31,8 @@ class ProcessLimits:
     cpu_seconds: int = 120
     wall_seconds: float = 180.0
     max_output_bytes: int = 16 * MIB
+
+    @property
+    def child(self) -> ChildLimits:
+        """The limits the worker applies to itself (memory and CPU; no core dumps)."""
+        return ChildLimits(memory_bytes=self.memory_bytes, cpu_seconds=self.cpu_seconds)

@@ -8,7 +8,7 @@ from .digests import sha256_file
 from .errors import InvalidPteError, UploadRejectedError
 from .isolation import Isolation, SubprocessIsolation
 from .limits import ProcessLimits
-from .specs import MethodSpec, PteDescription
+from .specs import ProgramDescription, PteDescription
 
 _WORKER = "pteforge.server.sandbox.pte_worker"
 _PTE_IDENTIFIER = b"ET12"
@@ -41,5 +41,5 @@ def validate_pte_isolated(
         reply = isolation.run(_WORKER, [str(path.resolve()), digest], limits or ProcessLimits())
     except UploadRejectedError as e:
         raise InvalidPteError("invalid_pte", f"{e.reason}: {e.message}") from e
-    methods = tuple(MethodSpec.from_json(m) for m in reply["methods"])
+    methods = ProgramDescription.from_json(reply).methods
     return PteDescription(digest, path.stat().st_size, methods)

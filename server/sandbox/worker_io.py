@@ -2,19 +2,24 @@
 
 A worker module defines ``JOB = WorkerJob(run, failure_reason)``. Started as a script
 (:mod:`isolation`) it calls :func:`worker_main`; forked from the server's fork server
-(:mod:`forked`) the child calls :func:`reply_for` directly.
+(:mod:`forked`) the child calls :func:`reply_for` directly. The answer is a
+:class:`~pteforge.children.reply.ChildReply`.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from pteforge.children.death import DeathReason, death_from_exception
+from pteforge.children.reply import ChildReply
+
 from .errors import UploadRejectedError
+
+_OUT_OF_MEMORY = ChildReply.refused("worker_out_of_memory", "the loader ran out of memory")
 
 
 @dataclass(frozen=True)
@@ -25,27 +30,20 @@ class WorkerJob:
     failure_reason: str
 
 
-def reply_for(job: WorkerJob, argv: list[str]) -> dict[str, Any]:
-    """Run ``job`` and turn its result or failure into the reply object."""
+def reply_for(job: WorkerJob, argv: list[str]) -> ChildReply:
+    """Run ``job`` and turn its result or failure into the reply."""
     try:
-        return {"ok": True, "result": job.run(argv)}
+        return ChildReply.done(job.run(argv))
     except UploadRejectedError as e:
-        return {"ok": False, "reason": e.reason, "message": e.message}
+        return ChildReply.refused(e.reason, e.message)
     except ImportError as e:  # the loader itself could not start: not the upload's fault
-        reason = "worker_out_of_memory" if _looks_like_oom(str(e)) else "worker_failed"
-        return {"ok": False, "reason": reason, "message": f"the loader could not start: {e}"}
+        oom = death_from_exception(e).reason is DeathReason.OUT_OF_MEMORY
+        reason = "worker_out_of_memory" if oom else "worker_failed"
+        return ChildReply.refused(reason, f"the loader could not start: {e}")
     except MemoryError:
-        return {
-            "ok": False,
-            "reason": "worker_out_of_memory",
-            "message": "the loader ran out of memory",
-        }
+        return _OUT_OF_MEMORY
     except Exception as e:  # any third-party failure becomes a rejection with its text
-        return {
-            "ok": False,
-            "reason": job.failure_reason,
-            "message": f"{type(e).__name__}: {e}"[:2000],
-        }
+        return ChildReply.refused(job.failure_reason, f"{type(e).__name__}: {e}"[:2000])
 
 
 def worker_main(job: WorkerJob) -> None:
@@ -53,14 +51,10 @@ def worker_main(job: WorkerJob) -> None:
     reply_fd = os.dup(1)
     os.dup2(2, 1)  # anything torch or a backend prints must not corrupt the reply
     reply = reply_for(job, sys.argv[1:])
-    with os.fdopen(reply_fd, "w") as out:
-        out.write(json.dumps(reply) + "\n")
+    with os.fdopen(reply_fd, "wb") as out:
+        out.write(reply.to_bytes() + b"\n")
     # The reply is out; skip the interpreter's teardown of torch (most of a second), which
     # the caller would otherwise wait for. Nothing else of this process is needed.
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
-
-
-def _looks_like_oom(text: str) -> bool:
-    return "failed to map segment" in text or "Cannot allocate memory" in text

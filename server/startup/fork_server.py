@@ -8,17 +8,13 @@ warm: a replaced runtime worker or an upload's loader starts in milliseconds.
 
 from __future__ import annotations
 
-import multiprocessing
-from multiprocessing import forkserver
 from multiprocessing.context import ForkServerContext
 
-from pteforge.runtime.processes import RUNTIME_PRELOAD
-from pteforge.server.sandbox import SANDBOX_PRELOAD
+from pteforge.children import forkserver
 
 
 def start_fork_server() -> ForkServerContext:
     """Start (once per process) the preloaded fork server; returns its context."""
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload([*RUNTIME_PRELOAD, *SANDBOX_PRELOAD])
-    forkserver.ensure_running()
-    return ctx
+    return forkserver.start_fork_server(
+        forkserver.RUNTIME_WORKER_PRELOAD, forkserver.SANDBOX_PRELOAD
+    )

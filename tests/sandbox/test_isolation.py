@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from pteforge.children.limits import child_env
 from pteforge.server.sandbox import (
     IsolatedLoadError,
     Isolation,
@@ -13,7 +14,7 @@ from pteforge.server.sandbox import (
     SubprocessIsolation,
     load_programs_isolated,
 )
-from pteforge.server.sandbox.isolation import run_isolated, worker_env
+from pteforge.server.sandbox.isolation import run_isolated
 
 from .conftest import ValidArchives
 
@@ -83,7 +84,7 @@ def test_real_loader_under_a_tiny_memory_limit(valid_archives: ValidArchives) ->
 
 def test_worker_env_forces_weights_only_and_drops_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PTEFORGE_DATABASE_URL", "postgresql://secret")
-    env = worker_env()
+    env = child_env()
     assert env["TORCH_FORCE_WEIGHTS_ONLY_LOAD"] == "1"
     assert "PTEFORGE_DATABASE_URL" not in env
 
