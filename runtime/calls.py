@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import numpy as np
 
+from pteforge.contracts.runtime_messages import WorkerReply, WorkerRequest
 from pteforge.runtime import dispatch
 from pteforge.runtime.errors import PoolClosedError, WorkerTimeoutError
 from pteforge.runtime.processes import WorkerProcess
@@ -25,7 +25,7 @@ from pteforge.runtime.wire import encode_message
 # Frames up to this size go into the pipe without waiting on the worker to read them.
 ASYNC_INLINE_FRAME_BYTES = 64 * 1024
 
-Reply = tuple[dict[str, Any], list[np.ndarray]]
+Reply = tuple[WorkerReply, list[np.ndarray]]
 
 
 class Request:
@@ -38,10 +38,10 @@ class Request:
     """
 
     def __init__(
-        self, header: dict[str, Any], arrays: Sequence[np.ndarray], inline_limit: float
+        self, message: WorkerRequest, arrays: Sequence[np.ndarray], inline_limit: float
     ) -> None:
-        self.header = header
-        self.frame = encode_message(header, arrays)
+        self.message = message
+        self.frame = encode_message(message, arrays)
         self.inline = len(self.frame) <= inline_limit
         self.error: OSError | None = None
         self.queued = time.perf_counter()
@@ -52,8 +52,12 @@ class Request:
 
     @property
     def what(self) -> str:
-        method = f" of method {self.header['method']!r}" if "method" in self.header else ""
-        return f"{self.header['op']}{method} of artifact {self.header.get('sha256', '?')[:12]}"
+        """The request in words, for errors: ``infer of method 'forward' of artifact 1a2b...``."""
+        message = self.message
+        if message.op == "drop":
+            return f"drop of sessions {list(message.drop)}"
+        method = f" of method {message.method!r}" if message.op == "infer" else ""
+        return f"{message.op}{method} of artifact {message.sha256[:12]}"
 
 
 class Calls:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any
 
+from pteforge.contracts.runtime_messages import DescribeReply
 from pteforge.runtime.lru import ByteLRU
 from pteforge.runtime.metadata import MethodSignature
 from pteforge.runtime.state import ProgramState
@@ -22,11 +22,9 @@ class Described:
     state: ProgramState
 
     @classmethod
-    def from_reply(cls, reply: dict[str, Any]) -> Described:
+    def from_reply(cls, reply: DescribeReply) -> Described:
         """The description in a worker's answer to ``describe``."""
-        methods = reply["methods"]
-        signatures = {name: MethodSignature.from_json(data) for name, data in methods.items()}
-        return cls(signatures, ProgramState.from_json(reply["state"]))
+        return cls(dict(reply.methods), reply.state)
 
 
 class Descriptions:

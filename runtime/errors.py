@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pteforge.contracts.runtime_messages import WorkerErrorKind
+
 
 class RuntimeLayerError(Exception):
     """Root of every error raised by ``pteforge.runtime``."""
@@ -76,7 +78,7 @@ class SessionLostError(SessionError):
     """A worker was asked for a session it does not hold (pool and worker out of step)."""
 
 
-ERROR_KINDS: dict[str, type[RuntimeLayerError]] = {
+ERROR_KINDS: dict[WorkerErrorKind, type[RuntimeLayerError]] = {
     "integrity": ArtifactIntegrityError,
     "load": ProgramLoadError,
     "unknown_method": UnknownMethodError,
@@ -86,7 +88,7 @@ ERROR_KINDS: dict[str, type[RuntimeLayerError]] = {
 }
 
 
-def kind_of(error: RuntimeLayerError) -> str:
+def kind_of(error: RuntimeLayerError) -> WorkerErrorKind:
     """The wire name of ``error``'s class, used between worker and pool."""
     for kind, cls in ERROR_KINDS.items():
         if type(error) is cls:

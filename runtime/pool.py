@@ -8,10 +8,18 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
+from pteforge.contracts.runtime_messages import (
+    DescribeReply,
+    DescribeRequest,
+    ErrorReply,
+    InferReply,
+    InferRequest,
+    WorkerReply,
+)
 from pteforge.runtime.artifact_files import ArtifactFiles
 from pteforge.runtime.calls import ASYNC_INLINE_FRAME_BYTES, Calls, Request
 from pteforge.runtime.descriptions import Described, Descriptions
@@ -27,6 +35,8 @@ from pteforge.runtime.worker import WorkerConfig
 
 # A blocking caller writes the whole frame in the hand-over, however big.
 _WHOLE = float("inf")
+
+_Expected = TypeVar("_Expected", DescribeReply, InferReply)
 
 # Where an artifact comes from: a local file, or a callable that writes it to the given path.
 ArtifactSource = Path | Callable[[Path], None]
@@ -107,7 +117,7 @@ class RuntimePool:
         self.calls.timeout_s = value
 
     def _started(self, worker: WorkerProcess) -> None:
-        self.stats.weight_cache_enabled = bool(worker.info.get("weight_cache"))
+        self.stats.weight_cache_enabled = worker.info is not None and worker.info.weight_cache
 
     def _lost(self, worker: WorkerProcess, reason: str) -> None:
         self.stats.count(worker_restarts=1)
@@ -133,14 +143,17 @@ class RuntimePool:
         """The local copy of a fetched artifact if it is there (marked used), else None."""
         return self.files.path(sha256) if self.files.touch(sha256) else None
 
-    def _checked(self, reply: dict[str, Any], path: Path, source: ArtifactSource) -> dict[str, Any]:
+    def _checked(
+        self, reply: WorkerReply, expected: type[_Expected], path: Path, source: ArtifactSource
+    ) -> _Expected:
         """``reply`` if the worker succeeded, else its error raised as a runtime-layer error."""
-        if reply.get("ok"):
+        if isinstance(reply, expected):
             return reply
-        kind = str(reply.get("kind"))
-        if kind == "integrity" and not isinstance(source, Path):
+        if not isinstance(reply, ErrorReply):
+            raise RuntimeLayerError(f"a runtime worker answered {reply.kind!r} to a request")
+        if reply.error == "integrity" and not isinstance(source, Path):
             self.files.drop(path.stem)  # a corrupt cached copy is fetched again next time
-        raise ERROR_KINDS.get(kind, RuntimeLayerError)(str(reply.get("message")))
+        raise ERROR_KINDS.get(reply.error, RuntimeLayerError)(reply.message)
 
     # -- public API ------------------------------------------------------------------------
 
@@ -150,9 +163,9 @@ class RuntimePool:
         if cached is not None:
             return cached
         path = self.local_path(sha256, source)
-        request = Request({"op": "describe", "sha256": sha256, "path": str(path)}, [], _WHOLE)
+        request = Request(DescribeRequest(sha256=sha256, path=str(path)), [], _WHOLE)
         (reply, _), _ = self.calls.call(request)
-        described = Described.from_reply(self._checked(reply, path, source))
+        described = Described.from_reply(self._checked(reply, DescribeReply, path, source))
         self._described.put(sha256, described)
         return described
 
@@ -190,9 +203,10 @@ class RuntimePool:
         start = time.perf_counter()
         signature = self.method_metadata(sha256, method, source)
         path = self.local_path(sha256, source)
-        request = Request(_infer_header(sha256, method, profile, path), inputs, _WHOLE)
+        request = Request(_infer_request(sha256, method, profile, path), inputs, _WHOLE)
         (reply, outputs), queue_ms = self.calls.call(request)
-        return self._result(self._checked(reply, path, source), outputs, signature, queue_ms, start)
+        checked = self._checked(reply, InferReply, path, source)
+        return self._result(checked, outputs, signature, queue_ms, start)
 
     async def infer_async(
         self,
@@ -214,29 +228,35 @@ class RuntimePool:
         start = time.perf_counter()
         signature = await self.method_metadata_async(sha256, method, source)
         path = await self._local_path_async(sha256, source)
-        header = _infer_header(sha256, method, profile, path)
+        message = _infer_request(sha256, method, profile, path)
         if sequence is None:
-            request = Request(header, inputs, ASYNC_INLINE_FRAME_BYTES)
+            request = Request(message, inputs, ASYNC_INLINE_FRAME_BYTES)
             (reply, outputs), queue_ms = await self.calls.call_async(request)
         else:
             nbytes = self.described(sha256, source).state.planned_bytes
-            call = self.session_calls.call(header, inputs, sequence, nbytes)
+            call = self.session_calls.call(message, inputs, sequence, nbytes)
             (reply, outputs), queue_ms = await call
-        return self._result(self._checked(reply, path, source), outputs, signature, queue_ms, start)
+        checked = self._checked(reply, InferReply, path, source)
+        return self._result(checked, outputs, signature, queue_ms, start)
 
     def _result(
         self,
-        reply: dict[str, Any],
+        reply: InferReply,
         outputs: list[np.ndarray],
         signature: MethodSignature,
         queue_ms: float,
         start: float,
     ) -> InferResult:
-        hit = bool(reply.get("hit"))
+        hit = reply.hit
         self.stats.count(requests=1, cache_hits=int(hit), cache_misses=int(not hit))
-        timings = {"queue_ms": queue_ms, **reply["timings"]}
-        timings["total_ms"] = (time.perf_counter() - start) * 1e3
-        return InferResult(outputs, signature, timings, hit, reply.get("profile"))
+        timings = {
+            "queue_ms": queue_ms,
+            "load_ms": reply.load_ms,
+            "execute_ms": reply.execute_ms,
+            "total_ms": (time.perf_counter() - start) * 1e3,
+        }
+        profile = None if reply.profile is None else reply.profile.model_dump(exclude_none=True)
+        return InferResult(outputs, signature, timings, hit, profile)
 
     def sweep(self) -> None:
         """Periodic upkeep: replace dead idle workers, end expired sessions and free them."""
@@ -260,11 +280,5 @@ class RuntimePool:
         self.close()
 
 
-def _infer_header(sha256: str, method: str, profile: bool, path: Path) -> dict[str, Any]:
-    return {
-        "op": "infer",
-        "sha256": sha256,
-        "method": method,
-        "profile": profile,
-        "path": str(path),
-    }
+def _infer_request(sha256: str, method: str, profile: bool, path: Path) -> InferRequest:
+    return InferRequest(sha256=sha256, method=method, profile=profile, path=str(path))

@@ -5,16 +5,16 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
-from typing import Any
 
 import numpy as np
 
 from pteforge.children.forkserver import RUNTIME_WORKER_PRELOAD, set_preload
+from pteforge.contracts.runtime_messages import ReadyReply, WorkerReply
 from pteforge.runtime.errors import RuntimeLayerError
-from pteforge.runtime.wire import recv_message
+from pteforge.runtime.wire import recv_reply
 from pteforge.runtime.worker import WorkerConfig, worker_main
 
 
@@ -24,13 +24,13 @@ class WorkerProcess:
 
     process: BaseProcess
     conn: Connection
-    info: dict[str, Any] = field(default_factory=dict)
+    info: ReadyReply | None = None  # the worker's hello, once it said it is ready
 
-    def reply(self, timeout_s: float) -> tuple[dict[str, Any], list[np.ndarray]]:
+    def reply(self, timeout_s: float) -> tuple[WorkerReply, list[np.ndarray]]:
         """The reply to the request just sent; ``TimeoutError`` if none within ``timeout_s``."""
         if not self.conn.poll(timeout_s):
             raise TimeoutError
-        return recv_message(self.conn)
+        return recv_reply(self.conn)
 
     def send(self, frame: bytes) -> OSError | None:
         """Write an encoded request (``wire.encode_message``); the error instead of raising
@@ -41,7 +41,7 @@ class WorkerProcess:
             return exc if isinstance(exc, OSError) else OSError(str(exc))
         return None
 
-    async def reply_async(self, timeout_s: float) -> tuple[dict[str, Any], list[np.ndarray]]:
+    async def reply_async(self, timeout_s: float) -> tuple[WorkerReply, list[np.ndarray]]:
         """The reply to the request just sent, without blocking the event loop meanwhile.
 
         Awaited through the loop's reader callback, then read in one go: the worker writes
@@ -59,7 +59,7 @@ class WorkerProcess:
             timer.cancel()
             loop.remove_reader(fd)
             os.set_blocking(fd, True)  # uvloop's add_reader made it non-blocking
-        return recv_message(self.conn)
+        return recv_reply(self.conn)
 
     @classmethod
     def spawn(cls, ctx: Context, config: WorkerConfig) -> WorkerProcess:
@@ -77,13 +77,14 @@ class WorkerProcess:
         try:
             if not self.conn.poll(timeout_s):
                 raise TimeoutError
-            info, _ = recv_message(self.conn)
-        except (EOFError, OSError, TimeoutError) as exc:
+            info, _ = recv_reply(self.conn)
+        except (EOFError, OSError, TimeoutError, RuntimeLayerError) as exc:
             self.kill()
             raise RuntimeLayerError(f"runtime worker failed to start: {exc!r}") from exc
-        if not info.get("ok"):
+        if not isinstance(info, ReadyReply):
             self.kill()
-            raise RuntimeLayerError(f"runtime worker failed to start: {info.get('message')}")
+            message = getattr(info, "message", f"it said {info.kind!r}")
+            raise RuntimeLayerError(f"runtime worker failed to start: {message}")
         self.info = info
         return self
 
@@ -105,6 +106,7 @@ def _resolve(future: asyncio.Future[None], error: BaseException | None) -> None:
 
 
 Context = multiprocessing.context.ForkServerContext | multiprocessing.context.SpawnContext
+
 
 def process_context(start_method: str) -> Context:
     """A process context; ``forkserver`` preloads torch and ExecuTorch once, so replacing a

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
+from pteforge.contracts.runtime_messages import DropRequest, ErrorReply, InferRequest
 from pteforge.runtime.calls import ASYNC_INLINE_FRAME_BYTES, Calls, Reply, Request
 from pteforge.runtime.errors import (
     InvalidInputError,
@@ -43,26 +43,26 @@ class SessionCalls:
 
     async def call(
         self,
-        header: dict[str, Any],
+        message: InferRequest,
         arrays: Sequence[np.ndarray],
         sequence: SequenceRef,
         nbytes: int,
     ) -> tuple[Reply, float]:
         """Run the request in ``sequence``'s session; the reply and its queue time (ms)."""
-        if header.get("profile"):
+        if message.profile:
             raise InvalidInputError("profile is not available inside a sequence")
         if sequence.start:
-            session, replaced = self.sessions.begin(sequence, header["sha256"], nbytes)
+            session, replaced = self.sessions.begin(sequence, message.sha256, nbytes)
             if replaced is not None:
                 self._drop_later(replaced)
         else:
-            session = self.sessions.find(sequence, header["sha256"])
-        header = dict(header, session=session.id, open=sequence.start, close=sequence.end)
-        request = Request(header, arrays, ASYNC_INLINE_FRAME_BYTES)
+            session = self.sessions.find(sequence, message.sha256)
+        in_session = {"session": session.id, "open": sequence.start, "close": sequence.end}
+        request = Request(message.model_copy(update=in_session), arrays, ASYNC_INLINE_FRAME_BYTES)
         answered = False
         try:
             (reply, outputs), queue_ms = await self.calls.call_async(request, session.worker)
-            answered = bool(reply.get("ok"))
+            answered = not isinstance(reply, ErrorReply)
         except (WorkerCrashedError, WorkerTimeoutError) as exc:
             reason = None if sequence.start else self._why_ended(session, exc)
             if reason is None:
@@ -117,7 +117,7 @@ class SessionCalls:
 
     def _drop(self, worker: WorkerProcess, ids: list[int]) -> bool:
         """Tell ``worker`` to free sessions ``ids``; False if it was busy all along."""
-        request = Request({"op": "drop", "drop": ids}, [], float("inf"))
+        request = Request(DropRequest(drop=tuple(ids)), [], float("inf"))
         held = self.calls.workers.checkout.get(self.tick_s, request.start, worker)
         if held is None:
             return worker not in self.calls.workers.live

@@ -20,57 +20,11 @@ by position and is assumed to keep state (it then pays a reload, never a leak).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+from pteforge.contracts.runtime_messages import MethodState, ProgramState
 
-@dataclass(frozen=True)
-class MethodState:
-    """The mutable buffers of one method: those it can name, and how many it cannot."""
-
-    buffers: tuple[str, ...] = ()
-    unnamed: int = 0
-
-    @property
-    def stateful(self) -> bool:
-        return bool(self.buffers) or self.unnamed > 0
-
-    @property
-    def resettable(self) -> bool:
-        """Every buffer is named, so the method can be reset in place (``get_attribute``)."""
-        return self.unnamed == 0
-
-
-@dataclass(frozen=True)
-class ProgramState:
-    """Per method, what state it keeps; and the bytes one loaded copy of the program plans."""
-
-    methods: dict[str, MethodState]
-    planned_bytes: int = 0
-
-    @property
-    def stateful(self) -> bool:
-        return any(m.stateful for m in self.methods.values())
-
-    def method(self, name: str) -> MethodState:
-        return self.methods.get(name, MethodState())
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "methods": {
-                name: {"buffers": list(m.buffers), "unnamed": m.unnamed}
-                for name, m in self.methods.items()
-            },
-            "planned_bytes": self.planned_bytes,
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ProgramState:
-        methods = {
-            str(name): MethodState(tuple(str(b) for b in m["buffers"]), int(m["unnamed"]))
-            for name, m in data["methods"].items()
-        }
-        return cls(methods, int(data["planned_bytes"]))
+__all__ = ["MethodState", "ProgramState", "program_state", "read_program_state"]
 
 
 def _planned_tensor(value: Any) -> Any:

@@ -20,6 +20,18 @@ from typing import Any
 
 import numpy as np
 
+from pteforge.contracts.runtime_messages import (
+    DescribeReply,
+    DescribeRequest,
+    DropReply,
+    DropRequest,
+    ErrorReply,
+    InferReply,
+    InferRequest,
+    ReadyReply,
+    WorkerReply,
+    WorkerRequest,
+)
 from pteforge.runtime.errors import (
     ArtifactIntegrityError,
     ExecutionError,
@@ -33,7 +45,7 @@ from pteforge.runtime.lru import ByteLRU
 from pteforge.runtime.metadata import MethodSignature, describe_program, read_dynamism
 from pteforge.runtime.state import ProgramState, read_program_state
 from pteforge.runtime.validation import check_arrays
-from pteforge.runtime.wire import recv_message, send_message
+from pteforge.runtime.wire import recv_request, send_message
 
 
 @dataclass(frozen=True)
@@ -114,10 +126,10 @@ class Executor:
         self.programs.put(sha256, loaded, local.stat().st_size)
         return loaded, False
 
-    def describe(self, request: dict[str, Any]) -> dict[str, Any]:
-        loaded, hit = self.program(request["sha256"], request["path"])
-        methods = {n: s.to_json() for n, s in loaded.signatures.items()}
-        return {"methods": methods, "state": loaded.state.to_json(), "hit": hit}
+    def describe(self, request: DescribeRequest) -> DescribeReply:
+        """The signatures and state of the request's program (loaded now if need be)."""
+        loaded, hit = self.program(request.sha256, request.path)
+        return DescribeReply(methods=loaded.signatures, state=loaded.state, hit=hit)
 
     def stateless(self, loaded: LoadedProgram, name: str) -> tuple[ProgramInstance, Any]:
         """An instance and its method ``name`` in the program's initial state."""
@@ -132,50 +144,54 @@ class Executor:
         self._refill.append((loaded, name))  # the next one is loaded after replying
         return fresh, fresh.method(name)
 
-    def session(self, request: dict[str, Any], loaded: LoadedProgram) -> ProgramInstance:
-        """The instance of the request's session, opened now if the request says so."""
-        sid = int(request["session"])
-        if request.get("open"):
+    def session(self, request: InferRequest, sid: int, loaded: LoadedProgram) -> ProgramInstance:
+        """The instance of session ``sid``, opened now if the request says so."""
+        if request.open:
             instance = ProgramInstance(self.runtime, loaded.path, loaded.state, eager=True)
-            self.sessions[sid] = (request["sha256"], instance)
+            self.sessions[sid] = (request.sha256, instance)
         entry = self.sessions.get(sid)
-        if entry is None or entry[0] != request["sha256"]:
+        if entry is None or entry[0] != request.sha256:
             raise SessionLostError(f"this runtime worker holds no session {sid}")
         return entry[1]
 
     def infer(
-        self, request: dict[str, Any], inputs: list[np.ndarray]
-    ) -> tuple[dict[str, Any], list[np.ndarray]]:
+        self, request: InferRequest, inputs: list[np.ndarray]
+    ) -> tuple[InferReply, list[np.ndarray]]:
+        """Run the request's method on ``inputs``: the reply and the outputs."""
         start = time.perf_counter()
-        loaded, hit = self.program(request["sha256"], request["path"])
-        name = request["method"]
+        loaded, hit = self.program(request.sha256, request.path)
+        name = request.method
         if name not in loaded.signatures:
             known = ", ".join(sorted(loaded.signatures))
             raise UnknownMethodError(f"the artifact has no method {name!r} (methods: {known})")
         check_arrays(loaded.signatures[name], inputs)
-        if "session" in request:
-            instance = self.session(request, loaded)
+        if request.session is not None:
+            instance = self.session(request, request.session, loaded)
             method = instance.method(name)
         else:  # the instance is held until the method has run: it owns the method's memory
             instance, method = self.stateless(loaded, name)
         loaded_at = time.perf_counter()
-        if request.get("profile"):
+        if request.profile:
             from pteforge.runtime.profiling import profile_method
 
-            outputs, profile = profile_method(self.runtime, request["path"], request, inputs)
+            outputs, profile = profile_method(self.runtime, request.path, name, inputs)
         else:
             outputs, profile = run_method(method, inputs), None
         done = time.perf_counter()
-        timings = {"load_ms": (loaded_at - start) * 1e3, "execute_ms": (done - loaded_at) * 1e3}
-        return {"timings": timings, "hit": hit, "profile": profile}, outputs
+        load_ms, execute_ms = (loaded_at - start) * 1e3, (done - loaded_at) * 1e3
+        reply = InferReply(load_ms=load_ms, execute_ms=execute_ms, hit=hit, profile=profile)
+        return reply, outputs
 
-    def end_sessions(self, request: dict[str, Any], failed: bool) -> None:
+    def end_sessions(self, request: WorkerRequest, failed: bool) -> None:
         """Drop the sessions a request ends: ``close``, a failed ``open``, or ``drop``."""
-        sid = request.get("session")
-        if sid is not None and (request.get("close") or (failed and request.get("open"))):
-            self.sessions.pop(int(sid), None)
-        for dropped in request.get("drop", ()):
-            self.sessions.pop(int(dropped), None)
+        if isinstance(request, DropRequest):
+            for dropped in request.drop:
+                self.sessions.pop(dropped, None)
+            return
+        if not isinstance(request, InferRequest) or request.session is None:
+            return
+        if request.close or (failed and request.open):
+            self.sessions.pop(request.session, None)
 
     def idle(self) -> None:
         """Work done between requests: fresh instances for the methods that used one."""
@@ -211,31 +227,38 @@ def run_method(method: Any, inputs: list[np.ndarray]) -> list[np.ndarray]:
 
 
 def _serve(
-    executor: Executor, header: dict[str, Any], arrays: list[np.ndarray]
-) -> tuple[dict[str, Any], list[np.ndarray]]:
-    op = header.get("op")
-    if op == "describe":
-        return dict(executor.describe(header), ok=True), []
-    if op == "drop":
-        return {"ok": True}, []
-    reply, outputs = executor.infer(header, arrays)
-    return dict(reply, ok=True), outputs
+    executor: Executor, request: WorkerRequest, arrays: list[np.ndarray]
+) -> tuple[WorkerReply, list[np.ndarray]]:
+    if request.op == "describe":
+        return executor.describe(request), []
+    if request.op == "drop":
+        return DropReply(), []
+    return executor.infer(request, arrays)
 
 
 def _handle(
-    executor: Executor, header: dict[str, Any], arrays: list[np.ndarray]
-) -> tuple[dict[str, Any], list[np.ndarray]]:
+    executor: Executor, request: WorkerRequest, arrays: list[np.ndarray]
+) -> tuple[WorkerReply, list[np.ndarray]]:
     failed = True
     try:
-        reply, outputs = _serve(executor, header, arrays)
+        reply, outputs = _serve(executor, request, arrays)
         failed = False
         return reply, outputs
     except RuntimeLayerError as exc:
-        return {"ok": False, "kind": kind_of(exc), "message": str(exc)}, []
+        return ErrorReply(error=kind_of(exc), message=str(exc)), []
     except Exception as exc:  # anything else from ExecuTorch is that request's failure
-        return {"ok": False, "kind": "execution", "message": f"{type(exc).__name__}: {exc}"}, []
+        return ErrorReply(error="execution", message=f"{type(exc).__name__}: {exc}"), []
     finally:
-        executor.end_sessions(header, failed)
+        executor.end_sessions(request, failed)
+
+
+def _next(conn: Connection, executor: Executor) -> tuple[WorkerReply, list[np.ndarray]]:
+    """Read the next request and serve it; ``EOFError`` once the pool went away."""
+    try:
+        request, arrays = recv_request(conn)
+    except RuntimeLayerError as exc:  # a malformed frame: refused, the next one may be fine
+        return ErrorReply(error="protocol", message=str(exc)), []
+    return _handle(executor, request, arrays)
 
 
 def worker_main(conn: Connection, config: WorkerConfig) -> None:
@@ -243,14 +266,13 @@ def worker_main(conn: Connection, config: WorkerConfig) -> None:
     try:
         executor = Executor(config)
     except Exception as exc:
-        send_message(conn, {"ok": False, "kind": "load", "message": str(exc)}, [])
+        send_message(conn, ErrorReply(error="load", message=str(exc)), [])
         return
-    send_message(conn, {"ok": True, "weight_cache": executor.weight_cache}, [])
+    send_message(conn, ReadyReply(weight_cache=executor.weight_cache), [])
     while True:
         try:
-            header, arrays = recv_message(conn, writable=True)
+            reply, outputs = _next(conn, executor)
         except (EOFError, OSError):
             return
-        reply, outputs = _handle(executor, header, arrays)
         send_message(conn, reply, outputs)
         executor.idle()
