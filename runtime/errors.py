@@ -51,7 +51,15 @@ class CrashingInputError(WorkerCrashedError):
 
 
 class PoolUnavailableError(RuntimeLayerError):
-    """No runtime worker is running and starting one has failed (the server's fault)."""
+    """No runtime worker is running and starting one has failed (the server's fault).
+
+    ``retry_after_s``: when a request may start another round of restarts (the pool's
+    ``RestartPolicy.retry_after_s``), which is what clients are told to wait.
+    """
+
+    def __init__(self, message: str, *, retry_after_s: float) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
 
 
 class SessionError(RuntimeLayerError):

@@ -111,7 +111,7 @@ class Workers:
         if time.monotonic() - self._gave_up_at >= self.policy.retry_after_s:
             self._restart()
         if not self.live:
-            raise PoolUnavailableError(self.failure)
+            raise PoolUnavailableError(self.failure, retry_after_s=self.policy.retry_after_s)
 
     def _restart(self) -> None:
         with self._lock:
@@ -155,7 +155,9 @@ class Workers:
             self._restarting = False
             idle = not self.live
         if idle:  # nobody will ever hand a worker to the callers waiting now
-            self.checkout.abort(PoolUnavailableError(message))
+            self.checkout.abort(
+                PoolUnavailableError(message, retry_after_s=self.policy.retry_after_s)
+            )
 
     @property
     def closed(self) -> bool:

@@ -8,6 +8,7 @@ sessions hold all the memory they may, shutting down).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable
 
 from starlette.responses import JSONResponse, Response
@@ -41,9 +42,9 @@ class RequestTooLargeError(RuntimeLayerError):
     """An infer request body, as sent or once decompressed, is over the size limit (413)."""
 
 
-# Seconds a client should wait before retrying, per server-side failure.
+# Seconds a client should wait before retrying, per server-side failure (a
+# ``PoolUnavailableError`` carries its own: the pool's ``RestartPolicy.retry_after_s``).
 RETRY_AFTER_S: list[tuple[type[RuntimeLayerError], int]] = [
-    (PoolUnavailableError, 30),
     (SessionMemoryError, 10),
     (PoolClosedError, 5),
     (WorkerCrashedError, 1),
@@ -65,6 +66,8 @@ def status_of(exc: RuntimeLayerError) -> tuple[int, dict[str, str]]:
     for cls, status in _CLIENT:
         if isinstance(exc, cls):
             return status, {}
+    if isinstance(exc, PoolUnavailableError):
+        return 503, {"Retry-After": str(math.ceil(exc.retry_after_s))}
     for cls, seconds in RETRY_AFTER_S:
         if isinstance(exc, cls):
             return 503, {"Retry-After": str(seconds)}

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from pteforge.runtime import RuntimePool
@@ -28,6 +29,7 @@ from tests.runtime.helpers import Compiled
 
 ATTEMPTS = 3
 DEADLINE_S = 60.0
+RETRY_AFTER_S = 3600  # no second round of restarts within a test
 
 
 def _until(check: object, what: str) -> None:
@@ -52,12 +54,22 @@ def _counting_spawns(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return spawned
 
 
+def _mlp(artifacts: dict[str, Compiled]) -> tuple[Compiled, list[np.ndarray]]:
+    """The small MLP artifact and an input of its ``forward``."""
+    mlp = artifacts["mlp"]
+    return mlp, [mlp.model.inputs["forward"][0].numpy()]
+
+
 @contextmanager
 def _worker_lost_for_good(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, policy: RestartPolicy, library: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, first_delay_s: float, library: str
 ) -> Iterator[tuple[RuntimePool, list[int], WorkerProcess]]:
     """A one-worker pool whose worker was just killed and whose replacements cannot start
-    (their weight-cache ``library`` does not exist); with the starts counted from then on."""
+    (their weight-cache ``library`` does not exist); with the starts counted from then on.
+    Restarts back off from ``first_delay_s`` and give up after ``ATTEMPTS``."""
+    policy = RestartPolicy(
+        ATTEMPTS, first_delay_s, max_delay_s=4 * first_delay_s, retry_after_s=RETRY_AFTER_S
+    )
     with RuntimePool(1, 1 << 26, tmp_path / "cache", restart_policy=policy) as pool:
         pool.workers.config = replace(pool.workers.config, weight_cache_library=library)
         spawned = _counting_spawns(monkeypatch)
@@ -69,11 +81,9 @@ def _worker_lost_for_good(
 def test_replacements_that_cannot_start_are_bounded_and_answered_with_a_clear_error(
     tmp_path: Path, artifacts: dict[str, Compiled], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    mlp = artifacts["mlp"]
-    x = [mlp.model.inputs["forward"][0].numpy()]
-    policy = RestartPolicy(ATTEMPTS, first_delay_s=0.01, max_delay_s=0.04, retry_after_s=3600)
+    mlp, x = _mlp(artifacts)
     missing = tmp_path / "missing-shim.so"
-    with _worker_lost_for_good(tmp_path, monkeypatch, policy, str(missing)) as (pool, spawned, _):
+    with _worker_lost_for_good(tmp_path, monkeypatch, 0.01, str(missing)) as (pool, spawned, _):
         _until(lambda: pool.workers.failure is not None, "the pool to give up")
 
         assert len(spawned) == ATTEMPTS  # one round, then no more tries
@@ -93,16 +103,15 @@ def test_replacements_that_cannot_start_are_bounded_and_answered_with_a_clear_er
             asyncio.run(answer)
 
         assert len(spawned) == ATTEMPTS  # refusing requests started no new round
-        assert status_of(raised.value) == (503, {"Retry-After": "30"})
+        # clients are told to come back when the pool will try again: its policy's delay
+        assert status_of(raised.value) == (503, {"Retry-After": str(RETRY_AFTER_S)})
 
 
 def test_a_request_waiting_for_a_worker_gets_the_error_when_the_pool_gives_up(
     tmp_path: Path, artifacts: dict[str, Compiled], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    mlp = artifacts["mlp"]
-    x = [mlp.model.inputs["forward"][0].numpy()]
-    policy = RestartPolicy(ATTEMPTS, first_delay_s=0.2, max_delay_s=0.4, retry_after_s=3600)
-    lost = _worker_lost_for_good(tmp_path, monkeypatch, policy, "/nonexistent.so")
+    mlp, x = _mlp(artifacts)
+    lost = _worker_lost_for_good(tmp_path, monkeypatch, 0.2, "/nonexistent.so")
     with lost as (pool, spawned, worker):
         worker.process.join(DEADLINE_S)
         pool.sweep()  # notices the dead worker: the restarts begin, the request waits

@@ -127,5 +127,6 @@ def test_server_faults_are_503_with_retry_after_and_input_faults_4xx() -> None:
     from pteforge.runtime.errors import CrashingInputError
 
     assert status_of(WorkerCrashedError("crashed; retry failed")) == (503, {"Retry-After": "1"})
-    assert status_of(PoolUnavailableError("none"))[0] == 503
+    unavailable = PoolUnavailableError("none", retry_after_s=12.5)  # the pool's policy says
+    assert status_of(unavailable) == (503, {"Retry-After": "13"})
     assert status_of(CrashingInputError("twice")) == (422, {})
