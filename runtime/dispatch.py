@@ -94,20 +94,38 @@ def _unretried(crashes: list[Crash], exc: RuntimeLayerError) -> WorkerCrashedErr
     return WorkerCrashedError(f"{crashes[0][0]}; retrying it on another worker failed: {exc}")
 
 
+class Stepper:
+    """Resumes ``attempts`` with each step's outcome (or error), for either driver."""
+
+    __slots__ = ("answer", "error", "flow", "outcome")
+
+    def __init__(self, flow: Attempts) -> None:
+        self.flow = flow
+        self.outcome: object = None
+        self.error: BaseException | None = None
+        self.answer: Answer | None = None
+
+    def next(self) -> Step | None:
+        """The next step to perform, or None once ``answer`` is set."""
+        try:
+            if self.error is None:
+                return self.flow.send(self.outcome)
+            error, self.error = self.error, None
+            return self.flow.throw(error)
+        except StopIteration as done:
+            self.answer = cast(Answer, done.value)
+            return None
+
+
 def call_blocking(calls: Calls, request: Request) -> Answer:
     """``attempts`` for a blocking caller: every step waits in this thread."""
-    flow = attempts(calls, request, None)
-    outcome: object = None
-    error: BaseException | None = None
-    while True:
+    run = Stepper(attempts(calls, request, None))
+    while (step := run.next()) is not None:
         try:
-            op, worker = flow.send(outcome) if error is None else flow.throw(error)
-        except StopIteration as done:
-            return cast(Answer, done.value)
-        try:
-            outcome, error = _perform(calls, request, op, worker), None
+            run.outcome = _perform(calls, request, *step)
         except BaseException as exc:
-            outcome, error = None, exc
+            run.error = exc
+    return cast(Answer, run.answer)
 
 
 def _perform(calls: Calls, request: Request, op: Op, worker: WorkerProcess | None) -> object:
@@ -123,18 +141,13 @@ def _perform(calls: Calls, request: Request, op: Op, worker: WorkerProcess | Non
 
 async def call_async(calls: Calls, request: Request, pinned: WorkerProcess | None) -> Answer:
     """``attempts`` for an asyncio caller: the loop is never blocked."""
-    flow = attempts(calls, request, pinned)
-    outcome: object = None
-    error: BaseException | None = None
-    while True:
+    run = Stepper(attempts(calls, request, pinned))
+    while (step := run.next()) is not None:
         try:
-            op, worker = flow.send(outcome) if error is None else flow.throw(error)
-        except StopIteration as done:
-            return cast(Answer, done.value)
-        try:
-            outcome, error = await _awaitable(calls, request, op, worker), None
+            run.outcome = await _awaitable(calls, request, *step)
         except BaseException as exc:
-            outcome, error = None, exc
+            run.error = exc
+    return cast(Answer, run.answer)
 
 
 def _awaitable(
