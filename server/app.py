@@ -32,6 +32,7 @@ from pteforge.server.settings import Settings
 from pteforge.server.startup.bootstrap import bootstrap_if_empty, usage_text
 from pteforge.server.startup.database import open_service_store
 from pteforge.server.startup.fork_server import start_fork_server
+from pteforge.server.startup.heap import freeze_startup_heap
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +86,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.inference = store_inference_state(
             services.store, pool, registry, max_request_bytes=settings.max_infer_request_bytes
         )
+        freeze_startup_heap()
         try:
             yield
         finally:

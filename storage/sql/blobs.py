@@ -20,7 +20,7 @@ from sqlalchemy import exc as sa_exc
 
 from pteforge.storage.blobs import DEFAULT_CHUNK_SIZE, BlobStore
 from pteforge.storage.domain import BlobRef
-from pteforge.storage.engine import READ_ONLY_OPTION
+from pteforge.storage.engine import reader
 from pteforge.storage.errors import (
     BlobIntegrityError,
     BlobNotFoundError,
@@ -83,6 +83,7 @@ class SqlBlobStore(BlobStore):
         if chunk_size <= 0 or chunks_per_commit <= 0:
             raise ValueError("chunk_size and chunks_per_commit must be positive")
         self._engine = engine
+        self._read_engine = reader(engine)
         self._clock = clock
         self.chunk_size = chunk_size
         self._chunks_per_commit = chunks_per_commit
@@ -247,10 +248,7 @@ class SqlBlobStore(BlobStore):
             return _locate_in(conn, sha256)
 
     def _reader(self) -> Connection:
-        if self._engine.dialect.name == "postgresql":
-            # Each read is one statement: no BEGIN and ROLLBACK round trips around it.
-            return self._engine.connect().execution_options(isolation_level="AUTOCOMMIT")
-        return self._engine.connect().execution_options(**{READ_ONLY_OPTION: True})
+        return self._read_engine.connect()
 
 
 def _locate_in(conn: Connection, sha256: str) -> _Located | None:

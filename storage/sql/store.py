@@ -11,7 +11,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
 
 from pteforge.storage.blobs import DEFAULT_CHUNK_SIZE
-from pteforge.storage.engine import READ_ONLY_OPTION, create_store_engine
+from pteforge.storage.engine import create_store_engine, reader
 from pteforge.storage.ids import utc_now
 from pteforge.storage.schema import upgrade_to_head
 from pteforge.storage.sql.accounts import SqlProjects, SqlTokens
@@ -47,8 +47,7 @@ class SqlStore(Store):
         self.engine = engine
         self._clock = clock
         self._sessions = sessionmaker(engine, expire_on_commit=False, autoflush=True)
-        reader = engine.execution_options(**{READ_ONLY_OPTION: True})
-        self._read_sessions = sessionmaker(reader, expire_on_commit=False, autoflush=True)
+        self._read_sessions = sessionmaker(reader(engine), expire_on_commit=False, autoflush=True)
         self.blobs = SqlBlobStore(engine, clock, chunk_size=chunk_size)
 
     @property
