@@ -18,10 +18,13 @@ router = APIRouter(prefix="/v1", tags=["artifacts"])
 
 
 @router.get("/artifacts/{artifact_id}", response_model=ArtifactOut, summary="Artifact metadata")
-def get_artifact(
+async def get_artifact(
     artifact_id: str, services: ServicesDep, principal: CurrentPrincipal
 ) -> ArtifactOut:
-    return ArtifactOut.of(service.get_artifact(services, principal.project_id, artifact_id))
+    artifact = await run_in_threadpool(
+        service.get_artifact, services, principal.project_id, artifact_id
+    )
+    return ArtifactOut.of(artifact)
 
 
 @router.get(
@@ -82,12 +85,14 @@ async def upload_artifact(
 
 
 @router.get("/artifacts", response_model=ArtifactList, summary="The project's artifacts")
-def list_artifacts(
+async def list_artifacts(
     services: ServicesDep,
     principal: CurrentPrincipal,
     limit: LimitQuery = DEFAULT_LIMIT,
 ) -> ArtifactList:
-    artifacts = service.list_artifacts(services, principal.project_id, limit)
+    artifacts = await run_in_threadpool(
+        service.list_artifacts, services, principal.project_id, limit
+    )
     return ArtifactList(artifacts=[ArtifactOut.of(a) for a in artifacts])
 
 

@@ -55,12 +55,12 @@ def resolve_token(store: Store, plaintext: str) -> Principal:
     return Principal(project_id=project.id, token_id=token.id)
 
 
-def require_principal(
+async def require_principal(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Principal:
-    """Dependency: the authenticated caller (runs in the threadpool: it reads the database)."""
-    return resolve_bearer(get_services(request), credentials)
+    """Dependency: the authenticated caller (its token is read in the threadpool)."""
+    return await run_in_threadpool(resolve_bearer, get_services(request), credentials)
 
 
 CurrentPrincipal = Annotated[Principal, Depends(require_principal)]

@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Request, status
 from fastapi.responses import StreamingResponse
+from starlette.concurrency import run_in_threadpool
 
 from pteforge.server.auth.dependencies import CurrentPrincipal
 from pteforge.server.common.services import ServicesDep
@@ -33,7 +34,7 @@ def submit_compile_job(
 
 
 @router.get("/jobs", response_model=JobList, summary="The project's jobs")
-def list_jobs(
+async def list_jobs(
     services: ServicesDep,
     principal: CurrentPrincipal,
     job_status: Annotated[
@@ -41,13 +42,17 @@ def list_jobs(
     ] = None,
     limit: LimitQuery = DEFAULT_LIMIT,
 ) -> JobList:
-    jobs = service.list_jobs(services, principal.project_id, job_status, limit)
+    jobs = await run_in_threadpool(
+        service.list_jobs, services, principal.project_id, job_status, limit
+    )
     return JobList(jobs=[JobOut.of(j) for j in jobs])
 
 
 @router.get("/jobs/{job_id}", response_model=JobOut, summary="A job's status and stage")
-def get_job(job_id: str, services: ServicesDep, principal: CurrentPrincipal) -> JobOut:
-    return JobOut.of(service.get_job(services, principal.project_id, job_id))
+async def get_job(job_id: str, services: ServicesDep, principal: CurrentPrincipal) -> JobOut:
+    return JobOut.of(
+        await run_in_threadpool(service.get_job, services, principal.project_id, job_id)
+    )
 
 
 @router.post("/jobs/{job_id}/cancel", response_model=JobOut, summary="Cancel a job")

@@ -57,17 +57,22 @@ async def upload_program(
 
 
 @router.get("/programs/{program_id}", response_model=ProgramOut, summary="An uploaded program")
-def get_program(program_id: str, services: ServicesDep, principal: CurrentPrincipal) -> ProgramOut:
-    return ProgramOut.of(service.get_program(services, principal.project_id, program_id))
+async def get_program(
+    program_id: str, services: ServicesDep, principal: CurrentPrincipal
+) -> ProgramOut:
+    program = await run_in_threadpool(
+        service.get_program, services, principal.project_id, program_id
+    )
+    return ProgramOut.of(program)
 
 
 @router.get("/programs", response_model=ProgramList, summary="The project's programs")
-def list_programs(
+async def list_programs(
     services: ServicesDep,
     principal: CurrentPrincipal,
     limit: LimitQuery = DEFAULT_LIMIT,
 ) -> ProgramList:
-    programs = service.list_programs(services, principal.project_id, limit)
+    programs = await run_in_threadpool(service.list_programs, services, principal.project_id, limit)
     return ProgramList(programs=[ProgramOut.of(p) for p in programs])
 
 

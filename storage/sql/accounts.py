@@ -7,7 +7,7 @@ import secrets
 from collections.abc import Callable
 from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from pteforge.storage import domain
@@ -19,6 +19,22 @@ from pteforge.storage.sql.errors import insert_row
 from pteforge.storage.store import ProjectRepository, TokenRepository
 
 TOKEN_PREFIX = "ptf_"
+
+_tokens, _projects = TokenRow.__table__, ProjectRow.__table__
+# Every authenticated /v1 request runs this: built once, as a Core statement of columns (no
+# ORM entities to build and track), it costs a fraction of the ORM query it replaces.
+_LIVE_TOKEN = (
+    select(
+        _tokens.c.id,
+        _tokens.c.project_id,
+        _tokens.c.name,
+        _tokens.c.created_at,
+        _projects.c.name.label("project_name"),
+        _projects.c.created_at.label("project_created_at"),
+    )
+    .join_from(_tokens, _projects, _projects.c.id == _tokens.c.project_id)
+    .where(_tokens.c.token_sha256 == bindparam("sha256"), _tokens.c.revoked_at.is_(None))
+)
 
 
 def hash_token(plaintext: str) -> str:
@@ -81,14 +97,11 @@ class SqlTokens(TokenRepository):
         return domain.IssuedToken(token=convert.token(row), plaintext=plaintext)
 
     def resolve(self, plaintext: str) -> tuple[domain.ApiToken, domain.Project] | None:
-        found = self._session.execute(
-            select(TokenRow, ProjectRow)
-            .join(ProjectRow, ProjectRow.id == TokenRow.project_id)
-            .where(TokenRow.token_sha256 == hash_token(plaintext), TokenRow.revoked_at.is_(None))
-        ).first()
+        found = self._session.execute(_LIVE_TOKEN, {"sha256": hash_token(plaintext)}).first()
         if found is None:
             return None
-        return convert.token(found[0]), convert.project(found[1])
+        token = domain.ApiToken(found.id, found.project_id, found.name, found.created_at, None)
+        return token, domain.Project(found.project_id, found.project_name, found.project_created_at)
 
     def list(self, project_id: str) -> list[domain.ApiToken]:
         rows = self._session.scalars(

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any, TypeVar
 
+from sqlalchemy import Row
+
 from pteforge.storage.domain import (
     ApiToken,
     Artifact,
@@ -59,7 +61,8 @@ def artifact(row: ArtifactRow) -> Artifact:
     )
 
 
-def job(row: JobRow) -> Job:
+def job(row: JobRow | Row[Any]) -> Job:
+    """From an ORM row, or a Core row of the jobs table's columns (the API's reads)."""
     return _domain(Job, row, status=JobStatus(row.status), payload=dict(row.payload))
 
 
