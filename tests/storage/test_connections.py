@@ -3,33 +3,20 @@ that died while idle (a server restart) is replaced before use without failing t
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from sqlalchemy import create_engine, event, text
 
-from pteforge.storage import SqlStore, open_store
+from pteforge.storage import SqlStore
 from pteforge.storage import engine as engine_settings
 from pteforge.storage.errors import StorageError
-from tests.postgres import fresh_database
 
-pytestmark = pytest.mark.postgres
-
-
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    with fresh_database("pool") as url:
-        yield url
-
-
-@pytest.fixture
-def pg_store(pg_url: str) -> Iterator[SqlStore]:
-    opened = open_store(pg_url)
-    try:
-        yield opened
-    finally:
-        opened.close()
+# conftest's store and database_url fixtures, PostgreSQL only
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.parametrize("database_url", ["postgres"], indirect=True),
+]
 
 
 def _kill_other_backends(url: str) -> int:
@@ -55,41 +42,41 @@ def _read(store: SqlStore, name: str) -> str | None:
     return None if project is None else project.id
 
 
-def test_concurrent_requests_reuse_pooled_connections(pg_store: SqlStore) -> None:
+def test_concurrent_requests_reuse_pooled_connections(store: SqlStore) -> None:
     opened = []
-    event.listen(pg_store.engine, "connect", lambda *_: opened.append(1))
-    with pg_store.transaction() as tx:
+    event.listen(store.engine, "connect", lambda *_: opened.append(1))
+    with store.transaction() as tx:
         tx.projects.create("p")
     with ThreadPoolExecutor(16) as threads:  # as many as a server's concurrent requests
         for _ in range(25):
-            assert all(list(threads.map(lambda _: _read(pg_store, "p"), range(16))))
+            assert all(list(threads.map(lambda _: _read(store, "p"), range(16))))
     # 400 transactions, at most 16 at once: no connection was opened and closed per request
     assert 1 <= len(opened) <= 16
 
 
 def test_a_connection_dead_while_idle_is_replaced_before_use(
-    pg_store: SqlStore, pg_url: str, monkeypatch: pytest.MonkeyPatch
+    store: SqlStore, database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with pg_store.transaction() as tx:
+    with store.transaction() as tx:
         project = tx.projects.create("p")
     monkeypatch.setattr(engine_settings, "PING_AFTER_IDLE_S", 0.0)  # every connection is idle
-    assert _kill_other_backends(pg_url) >= 1
-    assert _read(pg_store, "p") == project.id  # pinged, found dead, replaced
-    assert _kill_other_backends(pg_url) >= 1
-    with pg_store.transaction() as tx:  # writers too
+    assert _kill_other_backends(database_url) >= 1
+    assert _read(store, "p") == project.id  # pinged, found dead, replaced
+    assert _kill_other_backends(database_url) >= 1
+    with store.transaction() as tx:  # writers too
         tx.projects.create("q")
-    assert _read(pg_store, "q") is not None
+    assert _read(store, "q") is not None
 
 
 def test_a_connection_used_a_moment_ago_is_not_pinged(
-    pg_store: SqlStore, pg_url: str, monkeypatch: pytest.MonkeyPatch
+    store: SqlStore, database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The price of pinging only idle connections: a restart within ``PING_AFTER_IDLE_S`` of
     the last use fails one transaction, which also clears the pool for the next one."""
-    with pg_store.transaction() as tx:
+    with store.transaction() as tx:
         project = tx.projects.create("p")
     monkeypatch.setattr(engine_settings, "PING_AFTER_IDLE_S", 3600.0)
-    assert _kill_other_backends(pg_url) >= 1
+    assert _kill_other_backends(database_url) >= 1
     with pytest.raises(StorageError, match="database error"):
-        _read(pg_store, "p")
-    assert _read(pg_store, "p") == project.id
+        _read(store, "p")
+    assert _read(store, "p") == project.id
