@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-LAYERS = ["server", "manager", "backends", "runtime", "storage", "client"]
+LAYERS = ["server", "manager", "backends", "runtime", "storage", "client", "contracts", "children"]
 
 
 @pytest.mark.parametrize("layer", LAYERS)
