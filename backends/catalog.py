@@ -35,7 +35,7 @@ from pteforge.backends.entry import (
 )
 from pteforge.backends.errors import BackendCatalogError, UnknownBackendError
 from pteforge.backends.kinds import EntryKind
-from pteforge.contracts.plan import DEFAULT_VERIFY_MIN_SQNR_DB, DEFAULT_VERIFY_RTOL
+from pteforge.contracts.plan import DEFAULT_VERIFY_MIN_SQNR_DB, DEFAULT_VERIFY_RTOL, VerifySpec
 
 __all__ = [
     "DEFAULT_VERIFY_MIN_SQNR_DB",
@@ -68,14 +68,7 @@ PLAN_OPTIONS: tuple[dict[str, Any], ...] = (
         "name": "verify",
         "kind": "plan_option",
         "backend_id": None,
-        "options_schema": {
-            "type": "object",
-            "additionalProperties": False,
-            "properties": {
-                "rtol": {"type": "number", "exclusiveMinimum": 0, "default": DEFAULT_VERIFY_RTOL},
-                "min_sqnr_db": {"type": "number", "default": DEFAULT_VERIFY_MIN_SQNR_DB},
-            },
-        },
+        "options_schema": VerifySpec.model_json_schema(),
         "can_execute": True,
         "description": (
             'Plan key "verify": tolerances of the numerics check that runs every compiled '

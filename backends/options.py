@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Mapping
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pteforge.backends.errors import InvalidOptionsError
+from pteforge.contracts.plan import CompileSpecValue, DelegateTarget
 
 
 class EntryOptions(BaseModel):
@@ -62,37 +61,11 @@ class CoreMLOptions(EntryOptions):
     )
 
 
-class CompileSpecOption(EntryOptions):
-    """One ``CompileSpec`` with its value as base64 (the wire form of the API)."""
+DelegateOptions = DelegateTarget
+"""Options of the whole-graph ``delegate`` entry: the plan's delegate target itself."""
 
-    key: str = Field(min_length=1)
-    value_b64: str = Field(
-        default="",
-        pattern=r"^[A-Za-z0-9+/]*={0,2}$",
-        description="The compile spec value bytes, base64-encoded (standard alphabet).",
-    )
-
-    @field_validator("value_b64")
-    @classmethod
-    def _is_base64(cls, value: str) -> str:
-        try:
-            base64.b64decode(value, validate=True)
-        except (binascii.Error, ValueError) as error:
-            raise ValueError(f"not valid base64: {error}") from None
-        return value
-
-    def value(self) -> bytes:
-        """The decoded compile spec value."""
-        return base64.b64decode(self.value_b64, validate=True)
-
-
-class DelegateOptions(EntryOptions):
-    """Options of the whole-graph ``delegate`` entry: a ``DelegationSpec``."""
-
-    backend_id: str = Field(
-        min_length=1, description="Class name of a registered BackendDetails, e.g. XnnpackBackend."
-    )
-    compile_specs: tuple[CompileSpecOption, ...] = ()
+CompileSpecOption = CompileSpecValue
+"""One compile spec of :data:`DelegateOptions`, its value as base64."""
 
 
 M = TypeVar("M", bound=BaseModel)

@@ -104,7 +104,10 @@ class CompileSpecValue(PlanPart):
     what: ClassVar[str] = "a compile spec"
     key: str = Field(min_length=1, description="The compile spec key.")
     value_b64: str = Field(
-        default="", description="The compile spec value bytes, base64-encoded (standard alphabet)."
+        default="",
+        description="The compile spec value bytes, base64-encoded (standard alphabet).",
+        # In the schema only: the validator below checks (and words) it, padding included.
+        json_schema_extra={"pattern": r"^[A-Za-z0-9+/]*={0,2}$"},
     )
 
     @field_validator("value_b64")
@@ -117,6 +120,10 @@ class CompileSpecValue(PlanPart):
                 "base64", "not valid base64: {error}", {"error": str(error)}
             ) from None
         return value
+
+    def value(self) -> bytes:
+        """The decoded compile spec value."""
+        return base64.b64decode(self.value_b64, validate=True)
 
 
 class DelegateTarget(PlanPart):
