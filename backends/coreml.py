@@ -23,15 +23,13 @@ class CoreMLEntry(PartitionerEntry[CoreMLOptions]):
     """Compiles supported operators to Core ML; runs only on Apple platforms."""
 
     options_model = CoreMLOptions
-
-    def __init__(self) -> None:
-        super().__init__(
-            "coreml",
-            COREML_BACKEND_ID,
-            "CoreMLPartitioner: compiles supported operators to a Core ML model; methods "
-            "lowered together become one multifunction model with shared weights. "
-            "Compile-only here: Core ML models execute only on Apple platforms.",
-        )
+    name = "coreml"
+    backend_id = COREML_BACKEND_ID
+    description = (
+        "CoreMLPartitioner: compiles supported operators to a Core ML model; methods "
+        "lowered together become one multifunction model with shared weights. "
+        "Compile-only here: Core ML models execute only on Apple platforms."
+    )
 
     def partitioner(self, options: Options = None) -> Partitioner:
         """A ``CoreMLPartitioner`` with compile specs built from :class:`CoreMLOptions`."""

@@ -21,14 +21,12 @@ class DelegateEntry(DelegateEntryBase[DelegateOptions]):
     """Hands each whole method to the ``BackendDetails`` named by ``backend_id``."""
 
     options_model = DelegateOptions
-
-    def __init__(self) -> None:
-        super().__init__(
-            "delegate",
-            None,
-            "Whole-graph DelegationSpec: every operator of the method goes to the "
-            "registered backend id given in the options, or lowering fails.",
-        )
+    name = "delegate"
+    backend_id = None
+    description = (
+        "Whole-graph DelegationSpec: every operator of the method goes to the "
+        "registered backend id given in the options, or lowering fails."
+    )
 
     def delegation_spec(self, options: Options) -> DelegationSpec:
         """A ``DelegationSpec``; an unregistered ``backend_id`` raises listing the known ones."""

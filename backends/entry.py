@@ -24,11 +24,12 @@ class BaseEntry(abc.ABC, Generic[OptionsT]):
 
     kind: ClassVar[EntryKind]
     options_model: type[OptionsT]
-
-    def __init__(self, name: str, backend_id: str | None, description: str) -> None:
-        self.name = name
-        self.backend_id = backend_id
-        self.description = description
+    name: str
+    """The catalog name (a plan names the entry by it)."""
+    backend_id: str | None
+    """The ``BackendDetails`` class name this entry lowers to; None for no single backend."""
+    description: str
+    """One paragraph for ``GET /v1/backends``."""
 
     def validate(self, options: Options) -> OptionsT:
         """Options checked against :attr:`options_model`; raises ``InvalidOptionsError``."""
@@ -58,11 +59,9 @@ class PortableEntry(BaseEntry[NoOptions]):
 
     kind = EntryKind.PORTABLE
     options_model = NoOptions
-
-    def __init__(self) -> None:
-        super().__init__(
-            "portable", None, "No delegation: operators run on ExecuTorch's portable kernels."
-        )
+    name = "portable"
+    backend_id = None
+    description = "No delegation: operators run on ExecuTorch's portable kernels."
 
 
 class PartitionerEntry(BaseEntry[OptionsT]):

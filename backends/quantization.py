@@ -30,12 +30,15 @@ class QuantizationError(BackendCatalogError):
 class XnnpackPt2eRecipe(QuantizerEntryBase):
     """prepare_pt2e -> calibrate -> convert_pt2e -> re-export, with upstream's XNNPACKQuantizer."""
 
+    backend_id = XNNPACK_BACKEND_ID
+
     def __init__(self, recipe: str) -> None:
         if recipe not in XNNPACK_PT2E_RECIPES:
             raise BackendCatalogError(
                 f"unknown XNNPACK pt2e recipe {recipe!r}; known: {', '.join(XNNPACK_PT2E_RECIPES)}"
             )
-        super().__init__(recipe, XNNPACK_BACKEND_ID, XNNPACK_PT2E_RECIPES[recipe])
+        self.name = recipe
+        self.description = XNNPACK_PT2E_RECIPES[recipe]
 
     def quantize(
         self, program: ExportedProgram, calibration: Sequence[tuple[torch.Tensor, ...]]

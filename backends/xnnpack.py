@@ -14,13 +14,9 @@ class XnnpackEntry(PartitionerEntry[XnnpackOptions]):
     """Delegates the operators XNNPACK supports (fp32 and int8 quantized patterns)."""
 
     options_model = XnnpackOptions
-
-    def __init__(self) -> None:
-        super().__init__(
-            "xnnpack",
-            XNNPACK_BACKEND_ID,
-            "XnnpackPartitioner: delegates supported fp32 and quantized operators to XNNPACK.",
-        )
+    name = "xnnpack"
+    backend_id = XNNPACK_BACKEND_ID
+    description = "XnnpackPartitioner: delegates supported fp32 and quantized operators to XNNPACK."
 
     def partitioner(self, options: Options = None) -> Partitioner:
         """An ``XnnpackPartitioner`` configured by :class:`XnnpackOptions`."""
