@@ -10,21 +10,17 @@ from pteforge.server.artifacts import service
 from pteforge.server.artifacts.download import pte_response
 from pteforge.server.artifacts.schemas import ArtifactList, ArtifactOut
 from pteforge.server.auth.dependencies import CurrentPrincipal
+from pteforge.server.common.owned_routes import OwnedRoutes
 from pteforge.server.common.services import ServicesDep
-from pteforge.server.http.listing import DEFAULT_LIMIT, LimitQuery
 from pteforge.server.http.uploads import owned, receive_multipart
 
 router = APIRouter(prefix="/v1", tags=["artifacts"])
 
 
-@router.get("/artifacts/{artifact_id}", response_model=ArtifactOut, summary="Artifact metadata")
-async def get_artifact(
-    artifact_id: str, services: ServicesDep, principal: CurrentPrincipal
-) -> ArtifactOut:
-    artifact = await run_in_threadpool(
-        service.get_artifact, services, principal.project_id, artifact_id
-    )
-    return ArtifactOut.of(artifact)
+_ROUTES = OwnedRoutes(
+    service.ARTIFACTS, "artifacts", "artifact_id", ArtifactOut.of, ArtifactOut, ArtifactList
+)
+_ROUTES.add_get(router, "Artifact metadata")
 
 
 @router.get(
@@ -84,23 +80,5 @@ async def upload_artifact(
     return ArtifactOut.of(artifact)
 
 
-@router.get("/artifacts", response_model=ArtifactList, summary="The project's artifacts")
-async def list_artifacts(
-    services: ServicesDep,
-    principal: CurrentPrincipal,
-    limit: LimitQuery = DEFAULT_LIMIT,
-) -> ArtifactList:
-    artifacts = await run_in_threadpool(
-        service.list_artifacts, services, principal.project_id, limit
-    )
-    return ArtifactList(artifacts=[ArtifactOut.of(a) for a in artifacts])
-
-
-@router.delete(
-    "/artifacts/{artifact_id}",
-    status_code=status.HTTP_204_NO_CONTENT,
-    response_class=Response,
-    summary="Delete an artifact",
-)
-def delete_artifact(artifact_id: str, services: ServicesDep, principal: CurrentPrincipal) -> None:
-    service.delete_artifact(services, principal.project_id, artifact_id)
+_ROUTES.add_list(router, "The project's artifacts")
+_ROUTES.add_delete(router, "Delete an artifact")

@@ -15,10 +15,9 @@ PTE_PART = "pte"
 UPLOADED_PLAN_HASH = "uploaded"
 
 
-_ARTIFACTS: OwnedRows[Artifact] = OwnedRows("artifact", lambda tx: tx.artifacts)
-get_artifact = _ARTIFACTS.get
-list_artifacts = _ARTIFACTS.list  # newest first
-delete_artifact = _ARTIFACTS.delete  # its content goes too unless another row references it
+# Deleting an artifact deletes its content too, unless another row references it.
+ARTIFACTS: OwnedRows[Artifact] = OwnedRows("artifact", lambda tx: tx.artifacts)
+get_artifact = ARTIFACTS.get
 
 
 def _pte_part(upload: MultipartUpload) -> Path:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response, status
+from fastapi import APIRouter, Request, status
 from starlette.concurrency import run_in_threadpool
 
 from pteforge.contracts import METHOD_NAME_RULE
 from pteforge.server.auth.dependencies import CurrentPrincipal
+from pteforge.server.common.owned_routes import OwnedRoutes
 from pteforge.server.common.services import ServicesDep
-from pteforge.server.http.listing import DEFAULT_LIMIT, LimitQuery
 from pteforge.server.http.uploads import owned, receive_multipart
 from pteforge.server.programs import service
 from pteforge.server.programs.schemas import ProgramList, ProgramOut
@@ -56,31 +56,9 @@ async def upload_program(
     return ProgramOut.of(program)
 
 
-@router.get("/programs/{program_id}", response_model=ProgramOut, summary="An uploaded program")
-async def get_program(
-    program_id: str, services: ServicesDep, principal: CurrentPrincipal
-) -> ProgramOut:
-    program = await run_in_threadpool(
-        service.get_program, services, principal.project_id, program_id
-    )
-    return ProgramOut.of(program)
-
-
-@router.get("/programs", response_model=ProgramList, summary="The project's programs")
-async def list_programs(
-    services: ServicesDep,
-    principal: CurrentPrincipal,
-    limit: LimitQuery = DEFAULT_LIMIT,
-) -> ProgramList:
-    programs = await run_in_threadpool(service.list_programs, services, principal.project_id, limit)
-    return ProgramList(programs=[ProgramOut.of(p) for p in programs])
-
-
-@router.delete(
-    "/programs/{program_id}",
-    status_code=status.HTTP_204_NO_CONTENT,
-    response_class=Response,
-    summary="Delete a program (its artifacts stay)",
+_ROUTES = OwnedRoutes(
+    service.PROGRAMS, "programs", "program_id", ProgramOut.of, ProgramOut, ProgramList
 )
-def delete_program(program_id: str, services: ServicesDep, principal: CurrentPrincipal) -> None:
-    service.delete_program(services, principal.project_id, program_id)
+_ROUTES.add_get(router, "An uploaded program")
+_ROUTES.add_list(router, "The project's programs")
+_ROUTES.add_delete(router, "Delete a program (its artifacts stay)")

@@ -100,7 +100,5 @@ def create_program(services: Services, project_id: str, upload: MultipartUpload)
         return tx.programs.create(project_id, name, blob, methods)
 
 
-_PROGRAMS: OwnedRows[Program] = OwnedRows("program", lambda tx: tx.programs)
-get_program = _PROGRAMS.get
-list_programs = _PROGRAMS.list  # newest first
-delete_program = _PROGRAMS.delete  # its artifacts stay (their program_id becomes null)
+# Deleting a program leaves its artifacts (their program_id becomes null).
+PROGRAMS: OwnedRows[Program] = OwnedRows("program", lambda tx: tx.programs)
