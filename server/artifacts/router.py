@@ -10,6 +10,7 @@ from pteforge.server.artifacts import service
 from pteforge.server.artifacts.download import pte_response
 from pteforge.server.artifacts.schemas import ArtifactList, ArtifactOut
 from pteforge.server.auth.dependencies import CurrentPrincipal
+from pteforge.server.common.multipart_doc import multipart_body
 from pteforge.server.common.owned_routes import OwnedRoutes
 from pteforge.server.common.services import ServicesDep
 from pteforge.server.http.uploads import owned, receive_multipart
@@ -53,20 +54,13 @@ def head_pte(
     status_code=status.HTTP_201_CREATED,
     response_model=ArtifactOut,
     summary="Upload a .pte built elsewhere (verified before it is stored)",
-    openapi_extra={
-        "requestBody": {
-            "required": True,
-            "content": {
-                "multipart/form-data": {
-                    "schema": {
-                        "type": "object",
-                        "properties": {"pte": {"type": "string", "format": "binary"}},
-                        "required": ["pte"],
-                    }
-                }
-            },
+    openapi_extra=multipart_body(
+        {
+            "type": "object",
+            "properties": {"pte": {"type": "string", "format": "binary"}},
+            "required": ["pte"],
         }
-    },
+    ),
 )
 async def upload_artifact(
     request: Request, services: ServicesDep, principal: CurrentPrincipal

@@ -7,6 +7,7 @@ from starlette.concurrency import run_in_threadpool
 
 from pteforge.contracts import METHOD_NAME_RULE
 from pteforge.server.auth.dependencies import CurrentPrincipal
+from pteforge.server.common.multipart_doc import multipart_body
 from pteforge.server.common.owned_routes import OwnedRoutes
 from pteforge.server.common.services import ServicesDep
 from pteforge.server.http.uploads import owned, receive_multipart
@@ -15,23 +16,15 @@ from pteforge.server.programs.schemas import ProgramList, ProgramOut
 
 router = APIRouter(prefix="/v1", tags=["programs"])
 
-_UPLOAD_DOC = {
-    "requestBody": {
-        "required": True,
-        "content": {
-            "multipart/form-data": {
-                "schema": {
-                    "type": "object",
-                    "description": "One file part per method (field name = method name, a "
-                    "torch.export.save archive) or one 'program' part (a pt2 archive with "
-                    f"several programs); optional text field 'name'. Method names: "
-                    f"{METHOD_NAME_RULE}.",
-                    "additionalProperties": {"type": "string", "format": "binary"},
-                }
-            }
-        },
+_UPLOAD_DOC = multipart_body(
+    {
+        "type": "object",
+        "description": "One file part per method (field name = method name, a "
+        "torch.export.save archive) or one 'program' part (a pt2 archive with "
+        f"several programs); optional text field 'name'. Method names: {METHOD_NAME_RULE}.",
+        "additionalProperties": {"type": "string", "format": "binary"},
     }
-}
+)
 
 
 @router.post(
