@@ -12,6 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from pteforge.contracts.specs import MethodSignature, methods_from_json
+from pteforge.contracts.specs import TensorSpec as TensorSpec  # re-exported by the client
+
 TERMINAL_STATUSES = frozenset({"succeeded", "failed", "canceled"})
 
 
@@ -19,38 +22,13 @@ def _time(value: Any) -> datetime | None:
     return datetime.fromisoformat(value) if isinstance(value, str) else None
 
 
-@dataclass(frozen=True)
-class TensorSpec:
-    """One input or output of a method: name, dtype and shape (``-1`` for dynamic dims)."""
-
-    name: str
-    dtype: str
-    shape: tuple[int, ...]
-
-    @classmethod
-    def from_json(cls, obj: Mapping[str, Any]) -> TensorSpec:
-        return cls(str(obj["name"]), str(obj.get("dtype", "")), tuple(obj.get("shape", ())))
-
-
-@dataclass(frozen=True)
-class MethodSpec:
-    """A method of a program or artifact and its tensors."""
-
-    name: str
-    inputs: tuple[TensorSpec, ...]
-    outputs: tuple[TensorSpec, ...]
-
-    @classmethod
-    def from_json(cls, obj: Mapping[str, Any]) -> MethodSpec:
-        return cls(
-            str(obj["name"]),
-            tuple(TensorSpec.from_json(t) for t in obj.get("inputs", ())),
-            tuple(TensorSpec.from_json(t) for t in obj.get("outputs", ())),
-        )
+MethodSpec = MethodSignature
+"""A method of a program or artifact and its tensors: the signature type every layer shares
+(``name``, ``inputs`` and ``outputs``, each a :class:`TensorSpec` of name, dtype and shape)."""
 
 
 def _methods(obj: Mapping[str, Any]) -> tuple[MethodSpec, ...]:
-    return tuple(MethodSpec.from_json(m) for m in obj.get("methods", ()))
+    return methods_from_json(obj.get("methods", ()))
 
 
 @dataclass(frozen=True)
