@@ -5,7 +5,7 @@ Each keeps the JSON it came from in ``raw`` (fields a newer server adds stay rea
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -27,33 +27,40 @@ MethodSpec = MethodSignature
 (``name``, ``inputs`` and ``outputs``, each a :class:`TensorSpec` of name, dtype and shape)."""
 
 
-def _methods(obj: Mapping[str, Any]) -> tuple[MethodSpec, ...]:
-    return methods_from_json(obj.get("methods", ()))
-
-
 @dataclass(frozen=True)
-class Program:
-    """An uploaded program (``POST /v1/programs``)."""
+class _Stored:
+    """What a program and an artifact have alike: stored content (its digest and size)
+    holding methods; ``raw`` is the JSON it came from."""
 
     id: str
-    name: str
     sha256: str
     size_bytes: int
     methods: tuple[MethodSpec, ...]
     created_at: datetime | None
     raw: dict[str, Any] = field(repr=False, compare=False)
 
+
+def _stored_fields(obj: dict[str, Any]) -> dict[str, Any]:
+    """The :class:`_Stored` fields of a program's or artifact's JSON."""
+    return {
+        "id": str(obj["id"]),
+        "sha256": str(obj["sha256"]),
+        "size_bytes": int(obj.get("size_bytes", 0)),
+        "methods": methods_from_json(obj.get("methods", ())),
+        "created_at": _time(obj.get("created_at")),
+        "raw": obj,
+    }
+
+
+@dataclass(frozen=True)
+class Program(_Stored):
+    """An uploaded program (``POST /v1/programs``)."""
+
+    name: str
+
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> Program:
-        return cls(
-            id=str(obj["id"]),
-            name=str(obj.get("name", "")),
-            sha256=str(obj.get("sha256", "")),
-            size_bytes=int(obj.get("size_bytes", 0)),
-            methods=_methods(obj),
-            created_at=_time(obj.get("created_at")),
-            raw=obj,
-        )
+        return cls(name=str(obj.get("name", "")), **_stored_fields(obj))
 
 
 @dataclass(frozen=True)
@@ -106,34 +113,23 @@ class Job:
 
 
 @dataclass(frozen=True)
-class Artifact:
+class Artifact(_Stored):
     """A compiled ``.pte``: its digest, plan, methods, the lowering report and the numerics
     check against the exported program (None where the server ran none)."""
 
-    id: str
-    sha256: str
-    size_bytes: int
     program_id: str | None
     plan: dict[str, Any]
-    methods: tuple[MethodSpec, ...]
     report: dict[str, Any]
     numerics: dict[str, Any] | None
-    created_at: datetime | None
-    raw: dict[str, Any] = field(repr=False, compare=False)
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> Artifact:
         return cls(
-            id=str(obj["id"]),
-            sha256=str(obj["sha256"]),
-            size_bytes=int(obj.get("size_bytes", 0)),
             program_id=obj.get("program_id"),
             plan=dict(obj.get("plan") or {}),
-            methods=_methods(obj),
             report=dict(obj.get("report") or {}),
             numerics=obj.get("numerics"),
-            created_at=_time(obj.get("created_at")),
-            raw=obj,
+            **_stored_fields(obj),
         )
 
     def method(self, name: str) -> MethodSpec | None:
