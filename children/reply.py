@@ -9,8 +9,6 @@ result or anything that is not this shape reads as no reply at all.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
@@ -35,7 +33,7 @@ class ChildReply(BaseModel):
         return self
 
     @classmethod
-    def done(cls, result: Mapping[str, Any]) -> ChildReply:
+    def done(cls, result: JsonObject) -> ChildReply:
         """The reply of a job that succeeded; ``result`` as JSON carries it (tuples become
         lists)."""
         return cls(ok=True, result=plain_json(result))

@@ -82,8 +82,9 @@ _SPEC_CONFIG = ConfigDict(extra="ignore")
 _T = TypeVar("_T")
 
 
-class _JsonForm:
-    """``to_json`` and ``from_json`` for a spec class, through its pydantic ``TypeAdapter``."""
+class JsonForm:
+    """``to_json`` and ``from_json`` for a spec class (a pydantic dataclass), through its
+    ``TypeAdapter``: the base of every typed JSON form, pipes between processes included."""
 
     def to_json(self) -> JsonObject:
         """This spec's JSON form (``/v1``, storage, pipes); fields that are None left out."""
@@ -107,7 +108,7 @@ def _adapter(cls: type[_T]) -> TypeAdapter[_T]:
 
 
 @dataclass(frozen=True, config=_SPEC_CONFIG)
-class TensorSpec(_JsonForm):
+class TensorSpec(JsonForm):
     """One input or output of a method: its name, dtype name and shape.
 
     ``shape`` has ``-1`` (:data:`DYNAMIC_DIM`) for dynamic dimensions. ``max_shape`` is the
@@ -149,7 +150,7 @@ class TensorNames:
 
 
 @dataclass(frozen=True, config=_SPEC_CONFIG)
-class MethodSignature(_JsonForm):
+class MethodSignature(JsonForm):
     """The inputs and outputs of one method, in positional order; its JSON form is
     ``{"name", "inputs": [...], "outputs": [...]}`` with :meth:`TensorSpec.to_json`'s."""
 

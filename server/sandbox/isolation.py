@@ -8,18 +8,20 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from pteforge.children.death import TIMED_OUT, ChildDeath, DeathReason, death_from_exit
 from pteforge.children.limits import child_env
 from pteforge.children.reply import ChildReply
 from pteforge.contracts.json_types import JsonObject
+from pteforge.contracts.specs import JsonForm
 
 from .errors import IsolatedLoadError
 from .limits import ProcessLimits
 
 _LAUNCHER = Path(__file__).with_name("launch.py")
 _STDERR_TAIL = 2000
+_R = TypeVar("_R", bound=JsonForm)
 
 
 def run_isolated(
@@ -105,6 +107,16 @@ def interpret_reply(returncode: int, reply: ChildReply | None, stderr: bytes) ->
     if not reply.ok or reply.result is None:
         raise IsolatedLoadError(reply.reason or "worker_failed", reply.message)
     return reply.result
+
+
+def read_result(result_type: type[_R], result: JsonObject) -> _R:
+    """A child's ``result`` validated as the ``result_type`` its job builds; a result of any
+    other shape is a failed loader (``worker_failed``), like a garbled reply."""
+    try:
+        return result_type.from_json(result)
+    except ValueError as e:  # pydantic.ValidationError
+        message = f"the loader answered an unexpected result: {e}"
+        raise IsolatedLoadError("worker_failed", message[:_STDERR_TAIL]) from None
 
 
 def timeout_error(limits: ProcessLimits) -> IsolatedLoadError:

@@ -17,9 +17,14 @@ from __future__ import annotations
 
 import functools
 import json
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import ConfigDict, Strict
+from pydantic.dataclasses import dataclass
+
+from pteforge.contracts.json_types import JsonObject, JsonValue
+from pteforge.contracts.specs import JsonForm
 
 REGISTRY_FILE = Path(__file__).with_name("operators_torch.json")
 OPS_PREFIX = "torch.ops."
@@ -143,21 +148,19 @@ SYMBOLIC_FUNCTIONS = frozenset(
 )
 
 
-@dataclass(frozen=True)
-class Registry:
-    """The operator overloads and higher-order operators one torch build registers."""
+@dataclass(frozen=True, config=ConfigDict(extra="forbid"))
+class Registry(JsonForm):
+    """The operator overloads and higher-order operators one torch build registers; its
+    JSON form (``operators_torch.json``) is ``{"torch_version", "operators": [...]}``, parsed
+    by :meth:`~JsonForm.from_json`."""
 
-    torch_version: str
-    operators: frozenset[str]
+    torch_version: Annotated[str, Strict()]
+    operators: frozenset[Annotated[str, Strict()]]
 
-    @classmethod
-    def from_json(cls, doc: dict[str, Any]) -> Registry:
-        """Parse the document ``operators_torch.py`` writes."""
-        return cls(str(doc["torch_version"]), frozenset(doc["operators"]))
-
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         """One operator per line when indented: a torch upgrade shows as a readable diff."""
-        return {"torch_version": self.torch_version, "operators": sorted(self.operators)}
+        operators: list[JsonValue] = [*sorted(self.operators)]
+        return {"torch_version": self.torch_version, "operators": operators}
 
 
 @functools.cache

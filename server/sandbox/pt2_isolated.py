@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .isolation import Isolation, SubprocessIsolation
+from .isolation import Isolation, SubprocessIsolation, read_result
 from .limits import ArchiveLimits, ProcessLimits
 from .pt2_validator import validate_pt2_archive
 from .specs import ProgramDescription
@@ -18,7 +18,7 @@ def load_programs_isolated(
     archive_limits: ArchiveLimits | None = None,
     isolation: Isolation | None = None,
 ) -> ProgramDescription:
-    """Validate ``path`` here, then really load it in a child; only JSON comes back.
+    """Validate ``path`` here, then really load it in a child; only its description comes back.
 
     A rejection, crash, memory or time overrun of the child raises ``UploadRejectedError``
     (``IsolatedLoadError`` for the worker-side failures) and never affects this process.
@@ -27,4 +27,4 @@ def load_programs_isolated(
     validate_pt2_archive(path, archive_limits)
     isolation = isolation or SubprocessIsolation()
     reply = isolation.run(_WORKER, [str(Path(path).resolve())], limits or ProcessLimits())
-    return ProgramDescription.from_json(reply)
+    return read_result(ProgramDescription, reply)

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from .pt2_loader import describe_programs, load_validated_programs
+from .specs import ProgramDescription
 from .worker_io import WorkerJob, worker_main
 
 
-def _job(argv: list[str]) -> dict[str, Any]:
-    return describe_programs(load_validated_programs(argv[0])).to_json()
+def _job(argv: list[str]) -> ProgramDescription:
+    return describe_programs(load_validated_programs(argv[0]))
 
 
 JOB = WorkerJob(_job, failure_reason="invalid_program")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from .digests import sha256_file
 from .errors import InvalidPteError, UploadRejectedError
-from .isolation import Isolation, SubprocessIsolation
+from .isolation import Isolation, SubprocessIsolation, read_result
 from .limits import ProcessLimits
 from .specs import ProgramDescription, PteDescription
 
@@ -39,7 +39,7 @@ def validate_pte_isolated(
     try:
         isolation = isolation or SubprocessIsolation()
         reply = isolation.run(_WORKER, [str(path.resolve()), digest], limits or ProcessLimits())
+        methods = read_result(ProgramDescription, reply).methods
     except UploadRejectedError as e:
         raise InvalidPteError("invalid_pte", f"{e.reason}: {e.message}") from e
-    methods = ProgramDescription.from_json(reply).methods
     return PteDescription(digest, path.stat().st_size, methods)

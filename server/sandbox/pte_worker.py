@@ -7,7 +7,7 @@ from typing import Any
 from pteforge.contracts.specs import et_dtype_name
 
 from .digests import read_verified
-from .specs import MethodSpec, TensorSpec
+from .specs import MethodSpec, ProgramDescription, TensorSpec
 from .worker_io import WorkerJob, worker_main
 
 
@@ -23,7 +23,7 @@ def _tensor_specs(meta: Any, count: int, getter: str, prefix: str) -> tuple[Tens
     return tuple(specs)
 
 
-def _job(argv: list[str]) -> dict[str, Any]:
+def _job(argv: list[str]) -> ProgramDescription:
     from executorch.runtime import Runtime, Verification
 
     data = read_verified(argv[0], argv[1])
@@ -36,9 +36,9 @@ def _job(argv: list[str]) -> dict[str, Any]:
                 name,
                 _tensor_specs(meta, meta.num_inputs(), "input_tensor_meta", "input"),
                 _tensor_specs(meta, meta.num_outputs(), "output_tensor_meta", "output"),
-            ).to_json()
+            )
         )
-    return {"methods": methods}
+    return ProgramDescription(tuple(methods))
 
 
 JOB = WorkerJob(_job, failure_reason="invalid_pte")

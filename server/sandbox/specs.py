@@ -1,15 +1,26 @@
-"""Plain descriptions of programs and artifacts; JSON is the only form that crosses processes."""
+"""Typed descriptions of programs and artifacts; their JSON form is all that crosses processes.
+
+A worker builds a :class:`ProgramDescription` and sends :meth:`~JsonForm.to_json`'s form;
+the parent validates it back with :meth:`~JsonForm.from_json` (an unexpected key, a missing
+method field or a wrong type raises ``pydantic.ValidationError``).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+
+from pydantic import ConfigDict
+from pydantic.dataclasses import dataclass as json_dataclass
+
+from pteforge.contracts.specs import JsonForm
 
 # The shared spec contracts (the store keeps what a loader reports, as is); MethodSpec is the
 # sandbox's and the store's name for a method signature.
 from pteforge.contracts.specs import MethodSignature as MethodSpec
 from pteforge.contracts.specs import TensorSpec as TensorSpec  # re-exported for the workers
-from pteforge.contracts.specs import methods_to_json
+from pteforge.contracts.specs import methods_to_json as methods_to_json  # re-exported
+
+_PIPE_CONFIG = ConfigDict(extra="forbid")
 
 
 @dataclass(frozen=True)
@@ -26,9 +37,10 @@ class ArchiveManifest:
         return tuple(m.name for m in self.methods)
 
 
-@dataclass(frozen=True)
-class ProgramDescription:
-    """What a disposable worker reported after really loading a pt2 archive."""
+@json_dataclass(frozen=True, config=_PIPE_CONFIG)
+class ProgramDescription(JsonForm):
+    """What a disposable worker reported after really loading a pt2 archive or a ``.pte``:
+    the reply of both loader workers; its JSON form is ``{"methods": [...]}``."""
 
     methods: tuple[MethodSpec, ...]
 
@@ -36,16 +48,9 @@ class ProgramDescription:
     def method_names(self) -> tuple[str, ...]:
         return tuple(m.name for m in self.methods)
 
-    def to_json(self) -> dict[str, Any]:
-        return {"methods": methods_to_json(self.methods)}
 
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ProgramDescription:
-        return cls(tuple(MethodSpec.from_json(m) for m in data["methods"]))
-
-
-@dataclass(frozen=True)
-class PteDescription:
+@json_dataclass(frozen=True, config=_PIPE_CONFIG)
+class PteDescription(JsonForm):
     """A verified ``.pte``: its digest, size and per-method tensor metadata."""
 
     sha256: str

@@ -1,6 +1,9 @@
 """The child side of the isolation boundary: run one job and answer with a single JSON object.
 
-A worker module defines ``JOB = WorkerJob(run, failure_reason)``. Started as a script
+A worker module defines ``JOB = WorkerJob(run, failure_reason)``; ``run`` returns a typed
+result (a :class:`~pteforge.contracts.specs.JsonForm`, e.g. a
+:class:`~pteforge.server.sandbox.specs.ProgramDescription`) that the parent validates back
+with :func:`~pteforge.server.sandbox.isolation.read_result`. Started as a script
 (:mod:`isolation`) it calls :func:`worker_main`; forked from the server's fork server
 (:mod:`forked`) the child calls :func:`reply_for` directly. The answer is a
 :class:`~pteforge.children.reply.ChildReply`.
@@ -12,10 +15,10 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from pteforge.children.death import DeathReason, death_from_exception
 from pteforge.children.reply import ChildReply
+from pteforge.contracts.specs import JsonForm
 
 from .errors import UploadRejectedError
 
@@ -26,14 +29,14 @@ _OUT_OF_MEMORY = ChildReply.refused("worker_out_of_memory", "the loader ran out 
 class WorkerJob:
     """What a worker module does with its arguments, and the rejection reason of its failures."""
 
-    run: Callable[[list[str]], dict[str, Any]]
+    run: Callable[[list[str]], JsonForm]
     failure_reason: str
 
 
 def reply_for(job: WorkerJob, argv: list[str]) -> ChildReply:
     """Run ``job`` and turn its result or failure into the reply."""
     try:
-        return ChildReply.done(job.run(argv))
+        return ChildReply.done(job.run(argv).to_json())
     except UploadRejectedError as e:
         return ChildReply.refused(e.reason, e.message)
     except ImportError as e:  # the loader itself could not start: not the upload's fault

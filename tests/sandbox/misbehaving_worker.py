@@ -6,16 +6,28 @@ import os
 import signal
 import sys
 import time
-from typing import Any
 
+from pydantic import ConfigDict
+from pydantic.dataclasses import dataclass
+
+from pteforge.contracts.specs import JsonForm
 from pteforge.server.sandbox.worker_io import WorkerJob, worker_main
 
 
-def _job(argv: list[str]) -> dict[str, Any]:
+@dataclass(frozen=True, config=ConfigDict(extra="forbid"))
+class Answer(JsonForm):
+    """What the well-behaved modes answer (fields that are None are left out)."""
+
+    blocks: int | None = None
+    env: dict[str, str] | None = None
+    fine: bool | None = None
+
+
+def _job(argv: list[str]) -> Answer:
     mode = argv[0]
     if mode == "hog":
         blocks = [bytearray(64 * 1024 * 1024) for _ in range(1024)]  # 64 GiB if unbounded
-        return {"blocks": len(blocks)}
+        return Answer(blocks=len(blocks))
     if mode == "segfault":
         os.kill(os.getpid(), signal.SIGSEGV)
     if mode == "hang":
@@ -27,10 +39,10 @@ def _job(argv: list[str]) -> dict[str, Any]:
         sys.stdout.flush()
         os._exit(7)
     if mode == "env":
-        return {"env": dict(os.environ)}
+        return Answer(env=dict(os.environ))
     if mode == "chatty":
         print("library noise on stdout")
-        return {"fine": True}
+        return Answer(fine=True)
     raise ValueError(f"unknown mode {mode}")
 
 
