@@ -11,12 +11,14 @@ from pteforge.server.sandbox import (
     IsolatedLoadError,
     Isolation,
     ProcessLimits,
+    ProgramDescription,
     SubprocessIsolation,
     load_programs_isolated,
 )
-from pteforge.server.sandbox.isolation import run_isolated
+from pteforge.server.sandbox.isolation import read_result, run_isolated
 
 from .conftest import ValidArchives
+from .misbehaving_worker import Answer
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MIB = 1024 * 1024
@@ -45,6 +47,19 @@ def _run(isolation: Isolation) -> _Runner:
 
 def test_well_behaved_worker_reply_survives_stdout_noise(_run: _Runner) -> None:
     assert _run("chatty", ProcessLimits()) == {"fine": True}
+
+
+def test_the_parent_validates_the_typed_result(_run: _Runner) -> None:
+    """The child dumps a typed result; the parent reads it back as that type, and a result
+    of another shape (here an ``Answer`` read as a ``ProgramDescription``) is a failed
+    loader, never a half-read dict."""
+    answer = _run("chatty", ProcessLimits())
+    assert read_result(Answer, answer) == Answer(fine=True)
+    with pytest.raises(IsolatedLoadError) as info:
+        read_result(ProgramDescription, answer)
+    assert info.value.reason == "worker_failed"
+    assert "unexpected result" in info.value.message
+    assert "fine" in info.value.message
 
 
 # worker mode -> (its limits, the reasons it may be reported with, a fragment of the message)
