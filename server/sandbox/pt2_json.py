@@ -1,4 +1,8 @@
-"""Allowlist checks of the JSON documents inside a pt2 archive, and spec extraction."""
+"""Allowlist checks of the JSON documents inside a pt2 archive, and spec extraction.
+
+The ``dict[str, Any]`` here are parses of an untrusted upload, walked key by key in this
+process; none of them crosses a process boundary (what leaves is a typed ``MethodSpec``).
+"""
 
 from __future__ import annotations
 
