@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated
 
 from pydantic import BaseModel, Field
 
+from pteforge.contracts.artifact_report import AS_WRITTEN, CompileReport, Numerics
+from pteforge.contracts.json_types import JsonValue
+from pteforge.contracts.plan import PlanSpec
+from pteforge.server.programs.schemas import Methods
 from pteforge.server.startup.toolchain import Toolchain, toolchain
 from pteforge.storage.domain import Artifact
 
@@ -21,10 +25,13 @@ class ArtifactOut(BaseModel):
     sha256: str
     size_bytes: int
     program_id: str | None
-    plan: dict[str, Any]
-    methods: list[dict[str, Any]]
-    report: dict[str, Any]
-    numerics: dict[str, Any] | None = Field(
+    plan: Annotated[PlanSpec, AS_WRITTEN] = Field(
+        description="The plan as submitted, without parts that mean the same as leaving them "
+        "out; {} for uploaded .pte files."
+    )
+    methods: Methods
+    report: Annotated[CompileReport, AS_WRITTEN]
+    numerics: Annotated[Numerics | None, AS_WRITTEN] = Field(
         description=(
             "Each method run in the native runtime on the program's example inputs against "
             "the exported program: per output max_abs_error, max_rel_error (max|a-b| / "
@@ -45,12 +52,16 @@ class ArtifactOut(BaseModel):
             sha256=artifact.sha256,
             size_bytes=artifact.size_bytes,
             program_id=artifact.program_id,
-            plan=artifact.plan,
-            methods=[m.to_json() for m in artifact.methods],
-            report=report,
-            numerics=artifact.report.get(NUMERICS_KEY),
+            plan=PlanSpec.model_validate(artifact.plan),
+            methods=list(artifact.methods),
+            report=CompileReport.model_validate(report),
+            numerics=_numerics(artifact.report.get(NUMERICS_KEY)),
             created_at=artifact.created_at,
         )
+
+
+def _numerics(stored: JsonValue) -> Numerics | None:
+    return None if stored is None else Numerics.model_validate(stored)
 
 
 class ArtifactList(BaseModel):

@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import BaseModel
 
 from pteforge.runtime.protocol import BINARY_EXTENSION, model_metadata
 from pteforge.server.auth.dependencies import Principal
@@ -28,6 +29,14 @@ TAG = "inference (Open Inference Protocol v2)"
 router = APIRouter(tags=[TAG])
 
 
+class ServerMetadata(BaseModel):
+    """KServe v2 server metadata: ``GET /v2``."""
+
+    name: str
+    version: str
+    extensions: list[str]
+
+
 @router.get("/v2/health/live", summary="Liveness (no token needed)")
 async def live() -> dict[str, bool]:
     """The server process answers."""
@@ -44,10 +53,10 @@ async def ready(request: Request) -> Any:
 
 
 @router.get("/v2", summary="Server metadata")
-async def server_metadata(principal: Caller, state: State) -> dict[str, Any]:
+async def server_metadata(principal: Caller, state: State) -> ServerMetadata:
     """Name, version and the protocol extensions served."""
     extensions = [BINARY_EXTENSION, SEQUENCE_EXTENSION]
-    return {"name": "pteforge", "version": state.server_version, "extensions": extensions}
+    return ServerMetadata(name="pteforge", version=state.server_version, extensions=extensions)
 
 
 async def _metadata(state: InferenceState, principal: Principal, model: str) -> Response:

@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated
 
-from pydantic import BaseModel
+from pydantic import BaseModel, WrapSerializer
 
+from pteforge.contracts.specs import MethodSignature, methods_to_json
 from pteforge.storage.domain import Program
+
+Methods = Annotated[
+    list[MethodSignature],
+    # A lambda, not a def: without a return annotation the JSON schema stays MethodSignature's.
+    WrapSerializer(lambda methods, _handler, _info: methods_to_json(methods)),
+]
+"""Method signatures in their JSON form (``max_shape`` only when known), as storage keeps them."""
 
 
 class ProgramOut(BaseModel):
@@ -17,7 +25,7 @@ class ProgramOut(BaseModel):
     name: str
     sha256: str
     size_bytes: int
-    methods: list[dict[str, Any]]
+    methods: Methods
     created_at: datetime
 
     @classmethod
@@ -27,7 +35,7 @@ class ProgramOut(BaseModel):
             name=program.name,
             sha256=program.sha256,
             size_bytes=program.size_bytes,
-            methods=[m.to_json() for m in program.methods],
+            methods=list(program.methods),
             created_at=program.created_at,
         )
 

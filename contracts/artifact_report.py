@@ -1,0 +1,130 @@
+"""What an artifact carries besides its ``.pte``: the compile report and the numerics record,
+as typed models, so ``GET /v1/artifacts`` declares their shape (no open ``dict`` crosses the
+HTTP boundary).
+
+The manager writes both as plain JSON (:func:`pteforge.manager.report.program_report`,
+:func:`pteforge.manager.verify.verify_numerics`); storage keeps that JSON and the server
+reads it back into these models. They are closed (``extra="forbid"``): the report and the
+numerics record have a fixed shape, so a key the model does not know is a drift between the
+writer and this contract and fails loudly, instead of vanishing from the response.
+Keys a document may leave out (an uploaded artifact's report has only ``source``, a method
+that could not run has no ``outputs``) are optional here and dumped only when present:
+:data:`AS_WRITTEN` serializes a stored document back to exactly the JSON it was read from.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, WrapSerializer
+
+from pteforge.contracts.plan import VerifySpec
+
+__all__ = [
+    "AS_WRITTEN",
+    "BackendDelegation",
+    "CompileReport",
+    "ConstantsReport",
+    "MethodNumerics",
+    "MethodReport",
+    "Numerics",
+    "NumericsCheck",
+    "OperatorDelegation",
+    "OutputError",
+]
+
+# A lambda, not a def: without a return annotation the JSON schema stays the model's own.
+AS_WRITTEN = WrapSerializer(
+    lambda value, _handler, info: (
+        None if value is None else value.model_dump(mode=info.mode, exclude_unset=True)
+    )
+)
+"""Serialize a model read from stored JSON with only the keys that JSON had (nested too)."""
+
+
+class StoredDocument(BaseModel):
+    """A part of a stored document: unknown keys refused, immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class OperatorDelegation(StoredDocument):
+    """How many nodes of one operator were delegated and how many were not."""
+
+    delegated: int
+    non_delegated: int
+
+
+class BackendDelegation(StoredDocument):
+    """What one backend id took of a method."""
+
+    delegated_operators: int
+    delegated_subgraphs: int
+
+
+class MethodReport(StoredDocument):
+    """Operator delegation of one method: totals, per backend id and per operator."""
+
+    delegated_operators: int
+    non_delegated_operators: int
+    delegated_subgraphs: int
+    backends: dict[str, BackendDelegation]
+    operators: dict[str, OperatorDelegation]
+
+
+class ConstantsReport(StoredDocument):
+    """Constant bytes over all methods, unique bytes, and bytes used by several methods."""
+
+    constant_bytes: int
+    unique_constant_bytes: int
+    shared_constant_bytes: int
+
+
+class CompileReport(StoredDocument):
+    """``ProgramManager.report()`` of a compiled artifact (``methods`` and ``program``), or
+    ``{"source": "upload"}`` for a ``.pte`` uploaded as is."""
+
+    methods: dict[str, MethodReport] | None = None
+    program: ConstantsReport | None = None
+    source: Literal["upload"] | None = None
+
+
+class NumericsCheck(StoredDocument):
+    """The metric a method is judged on and its limit."""
+
+    metric: Literal["max_rel_error", "sqnr_db"]
+    limit: float
+
+
+class OutputError(StoredDocument):
+    """One output of the runtime against the exported program (null: not finite, or exact)."""
+
+    name: str
+    max_abs_error: float | None
+    max_rel_error: float | None
+    sqnr_db: float | None
+    exact: bool
+    within_tolerance: bool
+
+
+Status = Literal["passed", "over_tolerance", "not_executable", "error"]
+
+
+class MethodNumerics(StoredDocument):
+    """The numerics record of one method; ``message`` says why it did not pass or run."""
+
+    check: NumericsCheck
+    inputs: Literal["example", "generated"] | None = None
+    outputs: list[OutputError] | None = None
+    status: Status
+    message: str | None = None
+
+
+class Numerics(StoredDocument):
+    """The numerics check of every method of an artifact (``pteforge.manager.verify``)."""
+
+    status: Status
+    flagged: bool
+    tolerance: VerifySpec
+    seconds: float
+    methods: dict[str, MethodNumerics]
