@@ -11,6 +11,7 @@ request that says ``open`` and dropped after the one that says ``close`` (or by 
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import time
 from dataclasses import dataclass, field
@@ -268,6 +269,9 @@ def worker_main(conn: Connection, config: WorkerConfig) -> None:
     except Exception as exc:
         send_message(conn, ErrorReply(error="load", message=str(exc)), [])
         return
+    # The worker inherits torch's and ExecuTorch's heap from the fork server: frozen, a full
+    # garbage collection no longer walks it (~450 ms measured in the server) mid-request.
+    gc.freeze()
     send_message(conn, ReadyReply(weight_cache=executor.weight_cache), [])
     while True:
         try:
