@@ -4,9 +4,9 @@ HTTP boundary).
 
 The manager writes both as plain JSON (:func:`pteforge.manager.report.program_report`,
 :func:`pteforge.manager.verify.verify_numerics`); storage keeps that JSON and the server
-reads it back into these models. They are closed (``extra="forbid"``): the report and the
-numerics record have a fixed shape, so a key the model does not know is a drift between the
-writer and this contract and fails loudly, instead of vanishing from the response.
+reads it back into these models. They keep keys they do not declare (``extra="allow"``):
+stored documents outlive the code that wrote them, and reading an artifact stored by an
+older or newer pteforge must neither fail nor drop part of its report.
 Keys a document may leave out (an uploaded artifact's report has only ``source``, a method
 that could not run has no ``outputs``) are optional here and dumped only when present:
 :data:`AS_WRITTEN` serializes a stored document back to exactly the JSON it was read from.
@@ -43,9 +43,9 @@ AS_WRITTEN = WrapSerializer(
 
 
 class StoredDocument(BaseModel):
-    """A part of a stored document: unknown keys refused, immutable."""
+    """A part of a stored document: undeclared keys kept as written, immutable."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="allow", frozen=True)
 
 
 class OperatorDelegation(StoredDocument):
