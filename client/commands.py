@@ -11,6 +11,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from pteforge.client.cli import EXIT_BAD_INPUT, EXIT_ERROR
 from pteforge.client.config import ENV_TOKEN, load_credentials, save_credentials
 from pteforge.client.errors import NotFoundError, PteforgeError, UnauthorizedError
@@ -26,6 +28,8 @@ from pteforge.client.views import (
     stage_plan,
 )
 from pteforge.contracts.names import parse_method_files
+from pteforge.contracts.plan import PlanSpec
+from pteforge.contracts.plan_problems import plan_problem
 
 TOKEN_HINT = (
     "the server checks tokens against its own database: create one on the server host with "
@@ -119,9 +123,12 @@ def read_plan(value: str) -> dict[str, Any]:
         plan = json.loads(text)
     except json.JSONDecodeError as exc:
         raise BadInputError(f"--plan {value}: invalid JSON: {exc}") from exc
-    if not isinstance(plan, dict):
-        raise BadInputError(f"--plan {value}: a plan is a JSON object")
-    return plan
+    try:  # the server's rules, here: a typo is refused before anything is uploaded
+        PlanSpec.model_validate(plan)
+    except ValidationError as exc:
+        problem = plan_problem(exc.errors()) or "a plan is a JSON object"
+        raise BadInputError(f"--plan {value}: {problem}") from None
+    return dict(plan)
 
 
 def build(args: argparse.Namespace, out: Output) -> None:

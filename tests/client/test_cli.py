@@ -142,6 +142,8 @@ def test_errors_are_one_line(
     line = _fails(capsys, 2, "pull", artifact.id, "-o", str(tmp_path / "no-dir" / "m.pte"))
     assert "no such file" in line
     assert "invalid JSON" in _fails(capsys, 2, "build", "prog_x", "--plan", "{nope")
+    typo = _fails(capsys, 2, "build", "nope", "--plan", '{"al": {"partitioners": ["xnnpack"]}}')
+    assert "plan field 'al': unknown field" in typo  # refused before any request
     assert "no program with id or name 'nope'" in _fails(capsys, 1, "build", "nope")
     assert "no such file" in _fails(
         capsys, 2, "build", "nope", "-o", str(tmp_path / "no-dir" / "m.pte")
