@@ -6,7 +6,8 @@ import gc
 
 
 def freeze_startup_heap() -> None:
-    """Move every object alive after startup out of the collector's reach.
+    """Move every object alive after startup out of the collector's reach (the server at the
+    end of its lifespan startup, a lowering child once warmed up).
 
     torch, ExecuTorch and the backend catalog leave millions of long-lived objects behind;
     a full (generation 2) collection walks them all, about 450 ms on the reference machine,
