@@ -12,7 +12,7 @@ from .errors import (
     UploadRejectedError,
     UploadTooLargeError,
 )
-from .forked import SANDBOX_PRELOAD, ForkServerIsolation
+from .forked import ForkServerIsolation
 from .isolation import Isolation, SubprocessIsolation
 from .limits import ArchiveLimits, ProcessLimits
 from .pt2_isolated import load_programs_isolated
@@ -29,7 +29,6 @@ from .specs import (
 )
 
 __all__ = [
-    "SANDBOX_PRELOAD",
     "ArchiveLimits",
     "ArchiveManifest",
     "ForkServerIsolation",

@@ -23,7 +23,6 @@ from multiprocessing.context import ForkServerContext
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 
-from pteforge.children import forkserver
 from pteforge.children.limits import apply_limits, child_env, take_default_signals
 from pteforge.children.reply import ChildReply
 from pteforge.contracts.json_types import JsonObject
@@ -33,9 +32,6 @@ from .limits import ProcessLimits
 from .worker_io import WorkerJob, reply_for
 
 _EXIT_GRACE_SECONDS = 10.0
-
-# What the server's fork server imports so that its sandbox children start warm.
-SANDBOX_PRELOAD = forkserver.SANDBOX_PRELOAD
 
 
 class ForkServerIsolation:

@@ -18,7 +18,8 @@ import sys
 import time
 from pathlib import Path
 
-from .forked import SANDBOX_PRELOAD
+from pteforge.children.forkserver import SANDBOX_PRELOAD
+
 from .operators import HIGHER_ORDER, OPERATOR_NAMESPACES, OPS_PREFIX, REGISTRY_FILE, Registry
 
 # Besides what the upload loader imports, the modules that register the accepted namespaces,

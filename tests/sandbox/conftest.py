@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from pteforge.children.forkserver import SANDBOX_PRELOAD
 from pteforge.server.sandbox import (
-    SANDBOX_PRELOAD,
     ForkServerIsolation,
     Isolation,
     SubprocessIsolation,

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from pteforge.children.forkserver import SANDBOX_PRELOAD
 from pteforge.server.sandbox import (
-    SANDBOX_PRELOAD,
     ForkServerIsolation,
     load_programs_isolated,
     validate_pt2_archive,
