@@ -72,9 +72,19 @@ def set_preload(ctx: ForkServerContext, *lists: Iterable[str]) -> ForkServerCont
     return ctx
 
 
-def start_fork_server(*lists: Iterable[str]) -> ForkServerContext:
+def start_fork_server(*lists: Iterable[str], single_threaded: bool = True) -> ForkServerContext:
     """Start (once per process) the fork server, preloading the union of ``lists``; returns
-    its context. A no-op, but for the context, if this process already started it."""
+    its context. A no-op, but for the context, if this process already started it.
+
+    The server starts with the minimal environment of
+    :func:`~pteforge.children.confine.clean_environment` (``OMP_NUM_THREADS=1`` when
+    ``single_threaded``): its children handle uploads, and a forked child keeps the
+    environment its fork server was started with in ``/proc/PID/environ``, whatever it
+    then does to ``os.environ``.
+    """
+    from pteforge.children.confine import clean_environment
+
     ctx = set_preload(multiprocessing.get_context("forkserver"), *lists)
-    forkserver.ensure_running()
+    with clean_environment(single_threaded=single_threaded):
+        forkserver.ensure_running()
     return ctx

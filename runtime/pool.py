@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
+import shutil
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -68,8 +69,9 @@ class RuntimePool:
     blocking and asyncio callers); replacements back
     off and give up after ``restart_policy.attempts`` failures (``Workers``).
     ``weight_cache_library`` (see ``native``) turns on XNNPACK's packed-weight cache so
-    methods sharing weights share packed copies. Workers never fork from the caller:
-    ``start_method`` is ``forkserver`` (a clean server process forks them) or ``spawn``.
+    methods sharing weights share packed copies. Workers never fork from the caller: a
+    fork server started with a clean environment forks them, and each confines itself
+    (:mod:`pteforge.children.confine`) before it loads anything.
     """
 
     def __init__(
@@ -82,7 +84,6 @@ class RuntimePool:
         weight_cache_library: Path | None = None,
         request_timeout_s: float = 60.0,
         start_timeout_s: float = 120.0,
-        start_method: str = "forkserver",
         disk_cache_bytes: int | None = None,
         restart_policy: RestartPolicy | None = None,
         session_limits: SessionLimits | None = None,
@@ -93,11 +94,13 @@ class RuntimePool:
             cache_bytes,
             threads_per_worker,
             str(weight_cache_library) if weight_cache_library else None,
+            readable=(str(artifact_dir),),
         )
         self.sessions = Sessions(session_limits or SessionLimits())
+        self.files = ArtifactFiles(artifact_dir, disk_cache_bytes)  # before workers confine
         self.workers = Workers(
             self.size,
-            process_context(start_method),
+            process_context(),
             config,
             start_timeout_s=start_timeout_s,
             policy=restart_policy or RestartPolicy(),
@@ -107,7 +110,6 @@ class RuntimePool:
         self.calls = Calls(self.workers, self.stats.count, request_timeout_s)
         self.session_calls = SessionCalls(self.calls, self.sessions)
         self._described = Descriptions()
-        self.files = ArtifactFiles(artifact_dir, disk_cache_bytes)
 
     @property
     def request_timeout_s(self) -> float:
@@ -127,32 +129,29 @@ class RuntimePool:
     # -- artifacts -------------------------------------------------------------------------
 
     def local_path(self, sha256: str, source: ArtifactSource) -> Path:
-        """The local file for ``sha256``, materialising it from ``source`` if needed."""
-        if isinstance(source, Path):
-            return source
-        return self._copy(sha256) or self.files.ensure(sha256, source)
+        """The local file for ``sha256``, materialising it from ``source`` if needed.
+
+        Workers are confined to reading the artifact directory, so a file elsewhere is
+        copied there too (a worker still checks its sha256 before loading it)."""
+        return self._copy(sha256) or self.files.ensure(sha256, _writer(source))
 
     async def _local_path_async(self, sha256: str, source: ArtifactSource) -> Path:
-        if isinstance(source, Path):
-            return source
         copy = self._copy(sha256)
         if copy is None:  # evicted, or a corrupt copy was dropped: fetch it again (in a thread)
-            copy = await asyncio.to_thread(self.files.ensure, sha256, source)
+            copy = await asyncio.to_thread(self.files.ensure, sha256, _writer(source))
         return copy
 
     def _copy(self, sha256: str) -> Path | None:
         """The local copy of a fetched artifact if it is there (marked used), else None."""
         return self.files.path(sha256) if self.files.touch(sha256) else None
 
-    def _checked(
-        self, reply: WorkerReply, expected: type[_Expected], path: Path, source: ArtifactSource
-    ) -> _Expected:
+    def _checked(self, reply: WorkerReply, expected: type[_Expected], path: Path) -> _Expected:
         """``reply`` if the worker succeeded, else its error raised as a runtime-layer error."""
         if isinstance(reply, expected):
             return reply
         if not isinstance(reply, ErrorReply):
             raise RuntimeLayerError(f"a runtime worker answered {reply.kind!r} to a request")
-        if reply.error == "integrity" and not isinstance(source, Path):
+        if reply.error == "integrity":
             self.files.drop(path.stem)  # a corrupt cached copy is fetched again next time
         raise ERROR_KINDS.get(reply.error, RuntimeLayerError)(reply.message)
 
@@ -166,7 +165,7 @@ class RuntimePool:
         path = self.local_path(sha256, source)
         request = Request(DescribeRequest(sha256=sha256, path=str(path)), [], _WHOLE)
         (reply, _), _ = self.calls.call(request)
-        described = Described.from_reply(self._checked(reply, DescribeReply, path, source))
+        described = Described.from_reply(self._checked(reply, DescribeReply, path))
         self._described.put(sha256, described)
         return described
 
@@ -206,7 +205,7 @@ class RuntimePool:
         path = self.local_path(sha256, source)
         request = Request(_infer_request(sha256, method, profile, path), inputs, _WHOLE)
         (reply, outputs), queue_ms = self.calls.call(request)
-        checked = self._checked(reply, InferReply, path, source)
+        checked = self._checked(reply, InferReply, path)
         return self._result(checked, outputs, signature, queue_ms, start)
 
     async def infer_async(
@@ -237,7 +236,7 @@ class RuntimePool:
             nbytes = self.described(sha256, source).state.planned_bytes
             call = self.session_calls.call(message, inputs, sequence, nbytes)
             (reply, outputs), queue_ms = await call
-        checked = self._checked(reply, InferReply, path, source)
+        checked = self._checked(reply, InferReply, path)
         return self._result(checked, outputs, signature, queue_ms, start)
 
     def _result(
@@ -282,6 +281,17 @@ class RuntimePool:
 
 
 @functools.lru_cache(maxsize=1024)
+def _writer(source: ArtifactSource) -> Callable[[Path], None]:
+    """How to write ``source`` into a local copy: its own writer, or a copy of its file."""
+    if not isinstance(source, Path):
+        return source
+
+    def copy(target: Path) -> None:
+        shutil.copyfile(source, target)
+
+    return copy
+
+
 def _infer_request(sha256: str, method: str, profile: bool, path: Path) -> InferRequest:
     """The (frozen) message of a stateless call, built and validated once per method."""
     return InferRequest(sha256=sha256, method=method, profile=profile, path=str(path))

@@ -5,13 +5,16 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import os
+import shutil
+import tempfile
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
+from pathlib import Path
 
 import numpy as np
 
-from pteforge.children.forkserver import RUNTIME_WORKER_PRELOAD, set_preload
+from pteforge.children.forkserver import RUNTIME_WORKER_PRELOAD, start_fork_server
 from pteforge.contracts.runtime_messages import ReadyReply, WorkerReply
 from pteforge.runtime.errors import RuntimeLayerError
 from pteforge.runtime.wire import recv_reply
@@ -24,6 +27,7 @@ class WorkerProcess:
 
     process: BaseProcess
     conn: Connection
+    scratch: Path  # the only directory the confined worker may write; removed with it
     info: ReadyReply | None = None  # the worker's hello, once it said it is ready
 
     def reply(self, timeout_s: float) -> tuple[WorkerReply, list[np.ndarray]]:
@@ -63,14 +67,18 @@ class WorkerProcess:
 
     @classmethod
     def spawn(cls, ctx: Context, config: WorkerConfig) -> WorkerProcess:
-        """Start a worker (it then loads ExecuTorch and says it is ready)."""
+        """Start a worker (it then confines itself, loads ExecuTorch and says it is ready)."""
         parent, child = ctx.Pipe()
+        scratch = Path(tempfile.mkdtemp(prefix="pteforge-runtime-"))
         process = ctx.Process(
-            target=worker_main, args=(child, config), daemon=True, name="pteforge-runtime"
+            target=worker_main,
+            args=(child, config, str(scratch)),
+            daemon=True,
+            name="pteforge-runtime",
         )
         process.start()
         child.close()
-        return cls(process, parent)
+        return cls(process, parent, scratch)
 
     def await_ready(self, timeout_s: float) -> WorkerProcess:
         """Wait for the worker's hello; kill it and raise if it does not come."""
@@ -94,6 +102,7 @@ class WorkerProcess:
         if self.process.is_alive():
             self.process.kill()
         self.process.join(timeout=5)
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 def _resolve(future: asyncio.Future[None], error: BaseException | None) -> None:
@@ -105,15 +114,12 @@ def _resolve(future: asyncio.Future[None], error: BaseException | None) -> None:
         future.set_exception(error)
 
 
-Context = multiprocessing.context.ForkServerContext | multiprocessing.context.SpawnContext
+Context = multiprocessing.context.ForkServerContext
 
 
-def process_context(start_method: str) -> Context:
-    """A process context; ``forkserver`` preloads torch and ExecuTorch once, so replacing a
-    crashed worker takes milliseconds instead of seconds of imports."""
-    ctx = multiprocessing.get_context(start_method)
-    if isinstance(ctx, multiprocessing.context.ForkServerContext):
-        return set_preload(ctx, RUNTIME_WORKER_PRELOAD)  # what a runtime worker imports
-    if isinstance(ctx, multiprocessing.context.SpawnContext):
-        return ctx
-    raise ValueError(f"start_method must be 'forkserver' or 'spawn', not {start_method!r}")
+def process_context() -> Context:
+    """The fork server that workers start from: it preloads torch and ExecuTorch once (a
+    crashed worker is replaced in milliseconds) and was started with a clean environment
+    (:func:`~pteforge.children.forkserver.start_fork_server`), unless this process (the
+    server) already started it that way with a larger preload list."""
+    return start_fork_server(RUNTIME_WORKER_PRELOAD)

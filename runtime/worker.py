@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from pteforge.children.confine import Confinement, confine, flatc
 from pteforge.contracts.runtime_messages import (
     DescribeReply,
     DescribeRequest,
@@ -56,6 +57,13 @@ class WorkerConfig:
     cache_bytes: int
     threads: int = 1
     weight_cache_library: str | None = None
+    readable: tuple[str, ...] = ()  # what a confined worker may read: the artifact copies
+
+    def confinement(self, scratch: str) -> Confinement:
+        """What a worker with scratch directory ``scratch`` may reach once confined."""
+        library = (self.weight_cache_library,) if self.weight_cache_library else ()
+        readable = tuple(Path(p) for p in (*self.readable, *library))
+        return Confinement(Path(scratch), readable, executable=flatc())  # flatc: profiles
 
 
 @dataclass
@@ -262,9 +270,11 @@ def _next(conn: Connection, executor: Executor) -> tuple[WorkerReply, list[np.nd
     return _handle(executor, request, arrays)
 
 
-def worker_main(conn: Connection, config: WorkerConfig) -> None:
-    """Entry point of a worker process: serve requests until the connection closes."""
+def worker_main(conn: Connection, config: WorkerConfig, scratch: str) -> None:
+    """Entry point of a worker process: confine itself (it runs uploaded programs), then
+    serve requests until the connection closes."""
     try:
+        confine(config.confinement(scratch))
         executor = Executor(config)
     except Exception as exc:
         send_message(conn, ErrorReply(error="load", message=str(exc)), [])

@@ -94,8 +94,8 @@ def test_replies_are_typed_with_the_shared_specs(artifacts: dict[str, Compiled])
     """A real worker: it parses requests, answers typed replies, and refuses a malformed
     frame with an error reply instead of dying."""
     mlp = artifacts["mlp"]
-    config = WorkerConfig(cache_bytes=1 << 26)
-    worker = WorkerProcess.spawn(process_context("forkserver"), config).await_ready(120)
+    config = WorkerConfig(cache_bytes=1 << 26, readable=(str(mlp.path.parent),))
+    worker = WorkerProcess.spawn(process_context(), config).await_ready(120)
     try:
         assert isinstance(worker.info, ReadyReply)
         assert worker.send(_frame({"tensors": [], "message": {"op": "describe"}})) is None
