@@ -4,10 +4,12 @@ Starting a fresh interpreter costs about 1.5 s of imports per upload; forking a 
 server costs milliseconds. The child is as disposable as a fresh interpreter: before it reads
 the upload it starts its own session (so a timeout kills everything it started), replaces
 its environment with the minimal one of :func:`pteforge.children.limits.child_env` (no
-server secrets, weights-only ``torch.load``), caps its address space, CPU time and core dumps
-(:func:`~pteforge.children.limits.apply_limits`), and sends stdout and stderr to a scratch
-file. Its one reply is a :class:`~pteforge.children.reply.ChildReply` over a pipe, never a
-pickle.
+server secrets, weights-only ``torch.load``; the fork server itself started with it), caps
+its address space, CPU time and core dumps (:func:`~pteforge.children.limits.apply_limits`),
+sends stdout and stderr to a file in its scratch directory, and confines itself
+(:func:`~pteforge.children.confine.confine`: it reads only its upload, writes only that
+directory, and has no network). Its one reply is a
+:class:`~pteforge.children.reply.ChildReply` over a pipe, never a pickle.
 The fork server itself never touches an upload.
 """
 
@@ -23,11 +25,12 @@ from multiprocessing.context import ForkServerContext
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 
+from pteforge.children.confine import confine
 from pteforge.children.limits import apply_limits, child_env, take_default_signals
 from pteforge.children.reply import ChildReply
 from pteforge.contracts.json_types import JsonObject
 
-from .isolation import interpret_reply, timeout_error
+from .isolation import interpret_reply, job_confinement, timeout_error
 from .limits import ProcessLimits
 from .worker_io import WorkerJob, reply_for
 
@@ -42,11 +45,13 @@ class ForkServerIsolation:
         self._env = child_env()
 
     def run(self, module: str, args: list[str], limits: ProcessLimits) -> JsonObject:
-        with tempfile.NamedTemporaryFile(prefix="pteforge-sandbox-", suffix=".log") as log:
+        with tempfile.TemporaryDirectory(prefix="pteforge-sandbox-") as scratch:
+            log = Path(scratch) / "output.log"
+            log.touch()
             receiver, sender = self._ctx.Pipe(duplex=False)
             proc = self._ctx.Process(
                 target=forked_main,
-                args=(module, args, limits, self._env, log.name, sender),
+                args=(module, args, limits, self._env, str(log), sender),
                 name="pteforge-sandbox",
             )
             proc.start()
@@ -56,7 +61,7 @@ class ForkServerIsolation:
             finally:
                 receiver.close()
             _reap(proc)
-            stderr = Path(log.name).read_bytes()
+            stderr = log.read_bytes()
         assert proc.exitcode is not None
         return interpret_reply(proc.exitcode, reply, stderr)
 
@@ -99,6 +104,7 @@ def forked_main(
 ) -> None:
     """The child: contain itself, run ``module``'s ``JOB``, send the reply, exit at once."""
     _contain(limits, env, log_path)
+    confine(job_confinement(Path(log_path).parent, args))
     job = importlib.import_module(module).JOB
     assert isinstance(job, WorkerJob), f"{module}.JOB is not a WorkerJob"
     conn.send_bytes(reply_for(job, args).to_bytes())

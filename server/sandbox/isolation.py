@@ -7,9 +7,11 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Protocol, TypeVar
 
+from pteforge.children.confine import Confinement
 from pteforge.children.death import TIMED_OUT, ChildDeath, DeathReason, death_from_exit
 from pteforge.children.limits import child_env
 from pteforge.children.reply import ChildReply
@@ -32,38 +34,40 @@ def run_isolated(
     extra_env: dict[str, str] | None = None,
     cwd: str | Path | None = None,
 ) -> JsonObject:
-    """Run ``python -m module args`` under ``limits`` and return the JSON object it printed.
+    """Run ``python -m module args`` under ``limits``, confined
+    (:func:`job_confinement`), and return the JSON object it printed.
 
     Raises ``IsolatedLoadError`` when the child times out, is killed by a signal (crash, CPU or
     memory limit), exits without a result, or reports a rejection of its own.
     """
-    cmd = [
-        sys.executable,
-        "-P",
-        str(_LAUNCHER),
-        str(limits.memory_bytes),
-        str(limits.cpu_seconds),
-        module,
-        *args,
-    ]
-    proc = subprocess.Popen(
-        cmd,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=child_env(extra_env),
-        cwd=cwd,
-        start_new_session=True,  # so a timeout can kill the whole group
-    )
-    try:
-        out, err = proc.communicate(timeout=limits.wall_seconds)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        raise timeout_error(limits) from None
-    except BaseException:
-        _kill_group(proc)
-        raise
+    with tempfile.TemporaryDirectory(prefix="pteforge-sandbox-") as scratch:
+        cmd = [sys.executable, "-P", str(_LAUNCHER), str(limits.memory_bytes)]
+        cmd += [str(limits.cpu_seconds), scratch, module, *args]
+        proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=child_env(extra_env),
+            cwd=cwd or scratch,
+            start_new_session=True,  # so a timeout can kill the whole group
+        )
+        try:
+            out, err = proc.communicate(timeout=limits.wall_seconds)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            raise timeout_error(limits) from None
+        except BaseException:
+            _kill_group(proc)
+            raise
     return _interpret(proc.returncode, out[: limits.max_output_bytes], err)
+
+
+def job_confinement(scratch: Path, args: list[str]) -> Confinement:
+    """What a sandbox job's child may reach: its ``scratch`` directory, and the files its
+    arguments name (the upload it checks), read-only."""
+    named = tuple(Path(a) for a in args if os.path.isabs(a) and os.path.exists(a))
+    return Confinement(scratch, named)
 
 
 class Isolation(Protocol):
