@@ -72,8 +72,9 @@ class Confinement:
 
 
 def flatc() -> tuple[Path, ...]:
-    """ExecuTorch's flatbuffer compiler, which its devtools run to read an ETDump: the one
-    program a runtime worker may start (to profile), as ``Confinement.executable``."""
+    """ExecuTorch's flatbuffer compiler (and its loader), which XNNPACK's lowering runs to
+    serialise a graph and the devtools to read an ETDump: the one program a lowering child
+    or runtime worker may start, as ``Confinement.executable``."""
     spec = importlib.util.find_spec("executorch")
     locations = spec.submodule_search_locations if spec else None
     if not locations:

@@ -51,8 +51,11 @@ class CompileJobRunner:
         worker_id: str,
         stopping: Callable[[], bool],
         interrupt: threading.Event | None = None,  # set: check cancel/stopping now
+        *,
+        scratch_root: Path,  # the worker's own directory: jobs' scratch, all lowering writes
     ) -> None:
         self.store = store
+        self.scratch_root = scratch_root
         self.interrupt = interrupt
         self.settings = settings
         self.worker_id = worker_id
@@ -71,7 +74,9 @@ class CompileJobRunner:
             )
             self.close()
         if self._standby is None:
-            self._standby = StandbyLowering.start(self.ctx, self.settings.compile_warmup)
+            self._standby = StandbyLowering.start(
+                self.ctx, self.settings.compile_warmup, self.scratch_root
+            )
 
     def close(self) -> None:
         """Stop the waiting standby, if any (the worker is stopping, or it died)."""

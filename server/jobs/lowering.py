@@ -5,9 +5,14 @@ once; each job is a fresh child of it (no per-job imports, no state shared betwe
 child is started *before* its job, as a standby: it warms up with a tiny lowering of its own
 (see :mod:`warmup`) while the worker is idle, then waits for one request, lowers it, runs the
 numerics check on the ``.pte`` it wrote (stage ``verify``: each method in the native runtime
-against the exported programs it already holds) and exits. Before touching the job it caps its
-own address space, so an out-of-memory lowering dies there and only fails its job, and it loads
-programs only after the sandbox validated them, with ``TORCH_FORCE_WEIGHTS_ONLY_LOAD=1``.
+against the exported programs it already holds) and exits. Before it warms up it confines
+itself (:mod:`pteforge.children.confine`: it reads and writes only the worker's scratch
+directory, has no network, no capabilities and starts no program but ``flatc``, with
+which XNNPACK serialises its graphs; its fork server started
+with a clean environment, so no database URL or ``PTEFORGE_*`` secret is in it). Before
+touching the job it caps its own address space, so an out-of-memory lowering dies there and
+only fails its job, and it loads programs only after the sandbox validated them, with
+``TORCH_FORCE_WEIGHTS_ONLY_LOAD=1``.
 Messages both ways are JSON, never pickles: the child reads untrusted programs, so the worker
 must not unpickle what it sends.
 """
@@ -23,6 +28,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from pteforge.children.confine import Confinement, confine, flatc
 from pteforge.children.death import is_out_of_memory
 from pteforge.children.limits import (
     WEIGHTS_ONLY_ENV,
@@ -86,9 +92,11 @@ def _lower(request: messages.LoweringRequest, conn: Connection) -> messages.Lowe
     return messages.LoweringResult(report=report, methods=tuple(methods), numerics=numerics)
 
 
-def standby_main(conn: Connection, warm_up: bool) -> None:
-    """Entry point of the forked child: warm up, wait for one request, lower it, exit."""
+def standby_main(conn: Connection, warm_up: bool, scratch: str) -> None:
+    """Entry point of the forked child: confine itself to ``scratch`` (before any thread
+    starts), warm up, wait for one request, lower it, exit."""
     _detach()
+    confine(Confinement(Path(scratch), (Path(scratch),), executable=flatc()))  # XNNPACK's
     if warm_up:
         from pteforge.server.jobs.warmup import warm_up_lowering
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.context import ForkServerContext
 from multiprocessing.process import BaseProcess
+from pathlib import Path
 
 from pteforge.children.death import DeathReason, death_from_exit
 from pteforge.children.forkserver import LOWERING_PRELOAD, start_fork_server
@@ -62,8 +63,9 @@ class Watch:
 
 
 def lowering_context() -> ForkServerContext:
-    """The worker's fork server, started now so the first job does not pay for imports."""
-    return start_fork_server(LOWERING_PRELOAD)
+    """The worker's fork server, started now (with a clean environment) so the first job
+    does not pay for imports. Lowering keeps torch's own thread count."""
+    return start_fork_server(LOWERING_PRELOAD, single_threaded=False)
 
 
 @dataclass
@@ -74,10 +76,13 @@ class StandbyLowering:
     conn: Connection
 
     @classmethod
-    def start(cls, ctx: ForkServerContext, warm_up: bool) -> StandbyLowering:
-        """Fork a standby now; it warms up (if asked) and then waits for its one job."""
+    def start(cls, ctx: ForkServerContext, warm_up: bool, scratch: Path) -> StandbyLowering:
+        """Fork a standby now; it confines itself to ``scratch`` (where its job's program
+        and output will be), warms up (if asked) and then waits for its one job."""
         conn, child_end = ctx.Pipe(duplex=True)
-        proc = ctx.Process(target=standby_main, args=(child_end, warm_up), name="pteforge-lowering")
+        proc = ctx.Process(
+            target=standby_main, args=(child_end, warm_up, str(scratch)), name="pteforge-lowering"
+        )
         proc.start()
         child_end.close()
         return cls(proc, conn)

@@ -69,7 +69,12 @@ class Worker:
         scratch_root = self.settings.home / "work"
         scratch_root.mkdir(parents=True, exist_ok=True)
         runner = CompileJobRunner(
-            store, self.settings, self.worker_id, self.should_stop, self.interrupt
+            store,
+            self.settings,
+            self.worker_id,
+            self.should_stop,
+            self.interrupt,
+            scratch_root=scratch_root,
         )
         heartbeat = WorkerHeartbeat(
             store, self.worker_id, self.settings.heartbeat_seconds, self.settings.job_lease_seconds

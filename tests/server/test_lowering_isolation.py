@@ -48,7 +48,7 @@ def test_out_of_memory_fails_the_job_not_the_worker(
     ctx: ForkServerContext, seq2seq_files: dict[str, Path], tmp_path: Path
 ) -> None:
     tiny = 64 * 1024 * 1024  # far below what torch already maps: every allocation fails
-    standby = StandbyLowering.start(ctx, warm_up=False)
+    standby = StandbyLowering.start(ctx, warm_up=False, scratch=tmp_path)
     outcome, verdict = run_lowering(standby, _request(seq2seq_files, tmp_path, tiny), _watch([]))
     assert verdict == Verdict.CONTINUE
     assert outcome.result is None
@@ -63,7 +63,7 @@ def test_lowering_in_a_child_succeeds(
     """Also after the out-of-memory child above: the worker's fork server is unharmed. The
     standby warms up first (as in production), then lowers the job it is handed."""
     stages: list[str] = []
-    standby = StandbyLowering.start(ctx, warm_up=True)
+    standby = StandbyLowering.start(ctx, warm_up=True, scratch=tmp_path)
     request = _request(seq2seq_files, tmp_path, None)
     outcome, verdict = run_lowering(standby, request, _watch(stages))
     assert verdict == Verdict.CONTINUE
@@ -81,7 +81,7 @@ def test_lowering_in_a_child_succeeds(
 def test_a_standby_that_died_while_idle_fails_the_job_clearly(
     ctx: ForkServerContext, seq2seq_files: dict[str, Path], tmp_path: Path
 ) -> None:
-    standby = StandbyLowering.start(ctx, warm_up=False)
+    standby = StandbyLowering.start(ctx, warm_up=False, scratch=tmp_path)
     standby.process.kill()
     standby.process.join()
     outcome, verdict = run_lowering(standby, _request(seq2seq_files, tmp_path, None), _watch([]))
@@ -91,8 +91,8 @@ def test_a_standby_that_died_while_idle_fails_the_job_clearly(
     assert outcome.error_message == "the lowering process died with SIGKILL (likely out of memory)"
 
 
-def test_a_discarded_standby_exits(ctx: ForkServerContext) -> None:
-    standby = StandbyLowering.start(ctx, warm_up=False)
+def test_a_discarded_standby_exits(ctx: ForkServerContext, tmp_path: Path) -> None:
+    standby = StandbyLowering.start(ctx, warm_up=False, scratch=tmp_path)
     standby.discard()
     assert not standby.process.is_alive()
     assert standby.process.exitcode is not None
@@ -103,7 +103,7 @@ def test_a_lowering_process_killed_mid_job_fails_that_job_clearly(
 ) -> None:
     """A signal death during lowering (here SIGKILL as soon as to_edge starts, as the OOM
     killer would) becomes a ``compile_crashed`` failure naming the signal."""
-    standby = StandbyLowering.start(ctx, warm_up=False)
+    standby = StandbyLowering.start(ctx, warm_up=False, scratch=tmp_path)
 
     def kill_on_first_stage(stage: str) -> None:
         standby.process.kill()
