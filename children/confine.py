@@ -103,7 +103,7 @@ def elf_interpreter(program: Path) -> tuple[Path, ...]:
     return ()
 
 
-class Layers(BaseModel):
+class ConfinementLayers(BaseModel):
     """The confinement layers in force in a process (or that this host offers); ``notes``
     say why a layer is missing. The probe child answers with one, as JSON."""
 
@@ -129,7 +129,7 @@ def python_read_roots() -> tuple[Path, ...]:
     return tuple(sorted({Path(os.path.realpath(r)) for r in roots} | {package}))
 
 
-def confine(confinement: Confinement) -> Layers:
+def confine(confinement: Confinement) -> ConfinementLayers:
     """Apply every layer this host offers to this process, for good; returns what applied.
 
     Call it in the child before it reads anything uploaded and before it starts threads
@@ -155,7 +155,7 @@ def confine(confinement: Confinement) -> Layers:
     else:
         notes.append("seccomp: not offered by this kernel")
     clean = not any(name.startswith("PTEFORGE_") for name in _initial_environment())
-    return Layers(
+    return ConfinementLayers(
         clean_environment=clean,
         network_namespace=netns,
         capabilities_dropped=caps,
@@ -233,7 +233,7 @@ def clean_environment(*, single_threaded: bool = True) -> Iterator[None]:
         os.environ.update(saved)
 
 
-def host_layers() -> Layers:
+def host_layers() -> ConfinementLayers:
     """What confinement a child gets on this host: a throw-away child started with a clean
     environment confines itself and reports. Never raises; a failure is in ``notes``."""
     with tempfile.TemporaryDirectory(prefix="pteforge-probe-") as scratch:
@@ -242,16 +242,16 @@ def host_layers() -> Layers:
             done = subprocess.run(
                 cmd, env=child_env(), capture_output=True, timeout=60, check=False
             )
-            return Layers.model_validate_json(done.stdout.strip().splitlines()[-1])
+            return ConfinementLayers.model_validate_json(done.stdout.strip().splitlines()[-1])
         except (OSError, subprocess.TimeoutExpired, ValueError, IndexError) as exc:
-            return Layers(notes=(f"the confinement probe failed: {exc}",))
+            return ConfinementLayers(notes=(f"the confinement probe failed: {exc}",))
 
 
 def _probe_main(scratch: str) -> None:
     try:
         layers = confine(Confinement(Path(scratch)))
     except ConfinementError as exc:
-        layers = Layers(notes=(str(exc),))
+        layers = ConfinementLayers(notes=(str(exc),))
     print(layers.model_dump_json())
 
 

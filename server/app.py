@@ -33,6 +33,7 @@ from pteforge.server.startup.bootstrap import bootstrap_if_empty, usage_text
 from pteforge.server.startup.database import open_service_store
 from pteforge.server.startup.fork_server import start_fork_server
 from pteforge.server.startup.heap import freeze_startup_heap
+from pteforge.server.startup.host import report_confinement
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +74,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if boot is not None:
             print(usage_text(boot, settings.public_url), file=sys.stderr, flush=True)
         app.state.services = services
+        services.host = await run_in_threadpool(report_confinement)
         await run_in_threadpool(services.catalog_json)  # described once, off the event loop
         # With no local workers (`serve --no-workers`) the queue is served by `pteforge worker`
         # processes elsewhere, woken by the database (PostgreSQL) or their polling.

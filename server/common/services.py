@@ -11,8 +11,10 @@ from fastapi import Depends, Request
 from fastapi.encoders import jsonable_encoder
 
 from pteforge.backends.catalog import BackendCatalog
+from pteforge.server.backends_api.schemas import host_entry
 from pteforge.server.sandbox import Isolation, ProcessLimits
 from pteforge.server.settings import Settings
+from pteforge.server.startup.host import HostOut
 from pteforge.storage.store import Store
 
 
@@ -30,13 +32,18 @@ class Services:
     job_queued: Callable[[], None] = field(default=lambda: None)
     # Called after a running job's cancel is committed (the app interrupts its workers).
     job_canceled: Callable[[], None] = field(default=lambda: None)
+    # What this host gives upload-handling children (probed at startup); None: not probed.
+    host: HostOut | None = None
     _catalog_json: bytes | None = field(default=None, init=False, repr=False)
 
     def catalog_json(self) -> bytes:
         """The body of ``GET /v1/backends``, built once: the catalog does not change while
-        the service runs, and describing it (a JSON schema per entry) costs tens of ms."""
+        the service runs, and describing it (a JSON schema per entry) costs tens of ms.
+        The host entry comes last."""
         if self._catalog_json is None:
             described = jsonable_encoder(self.catalog.describe_with_plan_options())
+            if self.host is not None:
+                described.append(host_entry(self.host).model_dump(mode="json"))
             self._catalog_json = json.dumps(described).encode()
         return self._catalog_json
 

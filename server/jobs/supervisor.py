@@ -21,6 +21,7 @@ from collections.abc import Mapping
 
 from pteforge.children.limits import WEIGHTS_ONLY_ENV
 from pteforge.server.settings import Settings
+from pteforge.server.startup.host import report_confinement
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +117,7 @@ def run_workers(settings: Settings, count: int) -> None:
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
+    report_confinement()  # logged: what the lowering children of this node get
     supervisor = WorkerSupervisor(settings, count)
     supervisor.start()
     log.info("%d compile workers running; SIGTERM or Ctrl+C stops them", count)

@@ -1,0 +1,62 @@
+"""What this host gives the processes that touch uploads, probed once at startup.
+
+The confinement layers (:func:`pteforge.children.confine.host_layers`) are logged when the
+service or a compile-only node starts, a missing one as a warning that says why, and shown
+as the host entry of ``GET /v1/backends``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from pydantic import BaseModel, ConfigDict
+
+from pteforge.children.confine import ConfinementLayers, host_layers
+from pteforge.server.startup.toolchain import Toolchain, toolchain
+
+log = logging.getLogger(__name__)
+
+_LAYER_NAMES = {
+    "clean_environment": "minimal environment (no PTEFORGE_* variables)",
+    "network_namespace": "network namespace",
+    "capabilities_dropped": "no capabilities",
+    "landlock_abi": "Landlock",
+    "seccomp": "seccomp filter",
+}
+
+
+class HostOut(BaseModel):
+    """The host entry's ``host`` field: confinement layers in force for upload-handling
+    children, and the toolchain versions."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    confinement: ConfinementLayers
+    toolchain: Toolchain
+
+
+def missing_layers(layers: ConfinementLayers) -> list[str]:
+    """The layers a child does not get here (capabilities count only for root)."""
+    return [
+        name
+        for key, name in _LAYER_NAMES.items()
+        if not getattr(layers, key) and not (key == "capabilities_dropped" and os.geteuid())
+    ]
+
+
+def report_confinement() -> HostOut:
+    """Probe the confinement children get on this host, log it, and return the host entry."""
+    layers = host_layers()
+    missing = missing_layers(layers)
+    if missing:
+        why = "; ".join(layers.notes) or "no reason given"
+        log.warning("upload-handling children run WITHOUT %s (%s)", ", ".join(missing), why)
+    else:
+        log.info(
+            "upload-handling children are confined: clean environment, network namespace, "
+            "Landlock ABI %d, seccomp%s",
+            layers.landlock_abi,
+            ", no capabilities" if layers.capabilities_dropped else "",
+        )
+    return HostOut(confinement=layers, toolchain=toolchain())
