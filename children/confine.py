@@ -178,11 +178,17 @@ _libc = ctypes.CDLL(None, use_errno=True)
 
 def _enter_network_namespace(notes: list[str]) -> bool:
     """A new, empty network namespace (inside a new user namespace when not root)."""
-    flags = _CLONE_NEWNET if os.geteuid() == 0 else _CLONE_NEWNET | _CLONE_NEWUSER
-    if _libc.unshare(flags) == 0:
-        return True
-    notes.append(f"network namespace: unshare refused ({os.strerror(ctypes.get_errno())})")
-    return False
+    uid, gid = os.geteuid(), os.getegid()
+    flags = _CLONE_NEWNET if uid == 0 else _CLONE_NEWNET | _CLONE_NEWUSER
+    if _libc.unshare(flags) != 0:
+        why = os.strerror(ctypes.get_errno())
+        notes.append(f"network namespace: unshare refused ({why})")
+        return False
+    if uid != 0:  # map our own ids, or the new namespace could create no file
+        Path("/proc/self/setgroups").write_text("deny")
+        Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
+        Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
+    return True
 
 
 class _CapHeader(ctypes.Structure):
