@@ -30,7 +30,8 @@ Public API (stable; the server codes against it)::
         tx.jobs.set_stage(job_id, worker_id, stage) / succeed(job_id, worker_id, artifact_id)
         tx.jobs.fail(job_id, worker_id, code, message) / acknowledge_cancel(job_id, worker_id)
         tx.jobs.cancel(project_id, id) -> Job | None; tx.jobs.reap_expired() -> list[Job]
-        tx.jobs.release(job_id, worker_id, reason) -> Job | None   # a stopping worker
+        tx.jobs.release(job_id, worker_id, reason) -> Job | None   # a stopping worker: not counted
+        tx.jobs.retry(job_id, worker_id, code, reason) -> Job  # the attempt crashed: counted
         tx.workers.beat(worker_id, host, pid, lease) / remove(id) / forget_silent(age) / list()
         tx.stats.job_counts() / oldest_queued_at() / stage_times(since) / sizes()  # metrics
         tx.jobs.delete_finished(older_than: timedelta, limit=1000) -> int

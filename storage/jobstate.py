@@ -8,7 +8,8 @@ from pteforge.storage.errors import IllegalTransitionError
 ALLOWED_TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
     # claimed by a worker, or canceled before anyone started it
     JobStatus.QUEUED: frozenset({JobStatus.RUNNING, JobStatus.CANCELED}),
-    # finished, canceled on request, or returned to the queue when its lease expired
+    # finished, canceled on request, or returned to the queue: its lease expired, its
+    # attempt crashed (both count the attempt) or its worker was stopped (not counted)
     JobStatus.RUNNING: frozenset(
         {JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELED, JobStatus.QUEUED}
     ),

@@ -121,6 +121,10 @@ class ArtifactRepository(ContentRepository[Artifact]):
 class JobRepository(ABC):
     """Jobs as rows with an explicit state machine (see :mod:`pteforge.storage.jobstate`).
 
+    A running job goes back to the queue three ways: its lease expired (its worker vanished:
+    :meth:`reap_expired`) or its attempt crashed (:meth:`retry`), both counting the attempt;
+    or its worker was stopped (:meth:`release`), which does not count it.
+
     Worker-side calls name the worker; acting on a job the worker no longer holds raises
     :class:`LeaseLostError`, any other illegal move :class:`IllegalTransitionError`.
     """
@@ -199,9 +203,19 @@ class JobRepository(ABC):
         ``lease_expired`` (canceled if a cancel was requested). Returns them."""
 
     @abstractmethod
+    def retry(self, job_id: str, worker_id: str, code: str, reason: str) -> Job:
+        """The worker's attempt at a job it holds ended without a verdict on the job (its
+        lowering process was killed, e.g. by the OOM killer): requeued at once while
+        attempts remain, the attempt counted and ``retry_reason`` saying why (``attempt N of
+        M abandoned: <reason>``), else failed with ``code`` and ``reason`` (canceled if a
+        cancel was requested). Raises LeaseLostError if the worker no longer holds it."""
+
+    @abstractmethod
     def release(self, job_id: str, worker_id: str, reason: str) -> Job | None:
-        """A stopping worker hands a job it holds back now, as :meth:`reap_expired` would
-        once the lease ran out. None when the worker no longer holds it."""
+        """A stopping worker (SIGTERM, its parent gone) hands a job it holds back now,
+        through no fault of the job: requeued with ``retry_reason`` saying why and the
+        attempt *not* counted (``attempts`` back to its value before the claim), or canceled
+        if a cancel was requested. None when the worker no longer holds it."""
 
 
 class WorkerRepository(ABC):

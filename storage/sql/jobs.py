@@ -216,12 +216,24 @@ class SqlJobs(JobRepository):
         self._session.flush()
         return [convert.job(r) for r in rows]
 
+    def retry(self, job_id: str, worker_id: str, code: str, reason: str) -> domain.Job:
+        row = self._held(job_id, worker_id)
+        self._expire(row, self._clock(), reason, code)
+        self._session.flush()
+        return convert.job(row)
+
     def release(self, job_id: str, worker_id: str, reason: str) -> domain.Job | None:
         try:
             row = self._held(job_id, worker_id)
         except (LeaseLostError, NotFoundError):
             return None
-        self._expire(row, self._clock(), reason)
+        now = self._clock()
+        if row.cancel_requested:
+            self._expire(row, now, reason)  # canceled: nothing to hand back
+        else:
+            attempt = f"attempt {row.attempts} of {row.max_attempts}"
+            row.attempts -= 1  # not counted: the job gets this attempt again
+            self._requeue(row, now, f"{attempt} handed back (not counted): {reason}")
         self._session.flush()
         return convert.job(row)
 
@@ -233,21 +245,28 @@ class SqlJobs(JobRepository):
         last = f"{(now - beat).total_seconds():.1f}s ago" if beat is not None else "unknown"
         return f"worker {row.worker_id} stopped heartbeating (last heartbeat {last})"
 
-    def _expire(self, row: JobRow, now: datetime, why: str) -> None:
-        """What happens to a running job whose holder stopped: retried while attempts remain."""
+    def _expire(self, row: JobRow, now: datetime, why: str, code: str = LEASE_EXPIRED) -> None:
+        """What happens to a running job whose attempt ended without a verdict (its holder
+        stopped, or its attempt crashed): retried while attempts remain, else failed."""
         if row.cancel_requested:
             self._move(row, JobStatus.CANCELED, now)
         elif row.attempts < row.max_attempts:
-            row.stage, row.started_at = None, None  # the next attempt starts from the beginning
-            row.retry_reason = f"attempt {row.attempts} of {row.max_attempts} abandoned: {why}"
-            self._move(row, JobStatus.QUEUED, now)
-            self._notify(JOB_QUEUED_CHANNEL, row.kind)
+            reason = f"attempt {row.attempts} of {row.max_attempts} abandoned: {why}"
+            self._requeue(row, now, reason)
         else:
             self._move(row, JobStatus.FAILED, now)
-            row.error_code = LEASE_EXPIRED
+            row.error_code = code
             row.error_message = f"{why}; the job used all {row.max_attempts} attempts"
         row.worker_id = None
         row.lease_expires_at = None
+
+    def _requeue(self, row: JobRow, now: datetime, reason: str) -> None:
+        """Running -> queued, the next attempt starting from the beginning."""
+        row.stage, row.started_at = None, None
+        row.worker_id, row.lease_expires_at = None, None
+        row.retry_reason = reason
+        self._move(row, JobStatus.QUEUED, now)
+        self._notify(JOB_QUEUED_CHANNEL, row.kind)
 
     def _move(self, row: JobRow, target: JobStatus, now: datetime) -> None:
         """The one place a job's status changes: rejects moves the state machine forbids

@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
-from pteforge.storage import Job, JobStatus, SqlStore
+from pteforge.storage import Job, JobStatus, LeaseLostError, SqlStore
 from pteforge.storage.notifications import JOB_CANCEL_CHANNEL, JOB_QUEUED_CHANNEL
 from tests.storage.conftest import ManualClock
 from tests.storage.legacy import current_store, insert_old_job, schema_at
@@ -79,17 +79,56 @@ def test_a_silent_worker_is_forgotten_and_its_job_retried_with_a_reason(
     assert {e.retry_reason for e in events[3:]} == {reason}
 
 
-def test_a_stopping_worker_releases_its_job_at_once(store: SqlStore) -> None:
+def test_a_stopping_worker_hands_its_job_back_without_using_an_attempt(store: SqlStore) -> None:
     (job,) = _enqueue(store)
     _claim(store, "w1")
     with store.transaction() as tx:
+        tx.jobs.set_stage(job.id, "w1", "to_edge")
         assert tx.jobs.release(job.id, "w2", "not its job") is None
-        released = tx.jobs.release(job.id, "w1", "worker w1 stopped (SIGTERM)")
+        released = tx.jobs.release(job.id, "w1", "worker w1 was stopped")
         tx.workers.remove("w1")
+        assert tx.jobs.release(job.id, "w1", "again") is None  # no longer held
     assert released is not None and released.status is JobStatus.QUEUED
-    assert released.retry_reason == "attempt 1 of 3 abandoned: worker w1 stopped (SIGTERM)"
+    assert (released.attempts, released.stage, released.worker_id) == (0, None, None)
+    assert released.retry_reason == (
+        "attempt 1 of 3 handed back (not counted): worker w1 was stopped"
+    )
     again = _claim(store, "w2")
+    assert again is not None and again.attempts == 1
+    with store.transaction() as tx:
+        events = tx.jobs.events(job.project_id, job.id)
+    assert [(e.status.value, e.attempt) for e in events] == [
+        ("queued", 0), ("running", 1), ("running", 1), ("queued", 0), ("running", 1),
+    ]  # fmt: skip
+
+
+def test_releasing_a_job_whose_cancel_was_requested_cancels_it(store: SqlStore) -> None:
+    (job,) = _enqueue(store)
+    _claim(store, "w1")
+    with store.transaction() as tx:
+        tx.jobs.cancel(job.project_id, job.id)
+        released = tx.jobs.release(job.id, "w1", "worker w1 was stopped")
+    assert released is not None and released.status is JobStatus.CANCELED
+
+
+def test_a_crashed_attempt_is_retried_at_once_then_fails_with_its_code(store: SqlStore) -> None:
+    (job,) = _enqueue(store, max_attempts=2)
+    died = "the lowering process died with SIGKILL (likely out of memory)"
+    _claim(store, "w1")
+    with store.transaction() as tx:
+        with pytest.raises(LeaseLostError):
+            tx.jobs.retry(job.id, "w2", "compile_crashed", died)  # not its job
+        retried = tx.jobs.retry(job.id, "w1", "compile_crashed", died)
+    assert retried.status is JobStatus.QUEUED and retried.attempts == 1
+    assert (retried.worker_id, retried.lease_expires_at, retried.error_code) == (None, None, None)
+    assert retried.retry_reason == f"attempt 1 of 2 abandoned: {died}"
+    again = _claim(store, "w1")
     assert again is not None and again.attempts == 2
+    with store.transaction() as tx:
+        failed = tx.jobs.retry(job.id, "w1", "compile_crashed", died)
+    assert failed.status is JobStatus.FAILED and failed.error_code == "compile_crashed"
+    assert failed.error_message == f"{died}; the job used all 2 attempts"
+    assert _claim(store, "w1") is None
 
 
 def _listen(url: str, *channels: str) -> psycopg.Connection[tuple[object, ...]]:
