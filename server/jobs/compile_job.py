@@ -1,7 +1,9 @@
 """Executes one claimed ``compile`` job: dedupe, lower in a child process, store the result.
 
 Each storage write is its own short transaction (the task boundary commits), so a crash
-between steps leaves the job running with an expiring lease, never half-written.
+between steps leaves the job running with an expiring lease, never half-written. A lowering
+process that dies without a result (killed by a signal) does not fail the job: the attempt
+is requeued at once with the reason (``Jobs.retry``), and fails only when none is left.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from pteforge.server.jobs.runner import (
     run_lowering,
 )
 from pteforge.server.settings import Settings
-from pteforge.storage.domain import Artifact, Job
+from pteforge.storage.domain import Artifact, Job, JobStatus
 from pteforge.storage.errors import ConflictError
 from pteforge.storage.store import Store
 
@@ -144,11 +146,27 @@ class CompileJobRunner:
                 tx.jobs.acknowledge_cancel(job.id, self.worker_id)
         elif outcome.result is None:
             code = outcome.error_code or ErrorCode.COMPILE_FAILED
-            self._fail(job, code, outcome.error_message or code)
+            self._end_attempt(job, code, outcome.error_message or code)
         else:
             self._set_stage(job.id, "store")
             artifact = self._store_artifact(job, payload, outcome.result, pte)
             self._succeed(job, artifact.id)
+
+    def _end_attempt(self, job: Job, code: str, message: str) -> None:
+        """Fail ``job``, unless its lowering process died without a verdict on the job (a
+        signal, e.g. the OOM killer's SIGKILL): then it is retried at once while attempts
+        remain, or handed back by the worker if it is stopping (its signal may have been
+        meant for every process of the worker)."""
+        if code != ErrorCode.COMPILE_CRASHED:
+            self._fail(job, code, message)
+        elif self.stopping():
+            log.info("job %s: lowering process ended while stopping: %s", job.id, message)
+        else:
+            log.warning("job %s: %s; retrying", job.id, message)
+            with self.store.transaction() as tx:
+                retried = tx.jobs.retry(job.id, self.worker_id, code, message)
+            if retried.status is JobStatus.QUEUED:
+                log.info("job %s requeued: %s", job.id, retried.retry_reason)
 
     def _store_artifact(
         self, job: Job, payload: CompilePayload, result: LoweringResult, pte: Path

@@ -10,6 +10,11 @@ An idle worker is woken at once when a job is queued: on PostgreSQL by a ``NOTIF
 machine (:mod:`notify`; it then polls only every ``worker_fallback_poll_seconds``), on SQLite
 by SIGUSR1 from the local server (and it polls every ``worker_poll_seconds``). A cancel
 interrupts the running job's lowering at once the same ways (a notification, or SIGUSR2).
+
+Each job runs in a temporary directory inside the worker's own scratch directory
+(:mod:`scratch`), which nothing can leak: a killed worker's is removed by the next worker
+that starts or collects garbage on the machine. A stopping worker hands its job back without
+using one of the job's attempts; a job whose lowering process was killed is retried at once.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from pteforge.contracts.errors import ErrorCode
 from pteforge.server.jobs.compile_job import COMPILE_KIND, CompileJobRunner
 from pteforge.server.jobs.heartbeat import WorkerHeartbeat
 from pteforge.server.jobs.notify import JobNotifications, notifications_for
+from pteforge.server.jobs.scratch import WorkerScratch, sweep
 from pteforge.server.settings import Settings
 from pteforge.server.startup.database import database_url, open_service_store
 from pteforge.storage.domain import Job
@@ -65,9 +71,21 @@ class Worker:
             self.interrupt.set()
 
     def run(self) -> None:
-        store = open_service_store(self.settings, migrate=False)
-        scratch_root = self.settings.home / "work"
-        scratch_root.mkdir(parents=True, exist_ok=True)
+        """Claim and run jobs until stopped, in a scratch directory of this process's own
+        (removed when it stops; if it is killed, by the next worker's sweep)."""
+        scratch = WorkerScratch.claim(self.scratch_parent)
+        try:
+            self._sweep_scratch()  # what workers killed earlier left behind
+            self._run(open_service_store(self.settings, migrate=False), scratch.path)
+        finally:
+            scratch.close()
+
+    @property
+    def scratch_parent(self) -> Path:
+        """Where every worker of this home has its own scratch directory."""
+        return self.settings.home / "work"
+
+    def _run(self, store: Store, scratch_root: Path) -> None:
         runner = CompileJobRunner(
             store,
             self.settings,
@@ -150,6 +168,12 @@ class Worker:
             return
         if jobs or removed:
             log.info("garbage collection: %d finished jobs, %d unreferenced items", jobs, removed)
+        self._sweep_scratch()
+
+    def _sweep_scratch(self) -> None:
+        """Remove the scratch directories of workers that are gone (killed mid-job)."""
+        for path in sweep(self.scratch_parent):
+            log.info("removed the scratch directory %s of a worker that is gone", path)
 
     def _run_one(self, runner: CompileJobRunner, job: Job, scratch_root: Path) -> None:
         log.info("job %s claimed (attempt %d)", job.id, job.attempts)
