@@ -64,14 +64,25 @@ def _gone(pid: int) -> bool:
 
 def _lowering(client: httpx.Client, program: dict[str, Any], plan: dict[str, Any]) -> Any:
     """Submit ``plan`` on ``program`` and wait until its lowering has started."""
-    job_id = submit(client, program["id"], plan)["id"]
+    return _lowering_again(client, submit(client, program["id"], plan)["id"], attempt=1)
+
+
+def _lowering_again(client: httpx.Client, job_id: str, attempt: int) -> Any:
+    """Wait until the job's attempt ``attempt`` has started lowering."""
 
     def started() -> Any:
         job = job_state(client, job_id)
-        assert job["status"] in {"queued", "running"}, job
-        return job if job["stage"] == "to_edge" else None
+        assert job["status"] in {"queued", "running"} and job["attempt"] <= attempt, job
+        return job if (job["stage"], job["attempt"]) == ("to_edge", attempt) else None
 
     return wait_until(started, 240, f"job {job_id} to reach to_edge", every=POLL_S)
+
+
+def _kill_lowering(service: ServiceProcess) -> float:
+    """SIGKILL the lowering process of the worker's job; returns when (monotonic)."""
+    child = wait_until(lambda: _lowering_process(_the_worker(service)), 30, "lowering process")
+    os.kill(child, signal.SIGKILL)
+    return time.monotonic()
 
 
 def _the_worker(service: ServiceProcess) -> int:
@@ -89,9 +100,7 @@ def test_a_killed_lowering_process_is_retried_at_once_with_its_reason(
     service: ServiceProcess, admin: httpx.Client, seq2seq_program: dict[str, Any]
 ) -> None:
     job = _lowering(admin, seq2seq_program, _plan(1.1e-4))
-    child = wait_until(lambda: _lowering_process(_the_worker(service)), 30, "lowering process")
-    os.kill(child, signal.SIGKILL)
-    killed = time.monotonic()
+    killed = _kill_lowering(service)
     requeued = wait_until(
         lambda: (j := job_state(admin, job["id"]))["retry_reason"] and j,
         30,
@@ -108,6 +117,23 @@ def test_a_killed_lowering_process_is_retried_at_once_with_its_reason(
     assert done["status"] == "succeeded" and done["attempt"] == 2, done
     assert done["retry_reason"] == requeued["retry_reason"]
     assert _attempts(admin, job["id"])[:3] == [("queued", 0), ("running", 1), ("queued", 1)]
+
+
+def test_a_job_whose_lowering_is_killed_at_every_attempt_fails_naming_the_signal(
+    service: ServiceProcess, admin: httpx.Client, seq2seq_program: dict[str, Any]
+) -> None:
+    job = _lowering(admin, seq2seq_program, _plan(1.4e-4))
+    for attempt in (1, 2, 3):
+        _lowering_again(admin, job["id"], attempt)
+        _kill_lowering(service)
+    done = wait_job(admin, job["id"])
+    assert done["status"] == "failed" and done["attempt"] == 3, done
+    assert done["error"] == {
+        "code": "compile_crashed",
+        "message": "the lowering process died with SIGKILL (likely out of memory); "
+        "the job used all 3 attempts",
+    }
+    assert done["retry_reason"].startswith("attempt 2 of 3 abandoned: ")
 
 
 def test_a_stopped_worker_hands_its_job_back_without_using_an_attempt(
