@@ -42,15 +42,18 @@ def events_of(client: httpx.Client, job_id: str) -> list[dict[str, Any]]:
 
 
 def check_run_once(events: list[dict[str, Any]]) -> None:
-    """One terminal event, last; attempts only grow, each starting after the one before
-    went back to the queue (no two attempts ran at once)."""
+    """One terminal event, last; each attempt starts (one more) only from the queue, after
+    the one before went back to it (no two attempts ran at once); going back to the queue
+    takes one off only when a stopped worker handed the job back (an attempt not counted)."""
     terminal = [e for e in events if e["status"] in {"succeeded", "failed", "canceled"}]
     assert terminal == [events[-1]] and terminal[0]["status"] == "succeeded", events
-    attempts = [e["attempt"] for e in events]
-    assert attempts == sorted(attempts), events
     for before, after in pairwise(events):
-        if after["attempt"] > before["attempt"]:
-            assert before["status"] == "queued", events  # the old attempt was abandoned first
+        step = after["attempt"] - before["attempt"]
+        if step > 0:
+            assert (before["status"], after["status"], step) == ("queued", "running", 1), events
+        elif step < 0:
+            assert (after["status"], step) == ("queued", -1), events
+            assert "handed back" in (after["retry_reason"] or ""), events
 
 
 def check_jobs(client: RetryingClient, jobs: dict[str, dict[str, Any]], killed: str) -> None:
