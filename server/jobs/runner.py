@@ -5,8 +5,9 @@ job arrives, it warms up while the worker is idle, lowers exactly one job and ex
 worker then starts the next standby. The worker thread that calls :func:`run_lowering`
 heartbeats the job's lease every tick (or at once when interrupted: a cancel notification),
 forwards stage messages to storage, and kills the child on cancel, lease loss, timeout or
-worker shutdown. A child that dies without a result
-(crash, SIGKILL by the kernel's OOM killer, RLIMIT_AS) becomes a clear failure of this job only.
+worker shutdown. A child that dies without a result (crash, SIGKILL by the kernel's OOM
+killer, RLIMIT_AS) becomes a clear ``compile_crashed`` outcome of this job only, which the
+job runner retries at once while the job has attempts left.
 """
 
 from __future__ import annotations

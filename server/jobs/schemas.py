@@ -44,7 +44,10 @@ class JobOut(BaseModel):
     finished_at: datetime | None
     attempt: int = Field(description="Attempts started so far (0 while first queued).")
     retry_reason: str | None = Field(
-        description="Why an earlier attempt was abandoned (its worker stopped), if one was."
+        description=(
+            "Why an earlier attempt was abandoned (its lowering process died, or its worker "
+            "stopped or vanished), if one was."
+        )
     )
     toolchain: Toolchain = Field(
         default_factory=toolchain, description="torch and executorch versions of this server."
