@@ -7,17 +7,15 @@ process; none of them crosses a process boundary (what leaves is a typed ``Metho
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 from pteforge.contracts.specs import DYNAMIC_DIM
 
-from . import operators
 from . import pt2_format as fmt
 from .errors import UnsafeArchiveError
 from .limits import ArchiveLimits
+from .pt2_schema import check_document
 from .specs import MethodSpec, TensorSpec
-from .sym_grammar import check_guard_code, check_sympy_expr
 
 _MODEL_KEYS = frozenset(
     {
@@ -41,61 +39,14 @@ def parse_json(data: bytes, entry: str) -> Any:
         raise UnsafeArchiveError("invalid_json", f"not valid JSON: {str(e)[:200]}", entry) from e
 
 
-def _walk(doc: Any) -> Iterator[tuple[str, Any, dict[str, Any]]]:
-    """Every (key, value, owner) pair of a JSON tree, iteratively (no recursion limit)."""
-    stack = [doc]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            for key, value in node.items():
-                yield key, value, node
-                stack.append(value)
-        elif isinstance(node, list):
-            stack.extend(node)
-
-
 def check_model_json(doc: Any, entry: str, limits: ArchiveLimits) -> None:
-    """Reject guard code, expressions, custom objects and operators outside the allowlist."""
+    """Refuse a document that is not an ExportedProgram of the installed torch's schema, or
+    whose strings do not fit their fields (:mod:`.pt2_schema`: names that become code,
+    operators outside the allowlist, expressions and guards outside their grammars, custom
+    objects)."""
     if not isinstance(doc, dict) or not set(doc) <= _MODEL_KEYS or "graph_module" not in doc:
         raise UnsafeArchiveError("invalid_program", "not a serialized ExportedProgram", entry)
-    guards = doc.get("guards_code") or []
-    if not isinstance(guards, list):
-        raise UnsafeArchiveError("unsafe_guard_code", "guards_code must be a list", entry)
-    for guard in guards:
-        if not isinstance(guard, str):
-            raise UnsafeArchiveError("unsafe_guard_code", "guards_code holds a non-string", entry)
-        check_guard_code(guard, entry, limits.max_expression_chars)
-    for key, value, owner in _walk(doc):
-        _check_pair(key, value, owner, entry, limits)
-
-
-def _check_pair(
-    key: str, value: Any, owner: dict[str, Any], entry: str, limits: ArchiveLimits
-) -> None:
-    if key == "expr_str":
-        if not isinstance(value, str):
-            raise UnsafeArchiveError("unsafe_expression", "expr_str must be a string", entry)
-        check_sympy_expr(value, entry, limits.max_expression_chars)
-    elif key in ("as_custom_obj", "custom_obj") or (key == "custom_obj_values" and value):
-        raise UnsafeArchiveError(
-            "custom_object", f"custom (torchbind) objects ({key}) are not accepted", entry
-        )
-    elif _is_operator(key, owner):
-        refused = operators.refusal(value)
-        if refused:
-            message = f"operator {str(value)[:100]!r} is not allowed: {refused}"
-            raise UnsafeArchiveError("unsafe_operator", message, entry)
-
-
-def _is_operator(key: str, owner: dict[str, Any]) -> bool:
-    """Node targets and operator arguments name callables the graph will run.
-
-    ``target`` only occurs in nodes; a node stripped of its other fields is still checked,
-    while a tensor that merely happens to be *named* "target" (a dict value) is not.
-    """
-    if key == "as_operator":
-        return True
-    return key == "target" and (isinstance(owner[key], str) or "inputs" in owner)
+    check_document(doc, entry, limits.max_expression_chars)
 
 
 def check_payload_config(doc: Any, entry: str, directory: str, record_sizes: dict[str, int]) -> int:

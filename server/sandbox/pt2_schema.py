@@ -1,0 +1,257 @@
+"""Every string of an uploaded program document, checked by what torch's schema says it is.
+
+torch's deserialiser and FX's code generation put serialized *names* into generated Python
+source: a placeholder's name becomes a parameter of ``def forward(self, ...)`` (a default
+value there runs when the module is built), a node's name an assignment target,
+``forward_arg_names`` the whole parameter list. ``expr_str`` goes to ``sympy.sympify`` (an
+``eval``) and guard code to ``exec``. So no string of a ``models/*.json`` document is taken
+on trust: the document is walked by the types of ``torch._export.serde.schema`` (read from
+the ``schema.yaml`` torch ships, without importing torch), and each string field has a class
+(:data:`FIELD_CLASSES`, :data:`KEY_CLASSES`) that says what it may hold. A field the schema
+has and the table lacks is refused, so a field added by a future torch is refused (and
+fails ``tests/sandbox/test_schema_fields.py``) until someone classifies it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import keyword
+import re
+from collections.abc import Callable, Iterator
+from enum import StrEnum
+from functools import cache
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import yaml
+
+from . import operators
+from .errors import UnsafeArchiveError
+from .sym_grammar import check_guard_code, check_sympy_expr
+
+ROOT = "ExportedProgram"
+MAX_NAME_CHARS = 1024
+MAX_TEXT_CHARS = 1 << 20
+MAX_EXPRESSION_CHARS = 2_000  # as ArchiveLimits.max_expression_chars
+
+
+class Kind(StrEnum):
+    """What a string field may hold."""
+
+    IDENTIFIER = "identifier"  # a Python identifier, not a keyword: names that become code
+    ARGUMENT_NAME = "argument name"  # an identifier, a keyword (``from``) or empty (positional)
+    DOTTED_NAME = "dotted name"  # words of [A-Za-z0-9_] joined by dots, or empty: FQNs
+    OPERATOR = "operator"  # a callable the graph runs: the operator allowlist decides
+    DEVICE = "device type"  # one of :data:`DEVICE_TYPES`
+    SYMPY = "symbolic expression"  # the sympy grammar of :mod:`.sym_grammar`
+    GUARD = "guard"  # the guard grammar of :mod:`.sym_grammar` (ep.module() exec's it)
+    FREE_TEXT = "free text"  # never reaches code generation, eval or an import: bounded
+    REFUSED = "refused"  # never accepted (custom objects)
+
+
+DEVICE_TYPES = frozenset({"cpu", "meta", "cuda", "mps", "xpu", "mtia", "hpu"})
+
+_I, _A, _D, _T = Kind.IDENTIFIER, Kind.ARGUMENT_NAME, Kind.DOTTED_NAME, Kind.FREE_TEXT
+FIELD_CLASSES: dict[tuple[str, str], Kind] = {
+    ("Argument", "as_string"): _T,  # operator arguments: emitted with repr()
+    ("Argument", "as_strings"): _T,
+    ("Argument", "as_operator"): Kind.OPERATOR,
+    ("BufferMutationSpec", "buffer_name"): _D,
+    ("ConstantValue", "as_string"): _T,  # a constant input's value: repr() too
+    ("CustomObjArgument", "name"): Kind.REFUSED,
+    ("CustomObjArgument", "class_fqn"): Kind.REFUSED,
+    ("Device", "type"): Kind.DEVICE,
+    ("ExportedProgram", "verifiers"): _I,  # dialect names, looked up in a registry
+    ("ExportedProgram", "torch_version"): _T,  # compared, never run
+    ("ExportedProgram", "guards_code"): Kind.GUARD,
+    ("GradientToParameterSpec", "parameter_name"): _D,
+    ("GradientToUserInputSpec", "user_input_name"): _I,
+    ("GraphArgument", "name"): _I,
+    ("InputToBufferSpec", "buffer_name"): _D,
+    ("InputToConstantInputSpec", "name"): _I,  # a placeholder of forward(): code
+    ("InputToCustomObjSpec", "custom_obj_name"): Kind.REFUSED,
+    ("InputToParameterSpec", "parameter_name"): _D,
+    ("InputToTensorConstantSpec", "tensor_constant_name"): _D,
+    ("ModuleCallEntry", "fqn"): _D,
+    ("ModuleCallSignature", "in_spec"): _T,  # pytree JSON: json.loads and a type registry
+    ("ModuleCallSignature", "out_spec"): _T,
+    ("ModuleCallSignature", "forward_arg_names"): _I,  # def forward(self, <these>)
+    ("NamedArgument", "name"): _A,
+    ("NamedTupleDef", "field_names"): _I,
+    ("Node", "target"): Kind.OPERATOR,
+    ("Node", "name"): _I,
+    ("Node", "metadata"): _T,  # split, json.loads'd or kept; source_fn_stack targets are
+    # resolved with getattr on torch, so they must be dotted names (_check_source_fns)
+    ("GraphModule", "metadata"): _T,
+    ("ParameterMutationSpec", "parameter_name"): _D,
+    ("SymBoolArgument", "as_name"): _I,
+    ("SymExpr", "expr_str"): Kind.SYMPY,
+    ("SymFloatArgument", "as_name"): _I,
+    ("SymIntArgument", "as_name"): _I,
+    ("TensorArgument", "name"): _I,
+    ("TokenArgument", "name"): _I,
+    ("UserInputMutationSpec", "user_input_name"): _I,
+}
+"""The class of every ``str`` (or ``list[str]``, or ``Dict[str, str]`` value) field the walk
+can reach from :data:`ROOT`."""
+
+KEY_CLASSES: dict[tuple[str, str], Kind] = {
+    ("Argument", "as_string_to_argument"): _I,
+    ("ExportedProgram", "opset_version"): _I,
+    ("ExportedProgram", "range_constraints"): _T,  # str() of symbols (s0, 2*s44): dict keys
+    ("Graph", "tensor_values"): _I,
+    ("Graph", "sym_int_values"): _I,
+    ("Graph", "sym_bool_values"): _I,
+    ("Graph", "sym_float_values"): _I,
+    ("Graph", "custom_obj_values"): Kind.REFUSED,
+    ("GraphModule", "metadata"): _T,
+    ("GraphModule", "treespec_namedtuple_fields"): _D,
+    ("Node", "metadata"): _T,
+}
+"""The class of the keys of every ``Dict[str, ...]`` field the walk can reach."""
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_DOTTED = re.compile(r"(?:[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)*)?\Z")  # layers.0.weight
+_PRIMITIVES: dict[str, type | tuple[type, ...]] = {"int": int, "float": (int, float), "bool": bool}
+
+
+@cache
+def schema() -> dict[str, dict[str, Any]]:
+    """The installed torch's ``schema.yaml``: type name -> ``{"kind", "fields"}``."""
+    spec = importlib.util.find_spec("torch")
+    assert spec is not None and spec.submodule_search_locations, "torch is not installed"
+    path = Path(next(iter(spec.submodule_search_locations))) / "_export/serde/schema.yaml"
+    loaded = yaml.safe_load(path.read_text())
+    return {k: v for k, v in loaded.items() if isinstance(v, dict) and "kind" in v}
+
+
+_Item = tuple[Any, str, str, tuple[str, str]]  # value, its type, its path, (owner, field)
+
+
+class Doc(NamedTuple):
+    """The document being checked: its archive entry (named in refusals) and the longest
+    expression or guard accepted."""
+
+    entry: str
+    max_expression_chars: int = MAX_EXPRESSION_CHARS
+
+
+def check_document(value: Any, entry: str, max_expression_chars: int) -> None:
+    """Walk a ``models/*.json`` document by the schema; raise ``UnsafeArchiveError``
+    naming the first field whose value does not fit its type or class."""
+    doc = Doc(entry, max_expression_chars)
+    stack: list[_Item] = [(value, ROOT, ROOT, (ROOT, ""))]
+    while stack:
+        stack.extend(_children(*stack.pop(), doc))
+
+
+def _refuse(doc: Doc, path: str, why: str, reason: str = "unsafe_name") -> UnsafeArchiveError:
+    return UnsafeArchiveError(reason, f"{path}: {why}", doc.entry)
+
+
+def _children(
+    value: Any, type_name: str, path: str, field: tuple[str, str], doc: Doc
+) -> Iterator[_Item]:
+    """Check ``value`` against ``type_name`` (its own part) and yield its members to walk."""
+    generic = re.fullmatch(r"(List|Optional|Dict\[str,)\s*\[?(.*)\]", type_name)
+    if generic:
+        yield from _generic(generic.group(1), generic.group(2), value, path, field, doc)
+    elif type_name == "str":
+        check_string(FIELD_CLASSES.get(field), value, path, doc)
+    elif type_name in _PRIMITIVES:
+        wanted = _PRIMITIVES[type_name]
+        if not isinstance(value, wanted) or (type(value) is bool and type_name != "bool"):
+            raise _refuse(doc, path, f"expected {type_name}", "invalid_program")
+    else:
+        yield from _composite(type_name, value, path, doc)
+
+
+def _generic(
+    outer: str, inner: str, value: Any, path: str, field: tuple[str, str], doc: Doc
+) -> Iterator[_Item]:
+    if outer == "Optional":
+        if value is not None:
+            yield value, inner, path, field
+    elif outer == "List":
+        if not isinstance(value, list):
+            raise _refuse(doc, path, "expected a list", "invalid_program")
+        yield from ((item, inner, f"{path}[{i}]", field) for i, item in enumerate(value))
+    else:  # Dict[str, inner]: the keys are strings of their own class
+        if not isinstance(value, dict):
+            raise _refuse(doc, path, "expected an object", "invalid_program")
+        for key, item in value.items():
+            check_string(KEY_CLASSES.get(field), key, f"{path} key {str(key)[:80]!r}", doc)
+            yield item, inner, f"{path}[{key!r}]", field
+        if field == ("Node", "metadata") and isinstance(value.get("source_fn_stack"), str):
+            _check_source_fns(value["source_fn_stack"], f"{path}['source_fn_stack']", doc)
+
+
+def _composite(type_name: str, value: Any, path: str, doc: Doc) -> Iterator[_Item]:
+    definition = schema().get(type_name)
+    if definition is None:
+        raise _refuse(doc, path, f"unknown schema type {type_name}", "invalid_program")
+    fields = definition["fields"]
+    if definition["kind"] == "enum":
+        if type(value) is not int or value not in fields.values():
+            raise _refuse(doc, path, f"not a value of {type_name}", "invalid_program")
+        return
+    if not isinstance(value, dict):
+        raise _refuse(doc, path, f"expected a {type_name} object", "invalid_program")
+    if set(value) - set(fields) or (definition["kind"] == "union" and len(value) != 1):
+        why = f"not a {type_name}: fields {sorted(value)[:8]}"
+        raise _refuse(doc, path, why, "invalid_program")
+    for name, member in value.items():
+        yield member, fields[name]["type"], f"{path}.{name}", (type_name, name)
+
+
+def _check_source_fns(text: str, path: str, doc: Doc) -> None:
+    """``name,target`` items split by ``;``: ``target`` is resolved by ``getattr``."""
+    for item in text.split(";"):
+        name, _, target = item.partition(",")
+        check_string(Kind.IDENTIFIER, name, path, doc)
+        check_string(Kind.DOTTED_NAME, target, path, doc)
+
+
+def check_string(kind: Kind | None, value: Any, path: str, doc: Doc) -> None:
+    """Refuse ``value`` unless it is a string that fits ``kind`` (None: unclassified)."""
+    if kind is None:
+        why = "a field this server has not classified (a newer torch?)"
+        raise _refuse(doc, path, why, "unclassified_field")
+    if kind is Kind.REFUSED:
+        raise _refuse(doc, path, "custom (torchbind) objects are not accepted", "custom_object")
+    if not isinstance(value, str):
+        raise _refuse(doc, path, f"expected a string, found {type(value).__name__}")
+    if kind is Kind.SYMPY:
+        check_sympy_expr(value, doc.entry, doc.max_expression_chars)
+    elif kind is Kind.GUARD:
+        check_guard_code(value, doc.entry, doc.max_expression_chars)
+    elif kind is Kind.OPERATOR:
+        refused = operators.refusal(value)
+        if refused:
+            message = f"operator {value[:100]!r} is not allowed: {refused}"
+            raise _refuse(doc, path, message, "unsafe_operator")
+    elif problem := _CHECKS[kind](value):
+        reason = "unsafe_string" if kind in (Kind.FREE_TEXT, Kind.DEVICE) else "unsafe_name"
+        raise _refuse(doc, path, f"{value[:80]!r} is not a valid {kind.value}: {problem}", reason)
+
+
+def _identifier(value: str) -> str:
+    if len(value) > MAX_NAME_CHARS or not _IDENTIFIER.match(value):
+        return "names must be Python identifiers"
+    return "a Python keyword" if keyword.iskeyword(value) else ""
+
+
+_CHECKS: dict[Kind, Callable[[str], str]] = {
+    Kind.IDENTIFIER: _identifier,
+    Kind.ARGUMENT_NAME: lambda v: (
+        "" if v == "" or (_IDENTIFIER.match(v) and len(v) < 256) else ("not a name")
+    ),
+    Kind.DOTTED_NAME: lambda v: (
+        ""
+        if len(v) <= MAX_NAME_CHARS and _DOTTED.match(v)
+        else ("qualified names are words of letters, digits and _ joined by dots")
+    ),
+    Kind.DEVICE: lambda v: "" if v in DEVICE_TYPES else f"one of {sorted(DEVICE_TYPES)}",
+    Kind.FREE_TEXT: lambda v: "" if len(v) <= MAX_TEXT_CHARS else "too long",
+}
