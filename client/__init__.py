@@ -11,7 +11,13 @@
 """
 
 from pteforge.client.aio import AsyncClient, AsyncSession
-from pteforge.client.config import Credentials, NotConfiguredError, load_credentials
+from pteforge.client.config import (
+    Credentials,
+    InvalidURLError,
+    NotConfiguredError,
+    base_url,
+    load_credentials,
+)
 from pteforge.client.errors import (
     ERROR_CODES,
     APIError,
@@ -69,6 +75,7 @@ __all__ = [
     "InvalidPlanError",
     "InvalidProgramError",
     "InvalidRequestError",
+    "InvalidURLError",
     "Job",
     "JobCanceledError",
     "JobError",
@@ -89,5 +96,6 @@ __all__ = [
     "UnauthorizedError",
     "UnknownBackendError",
     "UploadRejectedError",
+    "base_url",
     "load_credentials",
 ]

@@ -22,7 +22,7 @@ from pteforge.client.operations import Op, Operations, Ref
 from pteforge.client.sessions import SequenceSession, SequenceState, check_sessions
 from pteforge.client.sinks import ProgressCallback
 from pteforge.client.tensors import Inputs
-from pteforge.client.transport import RETRYABLE_ERRORS, request_args
+from pteforge.client.transport import RETRYABLE_ERRORS, TRANSPORT_ERRORS, request_args
 
 T = TypeVar("T")
 
@@ -68,12 +68,12 @@ class AsyncClient(ClientCore[httpx.AsyncClient]):
             return stop.value
 
     async def _exchange(self, call: Call) -> Reply:
-        attempts = Attempts(call, self._policy)
+        attempts = Attempts(call, self._policy, self.url)
         while True:
             try:
                 reply = await self._send(call)
-            except RETRYABLE_ERRORS as exc:
-                await asyncio.sleep(attempts.after_error(exc))
+            except TRANSPORT_ERRORS as exc:
+                await asyncio.sleep(attempts.after_error(exc, isinstance(exc, RETRYABLE_ERRORS)))
                 continue
             delay = attempts.after_reply(reply)
             if delay is None:

@@ -109,22 +109,26 @@ def _retry_after_seconds(value: str | None) -> float | None:
 class Attempts:
     """The retry bookkeeping of one call. Only idempotent calls are tried again: on 503 and
     on a broken connection; a stream that made progress before breaking starts a fresh
-    count (it resumes, it does not repeat)."""
+    count (it resumes, it does not repeat). ``server``, the base URL, names the server in
+    a transport error."""
 
-    def __init__(self, call: Call, policy: RetryPolicy) -> None:
+    def __init__(self, call: Call, policy: RetryPolicy, server: str = "") -> None:
         self.call = call
         self.policy = policy
+        self.server = server
         self.attempt = 0
         self._received = 0
 
-    def after_error(self, exc: Exception) -> float:
-        """The delay before the next try after a transport error, or raise TransportError."""
+    def after_error(self, exc: Exception, retryable: bool = True) -> float:
+        """The delay before the next try after a transport error, or raise TransportError
+        (at once when the error is not ``retryable``: no second try would mend it)."""
         if self.call.sink is not None and self.call.sink.received > self._received:
             self._received, self.attempt = self.call.sink.received, 0
-        if not self.call.idempotent or self.attempt >= self.policy.retries:
+        if not retryable or not self.call.idempotent or self.attempt >= self.policy.retries:
             tries = f" after {self.attempt + 1} attempts" if self.attempt else ""
             raise TransportError(
-                f"{self.call.method} {self.call.path}: {type(exc).__name__}: {exc}{tries}"
+                f"{self.call.method} {self.server}{self.call.path}: "
+                f"{type(exc).__name__}: {exc}{tries}"
             ) from exc
         return self._next(None)
 

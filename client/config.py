@@ -5,18 +5,54 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from pteforge.client.errors import PteforgeError
 
 ENV_URL = "PTEFORGE_URL"
 ENV_TOKEN = "PTEFORGE_TOKEN"
 ENV_CONFIG = "PTEFORGE_CONFIG"
+URL_FORM = "expected [http[s]://]HOST[:PORT], e.g. 127.0.0.1:8000 or https://pteforge.example"
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+_HOST = re.compile(r"^[\w.-]+$|^[0-9A-Fa-f:.]+$")  # a name, an IPv4 or an IPv6 address
 
 
 class NotConfiguredError(PteforgeError):
     """No server URL or token was given, set in the environment, or saved by login."""
+
+
+class InvalidURLError(PteforgeError, ValueError):
+    """The server URL given is not an ``http``/``https`` URL (nor a bare ``HOST[:PORT]``)."""
+
+
+def base_url(url: str) -> str:
+    """The client's base URL for ``url``: ``http://`` added to a bare ``HOST[:PORT]``, no
+    trailing slash; :class:`InvalidURLError` naming ``url`` when it is not a server URL."""
+    text = url.strip()
+    full = text if _SCHEME.match(text) else f"http://{text}"
+    if not _is_server_url(full):
+        raise InvalidURLError(f"{url!r} is not a server URL: {URL_FORM}")
+    return full.rstrip("/")
+
+
+def _is_server_url(url: str) -> bool:
+    """An ``http``/``https`` URL with a host, a valid port if any, no user, query or fragment."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:  # an out-of-range or non-numeric port, an unclosed IPv6 bracket
+        return False
+    return (
+        parts.scheme.lower() in ("http", "https")
+        and bool(parts.hostname and _HOST.match(parts.hostname))
+        and port != 0
+        and parts.username is None
+        and not parts.query
+        and not parts.fragment
+    )
 
 
 @dataclass(frozen=True)
@@ -40,9 +76,10 @@ def load_credentials(url: str | None = None, token: str | None = None) -> Creden
     """The URL and token to use: explicit values, then the environment, then the file."""
     saved = _read_saved() if url is None or token is None else {}
     sources = []
+    url_source: str | None = None  # where the URL came from, when not from the caller
     if url is None:
-        url, where = _pick(ENV_URL, saved.get("url"))
-        sources.append(where)
+        url, url_source = _pick(ENV_URL, saved.get("url"))
+        sources.append(url_source)
     if token is None:
         token, where = _pick(ENV_TOKEN, saved.get("token"))
         sources.append(where)
@@ -52,6 +89,12 @@ def load_credentials(url: str | None = None, token: str | None = None) -> Creden
             f"no server configured ({missing} missing): run `pteforge login URL --token TOKEN` "
             f"or set {ENV_URL} and {ENV_TOKEN}"
         )
+    try:
+        url = base_url(url)
+    except InvalidURLError as exc:
+        if url_source is None:
+            raise
+        raise InvalidURLError(f"{exc} (from {url_source})") from None
     return Credentials(url, token, ", ".join(sorted(set(sources))) or "arguments")
 
 
@@ -81,7 +124,7 @@ def save_credentials(url: str, token: str) -> Path:
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         with os.fdopen(fd, "w") as out:
-            json.dump({"url": url.rstrip("/"), "token": token}, out)
+            json.dump({"url": base_url(url), "token": token}, out)
         os.chmod(temp, 0o600)
         os.replace(temp, path)
     except BaseException:

@@ -8,7 +8,7 @@ from typing import Any, Generic, TypeVar
 import httpx
 
 from pteforge.client.calls import RetryPolicy
-from pteforge.client.config import load_credentials
+from pteforge.client.config import InvalidURLError, load_credentials
 from pteforge.client.operations import Operations
 from pteforge.client.transport import DEFAULT_TIMEOUT, client_options
 
@@ -29,8 +29,11 @@ class ClientCore(Generic[H]):
         retries: int = 4,
     ) -> None:
         creds = load_credentials(url, token)
-        self.url = creds.url.rstrip("/")
-        self._http: H = self._open(client_options(creds.url, creds.token, timeout))
+        self.url = creds.url  # normalised by load_credentials: a scheme, no trailing slash
+        try:
+            self._http: H = self._open(client_options(creds.url, creds.token, timeout))
+        except httpx.InvalidURL as exc:  # a URL base_url let through but httpx refuses
+            raise InvalidURLError(f"{creds.url!r} is not a server URL: {exc}") from None
         self._ops = Operations()
         self._policy = RetryPolicy(retries=retries)
 

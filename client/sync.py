@@ -21,7 +21,7 @@ from pteforge.client.operations import Op, Operations, Ref
 from pteforge.client.sessions import SequenceSession, SequenceState, check_sessions
 from pteforge.client.sinks import ProgressCallback
 from pteforge.client.tensors import Inputs
-from pteforge.client.transport import RETRYABLE_ERRORS, request_args
+from pteforge.client.transport import RETRYABLE_ERRORS, TRANSPORT_ERRORS, request_args
 
 T = TypeVar("T")
 
@@ -70,12 +70,12 @@ class Client(ClientCore[httpx.Client]):
             return stop.value
 
     def _exchange(self, call: Call) -> Reply:
-        attempts = Attempts(call, self._policy)
+        attempts = Attempts(call, self._policy, self.url)
         while True:
             try:
                 reply = self._send(call)
-            except RETRYABLE_ERRORS as exc:
-                time.sleep(attempts.after_error(exc))
+            except TRANSPORT_ERRORS as exc:
+                time.sleep(attempts.after_error(exc, isinstance(exc, RETRYABLE_ERRORS)))
                 continue
             delay = attempts.after_reply(reply)
             if delay is None:

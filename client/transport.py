@@ -17,13 +17,21 @@ RETRYABLE_ERRORS: tuple[type[Exception], ...] = (
     httpx.TimeoutException,
     httpx.RemoteProtocolError,
 )
+# Everything httpx raises while sending: the retryable ones, and those that no retry mends
+# (an unsupported protocol, a proxy or TLS failure, too many redirects, a bad URL, ...).
+TRANSPORT_ERRORS: tuple[type[Exception], ...] = (
+    httpx.HTTPError,
+    httpx.InvalidURL,
+    httpx.StreamError,
+)
 DEFAULT_TIMEOUT = 120.0
 
 
 def client_options(url: str, token: str, timeout: float) -> dict[str, Any]:
-    """Keyword arguments of ``httpx.Client``/``httpx.AsyncClient`` for one service."""
+    """Keyword arguments of ``httpx.Client``/``httpx.AsyncClient`` for one service (``url``
+    as :func:`pteforge.client.config.base_url` made it)."""
     return {
-        "base_url": url.rstrip("/"),
+        "base_url": url,
         "headers": {
             "Authorization": f"Bearer {token}",
             "User-Agent": f"pteforge-client/{__version__}",
