@@ -146,7 +146,10 @@ class LoweringJob:
         """Ask the backends layer which whole-graph method holds an unsupported node."""
         if not self.whole_graph:
             return None
-        programs = edge_programs()
+        try:
+            programs = edge_programs()
+        except Exception:  # the program fails before any backend sees it (an operator torch
+            return None  # refuses): _from_message reports the upstream error it raised
         for method, backend_id in self.whole_graph.items():
             node = first_unsupported_node(backend_id, programs[method])
             if node is not None:

@@ -215,3 +215,23 @@ def test_partitioner_failure_without_a_node_names_method_and_backend() -> None:
     error = raised.value
     assert (error.method, error.backend_id) == ("decode", "XnnpackBackend")
     assert "dependency cycles" in str(error) and "'decode'" in str(error)
+
+
+def test_a_program_that_fails_before_any_backend_is_a_lowering_error() -> None:
+    """An operator argument torch itself refuses (a string argument an upload can set to
+    anything) fails the whole-graph lowering with the manager's error, naming torch's words,
+    not a bare ValueError (which a job would report as an internal error)."""
+    from pteforge.backends import default_catalog
+    from pteforge.manager import ManagerError, compile_programs
+
+    class Floor(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.div(x, 2.0, rounding_mode="floor")
+
+    program = torch.export.export(Floor(), (torch.ones(2, 3),))
+    for node in program.graph.nodes:
+        if node.kwargs.get("rounding_mode") == "floor":
+            node.kwargs = {"rounding_mode": "floor'); import os; ('"}
+    plan = {"all": {"delegate": {"backend_id": "XnnpackBackend"}}}
+    with pytest.raises(ManagerError, match="rounding_mode"):
+        compile_programs({"forward": program}, plan, default_catalog())
