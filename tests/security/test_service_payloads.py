@@ -11,6 +11,8 @@ touch the marker, and that refusal would be reported with the marker's path).
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -99,3 +101,19 @@ def test_a_benign_program_with_strings_compiles_and_runs(
     expected = (np.floor(X / 2.0) + 1).ravel()
     for plan, data in outputs.items():
         np.testing.assert_allclose(np.asarray(data, dtype=np.float32), expected, err_msg=plan)
+
+
+LIVE = ("constant_input_name", "tensor_input_name")
+
+
+@pytest.mark.parametrize("case", LIVE)
+def test_the_name_payloads_are_live_exploits_without_the_validator(
+    case: str, tmp_path: Path
+) -> None:
+    """The corpus has teeth: plain ``torch.export.load`` and ``ep.module()``, in a child
+    with no validator and no confinement, run these payloads (and the marker appears)."""
+    marker = tmp_path / f"PWNED-{case}"
+    archive = hostile(tmp_path / "archives", case, marker)
+    code = f"import torch; torch.export.load({str(archive)!r}).module()"
+    subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=300)
+    assert marker.exists(), f"{case} no longer runs in plain torch: is the corpus stale?"
