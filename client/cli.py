@@ -1,5 +1,6 @@
 """The remote commands of ``pteforge``: ``login``, ``push``, ``build``, ``pull``, ``run``,
-``ls`` and ``cancel``, each talking to a server through :class:`pteforge.client.Client`.
+``ls``, ``show``, ``rm`` and ``cancel``, each talking to a server through
+:class:`pteforge.client.Client`.
 
 Every command takes ``--json`` (machine-readable output on stdout); progress goes to stderr;
 an error is one line on stderr with exit code 1 (2 for bad local input). This module only
@@ -16,6 +17,18 @@ EXIT_ERROR = 1
 EXIT_BAD_INPUT = 2
 
 
+REMOTE_FOOTER = """\
+The server and token are those `pteforge login` saved, or PTEFORGE_URL and PTEFORGE_TOKEN.
+Errors are one line on stderr (exit code 1; 2 for bad local input)."""
+LOGIN_FOOTER = """\
+The URL and token are saved in $PTEFORGE_CONFIG (default ~/.config/pteforge/client.json)
+for the other remote commands; PTEFORGE_URL and PTEFORGE_TOKEN override them."""
+
+
+class BadInputError(Exception):
+    """Local input a command cannot use (exit code 2)."""
+
+
 def register(subparsers: Any) -> None:
     """Add the remote commands to the top-level ``pteforge`` parser."""
     common = argparse.ArgumentParser(add_help=False)
@@ -26,11 +39,29 @@ def register(subparsers: Any) -> None:
     _pull(subparsers, common)
     _run(subparsers, common)
     _ls(subparsers, common)
+    _show(subparsers, common)
+    _rm(subparsers, common)
     _cancel(subparsers, common)
 
 
-def _command(subparsers: Any, common: argparse.ArgumentParser, name: str, help: str) -> Any:
-    parser = subparsers.add_parser(name, help=help, description=help, parents=[common])
+def _command(
+    subparsers: Any,
+    common: argparse.ArgumentParser,
+    name: str,
+    help: str,
+    example: str,
+    footer: str = REMOTE_FOOTER,
+) -> Any:
+    """A remote command: ``help`` in the list of commands; the description adds ``example``
+    and ``footer`` (where the server and token come from)."""
+    description = f"{help[0].upper()}{help[1:]}.\n\nexample:\n  {example}\n\n{footer}"
+    parser = subparsers.add_parser(
+        name,
+        help=help,
+        description=description,
+        parents=[common],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.set_defaults(handler=_dispatch)
     return parser
 
@@ -43,16 +74,29 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 def _login(subparsers: Any, common: argparse.ArgumentParser) -> None:
     parser = _command(
-        subparsers, common, "login", "check a server URL and token and save them (mode 0600)"
+        subparsers,
+        common,
+        "login",
+        "check a server URL and token, then save them for the other commands (mode 0600)",
+        "pteforge login 127.0.0.1:8000 --token ptf_...",
+        LOGIN_FOOTER,
     )
-    parser.add_argument("url", help="the server, e.g. http://127.0.0.1:8000")
+    parser.add_argument(
+        "url", help="the server: http[s]://HOST[:PORT], or HOST:PORT for http (127.0.0.1:8000)"
+    )
     parser.add_argument(
         "--token", help="an API token (default: $PTEFORGE_TOKEN, else asked for on stdin)"
     )
 
 
 def _push(subparsers: Any, common: argparse.ArgumentParser) -> None:
-    parser = _command(subparsers, common, "push", "upload a program, one .pt2 file per method")
+    parser = _command(
+        subparsers,
+        common,
+        "push",
+        "upload a program: one torch.export .pt2 archive per method",
+        "pteforge push mymodel forward=model.pt2",
+    )
     parser.add_argument("name", help="the program's name")
     parser.add_argument(
         "methods", nargs="+", metavar="METHOD=FILE.pt2", help="a method and its archive"
@@ -61,7 +105,11 @@ def _push(subparsers: Any, common: argparse.ArgumentParser) -> None:
 
 def _build(subparsers: Any, common: argparse.ArgumentParser) -> None:
     parser = _command(
-        subparsers, common, "build", "compile an uploaded program, showing its stages live"
+        subparsers,
+        common,
+        "build",
+        "compile an uploaded program to a .pte on the server, showing its stages live",
+        'pteforge build mymodel --plan \'{"all": {"partitioners": ["xnnpack"]}}\' -o model.pte',
     )
     parser.add_argument("program", help="a program id, or the name of the newest such program")
     parser.add_argument(
@@ -72,13 +120,25 @@ def _build(subparsers: Any, common: argparse.ArgumentParser) -> None:
 
 
 def _pull(subparsers: Any, common: argparse.ArgumentParser) -> None:
-    parser = _command(subparsers, common, "pull", "download an artifact's .pte (sha256 checked)")
+    parser = _command(
+        subparsers,
+        common,
+        "pull",
+        "download an artifact's .pte (its sha256 checked)",
+        "pteforge pull art_... -o model.pte",
+    )
     parser.add_argument("artifact", help="an artifact id")
     parser.add_argument("-o", "--output", type=Path, help="where to write (default: ID.pte)")
 
 
 def _run(subparsers: Any, common: argparse.ArgumentParser) -> None:
-    parser = _command(subparsers, common, "run", "run a method of an artifact on the server")
+    parser = _command(
+        subparsers,
+        common,
+        "run",
+        "run a method of an artifact on the server, with inputs from .npy files",
+        "pteforge run art_....forward --input x.npy --save outputs/",
+    )
     parser.add_argument("model", metavar="ARTIFACT.METHOD", help="e.g. art_123.forward")
     parser.add_argument(
         "--input",
@@ -92,12 +152,46 @@ def _run(subparsers: Any, common: argparse.ArgumentParser) -> None:
 
 
 def _ls(subparsers: Any, common: argparse.ArgumentParser) -> None:
-    parser = _command(subparsers, common, "ls", "list the project's programs, artifacts or jobs")
+    parser = _command(
+        subparsers,
+        common,
+        "ls",
+        "list the project's programs, artifacts or jobs, newest first",
+        "pteforge ls jobs --status failed",
+    )
     parser.add_argument("what", choices=["programs", "artifacts", "jobs"])
     parser.add_argument("--limit", type=int, default=20, help="at most this many (newest first)")
     parser.add_argument("--status", help="jobs only: queued, running, succeeded, failed, ...")
 
 
+def _show(subparsers: Any, common: argparse.ArgumentParser) -> None:
+    parser = _command(
+        subparsers,
+        common,
+        "show",
+        "show a program, artifact or job by its id (--json: the API's object)",
+        "pteforge show art_...",
+    )
+    parser.add_argument("id", metavar="ID", help="an id: prog_..., art_... or job_...")
+
+
+def _rm(subparsers: Any, common: argparse.ArgumentParser) -> None:
+    parser = _command(
+        subparsers,
+        common,
+        "rm",
+        "delete a program (its artifacts stay) or an artifact",
+        "pteforge rm prog_...",
+    )
+    parser.add_argument("id", metavar="ID", help="an id: prog_... or art_...")
+
+
 def _cancel(subparsers: Any, common: argparse.ArgumentParser) -> None:
-    parser = _command(subparsers, common, "cancel", "cancel a compile job")
+    parser = _command(
+        subparsers,
+        common,
+        "cancel",
+        "cancel a queued or running compile job",
+        "pteforge cancel job_...",
+    )
     parser.add_argument("job", help="a job id")

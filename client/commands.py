@@ -13,20 +13,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from pteforge.client.cli import EXIT_BAD_INPUT, EXIT_ERROR
-from pteforge.client.config import ENV_TOKEN, load_credentials, save_credentials
+from pteforge.client.browse import cancel, connect, ls, rm, show
+from pteforge.client.cli import EXIT_BAD_INPUT, EXIT_ERROR, BadInputError
+from pteforge.client.config import ENV_TOKEN, InvalidURLError, save_credentials
 from pteforge.client.errors import NotFoundError, PteforgeError, UnauthorizedError
 from pteforge.client.files import check_writable
 from pteforge.client.models import Artifact, Program
 from pteforge.client.render import Output
 from pteforge.client.sync import Client
-from pteforge.client.views import (
-    artifact_summary,
-    listing,
-    output_rows,
-    program_summary,
-    stage_plan,
-)
+from pteforge.client.views import artifact_summary, output_rows, program_summary, stage_plan
 from pteforge.contracts.names import parse_method_files
 from pteforge.contracts.plan import PlanSpec
 from pteforge.contracts.plan_problems import plan_problem
@@ -41,16 +36,12 @@ TOKEN_HINT = (
 MAX_LIST = 1000  # the most one list call returns
 
 
-class BadInputError(Exception):
-    """Local input the command cannot use (exit code 2)."""
-
-
 def run_command(args: argparse.Namespace) -> int:
     """Run one remote command; errors become one line on stderr and a non-zero exit."""
     out = Output(args.json)
     try:
         _COMMANDS[args.command](args, out)
-    except (BadInputError, OSError) as exc:
+    except (BadInputError, InvalidURLError, OSError) as exc:
         out.error(f"pteforge {args.command}: error: {_one_line(exc)}")
         return EXIT_BAD_INPUT
     except UnauthorizedError as exc:
@@ -75,11 +66,11 @@ def login(args: argparse.Namespace, out: Output) -> None:
     token = args.token or os.environ.get(ENV_TOKEN) or _ask_token()
     with Client(args.url, token) as client:
         client.list_programs(limit=1)  # proves the URL and the token before saving them
-    path = save_credentials(args.url, token)
+    path = save_credentials(client.url, token)
     if out.as_json:
-        out.json({"url": args.url.rstrip("/"), "config": str(path)})
+        out.json({"url": client.url, "config": str(path)})
         return
-    out.line(f"Logged in to {args.url.rstrip('/')}; saved to {path} (mode 0600).")
+    out.line(f"Logged in to {client.url}; saved to {path} (mode 0600).")
     out.line("PTEFORGE_URL and PTEFORGE_TOKEN override the saved values.")
 
 
@@ -92,7 +83,7 @@ def _ask_token() -> str:
 
 def push(args: argparse.Namespace, out: Output) -> None:
     files = _method_files(args.methods)
-    with _client() as client:
+    with connect() as client:
         program = client.upload_program(files, name=args.name)
     if out.as_json:
         out.json(program.raw)
@@ -135,7 +126,7 @@ def build(args: argparse.Namespace, out: Output) -> None:
     plan = read_plan(args.plan)
     if args.output is not None:
         check_writable(args.output)  # before compiling, not after
-    with _client() as client:
+    with connect() as client:
         program = _program(client, args.program)
         if args.no_wait:
             job = client.compile(program, plan, wait=False)
@@ -172,7 +163,7 @@ def _download(client: Client, out: Output, artifact: Artifact, path: Path) -> No
 def pull(args: argparse.Namespace, out: Output) -> None:
     path = args.output or Path(f"{args.artifact}.pte")
     check_writable(path)
-    with _client() as client:
+    with connect() as client:
         artifact = client.get_artifact(args.artifact)
         _download(client, out, artifact, path)
     result = {"path": str(path), "sha256": artifact.sha256, "size_bytes": artifact.size_bytes}
@@ -187,7 +178,7 @@ def run(args: argparse.Namespace, out: Output) -> None:
     if not dot or not artifact or not method:
         raise BadInputError(f"{args.model!r}: expected ARTIFACT.METHOD")
     inputs = _read_inputs(args.input)
-    with _client() as client:
+    with connect() as client:
         result = client.infer(artifact, method, inputs)
     if args.save is not None:
         import numpy as np
@@ -223,31 +214,6 @@ def _read_inputs(specs: list[str]) -> list[Any] | dict[str, Any]:
     return arrays
 
 
-def ls(args: argparse.Namespace, out: Output) -> None:
-    with _client() as client:
-        if args.what == "programs":
-            items: list[Any] = client.list_programs(limit=args.limit)
-        elif args.what == "artifacts":
-            items = client.list_artifacts(limit=args.limit)
-        else:
-            items = client.list_jobs(status=args.status, limit=args.limit)
-    if out.as_json:
-        out.json([item.raw for item in items])
-        return
-    listing(out, args.what, items)
-
-
-def cancel(args: argparse.Namespace, out: Output) -> None:
-    with _client() as client:
-        job = client.cancel_job(args.job)
-    out.json(job.raw) if out.as_json else out.line(str(job))
-
-
-def _client() -> Client:
-    creds = load_credentials()
-    return Client(creds.url, creds.token)
-
-
 _COMMANDS: Mapping[str, Callable[[argparse.Namespace, Output], None]] = {
     "login": login,
     "push": push,
@@ -255,5 +221,7 @@ _COMMANDS: Mapping[str, Callable[[argparse.Namespace, Output], None]] = {
     "pull": pull,
     "run": run,
     "ls": ls,
+    "show": show,
+    "rm": rm,
     "cancel": cancel,
 }

@@ -93,6 +93,29 @@ def _numerics(check: Any) -> str:
     return f"{check.get('status')}" + (f" (max rel error {worst:.2g})" if worst is not None else "")
 
 
+def job_summary(out: Output, job: Job) -> None:
+    """``pteforge show job_...``: status and stage, its times, and its artifact or error."""
+    out.line(
+        f"job [bold]{job.id}[/] ({job.kind}): {job.status}"
+        + (f", {job.stage}" if job.stage else "")
+    )
+    times = [
+        (n, t)
+        for n, t in (
+            ("created", job.created_at),
+            ("started", job.started_at),
+            ("finished", job.finished_at),
+        )
+        if t
+    ]
+    if times:
+        out.line(", ".join(f"{name} {when:%Y-%m-%d %H:%M:%S}" for name, when in times))
+    if job.artifact_id:
+        out.line(f"artifact {job.artifact_id}")
+    if job.error:
+        out.line(f"error {job.error.code}: {job.error.message}")
+
+
 def listing(out: Output, what: str, items: Sequence[Any]) -> None:
     """``pteforge ls``: one table row per item."""
     rows: list[tuple[str, ...]]

@@ -8,8 +8,24 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import shutil
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+
+DESCRIPTION = """\
+Compile torch.export programs to ExecuTorch .pte files and run them: on this machine
+(compile), as a service (serve, worker, migrate, tokens), or as a client of a running
+service (login, push, build, pull, run, ls, show, rm, cancel)."""
+EPILOG = """first hour:
+  pteforge serve                                  # prints an admin token on first start
+  pteforge login 127.0.0.1:8000 --token ptf_...   # saves the server and token
+  pteforge push mymodel forward=model.pt2         # upload a torch.export archive
+  pteforge build mymodel -o model.pte             # compile it on the server
+  pteforge run art_....forward --input x.npy      # run a method of the artifact
+
+`pteforge COMMAND --help` describes each command."""
 
 # subcommand -> module providing ``register(subparsers)`` for it
 _COMMAND_MODULES: dict[str, str] = {
@@ -18,14 +34,20 @@ _COMMAND_MODULES: dict[str, str] = {
     "tokens": "pteforge.server.auth.cli",
     # remote commands: a client of a running server
     **dict.fromkeys(
-        ("login", "push", "build", "pull", "run", "ls", "cancel"), "pteforge.client.cli"
+        ("login", "push", "build", "pull", "run", "ls", "show", "rm", "cancel"),
+        "pteforge.client.cli",
     ),
 }
 
 
 def build_parser() -> argparse.ArgumentParser:
     """Build the top-level parser with every layer's subcommands."""
-    parser = argparse.ArgumentParser(prog="pteforge", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="pteforge",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     subparsers = parser.add_subparsers(dest="command", required=True)
     seen: set[str] = set()
     for module_name in _COMMAND_MODULES.values():
@@ -40,6 +62,22 @@ def build_parser() -> argparse.ArgumentParser:
             continue  # layer not built yet
         module.register(subparsers)
     return parser
+
+
+def command_name() -> str:
+    """How to type ``pteforge`` in a shell here, for the commands a banner shows: the script
+    of the running virtual environment when ``PATH`` does not find it (``.venv/bin/pteforge``
+    after ``make serve`` in a fresh clone: relative when the environment is a folder of the
+    current directory, else absolute), else ``pteforge``."""
+    if sys.prefix == sys.base_prefix:
+        return "pteforge"  # not in a virtual environment: installed where PATH looks
+    script = Path(sys.prefix) / "bin" / "pteforge"
+    found = shutil.which("pteforge")
+    if not script.is_file() or (found and Path(found).resolve() == script.resolve()):
+        return "pteforge"
+    if script.parent.parent.parent.absolute() == Path.cwd().absolute():
+        return os.path.relpath(script)
+    return str(script.absolute())
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,92 @@
+"""The remote commands that look at or remove what a project holds: ``ls``, ``show``, ``rm``
+and ``cancel`` (parsed by ``pteforge.client.cli``, run by ``pteforge.client.commands``).
+
+With ``--json`` each prints what the API answered, in the API's own shape."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from pteforge.client.cli import BadInputError
+from pteforge.client.config import load_credentials
+from pteforge.client.models import Artifact, Job, Program
+from pteforge.client.render import Output
+from pteforge.client.sync import Client
+from pteforge.client.views import artifact_summary, job_summary, listing, program_summary
+
+# An id's prefix -> what it names (the API's path segment).
+KINDS = {"prog_": "programs", "art_": "artifacts", "job_": "jobs"}
+
+
+def connect() -> Client:
+    """A client of the server the user logged in to (or ``PTEFORGE_URL``/``PTEFORGE_TOKEN``)."""
+    creds = load_credentials()
+    return Client(creds.url, creds.token)
+
+
+def kind_of(ident: str) -> str:
+    """``programs``, ``artifacts`` or ``jobs``: what ``ident`` names, by its prefix."""
+    for prefix, kind in KINDS.items():
+        if ident.startswith(prefix) and len(ident) > len(prefix):
+            return kind
+    raise BadInputError(f"{ident!r}: expected an id starting with prog_, art_ or job_")
+
+
+def ls(args: argparse.Namespace, out: Output) -> None:
+    """``pteforge ls programs|artifacts|jobs``: a table, or ``{KIND: [...]}`` as the API has it."""
+    with connect() as client:
+        if args.what == "programs":
+            items: list[Any] = client.list_programs(limit=args.limit)
+        elif args.what == "artifacts":
+            items = client.list_artifacts(limit=args.limit)
+        else:
+            items = client.list_jobs(status=args.status, limit=args.limit)
+    if out.as_json:
+        out.json({args.what: [item.raw for item in items]})
+        return
+    listing(out, args.what, items)
+
+
+def show(args: argparse.Namespace, out: Output) -> None:
+    """``pteforge show ID``: a program, artifact or job, as a summary or the API's object."""
+    kind = kind_of(args.id)
+    with connect() as client:
+        item: Program | Artifact | Job
+        if kind == "programs":
+            item = client.get_program(args.id)
+        elif kind == "artifacts":
+            item = client.get_artifact(args.id)
+        else:
+            item = client.get_job(args.id)
+    if out.as_json:
+        out.json(item.raw)
+    elif isinstance(item, Program):
+        program_summary(out, item)
+    elif isinstance(item, Artifact):
+        artifact_summary(out, item)
+    else:
+        job_summary(out, item)
+
+
+def rm(args: argparse.Namespace, out: Output) -> None:
+    """``pteforge rm ID``: delete a program (its artifacts stay) or an artifact."""
+    kind = kind_of(args.id)
+    if kind == "jobs":
+        raise BadInputError(f"{args.id!r}: a job is not deleted; stop it with `pteforge cancel`")
+    with connect() as client:
+        if kind == "programs":
+            client.delete_program(args.id)
+        else:
+            client.delete_artifact(args.id)
+    if out.as_json:
+        out.json({"id": args.id, "deleted": True})
+        return
+    out.line(f"Deleted {kind[:-1]} {args.id}.")
+
+
+def cancel(args: argparse.Namespace, out: Output) -> None:
+    """``pteforge cancel JOB``: ask the server to stop a compile job."""
+    with connect() as client:
+        job = client.cancel_job(args.job)
+    out.json(job.raw) if out.as_json else out.line(str(job))
