@@ -32,7 +32,10 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "compile",
         help="compile local torch.export programs to a .pte",
-        description="Lower torch.export programs (one per method) to one ExecuTorch .pte.",
+        description="Lower torch.export programs (one per method) to one ExecuTorch .pte on "
+        "this machine, without a server, and check its numerics against the exported program. "
+        "Example: pteforge compile --method forward=model.pt2 --plan "
+        '\'{"all": {"partitioners": ["xnnpack"]}}\' -o model.pte',
     )
     parser.add_argument(
         "--method",

@@ -14,9 +14,16 @@ if TYPE_CHECKING:
 
 def register(subparsers: Any) -> None:
     """Add ``serve``, ``worker`` and ``migrate`` to the top-level parser."""
-    serve = subparsers.add_parser("serve", help="run the HTTP service and its compile workers")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8000)
+    serve = subparsers.add_parser(
+        "serve",
+        help="run the HTTP service and its compile workers",
+        description="Run the HTTP service (API, dashboard, metrics) with its compile workers "
+        "and runtime workers, on the database of PTEFORGE_HOME (default ~/.pteforge) or "
+        "PTEFORGE_DATABASE_URL. On first start it creates a project and prints an admin "
+        "token. Example: pteforge serve --host 0.0.0.0 --port 8000",
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    serve.add_argument("--port", type=int, default=8000, help="port to listen on")
     serve.add_argument(
         "--no-workers",
         action="store_true",
@@ -25,14 +32,25 @@ def register(subparsers: Any) -> None:
     serve.set_defaults(handler=serve_command)
 
     worker = subparsers.add_parser(
-        "worker", help="run compile workers only, on any machine that reaches the database"
+        "worker",
+        help="run compile workers only, on any machine that reaches the database",
+        description="Run compile workers in the foreground, without the HTTP service: they "
+        "claim jobs from the database that `pteforge serve --no-workers` queues them in "
+        "(PostgreSQL via PTEFORGE_DATABASE_URL to share it between machines). "
+        "Example: PTEFORGE_DATABASE_URL=postgresql+psycopg://... pteforge worker --count 2",
     )
     worker.add_argument(
         "--count", type=int, default=None, help="processes (default PTEFORGE_COMPILE_WORKERS)"
     )
     worker.set_defaults(handler=worker_command)
 
-    migrate = subparsers.add_parser("migrate", help="bring the database schema up to date")
+    migrate = subparsers.add_parser(
+        "migrate",
+        help="bring the database schema up to date",
+        description="Apply the database's pending schema migrations and exit (serve and worker "
+        "also do it when they start; a deployment runs it once before starting its replicas). "
+        "Example: PTEFORGE_DATABASE_URL=postgresql+psycopg://... pteforge migrate",
+    )
     migrate.set_defaults(handler=migrate_command)
 
 
@@ -63,8 +81,10 @@ def serve_command(args: argparse.Namespace) -> int:
 def startup_help(settings: Settings) -> str:
     """Which database this server uses, and how tokens and clients connect to it: a token is
     valid only if it was created in this same database."""
+    from pteforge.cli import command_name
     from pteforge.server.startup.database import shown_database_url
 
+    pteforge = command_name()
     where = (
         "PTEFORGE_DATABASE_URL=..."
         if settings.database_url
@@ -72,7 +92,7 @@ def startup_help(settings: Settings) -> str:
     )
     return (
         f"pteforge serve: database {shown_database_url(settings)}\n"
-        f"  tokens for this server: {where} pteforge tokens create --name NAME\n"
+        f"  tokens for this server: {where} {pteforge} tokens create --name NAME\n"
         f"  then, from any machine: pteforge login {settings.public_url} --token TOKEN"
     )
 

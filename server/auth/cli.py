@@ -17,17 +17,37 @@ from pteforge.server.startup.bootstrap import DEFAULT_PROJECT
 
 def register(subparsers: Any) -> None:
     """Add ``tokens`` with its ``create``, ``list`` and ``revoke`` actions."""
-    tokens = subparsers.add_parser("tokens", help="manage API tokens (in the service database)")
+    tokens = subparsers.add_parser(
+        "tokens",
+        help="manage API tokens (in the service database)",
+        description="Create, list and revoke API tokens, directly in the service's database: "
+        "run it with the same PTEFORGE_HOME (or PTEFORGE_DATABASE_URL) as `pteforge serve`. "
+        "Example: pteforge tokens create --name laptop",
+    )
     actions = tokens.add_subparsers(dest="tokens_action", required=True)
-    create = actions.add_parser("create", help="create a token; prints it as the last line")
-    create.add_argument("--name", required=True)
+    create = actions.add_parser(
+        "create",
+        help="create a token; prints it as the last line",
+        description="Create a token for a project and print it as the last line (shown only "
+        "now). Example: pteforge tokens create --name laptop",
+    )
+    create.add_argument("--name", required=True, help="what the token is for (shown by list)")
     create.add_argument("--project", default=DEFAULT_PROJECT, help="project (created if missing)")
     create.set_defaults(handler=create_command)
-    listing = actions.add_parser("list", help="list a project's tokens (never their values)")
+    listing = actions.add_parser(
+        "list",
+        help="list a project's tokens (never their values)",
+        description="List a project's tokens: id, name, created, revoked (never their values).",
+    )
     listing.add_argument("--project", default=DEFAULT_PROJECT)
     listing.set_defaults(handler=list_command)
-    revoke = actions.add_parser("revoke", help="revoke a token by id; it stops working at once")
-    revoke.add_argument("token_id")
+    revoke = actions.add_parser(
+        "revoke",
+        help="revoke a token by id; it stops working at once",
+        description="Revoke a token by its id (from `pteforge tokens list`); requests with it "
+        "are refused at once. Example: pteforge tokens revoke tok_...",
+    )
+    revoke.add_argument("token_id", help="the token's id, as `pteforge tokens list` shows it")
     revoke.add_argument("--project", default=DEFAULT_PROJECT)
     revoke.set_defaults(handler=revoke_command)
 

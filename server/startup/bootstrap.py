@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pteforge.cli import command_name
 from pteforge.storage.errors import ConflictError
 from pteforge.storage.store import Store
 
@@ -34,13 +35,15 @@ def bootstrap_if_empty(store: Store) -> Bootstrap | None:
 
 
 def usage_text(boot: Bootstrap, base_url: str) -> str:
-    """How to use the token just created."""
+    """How to use the token just created (the ``pteforge`` commands as a shell here finds
+    them: ``.venv/bin/pteforge`` when the virtual environment is not on ``PATH``)."""
+    pteforge = command_name()
     return (
         f"Created project {boot.project_name!r} and an admin token (shown only now):\n"
         f"  {boot.token}\n"
         f"Use it as a bearer token, e.g.:\n"
         f"  curl -H 'Authorization: Bearer {boot.token}' {base_url}/v1/backends\n"
         f"or save it for the Python client and the remote commands:\n"
-        f"  pteforge login {base_url} --token {boot.token}\n"
-        f"More tokens: pteforge tokens create --name NAME [--project PROJECT]\n"
+        f"  {pteforge} login {base_url} --token {boot.token}\n"
+        f"More tokens: {pteforge} tokens create --name NAME [--project PROJECT]\n"
     )
