@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib.util
 import keyword
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from enum import StrEnum
 from functools import cache
 from pathlib import Path
@@ -126,7 +126,8 @@ def schema() -> dict[str, dict[str, Any]]:
     return {k: v for k, v in loaded.items() if isinstance(v, dict) and "kind" in v}
 
 
-_Item = tuple[Any, str, str, tuple[str, str]]  # value, its type, its path, (owner, field)
+Where = tuple[Any, str]  # (parent Where | None, piece): a field's path, spelled on refusal
+_Item = tuple[Any, str, Where, tuple[str, str]]  # value, its type, where, (owner, field)
 
 
 class Doc(NamedTuple):
@@ -141,71 +142,117 @@ def check_document(value: Any, entry: str, max_expression_chars: int) -> None:
     """Walk a ``models/*.json`` document by the schema; raise ``UnsafeArchiveError``
     naming the first field whose value does not fit its type or class."""
     doc = Doc(entry, max_expression_chars)
-    stack: list[_Item] = [(value, ROOT, ROOT, (ROOT, ""))]
+    stack: list[_Item] = [(value, ROOT, (None, ROOT), (ROOT, ""))]
     while stack:
-        stack.extend(_children(*stack.pop(), doc))
+        _visit(*stack.pop(), doc, stack.append)
 
 
-def _refuse(doc: Doc, path: str, why: str, reason: str = "unsafe_name") -> UnsafeArchiveError:
-    return UnsafeArchiveError(reason, f"{path}: {why}", doc.entry)
+def spell(where: Where | str) -> str:
+    """A field's path as people read it: ``ExportedProgram.graph_module.graph.nodes[3]``."""
+    if isinstance(where, str):
+        return where
+    pieces = []
+    node: Where | None = where
+    while node is not None:
+        pieces.append(node[1])
+        node = node[0]
+    return "".join(reversed(pieces))
 
 
-def _children(
-    value: Any, type_name: str, path: str, field: tuple[str, str], doc: Doc
-) -> Iterator[_Item]:
-    """Check ``value`` against ``type_name`` (its own part) and yield its members to walk."""
-    generic = re.fullmatch(r"(List|Optional|Dict\[str,)\s*\[?(.*)\]", type_name)
-    if generic:
-        yield from _generic(generic.group(1), generic.group(2), value, path, field, doc)
+def _refuse(doc: Doc, where: Where | str, why: str, reason: str = "unsafe_name") -> Exception:
+    return UnsafeArchiveError(reason, f"{spell(where)}: {why}", doc.entry)
+
+
+@cache
+def _generic_parts(type_name: str) -> tuple[str, str] | None:
+    """``("List", "Node")`` for ``List[Node]`` (also Optional, ``Dict[str,``); else None."""
+    found = re.fullmatch(r"(List|Optional|Dict\[str,)\s*\[?(.*)\]", type_name)
+    return (found.group(1), found.group(2)) if found else None
+
+
+@cache
+def _definition(type_name: str) -> tuple[str, dict[str, str], frozenset[Any]] | None:
+    """(kind, field -> type, the names or enum values) of a schema type."""
+    definition = schema().get(type_name)
+    if definition is None:
+        return None
+    fields = definition["fields"]
+    if definition["kind"] == "enum":
+        return "enum", {}, frozenset(fields.values())
+    return definition["kind"], {k: v["type"] for k, v in fields.items()}, frozenset(fields)
+
+
+def _visit(
+    value: Any,
+    type_name: str,
+    where: Where,
+    field: tuple[str, str],
+    doc: Doc,
+    push: Callable[[_Item], None],
+) -> None:
+    """Check ``value`` against ``type_name`` (its own part) and push its members."""
+    generic = _generic_parts(type_name)
+    if generic is not None:
+        _generic(*generic, value, where, field, doc, push)
     elif type_name == "str":
-        check_string(FIELD_CLASSES.get(field), value, path, doc)
+        check_string(FIELD_CLASSES.get(field), value, where, doc)
     elif type_name in _PRIMITIVES:
         wanted = _PRIMITIVES[type_name]
         if not isinstance(value, wanted) or (type(value) is bool and type_name != "bool"):
-            raise _refuse(doc, path, f"expected {type_name}", "invalid_program")
+            raise _refuse(doc, where, f"expected {type_name}", "invalid_program")
     else:
-        yield from _composite(type_name, value, path, doc)
+        _composite(type_name, value, where, doc, push)
 
 
 def _generic(
-    outer: str, inner: str, value: Any, path: str, field: tuple[str, str], doc: Doc
-) -> Iterator[_Item]:
+    outer: str,
+    inner: str,
+    value: Any,
+    where: Where,
+    field: tuple[str, str],
+    doc: Doc,
+    push: Callable[[_Item], None],
+) -> None:
     if outer == "Optional":
         if value is not None:
-            yield value, inner, path, field
+            push((value, inner, where, field))
     elif outer == "List":
         if not isinstance(value, list):
-            raise _refuse(doc, path, "expected a list", "invalid_program")
-        yield from ((item, inner, f"{path}[{i}]", field) for i, item in enumerate(value))
+            raise _refuse(doc, where, "expected a list", "invalid_program")
+        for i, item in enumerate(value):
+            push((item, inner, (where, f"[{i}]"), field))
     else:  # Dict[str, inner]: the keys are strings of their own class
         if not isinstance(value, dict):
-            raise _refuse(doc, path, "expected an object", "invalid_program")
+            raise _refuse(doc, where, "expected an object", "invalid_program")
+        kind = KEY_CLASSES.get(field)
         for key, item in value.items():
-            check_string(KEY_CLASSES.get(field), key, f"{path} key {str(key)[:80]!r}", doc)
-            yield item, inner, f"{path}[{key!r}]", field
+            check_string(kind, key, (where, f" key {str(key)[:80]!r}"), doc)
+            push((item, inner, (where, f"[{key!r}]"), field))
         if field == ("Node", "metadata") and isinstance(value.get("source_fn_stack"), str):
-            _check_source_fns(value["source_fn_stack"], f"{path}['source_fn_stack']", doc)
+            _check_source_fns(value["source_fn_stack"], (where, "['source_fn_stack']"), doc)
 
 
-def _composite(type_name: str, value: Any, path: str, doc: Doc) -> Iterator[_Item]:
-    definition = schema().get(type_name)
+def _composite(
+    type_name: str, value: Any, where: Where, doc: Doc, push: Callable[[_Item], None]
+) -> None:
+    definition = _definition(type_name)
     if definition is None:
-        raise _refuse(doc, path, f"unknown schema type {type_name}", "invalid_program")
-    fields = definition["fields"]
-    if definition["kind"] == "enum":
-        if type(value) is not int or value not in fields.values():
-            raise _refuse(doc, path, f"not a value of {type_name}", "invalid_program")
+        raise _refuse(doc, where, f"unknown schema type {type_name}", "invalid_program")
+    kind, fields, names = definition
+    if kind == "enum":
+        if type(value) is not int or value not in names:
+            raise _refuse(doc, where, f"not a value of {type_name}", "invalid_program")
         return
     if not isinstance(value, dict):
-        raise _refuse(doc, path, f"expected a {type_name} object", "invalid_program")
-    if set(value) - set(fields) or (definition["kind"] == "union" and len(value) != 1):
+        raise _refuse(doc, where, f"expected a {type_name} object", "invalid_program")
+    if not names.issuperset(value) or (kind == "union" and len(value) != 1):
         why = f"not a {type_name}: fields {sorted(value)[:8]}"
-        raise _refuse(doc, path, why, "invalid_program")
+        raise _refuse(doc, where, why, "invalid_program")
     for name, member in value.items():
-        yield member, fields[name]["type"], f"{path}.{name}", (type_name, name)
+        push((member, fields[name], (where, f".{name}"), (type_name, name)))
 
 
-def _check_source_fns(text: str, path: str, doc: Doc) -> None:
+def _check_source_fns(text: str, path: Where, doc: Doc) -> None:
     """``name,target`` items split by ``;``: ``target`` is resolved by ``getattr``."""
     for item in text.split(";"):
         name, _, target = item.partition(",")
@@ -213,7 +260,7 @@ def _check_source_fns(text: str, path: str, doc: Doc) -> None:
         check_string(Kind.DOTTED_NAME, target, path, doc)
 
 
-def check_string(kind: Kind | None, value: Any, path: str, doc: Doc) -> None:
+def check_string(kind: Kind | None, value: Any, path: Where | str, doc: Doc) -> None:
     """Refuse ``value`` unless it is a string that fits ``kind`` (None: unclassified)."""
     if kind is None:
         why = "a field this server has not classified (a newer torch?)"

@@ -58,11 +58,15 @@ def test_a_field_a_newer_torch_adds_is_refused(monkeypatch: pytest.MonkeyPatch) 
     fields["vendor_hint"] = {"type": "str"}
     schema["Device"] = {**schema["Device"], "fields": fields}
     monkeypatch.setattr(S, "schema", lambda: schema)
+    S._definition.cache_clear()  # the walk's per-type cache, built from the real schema
     doc: dict[str, Any] = {"graph_module": {"graph": {"inputs": [
         {"as_device": {"type": "cpu", "vendor_hint": "x"}}
     ]}}}  # fmt: skip
-    with pytest.raises(UnsafeArchiveError, match=r"vendor_hint.*not classified") as info:
-        S.check_document(doc, "models/m.json", 2000)
+    try:
+        with pytest.raises(UnsafeArchiveError, match=r"vendor_hint.*not classified") as info:
+            S.check_document(doc, "models/m.json", 2000)
+    finally:
+        S._definition.cache_clear()
     assert info.value.reason == "unclassified_field"
 
 
