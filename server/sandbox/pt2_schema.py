@@ -45,6 +45,7 @@ class Kind(StrEnum):
     DEVICE = "device type"  # one of :data:`DEVICE_TYPES`
     SYMPY = "symbolic expression"  # the sympy grammar of :mod:`.sym_grammar`
     GUARD = "guard"  # the guard grammar of :mod:`.sym_grammar` (ep.module() exec's it)
+    LITERAL = "string literal"  # text torch puts between quotes unescaped: no ' " \\ or line break
     FREE_TEXT = "free text"  # never reaches code generation, eval or an import: bounded
     REFUSED = "refused"  # never accepted (custom objects)
 
@@ -53,11 +54,13 @@ DEVICE_TYPES = frozenset({"cpu", "meta", "cuda", "mps", "xpu", "mtia", "hpu"})
 
 _I, _A, _D, _T = Kind.IDENTIFIER, Kind.ARGUMENT_NAME, Kind.DOTTED_NAME, Kind.FREE_TEXT
 FIELD_CLASSES: dict[tuple[str, str], Kind] = {
-    ("Argument", "as_string"): _T,  # operator arguments: emitted with repr()
-    ("Argument", "as_strings"): _T,
+    # A constant input's value (a graph input's as_string, its ConstantValue) becomes the
+    # guard f"{src} == '{value}'" that ep.module() exec's; operator arguments are repr()'d.
+    ("Argument", "as_string"): Kind.LITERAL,
+    ("Argument", "as_strings"): Kind.LITERAL,
     ("Argument", "as_operator"): Kind.OPERATOR,
     ("BufferMutationSpec", "buffer_name"): _D,
-    ("ConstantValue", "as_string"): _T,  # a constant input's value: repr() too
+    ("ConstantValue", "as_string"): Kind.LITERAL,
     ("CustomObjArgument", "name"): Kind.REFUSED,
     ("CustomObjArgument", "class_fqn"): Kind.REFUSED,
     ("Device", "type"): Kind.DEVICE,
@@ -113,6 +116,7 @@ KEY_CLASSES: dict[tuple[str, str], Kind] = {
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _DOTTED = re.compile(r"(?:[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)*)?\Z")  # layers.0.weight
+_LITERAL = re.compile(r"[^'\"\\\x00-\x1f\x7f]{0,4096}\Z")
 _PRIMITIVES: dict[str, type | tuple[type, ...]] = {"int": int, "float": (int, float), "bool": bool}
 
 
@@ -279,7 +283,8 @@ def check_string(kind: Kind | None, value: Any, path: Where | str, doc: Doc) -> 
             message = f"operator {value[:100]!r} is not allowed: {refused}"
             raise _refuse(doc, path, message, "unsafe_operator")
     elif problem := _CHECKS[kind](value):
-        reason = "unsafe_string" if kind in (Kind.FREE_TEXT, Kind.DEVICE) else "unsafe_name"
+        named = kind in (Kind.IDENTIFIER, Kind.ARGUMENT_NAME, Kind.DOTTED_NAME)
+        reason = "unsafe_name" if named else "unsafe_string"
         raise _refuse(doc, path, f"{value[:80]!r} is not a valid {kind.value}: {problem}", reason)
 
 
@@ -300,5 +305,10 @@ _CHECKS: dict[Kind, Callable[[str], str]] = {
         else ("qualified names are words of letters, digits and _ joined by dots")
     ),
     Kind.DEVICE: lambda v: "" if v in DEVICE_TYPES else f"one of {sorted(DEVICE_TYPES)}",
+    Kind.LITERAL: lambda v: (
+        ""
+        if _LITERAL.match(v)
+        else ("no quotes, backslashes or control characters (torch embeds it in source)")
+    ),
     Kind.FREE_TEXT: lambda v: "" if len(v) <= MAX_TEXT_CHARS else "too long",
 }

@@ -75,6 +75,7 @@ GOOD = {
     S.Kind.ARGUMENT_NAME: ["self", "rounding_mode", "from", ""],
     S.Kind.DOTTED_NAME: ["", "fc1.weight", "layers.0.attn.q_proj", "model.encoder.0"],
     S.Kind.DEVICE: ["cpu", "meta"],
+    S.Kind.LITERAL: ["floor", "tanh", "bij,bjk->bik", "", "sum"],
     S.Kind.FREE_TEXT: ["floor", 'File "m.py", line 3\n  x = 1', "'); import os; ('"],
 }
 BAD = {
@@ -82,6 +83,7 @@ BAD = {
     S.Kind.ARGUMENT_NAME: ["a=1", "a;b", "x)"],
     S.Kind.DOTTED_NAME: ["a..b", "a.b;c", ".a", "a/b", "a.b()", "self.x = 1"],
     S.Kind.DEVICE: ["cpu'); x", "gpu", ""],
+    S.Kind.LITERAL: ["floor' and x or '", 'a"b', "a\\b", "a\nb", "x" * 4097],
     S.Kind.FREE_TEXT: ["x" * (S.MAX_TEXT_CHARS + 1)],
 }
 DOC = S.Doc("models/m.json")

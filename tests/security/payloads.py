@@ -54,6 +54,11 @@ def _constant_input_name(doc: Any, marker: Path) -> Any:
     return doc
 
 
+def _constant_input_value(doc: Any, marker: Path) -> Any:
+    """ep.module() guards a string input with f"{src} == '{value}'", exec'd unescaped."""
+    return _renamed(doc, "floor", f"floor' and {code(marker)} or '")
+
+
 def _tensor_input_name(doc: Any, marker: Path) -> Any:
     return _renamed(doc, "x", f"x={code(marker)}")
 
@@ -72,17 +77,19 @@ def _stack_trace(doc: Any, marker: Path) -> Any:
     return doc
 
 
-STRING_INPUT_CASES = {"constant_input_name"}
+STRING_INPUT_CASES = {"constant_input_name", "constant_input_value"}
 """The cases planted in :class:`StringInput`; the others in :class:`StringArgument`."""
 
 EDITS: dict[str, Callable[[Any, Path], Any]] = {
     "constant_input_name": _constant_input_name,
+    "constant_input_value": _constant_input_value,
     "tensor_input_name": _tensor_input_name,
     "node_output_name": _node_name,
     "string_argument": _rounding_mode,
     "stack_trace": _stack_trace,
 }
-"""Each payload's place; the first three are code in torch's generated ``forward``."""
+"""Each payload's place. The names become code in torch's generated ``forward``; the
+constant input's value becomes code in the guard function ``ep.module()`` builds."""
 
 
 def benign(directory: Path, string_input: bool = False) -> Path:

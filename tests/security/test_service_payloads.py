@@ -103,17 +103,21 @@ def test_a_benign_program_with_strings_compiles_and_runs(
         np.testing.assert_allclose(np.asarray(data, dtype=np.float32), expected, err_msg=plan)
 
 
-LIVE = ("constant_input_name", "tensor_input_name")
+LIVE = ("constant_input_name", "constant_input_value", "tensor_input_name")
 
 
 @pytest.mark.parametrize("case", LIVE)
 def test_the_name_payloads_are_live_exploits_without_the_validator(
     case: str, tmp_path: Path
 ) -> None:
-    """The corpus has teeth: plain ``torch.export.load`` and ``ep.module()``, in a child
-    with no validator and no confinement, run these payloads (and the marker appears)."""
+    """The corpus has teeth: plain ``torch.export.load``, ``ep.module()`` and a call on the
+    archive's example inputs, in a child with no validator and no confinement, run these
+    payloads (and the marker appears)."""
     marker = tmp_path / f"PWNED-{case}"
     archive = hostile(tmp_path / "archives", case, marker)
-    code = f"import torch; torch.export.load({str(archive)!r}).module()"
+    code = (
+        f"import torch; ep = torch.export.load({str(archive)!r}); "
+        "ep.module()(*ep.example_inputs[0])"
+    )
     subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=300)
     assert marker.exists(), f"{case} no longer runs in plain torch: is the corpus stale?"
