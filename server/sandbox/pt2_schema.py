@@ -54,10 +54,11 @@ DEVICE_TYPES = frozenset({"cpu", "meta", "cuda", "mps", "xpu", "mtia", "hpu"})
 
 _I, _A, _D, _T = Kind.IDENTIFIER, Kind.ARGUMENT_NAME, Kind.DOTTED_NAME, Kind.FREE_TEXT
 FIELD_CLASSES: dict[tuple[str, str], Kind] = {
-    # A constant input's value (a graph input's as_string, its ConstantValue) becomes the
-    # guard f"{src} == '{value}'" that ep.module() exec's; operator arguments are repr()'d.
-    ("Argument", "as_string"): Kind.LITERAL,
-    ("Argument", "as_strings"): Kind.LITERAL,
+    # Operator arguments are repr()'d (an assert's message quotes a node's name). A constant
+    # input's value (a graph input's as_string, its ConstantValue) becomes the guard
+    # f"{src} == '{value}'" that ep.module() exec's: a LITERAL, see _check_graph_inputs.
+    ("Argument", "as_string"): _T,
+    ("Argument", "as_strings"): _T,
     ("Argument", "as_operator"): Kind.OPERATOR,
     ("BufferMutationSpec", "buffer_name"): _D,
     ("ConstantValue", "as_string"): Kind.LITERAL,
@@ -252,8 +253,17 @@ def _composite(
     if not names.issuperset(value) or (kind == "union" and len(value) != 1):
         why = f"not a {type_name}: fields {sorted(value)[:8]}"
         raise _refuse(doc, where, why, "invalid_program")
+    if type_name == "Graph":
+        _check_graph_inputs(value.get("inputs"), (where, ".inputs"), doc)
     for name, member in value.items():
         push((member, fields[name], (where, f".{name}"), (type_name, name)))
+
+
+def _check_graph_inputs(inputs: Any, where: Where, doc: Doc) -> None:
+    """A graph input that is a string constant is a string literal (see FIELD_CLASSES)."""
+    for i, argument in enumerate(inputs if isinstance(inputs, list) else ()):
+        if isinstance(argument, dict) and "as_string" in argument:
+            check_string(Kind.LITERAL, argument["as_string"], (where, f"[{i}].as_string"), doc)
 
 
 def _check_source_fns(text: str, path: Where, doc: Doc) -> None:
