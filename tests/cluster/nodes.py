@@ -12,7 +12,13 @@ from pathlib import Path
 
 import httpx
 
-from tests.server.service import FAST_JOB_ENV, free_port, wait_until
+from tests.server.service import (
+    FAST_JOB_ENV,
+    children_running,
+    free_port,
+    process_table,
+    wait_until,
+)
 
 
 class Node:
@@ -121,26 +127,9 @@ class WorkerNode(Node):
         return children_running(self.proc.pid, b"pteforge.server.jobs.worker")
 
 
-def _processes() -> dict[int, tuple[int, bytes]]:
-    """pid -> (parent pid, command line) of every process now."""
-    found = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-            found[int(stat.parent.name)] = (ppid, (stat.parent / "cmdline").read_bytes())
-        except (OSError, IndexError, ValueError):
-            continue  # the process went away while we looked
-    return found
-
-
-def children_running(parent: int, marker: bytes) -> list[int]:
-    """Direct children of ``parent`` whose command line holds ``marker``."""
-    return [pid for pid, (ppid, cmd) in _processes().items() if ppid == parent and marker in cmd]
-
-
 def descendants(root: int) -> list[int]:
     """Every process below ``root``, children first."""
-    table, found, frontier = _processes(), [], [root]
+    table, found, frontier = process_table(), [], [root]
     while frontier:
         below = [pid for pid, (ppid, _) in table.items() if ppid in frontier]
         found += below

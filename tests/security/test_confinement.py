@@ -23,7 +23,7 @@ from pteforge.children import landlock, seccomp
 from tests.models import save_programs, small_mlp_programs
 from tests.security.conftest import CANARY, CANARY_VALUE
 from tests.server.helpers import submit, upload_methods, wait_job
-from tests.server.service import ServiceProcess, wait_until
+from tests.server.service import ServiceProcess, process_table, wait_until
 
 SCRIPT = Path(__file__).with_name("escape_attempts.py")
 REFUSED_BY = {
@@ -112,22 +112,10 @@ def test_confine_refuses_every_escape_and_keeps_the_job_working(
 # -- the live processes of a real server --------------------------------------------------
 
 
-def _processes() -> dict[int, tuple[int, bytes]]:
-    """Every process: pid -> (parent pid, command line)."""
-    found = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-            found[int(stat.parent.name)] = (ppid, (stat.parent / "cmdline").read_bytes())
-        except (OSError, IndexError, ValueError):
-            continue  # gone while we looked
-    return found
-
-
 def _upload_handlers(root: int) -> tuple[list[int], list[int]]:
     """The fork servers under ``root`` and the children they forked (runtime workers, a
     standby lowering process, sandbox loaders)."""
-    processes = _processes()
+    processes = process_table()
     forked = {p for p, (_, cmd) in processes.items() if b"multiprocessing.forkserver" in cmd}
     # a forked child has its fork server's command line too; a fork server's parent has not
     servers = [p for p in forked if processes[p][0] not in forked]

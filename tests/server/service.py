@@ -138,19 +138,27 @@ class ServiceProcess:
     def worker_pids(self) -> list[int]:
         """The compile worker processes the server supervises (children running the worker)."""
         assert self.proc is not None
-        found = []
-        for stat in Path("/proc").glob("[0-9]*/stat"):
-            try:
-                ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-                cmdline = (stat.parent / "cmdline").read_bytes()
-            except (OSError, IndexError, ValueError):
-                continue  # the process went away while we looked
-            if ppid == self.proc.pid and b"pteforge.server.jobs.worker" in cmdline:
-                found.append(int(stat.parent.name))
-        return found
+        return children_running(self.proc.pid, b"pteforge.server.jobs.worker")
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+
+def process_table() -> dict[int, tuple[int, bytes]]:
+    """pid -> (parent pid, command line) of every process now."""
+    found = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            found[int(stat.parent.name)] = (ppid, (stat.parent / "cmdline").read_bytes())
+        except (OSError, IndexError, ValueError):
+            continue  # the process went away while we looked
+    return found
+
+
+def children_running(parent: int, marker: bytes) -> list[int]:
+    """Direct children of ``parent`` whose command line holds ``marker``."""
+    return [pid for pid, (ppid, cmd) in process_table().items() if ppid == parent and marker in cmd]
 
 
 def temp_home(prefix: str) -> Path:

@@ -19,7 +19,7 @@ import httpx
 
 from pteforge.server.jobs.scratch import WorkerScratch
 from tests.server.helpers import job_state, read_events, submit, wait_job
-from tests.server.service import ServiceProcess, wait_until
+from tests.server.service import ServiceProcess, process_table, wait_until
 
 REQUEUE_WITHIN_S = 2.0  # issue 18: a killed lowering process's job is back this fast
 POLL_S = 0.02
@@ -36,14 +36,7 @@ def _proc_stat(pid: int) -> list[str]:
 
 
 def _children(pid: int) -> list[int]:
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            if int(_proc_stat(int(stat.parent.name))[1]) == pid:
-                found.append(int(stat.parent.name))
-        except (OSError, IndexError, ValueError):
-            continue  # the process went away while we looked
-    return found
+    return [child for child, (ppid, _) in process_table().items() if ppid == pid]
 
 
 def _lowering_process(worker: int) -> int | None:
