@@ -74,7 +74,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if boot is not None:
             print(usage_text(boot, settings.public_url), file=sys.stderr, flush=True)
         app.state.services = services
-        services.host = await run_in_threadpool(report_confinement)
+        services.host = await run_in_threadpool(report_confinement, settings.home)
         await run_in_threadpool(services.catalog_json)  # described once, off the event loop
         # With no local workers (`serve --no-workers`) the queue is served by `pteforge worker`
         # processes elsewhere, woken by the database (PostgreSQL) or their polling.

@@ -117,7 +117,7 @@ def run_workers(settings: Settings, count: int) -> None:
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    report_confinement()  # logged: what the lowering children of this node get
+    report_confinement(settings.home)  # logged: what this node's lowering children get
     supervisor = WorkerSupervisor(settings, count)
     supervisor.start()
     log.info("%d compile workers running; SIGTERM or Ctrl+C stops them", count)

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import logging
 import os
+from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from pteforge.children.confine import ConfinementLayers, host_layers
+from pteforge.children.confine import ConfinementLayers, host_layers, python_read_roots
 from pteforge.server.startup.toolchain import Toolchain, toolchain
 
 log = logging.getLogger(__name__)
@@ -45,9 +46,24 @@ def missing_layers(layers: ConfinementLayers) -> list[str]:
     ]
 
 
-def report_confinement() -> HostOut:
-    """Probe the confinement children get on this host, log it, and return the host entry."""
+def readable_home_note(home: Path) -> str | None:
+    """Why ``home`` is not protected from confined children, if it lies where they may read
+    (the source tree or the Python installation): its database would be readable."""
+    resolved = home.resolve()
+    for root in python_read_roots():
+        if resolved.is_relative_to(root):
+            return f"PTEFORGE_HOME {home} lies inside {root}, which confined children may read"
+    return None
+
+
+def report_confinement(home: Path | None = None) -> HostOut:
+    """Probe the confinement children get on this host, log it, and return the host entry
+    (``home``: the service's ``PTEFORGE_HOME``, checked to be out of the children's reach)."""
     layers = host_layers()
+    note = readable_home_note(home) if home is not None else None
+    if note is not None:
+        log.warning("%s: move it elsewhere", note)
+        layers = layers.model_copy(update={"notes": (*layers.notes, note)})
     missing = missing_layers(layers)
     if missing:
         why = "; ".join(layers.notes) or "no reason given"

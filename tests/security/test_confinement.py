@@ -193,3 +193,13 @@ def test_the_host_entry_reports_every_layer(secure_admin: httpx.Client) -> None:
     assert layers["seccomp"] is seccomp.available()
     if os.geteuid() == 0:
         assert layers["network_namespace"] is True and layers["capabilities_dropped"] is True
+
+
+def test_a_home_inside_what_children_may_read_is_reported(tmp_path: Path) -> None:
+    from pteforge.children.confine import python_read_roots
+    from pteforge.server.startup.host import readable_home_note
+
+    assert readable_home_note(tmp_path / "home") is None
+    inside = python_read_roots()[0] / "pteforge-home"
+    note = readable_home_note(inside)
+    assert note is not None and str(inside) in note
