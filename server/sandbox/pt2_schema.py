@@ -15,7 +15,6 @@ fails ``tests/sandbox/test_schema_fields.py``) until someone classifies it.
 from __future__ import annotations
 
 import importlib.util
-import keyword
 import re
 from collections.abc import Callable
 from enum import StrEnum
@@ -26,11 +25,12 @@ from typing import Any, NamedTuple
 import yaml
 
 from . import operators
+from . import pt2_grammars as grammars
 from .errors import UnsafeArchiveError
 from .sym_grammar import check_guard_code, check_sympy_expr
 
 ROOT = "ExportedProgram"
-MAX_NAME_CHARS = 1024
+MAX_NAME_CHARS = grammars.MAX_NAME_CHARS
 MAX_TEXT_CHARS = 1 << 20
 MAX_EXPRESSION_CHARS = 2_000  # as ArchiveLimits.max_expression_chars
 
@@ -42,15 +42,14 @@ class Kind(StrEnum):
     ARGUMENT_NAME = "argument name"  # an identifier, a keyword (``from``) or empty (positional)
     DOTTED_NAME = "dotted name"  # words of [A-Za-z0-9_] joined by dots, or empty: FQNs
     OPERATOR = "operator"  # a callable the graph runs: the operator allowlist decides
-    DEVICE = "device type"  # one of :data:`DEVICE_TYPES`
+    DEVICE = "device type"  # one of :data:`.pt2_grammars.DEVICE_TYPES`
     SYMPY = "symbolic expression"  # the sympy grammar of :mod:`.sym_grammar`
     GUARD = "guard"  # the guard grammar of :mod:`.sym_grammar` (ep.module() exec's it)
     LITERAL = "string literal"  # text torch puts between quotes unescaped: no ' " \\ or line break
+    TREESPEC = "pytree spec"  # pytree JSON: its types and context strings (.pt2_grammars)
     FREE_TEXT = "free text"  # never reaches code generation, eval or an import: bounded
     REFUSED = "refused"  # never accepted (custom objects)
 
-
-DEVICE_TYPES = frozenset({"cpu", "meta", "cuda", "mps", "xpu", "mtia", "hpu"})
 
 _I, _A, _D, _T = Kind.IDENTIFIER, Kind.ARGUMENT_NAME, Kind.DOTTED_NAME, Kind.FREE_TEXT
 FIELD_CLASSES: dict[tuple[str, str], Kind] = {
@@ -77,8 +76,8 @@ FIELD_CLASSES: dict[tuple[str, str], Kind] = {
     ("InputToParameterSpec", "parameter_name"): _D,
     ("InputToTensorConstantSpec", "tensor_constant_name"): _D,
     ("ModuleCallEntry", "fqn"): _D,
-    ("ModuleCallSignature", "in_spec"): _T,  # pytree JSON: json.loads and a type registry
-    ("ModuleCallSignature", "out_spec"): _T,
+    ("ModuleCallSignature", "in_spec"): Kind.TREESPEC,
+    ("ModuleCallSignature", "out_spec"): Kind.TREESPEC,
     ("ModuleCallSignature", "forward_arg_names"): _I,  # def forward(self, <these>)
     ("NamedArgument", "name"): _A,
     ("NamedTupleDef", "field_names"): _I,
@@ -96,8 +95,7 @@ FIELD_CLASSES: dict[tuple[str, str], Kind] = {
     ("TokenArgument", "name"): _I,
     ("UserInputMutationSpec", "user_input_name"): _I,
 }
-"""The class of every ``str`` (or ``list[str]``, or ``Dict[str, str]`` value) field the walk
-can reach from :data:`ROOT`."""
+"""The class of every ``str``, ``list[str]`` or ``Dict[str, str]`` value field under ROOT."""
 
 KEY_CLASSES: dict[tuple[str, str], Kind] = {
     ("Argument", "as_string_to_argument"): _I,
@@ -115,9 +113,6 @@ KEY_CLASSES: dict[tuple[str, str], Kind] = {
 """The class of the keys of every ``Dict[str, ...]`` field the walk can reach."""
 
 
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-_DOTTED = re.compile(r"(?:[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)*)?\Z")  # layers.0.weight
-_LITERAL = re.compile(r"[^'\"\\\x00-\x1f\x7f]{0,4096}\Z")
 _PRIMITIVES: dict[str, type | tuple[type, ...]] = {"int": int, "float": (int, float), "bool": bool}
 
 
@@ -136,8 +131,7 @@ _Item = tuple[Any, str, Where, tuple[str, str]]  # value, its type, where, (owne
 
 
 class Doc(NamedTuple):
-    """The document being checked: its archive entry (named in refusals) and the longest
-    expression or guard accepted."""
+    """The document checked: its archive entry (named in refusals), its longest expression."""
 
     entry: str
     max_expression_chars: int = MAX_EXPRESSION_CHARS
@@ -152,16 +146,13 @@ def check_document(value: Any, entry: str, max_expression_chars: int) -> None:
         _visit(*stack.pop(), doc, stack.append)
 
 
-def spell(where: Where | str) -> str:
+def spell(where: Where | str | None) -> str:
     """A field's path as people read it: ``ExportedProgram.graph_module.graph.nodes[3]``."""
-    if isinstance(where, str):
-        return where
-    pieces = []
-    node: Where | None = where
-    while node is not None:
-        pieces.append(node[1])
-        node = node[0]
-    return "".join(reversed(pieces))
+    pieces: list[str] = []
+    while isinstance(where, tuple):
+        pieces.append(where[1])
+        where = where[0]
+    return where if isinstance(where, str) else "".join(reversed(pieces))
 
 
 def _refuse(doc: Doc, where: Where | str, why: str, reason: str = "unsafe_name") -> Exception:
@@ -293,32 +284,17 @@ def check_string(kind: Kind | None, value: Any, path: Where | str, doc: Doc) -> 
             message = f"operator {value[:100]!r} is not allowed: {refused}"
             raise _refuse(doc, path, message, "unsafe_operator")
     elif problem := _CHECKS[kind](value):
-        named = kind in (Kind.IDENTIFIER, Kind.ARGUMENT_NAME, Kind.DOTTED_NAME)
-        reason = "unsafe_name" if named else "unsafe_string"
-        raise _refuse(doc, path, f"{value[:80]!r} is not a valid {kind.value}: {problem}", reason)
-
-
-def _identifier(value: str) -> str:
-    if len(value) > MAX_NAME_CHARS or not _IDENTIFIER.match(value):
-        return "names must be Python identifiers"
-    return "a Python keyword" if keyword.iskeyword(value) else ""
+        reason = "unsafe_string" if kind in (Kind.LITERAL, Kind.DEVICE, _T) else "unsafe_name"
+        shown = "this" if kind is Kind.TREESPEC else repr(value[:80])  # the problem quotes
+        raise _refuse(doc, path, f"{shown} is not a valid {kind.value}: {problem}", reason)
 
 
 _CHECKS: dict[Kind, Callable[[str], str]] = {
-    Kind.IDENTIFIER: _identifier,
-    Kind.ARGUMENT_NAME: lambda v: (
-        "" if v == "" or (_IDENTIFIER.match(v) and len(v) < 256) else ("not a name")
-    ),
-    Kind.DOTTED_NAME: lambda v: (
-        ""
-        if len(v) <= MAX_NAME_CHARS and _DOTTED.match(v)
-        else ("qualified names are words of letters, digits and _ joined by dots")
-    ),
-    Kind.DEVICE: lambda v: "" if v in DEVICE_TYPES else f"one of {sorted(DEVICE_TYPES)}",
-    Kind.LITERAL: lambda v: (
-        ""
-        if _LITERAL.match(v)
-        else ("no quotes, backslashes or control characters (torch embeds it in source)")
-    ),
+    Kind.IDENTIFIER: grammars.identifier,
+    Kind.ARGUMENT_NAME: grammars.argument_name,
+    Kind.DOTTED_NAME: grammars.dotted_name,
+    Kind.DEVICE: grammars.device_type,
+    Kind.LITERAL: grammars.literal,
+    Kind.TREESPEC: grammars.treespec,
     Kind.FREE_TEXT: lambda v: "" if len(v) <= MAX_TEXT_CHARS else "too long",
 }

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import pickletools
 import zipfile
 from pathlib import Path
 
@@ -9,6 +11,7 @@ from . import pt2_format as fmt
 from .errors import UnsafeArchiveError, UploadTooLargeError
 from .limits import ArchiveLimits
 from .pickle_checks import check_torch_save_bytes
+from .pt2_grammars import literal
 from .pt2_json import check_model_json, check_payload_config, method_spec, parse_json
 from .specs import ArchiveManifest, MethodSpec
 from .zip_checks import ZipIndex, open_checked_zip, read_entry
@@ -109,8 +112,24 @@ def _check_model(
         )
         declared += check_payload_config(config, config_entry, directory, record_sizes)
     samples = _required(index, fmt.SAMPLE_INPUTS_FILENAME_FORMAT.format(model))
-    check_torch_save_bytes(read_entry(zf, index, samples, _SAMPLE_INPUTS_BYTES), samples, limits)
+    data = read_entry(zf, index, samples, _SAMPLE_INPUTS_BYTES)
+    check_torch_save_bytes(data, samples, limits)
+    _check_sample_strings(data, samples, limits)
     return method_spec(model, doc, entry), declared
+
+
+def _check_sample_strings(data: bytes, entry: str, limits: ArchiveLimits) -> None:
+    """Every string of the sample inputs (already scanned: data only) is a literal: the keys
+    of their dictionaries, ``repr()``'d, land in a double-quoted guard message that
+    ``ep.module()`` exec's, so a double quote in one ends the message and runs the rest."""
+    inner, inner_index = open_checked_zip(io.BytesIO(data), limits)
+    with inner:
+        pickled = read_entry(inner, inner_index, "data.pkl", _SAMPLE_INPUTS_BYTES)
+    for opcode, arg, _pos in pickletools.genops(pickled):
+        if isinstance(arg, str) and opcode.name.endswith("UNICODE") and (why := literal(arg)):
+            raise UnsafeArchiveError(
+                "unsafe_string", f"sample input string {arg[:80]!r}: {why}", entry
+            )
 
 
 def _required(index: ZipIndex, rel: str) -> str:
