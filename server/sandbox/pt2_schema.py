@@ -275,9 +275,9 @@ def check_string(kind: Kind | None, value: Any, path: Where | str, doc: Doc) -> 
     if not isinstance(value, str):
         raise _refuse(doc, path, f"expected a string, found {type(value).__name__}")
     if kind is Kind.SYMPY:
-        check_sympy_expr(value, doc.entry, doc.max_expression_chars)
+        check_sympy_expr(value, f"{doc.entry}: {spell(path)}", doc.max_expression_chars)
     elif kind is Kind.GUARD:
-        check_guard_code(value, doc.entry, doc.max_expression_chars)
+        check_guard_code(value, f"{doc.entry}: {spell(path)}", doc.max_expression_chars)
     elif kind is Kind.OPERATOR:
         refused = operators.refusal(value)
         if refused:
