@@ -8,6 +8,7 @@ reading how torch's deserialiser uses it) before upgrading torch.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -70,6 +71,22 @@ def test_a_field_a_newer_torch_adds_is_refused(monkeypatch: pytest.MonkeyPatch) 
     assert info.value.reason == "unclassified_field"
 
 
+def _spec(kwargs: list[Any], keys: list[Any] | None = None) -> str:
+    """An ``(args, kwargs)`` pytree spec: one positional leaf (a dict with ``keys`` if given),
+    keyword leaves named ``kwargs``."""
+    leaf = {"type": None, "context": None, "children_spec": []}
+    arg = leaf if keys is None else {"type": "builtins.dict", "context": json.dumps(keys),
+                                     "children_spec": [leaf] * len(keys)}  # fmt: skip
+    args = {"type": "builtins.tuple", "context": "null", "children_spec": [arg]}
+    named = {"type": "builtins.dict", "context": json.dumps(kwargs),
+             "children_spec": [leaf] * len(kwargs)}  # fmt: skip
+    return json.dumps([1, {"type": "builtins.tuple", "context": "null",
+                           "children_spec": [args, named]}])  # fmt: skip
+
+
+NAMEDTUPLE = json.dumps([1, {"type": "collections.namedtuple", "context": "my.NT",
+                             "children_spec": []}])  # fmt: skip
+
 GOOD = {
     S.Kind.IDENTIFIER: ["x", "p_fc1_weight", "_tensor_constant0", "L__self___fc"],
     S.Kind.ARGUMENT_NAME: ["self", "rounding_mode", "from", ""],
@@ -77,6 +94,7 @@ GOOD = {
     S.Kind.DEVICE: ["cpu", "meta"],
     S.Kind.LITERAL: ["floor", "tanh", "bij,bjk->bik", "", "sum"],
     S.Kind.FREE_TEXT: ["floor", 'File "m.py", line 3\n  x = 1', "'); import os; ('"],
+    S.Kind.TREESPEC: [_spec(["y"]), _spec([]), NAMEDTUPLE, _spec(["y"], ["k 1", 3])],
 }
 BAD = {
     S.Kind.IDENTIFIER: ["x=__import__('os')", "a b", "x\n", "import", "a.b", "", "1x"],
@@ -85,6 +103,14 @@ BAD = {
     S.Kind.DEVICE: ["cpu'); x", "gpu", ""],
     S.Kind.LITERAL: ["floor' and x or '", 'a"b', "a\\b", "a\nb", "x" * 4097],
     S.Kind.FREE_TEXT: ["x" * (S.MAX_TEXT_CHARS + 1)],
+    S.Kind.TREESPEC: [
+        _spec(["y=__import__('os')"]),  # a kwargs name: def forward(self, <it>) without names
+        _spec(["y"], ['k" + str(1) + "']),  # a key: repr()'d into a double-quoted message
+        _spec(["y"], [{"__enum__": True, "fqn": "os:environ", "name": "HOME"}]),  # an import
+        NAMEDTUPLE.replace("my.NT", "my.NT()"),
+        "not json",
+        "[2, null]",
+    ],
 }
 DOC = S.Doc("models/m.json")
 

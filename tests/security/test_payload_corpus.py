@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import torch
 
 from pteforge.children.forkserver import SANDBOX_PRELOAD
 from pteforge.server.sandbox import (
@@ -25,10 +26,13 @@ from pteforge.server.sandbox import (
     load_programs_isolated,
     validate_pt2_archive,
 )
+from tests.sandbox.archives import read_archive, write_archive
 from tests.security.corpus import (
     INERT,
     LIVE,
+    MODEL_JSON,
     CorpusCase,
+    DictKey,
     base_archives,
     detailed_cases,
     marker_for,
@@ -137,3 +141,18 @@ def test_the_benign_programs_are_accepted_and_load(
         methods = validate_pt2_archive(archive).methods
         described = load_programs_isolated(archive, isolation=isolation).methods
         assert [m.name for m in described] == [m.name for m in methods], name
+
+
+def test_a_sample_input_key_with_a_quote_is_refused(tmp_path: Path) -> None:
+    """The sample inputs' keys reach the guard message too: checked even when the program's
+    own pytree spec is benign."""
+    hostile = next(c for c in detailed_cases(tmp_path, tmp_path) if c.name == "live.dict_key")
+    root, entries = read_archive(hostile.archive)
+    benign = tmp_path / "benign.pt2"
+    x = torch.ones(2, 3)
+    torch.export.save(torch.export.export(DictKey(), (x, {"k": x})), benign)
+    entries[MODEL_JSON] = read_archive(benign)[1][MODEL_JSON]
+    mixed = write_archive(tmp_path / "mixed.pt2", root, entries)
+    with pytest.raises(UnsafeArchiveError, match="sample input string") as info:
+        validate_pt2_archive(mixed)
+    assert info.value.reason == "unsafe_string"
