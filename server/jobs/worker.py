@@ -31,6 +31,7 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
+from pteforge.children.confine import hand_to_children
 from pteforge.contracts.errors import ErrorCode
 from pteforge.server.jobs.compile_job import COMPILE_KIND, CompileJobRunner
 from pteforge.server.jobs.heartbeat import WorkerHeartbeat
@@ -181,6 +182,7 @@ class Worker:
         self._current = job.id
         try:
             with tempfile.TemporaryDirectory(dir=scratch_root) as scratch:
+                hand_to_children(Path(scratch))  # the lowering child writes its .pte here
                 runner.run(job, Path(scratch))
         except LeaseLostError:
             log.warning("job %s: lease lost; another worker or the reaper owns it", job.id)

@@ -22,6 +22,7 @@ _LAYER_NAMES = {
     "clean_environment": "minimal environment (no PTEFORGE_* variables)",
     "network_namespace": "network namespace",
     "capabilities_dropped": "no capabilities",
+    "dedicated_uid": "a dedicated unprivileged uid",
     "landlock_abi": "Landlock",
     "seccomp": "seccomp filter",
 }
@@ -38,11 +39,12 @@ class HostOut(BaseModel):
 
 
 def missing_layers(layers: ConfinementLayers) -> list[str]:
-    """The layers a child does not get here (capabilities count only for root)."""
+    """The layers a child does not get here (capabilities and uid count only for root)."""
+    root_only = {"capabilities_dropped", "dedicated_uid"}
     return [
         name
         for key, name in _LAYER_NAMES.items()
-        if not getattr(layers, key) and not (key == "capabilities_dropped" and os.geteuid())
+        if not getattr(layers, key) and not (key in root_only and os.geteuid())
     ]
 
 
@@ -73,6 +75,6 @@ def report_confinement(home: Path | None = None) -> HostOut:
             "upload-handling children are confined: clean environment, network namespace, "
             "Landlock ABI %d, seccomp%s",
             layers.landlock_abi,
-            ", no capabilities" if layers.capabilities_dropped else "",
+            f", uid {layers.dedicated_uid}, no capabilities" if layers.dedicated_uid else "",
         )
     return HostOut(confinement=layers, toolchain=toolchain())

@@ -1,7 +1,7 @@
 """Run as a script: confine this process with some layers, then try to escape each way.
 
 ``python escape_attempts.py LAYERS SCRATCH GRANTED SECRET LOCKED PORT`` applies the layers
-named in ``LAYERS`` (comma-separated: ``landlock``, ``seccomp``, ``netns``, ``caps``,
+named in ``LAYERS`` (comma-separated: ``landlock``, ``seccomp``, ``netns``, ``uid``,
 ``all`` for :func:`pteforge.children.confine.confine`, ``none``), then prints one JSON
 object: for each attempt, ``"ok"`` or the errno name that stopped it. The attempts are what
 code smuggled into a child would try first: write outside its scratch directory, read the
@@ -31,8 +31,8 @@ def _apply(layers: set[str], scratch: Path, granted: Path) -> None:
         return
     if "netns" in layers:
         assert ctypes.CDLL(None, use_errno=True).unshare(0x40000000) == 0
-    if "caps" in layers:
-        c._drop_capabilities()
+    if "uid" in layers:
+        c._become_sandbox_user(scratch)
     if "landlock" in layers:
         read = (*c.SYSTEM_READ, *c.python_read_roots(), granted)
         landlock.restrict_self(read, (scratch,))
