@@ -11,8 +11,7 @@ import numpy as np
 import orjson
 
 from pteforge.client.errors import InvalidInputError, PteforgeError
-from pteforge.runtime.dtypes import NUMPY_TO_OIP, OIP_TO_NUMPY
-from pteforge.runtime.protocol import HEADER_LENGTH
+from pteforge.contracts.oip import HEADER_LENGTH, NUMPY_TO_OIP, OIP_TO_NUMPY
 
 Inputs = Sequence[Any] | Mapping[str, Any]
 

@@ -1,19 +1,12 @@
-"""Mappings between numpy dtypes and OIP datatypes, from the one dtype table.
-
-The ExecuTorch ScalarType codes and their OIP datatypes live in
-:mod:`pteforge.contracts.specs`; this module adds the numpy side the runtime feeds.
-"""
+"""The numpy dtype the runtime feeds for an OIP datatype (the mappings themselves are
+shared with the client in :mod:`pteforge.contracts.oip`)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from pteforge.contracts.specs import OIP_DATATYPES
+from pteforge.contracts.oip import OIP_TO_NUMPY
 from pteforge.runtime.errors import InvalidInputError
-
-# The OIP datatypes the runtime can feed, and their numpy dtypes (same names as torch's).
-OIP_TO_NUMPY: dict[str, np.dtype] = {oip: np.dtype(name) for name, oip in OIP_DATATYPES.items()}
-NUMPY_TO_OIP: dict[np.dtype, str] = {np_dt: oip for oip, np_dt in OIP_TO_NUMPY.items()}
 
 
 def numpy_dtype(datatype: str) -> np.dtype:

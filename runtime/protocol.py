@@ -15,13 +15,14 @@ from typing import Any
 import numpy as np
 import orjson
 
-from pteforge.runtime.dtypes import NUMPY_TO_OIP, numpy_dtype
+from pteforge.contracts.oip import HEADER_LENGTH, NUMPY_TO_OIP
+from pteforge.runtime.dtypes import numpy_dtype
 from pteforge.runtime.errors import InvalidInputError, ProtocolError
 from pteforge.runtime.metadata import MethodSignature, TensorSpec
 from pteforge.runtime.validation import check_count, check_tensor
 from pteforge.runtime.wire import dumps
 
-HEADER_LENGTH = "Inference-Header-Content-Length"
+__all__ = ["HEADER_LENGTH"]  # re-exported for the server's routes
 BINARY_EXTENSION = "binary_tensor_data"
 
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from pteforge.runtime.dtypes import NUMPY_TO_OIP
+from pteforge.contracts.oip import NUMPY_TO_OIP
 from pteforge.runtime.errors import InvalidInputError
 from pteforge.runtime.metadata import MethodSignature, TensorSpec
 

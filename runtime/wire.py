@@ -24,13 +24,13 @@ import numpy as np
 import orjson
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from pteforge.contracts.oip import NUMPY_TO_OIP
 from pteforge.contracts.runtime_messages import (
     WORKER_REPLY,
     WORKER_REQUEST,
     WorkerReply,
     WorkerRequest,
 )
-from pteforge.runtime.dtypes import NUMPY_TO_OIP
 from pteforge.runtime.errors import RuntimeLayerError
 
 _ALLOWED_DTYPES = {dt.str: dt for dt in NUMPY_TO_OIP}
