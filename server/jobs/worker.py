@@ -31,7 +31,7 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-from pteforge.children.confine import hand_to_children
+from pteforge.children.identity import hand_to_children
 from pteforge.contracts.errors import ErrorCode
 from pteforge.server.jobs.compile_job import COMPILE_KIND, CompileJobRunner
 from pteforge.server.jobs.heartbeat import WorkerHeartbeat

@@ -24,7 +24,7 @@ from pathlib import Path
 
 def _apply(layers: set[str], scratch: Path, granted: Path) -> None:
     from pteforge.children import confine as c
-    from pteforge.children import landlock, seccomp
+    from pteforge.children import identity, landlock, seccomp
 
     if "all" in layers:
         c.confine(c.Confinement(scratch, (granted,)))
@@ -32,7 +32,7 @@ def _apply(layers: set[str], scratch: Path, granted: Path) -> None:
     if "netns" in layers:
         assert ctypes.CDLL(None, use_errno=True).unshare(0x40000000) == 0
     if "uid" in layers:
-        c._become_sandbox_user(scratch)
+        identity.become_sandbox_user(scratch)
     if "landlock" in layers:
         read = (*c.SYSTEM_READ, *c.python_read_roots(), granted)
         landlock.restrict_self(read, (scratch,))

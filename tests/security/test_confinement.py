@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from pteforge.children import landlock, seccomp
-from pteforge.children.confine import SANDBOX_UID
+from pteforge.children.identity import SANDBOX_UID
 from tests.models import save_programs, small_mlp_programs
 from tests.security.conftest import CANARY, CANARY_VALUE
 from tests.server.helpers import submit, upload_methods, wait_job
