@@ -11,17 +11,22 @@ from pteforge.server.artifacts.download import pte_response
 from pteforge.server.artifacts.schemas import ArtifactList, ArtifactOut
 from pteforge.server.auth.dependencies import CurrentPrincipal
 from pteforge.server.common.multipart_doc import multipart_body
-from pteforge.server.common.owned_routes import OwnedRoutes
 from pteforge.server.common.services import ServicesDep
+from pteforge.server.http.listing import DEFAULT_LIMIT, LimitQuery
 from pteforge.server.http.uploads import owned, receive_multipart
 
 router = APIRouter(prefix="/v1", tags=["artifacts"])
 
 
-_ROUTES = OwnedRoutes(
-    service.ARTIFACTS, "artifacts", "artifact_id", ArtifactOut.of, ArtifactOut, ArtifactList
-)
-_ROUTES.add_get(router, "Artifact metadata")
+@router.get("/artifacts/{artifact_id}", response_model=ArtifactOut, summary="Artifact metadata")
+async def get_artifact(
+    artifact_id: str, services: ServicesDep, principal: CurrentPrincipal
+) -> ArtifactOut:
+    """The artifact, or 404 (another project's is as absent as a missing one)."""
+    found = await run_in_threadpool(
+        service.ARTIFACTS.get, services, principal.project_id, artifact_id
+    )
+    return ArtifactOut.of(found)
 
 
 @router.get(
@@ -74,5 +79,20 @@ async def upload_artifact(
     return ArtifactOut.of(artifact)
 
 
-_ROUTES.add_list(router, "The project's artifacts")
-_ROUTES.add_delete(router, "Delete an artifact")
+@router.get("/artifacts", response_model=ArtifactList, summary="The project's artifacts")
+async def list_artifacts(
+    services: ServicesDep, principal: CurrentPrincipal, limit: LimitQuery = DEFAULT_LIMIT
+) -> ArtifactList:
+    """The project's artifacts, newest first."""
+    found = await run_in_threadpool(service.ARTIFACTS.list, services, principal.project_id, limit)
+    return ArtifactList(artifacts=[ArtifactOut.of(artifact) for artifact in found])
+
+
+@router.delete(
+    "/artifacts/{artifact_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    response_class=Response,
+    summary="Delete an artifact",
+)
+def delete_artifact(artifact_id: str, services: ServicesDep, principal: CurrentPrincipal) -> None:
+    service.ARTIFACTS.delete(services, principal.project_id, artifact_id)

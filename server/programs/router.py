@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, status
 from starlette.concurrency import run_in_threadpool
+from starlette.responses import Response
 
 from pteforge.contracts import METHOD_NAME_RULE
 from pteforge.server.auth.dependencies import CurrentPrincipal
 from pteforge.server.common.multipart_doc import multipart_body
-from pteforge.server.common.owned_routes import OwnedRoutes
 from pteforge.server.common.services import ServicesDep
+from pteforge.server.http.listing import DEFAULT_LIMIT, LimitQuery
 from pteforge.server.http.uploads import owned, receive_multipart
 from pteforge.server.programs import service
 from pteforge.server.programs.schemas import ProgramList, ProgramOut
@@ -49,9 +50,31 @@ async def upload_program(
     return ProgramOut.of(program)
 
 
-_ROUTES = OwnedRoutes(
-    service.PROGRAMS, "programs", "program_id", ProgramOut.of, ProgramOut, ProgramList
+@router.get("/programs/{program_id}", response_model=ProgramOut, summary="An uploaded program")
+async def get_program(
+    program_id: str, services: ServicesDep, principal: CurrentPrincipal
+) -> ProgramOut:
+    """The program, or 404 (another project's is as absent as a missing one)."""
+    found = await run_in_threadpool(
+        service.PROGRAMS.get, services, principal.project_id, program_id
+    )
+    return ProgramOut.of(found)
+
+
+@router.get("/programs", response_model=ProgramList, summary="The project's programs")
+async def list_programs(
+    services: ServicesDep, principal: CurrentPrincipal, limit: LimitQuery = DEFAULT_LIMIT
+) -> ProgramList:
+    """The project's programs, newest first."""
+    found = await run_in_threadpool(service.PROGRAMS.list, services, principal.project_id, limit)
+    return ProgramList(programs=[ProgramOut.of(program) for program in found])
+
+
+@router.delete(
+    "/programs/{program_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    response_class=Response,
+    summary="Delete a program (its artifacts stay)",
 )
-_ROUTES.add_get(router, "An uploaded program")
-_ROUTES.add_list(router, "The project's programs")
-_ROUTES.add_delete(router, "Delete a program (its artifacts stay)")
+def delete_program(program_id: str, services: ServicesDep, principal: CurrentPrincipal) -> None:
+    service.PROGRAMS.delete(services, principal.project_id, program_id)
