@@ -50,7 +50,7 @@ from pteforge.client.models import (
     InferResult,
     Job,
     JobError,
-    MethodSpec,
+    MethodSignature,
     Program,
     TensorSpec,
 )
@@ -80,7 +80,7 @@ __all__ = [
     "JobCanceledError",
     "JobError",
     "LoweringFailedError",
-    "MethodSpec",
+    "MethodSignature",
     "NotConfiguredError",
     "NotFoundError",
     "PayloadTooLargeError",

@@ -12,19 +12,15 @@ from typing import Any
 
 import numpy as np
 
-from pteforge.contracts.specs import MethodSignature, methods_from_json
+from pteforge.contracts.specs import MethodSignature as MethodSignature  # re-exported
 from pteforge.contracts.specs import TensorSpec as TensorSpec  # re-exported by the client
+from pteforge.contracts.specs import methods_from_json
 
 TERMINAL_STATUSES = frozenset({"succeeded", "failed", "canceled"})
 
 
 def _time(value: Any) -> datetime | None:
     return datetime.fromisoformat(value) if isinstance(value, str) else None
-
-
-MethodSpec = MethodSignature
-"""A method of a program or artifact and its tensors: the signature type every layer shares
-(``name``, ``inputs`` and ``outputs``, each a :class:`TensorSpec` of name, dtype and shape)."""
 
 
 @dataclass(frozen=True)
@@ -35,7 +31,7 @@ class _Stored:
     id: str
     sha256: str
     size_bytes: int
-    methods: tuple[MethodSpec, ...]
+    methods: tuple[MethodSignature, ...]
     created_at: datetime | None
     raw: dict[str, Any] = field(repr=False, compare=False)
 
@@ -132,7 +128,7 @@ class Artifact(_Stored):
             **_stored_fields(obj),
         )
 
-    def method(self, name: str) -> MethodSpec | None:
+    def method(self, name: str) -> MethodSignature | None:
         """The method called ``name``, or None."""
         return next((m for m in self.methods if m.name == name), None)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pteforge.client.models import Artifact, InferResult, Job, MethodSpec, Program
+from pteforge.client.models import Artifact, InferResult, Job, MethodSignature, Program
 from pteforge.client.render import Output, size
 
 
@@ -34,7 +34,7 @@ def _tensors(specs: Sequence[Any]) -> str:
     return ", ".join(f"{t.name}: {t.dtype}{list(t.shape)}" for t in specs) or "-"
 
 
-def _method_table(out: Output, methods: Sequence[MethodSpec]) -> None:
+def _method_table(out: Output, methods: Sequence[MethodSignature]) -> None:
     rows = [(m.name, _tensors(m.inputs), _tensors(m.outputs)) for m in methods]
     out.table(None, ["method", "inputs", "outputs"], rows)
 

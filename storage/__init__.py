@@ -16,7 +16,7 @@ Public API (stable; the server codes against it)::
         tx.projects.create(name) / get(id) / get_by_name(name) / get_or_create(name)
         tx.tokens.create(project_id, name) -> IssuedToken(token, plaintext)   # plaintext once
         tx.tokens.resolve(plaintext) -> (ApiToken, Project) | None; list(pid); revoke(pid, tid)
-        tx.programs.create(project_id, name, blob: BlobRef, methods: Sequence[MethodSpec])
+        tx.programs.create(project_id, name, blob: BlobRef, methods: Sequence[MethodSignature])
         tx.programs.get(project_id, id) -> Program | None   # other project's id: None too
         tx.programs.list(project_id) / delete(project_id, id) -> bool
         tx.artifacts.create(project_id, program_id | None, blob, plan, plan_hash, report,
@@ -70,7 +70,7 @@ if TYPE_CHECKING:
         Job,
         JobEvent,
         JobStatus,
-        MethodSpec,
+        MethodSignature,
         Program,
         Project,
         TensorSpec,
@@ -103,7 +103,7 @@ _SOURCES: dict[str, str] = {
     "Job": "pteforge.storage.domain",
     "JobEvent": "pteforge.storage.domain",
     "JobStatus": "pteforge.storage.domain",
-    "MethodSpec": "pteforge.storage.domain",
+    "MethodSignature": "pteforge.storage.domain",
     "Program": "pteforge.storage.domain",
     "Project": "pteforge.storage.domain",
     "TensorSpec": "pteforge.storage.domain",
@@ -140,7 +140,7 @@ __all__ = [
     "JobEvent",
     "JobStatus",
     "LeaseLostError",
-    "MethodSpec",
+    "MethodSignature",
     "NotFoundError",
     "Program",
     "Project",

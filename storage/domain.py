@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-# A stored method's specs are the shared contract types (MethodSpec is storage's name for them).
-from pteforge.contracts.specs import MethodSignature as MethodSpec
+# A stored method's specs are the shared contract types.
+from pteforge.contracts.specs import MethodSignature as MethodSignature
 from pteforge.contracts.specs import TensorSpec as TensorSpec
 from pteforge.contracts.specs import methods_from_json as methods_from_json
 from pteforge.contracts.specs import methods_to_json as methods_to_json
@@ -74,7 +74,7 @@ class Program:
     name: str
     sha256: str
     size_bytes: int
-    methods: tuple[MethodSpec, ...]
+    methods: tuple[MethodSignature, ...]
     created_at: datetime
 
 
@@ -90,7 +90,7 @@ class Artifact:
     plan: JsonObject
     plan_hash: str
     report: JsonObject
-    methods: tuple[MethodSpec, ...]
+    methods: tuple[MethodSignature, ...]
     created_at: datetime
 
 

@@ -23,7 +23,7 @@ from pteforge.storage.domain import (
     Job,
     JobEvent,
     JobStatus,
-    MethodSpec,
+    MethodSignature,
     Program,
     Project,
     StageTime,
@@ -90,7 +90,7 @@ class ContentRepository(ABC, Generic[_Content]):
 class ProgramRepository(ContentRepository[Program]):
     @abstractmethod
     def create(
-        self, project_id: str, name: str, blob: BlobRef, methods: Sequence[MethodSpec]
+        self, project_id: str, name: str, blob: BlobRef, methods: Sequence[MethodSignature]
     ) -> Program:
         """Record an uploaded program whose content is already in the blob store."""
 
@@ -105,7 +105,7 @@ class ArtifactRepository(ContentRepository[Artifact]):
         plan: Mapping[str, Any],
         plan_hash: str,
         report: Mapping[str, Any],
-        methods: Sequence[MethodSpec],
+        methods: Sequence[MethodSignature],
     ) -> Artifact:
         """Record a `.pte`; ConflictError if (program_id, plan_hash) already has one."""
 

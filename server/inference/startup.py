@@ -24,7 +24,7 @@ from pteforge.server.inference.dependencies import (
 )
 from pteforge.server.inference.resolver import ResolvedArtifact
 from pteforge.server.settings import Settings
-from pteforge.storage.domain import MethodSpec
+from pteforge.storage.domain import MethodSignature
 from pteforge.storage.store import Store
 
 log = logging.getLogger(__name__)
@@ -56,7 +56,7 @@ class StoreArtifactResolver:
         return write
 
 
-def tensor_names(method: MethodSpec) -> TensorNames:
+def tensor_names(method: MethodSignature) -> TensorNames:
     """The names a stored method spec gives its inputs and outputs, for ``/v2``."""
     return TensorNames(tuple(t.name for t in method.inputs), tuple(t.name for t in method.outputs))
 

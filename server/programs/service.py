@@ -18,7 +18,7 @@ from pteforge.server.common.services import Services
 from pteforge.server.errors import InvalidRequestError
 from pteforge.server.http.uploads import MultipartUpload, UploadedPart
 from pteforge.server.programs.bundle import write_bundle
-from pteforge.storage.domain import MethodSpec, Program
+from pteforge.storage.domain import MethodSignature, Program
 
 PROGRAM_PART = "program"
 _PARALLEL_LOADS = 4
@@ -32,7 +32,7 @@ def check_part_name(name: str) -> None:
         raise InvalidRequestError(f"part {exc}", code="invalid_upload") from None
 
 
-def _describe(services: Services, part: UploadedPart) -> tuple[MethodSpec, ...]:
+def _describe(services: Services, part: UploadedPart) -> tuple[MethodSignature, ...]:
     """Method specs of a part's archive: validated statically, then loaded in a disposable
     process. A refusal names the part it came from."""
     from pteforge.server.sandbox import UploadRejectedError, load_programs_isolated
@@ -46,8 +46,8 @@ def _describe(services: Services, part: UploadedPart) -> tuple[MethodSpec, ...]:
     return description.methods
 
 
-def _renamed(spec: MethodSpec, name: str) -> MethodSpec:
-    return MethodSpec(name=name, inputs=spec.inputs, outputs=spec.outputs)
+def _renamed(spec: MethodSignature, name: str) -> MethodSignature:
+    return MethodSignature(name=name, inputs=spec.inputs, outputs=spec.outputs)
 
 
 def _file_parts(upload: MultipartUpload) -> list[UploadedPart]:
@@ -70,7 +70,7 @@ def _file_parts(upload: MultipartUpload) -> list[UploadedPart]:
     return upload.files
 
 
-def _single_method(services: Services, part: UploadedPart) -> MethodSpec:
+def _single_method(services: Services, part: UploadedPart) -> MethodSignature:
     specs = _describe(services, part)
     if len(specs) != 1:
         raise InvalidRequestError(

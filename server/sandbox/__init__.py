@@ -21,7 +21,7 @@ from .pt2_validator import validate_pt2_archive
 from .pte_isolated import validate_pte_isolated
 from .specs import (
     ArchiveManifest,
-    MethodSpec,
+    MethodSignature,
     ProgramDescription,
     PteDescription,
     TensorSpec,
@@ -35,7 +35,7 @@ __all__ = [
     "InvalidPteError",
     "IsolatedLoadError",
     "Isolation",
-    "MethodSpec",
+    "MethodSignature",
     "ProcessLimits",
     "ProgramDescription",
     "PteDescription",

@@ -1,7 +1,7 @@
 """Allowlist checks of the JSON documents inside a pt2 archive, and spec extraction.
 
 The ``dict[str, Any]`` here are parses of an untrusted upload, walked key by key in this
-process; none of them crosses a process boundary (what leaves is a typed ``MethodSpec``).
+process; none of them crosses a process boundary (what leaves is a typed ``MethodSignature``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from . import pt2_format as fmt
 from .errors import UnsafeArchiveError
 from .limits import ArchiveLimits
 from .pt2_schema import check_document
-from .specs import MethodSpec, TensorSpec
+from .specs import MethodSignature, TensorSpec
 
 _MODEL_KEYS = frozenset(
     {
@@ -126,7 +126,7 @@ def check_tensor_meta(meta: Any, record_bytes: int, where: str) -> int:
     return needed
 
 
-def method_spec(name: str, doc: dict[str, Any], entry: str) -> MethodSpec:
+def method_spec(name: str, doc: dict[str, Any], entry: str) -> MethodSignature:
     """User inputs and outputs of one serialized program, read from its signature."""
     try:
         graph = doc["graph_module"]["graph"]
@@ -136,7 +136,7 @@ def method_spec(name: str, doc: dict[str, Any], entry: str) -> MethodSpec:
         outputs = _specs(signature["output_specs"], "user_output", values)
     except (KeyError, TypeError, AttributeError) as e:
         raise UnsafeArchiveError("invalid_program", f"malformed signature: {e!r}", entry) from e
-    return MethodSpec(name, inputs, outputs)
+    return MethodSignature(name, inputs, outputs)
 
 
 def _specs(

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from .limits import ArchiveLimits
 from .pt2_validator import validate_pt2_archive
-from .specs import MethodSpec, ProgramDescription
+from .specs import MethodSignature, ProgramDescription
 
 if TYPE_CHECKING:
     from torch.export import ExportedProgram
@@ -42,8 +42,8 @@ def describe_programs(programs: dict[str, ExportedProgram]) -> ProgramDescriptio
     )
 
 
-def exported_method_spec(name: str, ep: ExportedProgram) -> MethodSpec:
-    """The same :class:`MethodSpec` the static validator reads, taken from a live program:
+def exported_method_spec(name: str, ep: ExportedProgram) -> MethodSignature:
+    """The same :class:`MethodSignature` the static validator reads, taken from a live program:
     the manager's reading of a program's signature, tensors only."""
     from pteforge.manager.signature import method_signature
 

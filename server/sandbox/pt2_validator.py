@@ -13,7 +13,7 @@ from .limits import ArchiveLimits
 from .pickle_checks import check_torch_save_bytes
 from .pt2_grammars import literal
 from .pt2_json import check_model_json, check_payload_config, method_spec, parse_json
-from .specs import ArchiveManifest, MethodSpec
+from .specs import ArchiveManifest, MethodSignature
 from .zip_checks import ZipIndex, open_checked_zip, read_entry
 
 _SMALL_ENTRY_BYTES = 4096
@@ -40,7 +40,7 @@ def validate_pt2_archive(path: str | Path, limits: ArchiveLimits | None = None) 
             if rel.startswith((fmt.WEIGHTS_DIR, fmt.CONSTANTS_DIR))
         }
         declared = 0
-        methods: list[MethodSpec] = []
+        methods: list[MethodSignature] = []
         for model in models:
             spec, nbytes = _check_model(zf, index, model, record_sizes, limits)
             methods.append(spec)
@@ -97,7 +97,7 @@ def _check_model(
     model: str,
     record_sizes: dict[str, int],
     limits: ArchiveLimits,
-) -> tuple[MethodSpec, int]:
+) -> tuple[MethodSignature, int]:
     entry = fmt.MODELS_FILENAME_FORMAT.format(model)
     doc = parse_json(read_entry(zf, index, entry, limits.max_json_bytes), entry)
     check_model_json(doc, entry, limits)

@@ -7,7 +7,7 @@ from typing import Any
 from pteforge.contracts.specs import et_dtype_name
 
 from .digests import read_verified
-from .specs import MethodSpec, ProgramDescription, TensorSpec
+from .specs import MethodSignature, ProgramDescription, TensorSpec
 from .worker_io import WorkerJob, worker_main
 
 
@@ -32,7 +32,7 @@ def _job(argv: list[str]) -> ProgramDescription:
     for name in sorted(program.method_names):
         meta = program.load_method(name).metadata
         methods.append(
-            MethodSpec(
+            MethodSignature(
                 name,
                 _tensor_specs(meta, meta.num_inputs(), "input_tensor_meta", "input"),
                 _tensor_specs(meta, meta.num_outputs(), "output_tensor_meta", "output"),

@@ -14,9 +14,8 @@ from pydantic.dataclasses import dataclass as json_dataclass
 
 from pteforge.contracts.specs import JsonForm
 
-# The shared spec contracts (the store keeps what a loader reports, as is); MethodSpec is the
-# sandbox's and the store's name for a method signature.
-from pteforge.contracts.specs import MethodSignature as MethodSpec
+# The shared spec contracts (the store keeps what a loader reports, as is).
+from pteforge.contracts.specs import MethodSignature as MethodSignature  # re-exported
 from pteforge.contracts.specs import TensorSpec as TensorSpec  # re-exported for the workers
 from pteforge.contracts.specs import methods_to_json as methods_to_json  # re-exported
 
@@ -28,7 +27,7 @@ class ArchiveManifest:
     """What the static validator learnt from a pt2 archive without loading it."""
 
     root: str
-    methods: tuple[MethodSpec, ...]
+    methods: tuple[MethodSignature, ...]
     payload_bytes: int
     entry_count: int
 
@@ -42,7 +41,7 @@ class ProgramDescription(JsonForm):
     """What a disposable worker reported after really loading a pt2 archive or a ``.pte``:
     the reply of both loader workers; its JSON form is ``{"methods": [...]}``."""
 
-    methods: tuple[MethodSpec, ...]
+    methods: tuple[MethodSignature, ...]
 
     @property
     def method_names(self) -> tuple[str, ...]:
@@ -55,7 +54,7 @@ class PteDescription(JsonForm):
 
     sha256: str
     size_bytes: int
-    methods: tuple[MethodSpec, ...]
+    methods: tuple[MethodSignature, ...]
 
     @property
     def method_names(self) -> tuple[str, ...]:

@@ -95,7 +95,11 @@ class SqlPrograms(_ContentRows[ProgramRow, domain.Program], ProgramRepository):
     _to_domain = staticmethod(convert.program)
 
     def create(
-        self, project_id: str, name: str, blob: domain.BlobRef, methods: Sequence[domain.MethodSpec]
+        self,
+        project_id: str,
+        name: str,
+        blob: domain.BlobRef,
+        methods: Sequence[domain.MethodSignature],
     ) -> domain.Program:
         _check_owner_and_blob(self._session, project_id, blob)
         return self._insert(
@@ -120,7 +124,7 @@ class SqlArtifacts(_ContentRows[ArtifactRow, domain.Artifact], ArtifactRepositor
         plan: Mapping[str, Any],
         plan_hash: str,
         report: Mapping[str, Any],
-        methods: Sequence[domain.MethodSpec],
+        methods: Sequence[domain.MethodSignature],
     ) -> domain.Artifact:
         _check_owner_and_blob(self._session, project_id, blob)
         if program_id is not None and self._session.get(ProgramRow, program_id) is None:

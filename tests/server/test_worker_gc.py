@@ -10,7 +10,7 @@ from pteforge.server.jobs.worker import Worker
 from pteforge.server.settings import Settings
 from pteforge.server.startup.database import open_service_store
 from pteforge.storage import Store
-from pteforge.storage.domain import Job, MethodSpec, TensorSpec
+from pteforge.storage.domain import Job, MethodSignature, TensorSpec
 
 
 def test_worker_removes_only_unreferenced_content(tmp_path: Path) -> None:
@@ -19,7 +19,7 @@ def test_worker_removes_only_unreferenced_content(tmp_path: Path) -> None:
     try:
         orphan = store.blobs.write([b"nobody references me"])
         kept = store.blobs.write([b"a program references me"])
-        spec = MethodSpec("forward", (TensorSpec("x", "float32", (1,)),), ())
+        spec = MethodSignature("forward", (TensorSpec("x", "float32", (1,)),), ())
         with store.transaction() as tx:
             project = tx.projects.create("p")
             tx.programs.create(project.id, "m", kept, [spec])

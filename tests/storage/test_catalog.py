@@ -9,7 +9,7 @@ import pytest
 from pteforge.storage import (
     BlobRef,
     ConflictError,
-    MethodSpec,
+    MethodSignature,
     NotFoundError,
     SqlStore,
     TensorSpec,
@@ -17,7 +17,7 @@ from pteforge.storage import (
 from pteforge.storage.models import TokenRow
 
 METHODS = (
-    MethodSpec(
+    MethodSignature(
         "forward",
         inputs=(TensorSpec("x", "float32", (-1, 4)),),
         outputs=(TensorSpec("y", "float32", (-1, 2)),),
@@ -141,7 +141,7 @@ def test_deleting_keeps_content_referenced_elsewhere(store: SqlStore) -> None:
 
 def test_bad_method_specs_are_named() -> None:
     with pytest.raises(ValueError, match="shape"):
-        MethodSpec.from_json({"name": "f", "inputs": [{"name": "x", "dtype": "f", "shape": "a"}],
-                              "outputs": []})  # fmt: skip
+        bad = {"name": "x", "dtype": "f", "shape": "a"}
+        MethodSignature.from_json({"name": "f", "inputs": [bad], "outputs": []})
     spec = METHODS[0]
-    assert MethodSpec.from_json(spec.to_json()) == spec
+    assert MethodSignature.from_json(spec.to_json()) == spec
