@@ -20,6 +20,7 @@ from pteforge.server.dashboard.router import mount_dashboard
 from pteforge.server.error_map import layer_translations
 from pteforge.server.errors import install_error_handlers
 from pteforge.server.http import health
+from pteforge.server.http.docs import install_docs
 from pteforge.server.http.openapi import install_openapi
 from pteforge.server.inference import router as inference_router
 from pteforge.server.inference.startup import start_runtime_pool, store_inference_state
@@ -102,9 +103,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version=__version__,
         description="Compile multi-method torch.export programs into ExecuTorch .pte artifacts.",
         lifespan=lifespan,
+        docs_url=None,  # install_docs serves /docs and /redoc from local files, not a CDN
+        redoc_url=None,
     )
     install_error_handlers(app, layer_translations())
     install_openapi(app)
+    install_docs(app)
     mount_dashboard(app)
     for router in (health.router, programs_router, jobs_router, artifacts_router, backends_router):
         app.include_router(router)
