@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import ClassVar
+
+from pteforge.contracts.errors import ErrorCode
 
 
 class BackendCatalogError(Exception):
-    """Root of every error raised by ``pteforge.backends``."""
+    """Root of every error raised by ``pteforge.backends``; one of no kind below is a bug."""
+
+    code: ClassVar[ErrorCode] = ErrorCode.INTERNAL_ERROR
 
 
 class UnknownBackendError(BackendCatalogError, LookupError):
     """A catalog name or backend id that is not registered; the message lists the known ones."""
+
+    code = ErrorCode.UNKNOWN_BACKEND
 
     def __init__(self, what: str, name: str, known: Iterable[str]) -> None:
         self.name = name
@@ -20,3 +27,5 @@ class UnknownBackendError(BackendCatalogError, LookupError):
 
 class InvalidOptionsError(BackendCatalogError, ValueError):
     """Options given for a catalog entry do not match its schema."""
+
+    code = ErrorCode.INVALID_OPTIONS

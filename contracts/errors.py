@@ -1,10 +1,12 @@
 """The stable ``/v1`` error codes: ``{"error": {"code", "message"}}`` answers and failed jobs.
 
-Each code is stated once, here; the server's error table, the job failure table and the
-compile worker name codes through :class:`ErrorCode`. Being a ``StrEnum``, a code compares
-equal to, and serializes as, its plain string. (An upload refused by the sandbox answers with
-the sandbox's own reason, such as ``unsafe_operator``; an HTTP error without a code of its
-own answers with its status phrase, such as ``method_not_allowed``.)
+Each code is stated once, here. Each exception class of every layer declares its code once,
+as a ``code`` class attribute (inherited by its subclasses), and :func:`code_of` reads it for
+both users: a failed job carries it, and the server's one table (``server/error_map.py``)
+answers it with the code's HTTP status. Being a ``StrEnum``, a code compares equal to, and
+serializes as, its plain string. (An upload refused by the sandbox answers over HTTP with the
+sandbox's own reason, such as ``unsafe_operator``; an HTTP error without a code of its own
+answers with its status phrase, such as ``method_not_allowed``.)
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ class ErrorCode(enum.StrEnum):
     # requests
     BAD_REQUEST = "bad_request"
     INVALID_REQUEST = "invalid_request"
+    INVALID_UPLOAD = "invalid_upload"
     UNAUTHORIZED = "unauthorized"
     NOT_FOUND = "not_found"
     CONFLICT = "conflict"
@@ -39,3 +42,10 @@ class ErrorCode(enum.StrEnum):
     # bugs
     INTEGRITY_ERROR = "integrity_error"
     INTERNAL_ERROR = "internal_error"
+
+
+def code_of(exc: BaseException) -> ErrorCode:
+    """The code ``exc``'s class declares (its ``code`` attribute), or ``INTERNAL_ERROR`` for
+    an exception that declares none: one nobody foresaw, a bug."""
+    code = getattr(type(exc), "code", None)
+    return code if isinstance(code, ErrorCode) else ErrorCode.INTERNAL_ERROR

@@ -1,16 +1,24 @@
-"""Errors of the manager layer: one root, plain attributes so callers can map them."""
+"""Errors of the manager layer: one root, plain attributes so callers can map them; each class
+declares its ``ErrorCode`` (``code``), which failed jobs and HTTP answers both carry."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import ClassVar
+
+from pteforge.contracts.errors import ErrorCode
 
 
 class ManagerError(Exception):
     """Root of every error raised by ``pteforge.manager``."""
 
+    code: ClassVar[ErrorCode] = ErrorCode.COMPILE_FAILED
+
 
 class ProgramInputError(ManagerError, ValueError):
     """A program file or mapping given to the manager is unusable."""
+
+    code = ErrorCode.INVALID_PROGRAM
 
     def __init__(self, message: str, *, source: str | None = None) -> None:
         self.source = source
@@ -20,13 +28,18 @@ class ProgramInputError(ManagerError, ValueError):
 class PlanError(ManagerError, ValueError):
     """A lowering plan is malformed; ``field`` is the dotted path of the bad field."""
 
+    code = ErrorCode.INVALID_PLAN
+
     def __init__(self, field: str, message: str) -> None:
         self.field = field
         super().__init__(f"plan field {field!r}: {message}")
 
 
 class UnknownMethodError(ManagerError, LookupError):
-    """A plan or mapping names a method the program does not have."""
+    """A plan or mapping names a method the program does not have: the caller's mistake,
+    like any other in a plan."""
+
+    code = ErrorCode.INVALID_PLAN
 
     def __init__(self, method: str, known: Iterable[str], field: str | None = None) -> None:
         self.method = method
@@ -41,6 +54,8 @@ class UnknownMethodError(ManagerError, LookupError):
 class UnknownBackendIdError(ManagerError, LookupError):
     """A backend id that no ``BackendDetails`` subclass provides."""
 
+    code = ErrorCode.UNKNOWN_BACKEND
+
     def __init__(self, backend_id: str, known: Iterable[str], method: str | None = None) -> None:
         self.backend_id = backend_id
         self.method = method
@@ -53,6 +68,8 @@ class UnknownBackendIdError(ManagerError, LookupError):
 
 class LoweringError(ManagerError, RuntimeError):
     """A backend could not take (part of) a method; names the first offending node."""
+
+    code = ErrorCode.LOWERING_FAILED
 
     def __init__(
         self,

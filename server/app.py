@@ -13,11 +13,11 @@ from starlette.concurrency import run_in_threadpool
 
 from pteforge import __version__
 from pteforge.backends import default_catalog
+from pteforge.server import error_map
 from pteforge.server.artifacts.router import router as artifacts_router
 from pteforge.server.backends_api.router import router as backends_router
 from pteforge.server.common.services import Services
 from pteforge.server.dashboard.router import mount_dashboard
-from pteforge.server.error_map import layer_translations
 from pteforge.server.errors import install_error_handlers
 from pteforge.server.http import health
 from pteforge.server.http.docs import install_docs
@@ -106,7 +106,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         docs_url=None,  # install_docs serves /docs and /redoc from local files, not a CDN
         redoc_url=None,
     )
-    install_error_handlers(app, layer_translations())
+    install_error_handlers(app, error_map.answer, error_map.ROOTS)
     install_openapi(app)
     install_docs(app)
     mount_dashboard(app)

@@ -1,45 +1,40 @@
-"""How the errors of the layers below the server are answered (used by :mod:`errors`)."""
+"""The one error table: how the service answers an exception, read from the exception itself.
+
+Each exception class of the server and of the layers below it (storage, manager, backends,
+the sandbox) declares its :class:`ErrorCode` once, as a ``code`` class attribute that its
+subclasses inherit; :func:`contracts.errors.code_of` reads it, for a failed job
+(``server/jobs/lowering.py``) and for an HTTP answer (here, with the code's status from
+``errors.HTTP_STATUS``), so jobs and HTTP cannot disagree. A new exception touches only the
+module that defines it. An upload the sandbox refuses answers with its own ``reason`` and
+``http_status`` (which defence fired); ``/v2``'s runtime errors have their own statuses
+(``server/inference/statuses.py``) and no code.
+"""
 
 from __future__ import annotations
 
-from pteforge.backends.errors import InvalidOptionsError, UnknownBackendError
-from pteforge.contracts.errors import ErrorCode
-from pteforge.manager import errors as manager
-from pteforge.server.errors import Translation
+from pteforge.backends.errors import BackendCatalogError
+from pteforge.contracts.errors import ErrorCode, code_of
+from pteforge.manager.errors import ManagerError
+from pteforge.server.errors import HTTP_STATUS, Answer, ServiceError
 from pteforge.server.sandbox import UploadRejectedError
-from pteforge.storage import errors as storage
+from pteforge.storage.errors import StorageError
+
+ROOTS: tuple[type[Exception], ...] = (
+    ServiceError,
+    StorageError,
+    ManagerError,
+    BackendCatalogError,
+    UploadRejectedError,
+)
+"""The exception root of each layer the service answers; anything else is a bug."""
 
 
-def _reason(exc: BaseException) -> str:
-    assert isinstance(exc, UploadRejectedError)
-    return exc.reason
-
-
-def _upload_status(exc: BaseException) -> int:
-    assert isinstance(exc, UploadRejectedError)
-    return int(exc.http_status)
-
-
-def _upload_message(exc: BaseException) -> str:
-    assert isinstance(exc, UploadRejectedError)
-    return exc.message
-
-
-def layer_translations() -> list[Translation]:
-    """Most specific first: the first matching entry answers."""
-    return [
-        Translation(UploadRejectedError, _upload_status, _reason, _upload_message),
-        Translation(storage.BlobIntegrityError, 500, ErrorCode.INTEGRITY_ERROR),
-        Translation(storage.InvalidRangeError, 416, ErrorCode.RANGE_NOT_SATISFIABLE),
-        Translation(storage.NotFoundError, 404, ErrorCode.NOT_FOUND),
-        Translation(storage.ConflictError, 409, ErrorCode.CONFLICT),
-        Translation(storage.IllegalTransitionError, 409, ErrorCode.CONFLICT),
-        Translation(manager.PlanError, 422, ErrorCode.INVALID_PLAN),
-        Translation(manager.UnknownMethodError, 422, ErrorCode.INVALID_PLAN),
-        Translation(manager.UnknownBackendIdError, 422, ErrorCode.UNKNOWN_BACKEND),
-        Translation(UnknownBackendError, 422, ErrorCode.UNKNOWN_BACKEND),
-        Translation(InvalidOptionsError, 422, ErrorCode.INVALID_OPTIONS),
-        Translation(manager.LoweringError, 422, ErrorCode.LOWERING_FAILED),
-        Translation(manager.ProgramInputError, 422, ErrorCode.INVALID_PROGRAM),
-        Translation(manager.ManagerError, 422, ErrorCode.COMPILE_FAILED),
-    ]
+def answer(exc: BaseException) -> Answer | None:
+    """How ``exc`` is answered over HTTP, or None when it is a bug (500 ``internal_error``)."""
+    code = code_of(exc)
+    if not isinstance(exc, ROOTS) or code is ErrorCode.INTERNAL_ERROR:
+        return None
+    if isinstance(exc, UploadRejectedError):
+        return Answer(exc.http_status, exc.reason, exc.message)
+    message = exc.message if isinstance(exc, ServiceError) else str(exc)
+    return Answer(HTTP_STATUS[code], code, message or type(exc).__name__)

@@ -1,8 +1,9 @@
 """The service's exception hierarchy and the ONE place errors become HTTP answers.
 
-Every ``/v1`` error is ``{"error": {"code", "message"}}``. Errors of the layers below
-(storage, manager, backends, sandbox) are translated here, by type, so routes just raise.
-Anything untranslated is a bug: 500 ``internal_error``. ``/v2`` keeps its own error shape
+Every ``/v1`` error is ``{"error": {"code", "message"}}``. Errors of this layer and of the
+layers below (storage, manager, backends, sandbox) are answered here through the one table of
+``error_map`` (each exception's declared code and that code's status), so routes just raise.
+Anything else is a bug: 500 ``internal_error``. ``/v2`` keeps its own error shape
 (the inference router answers ``{"error": "..."}`` itself).
 """
 
@@ -12,7 +13,8 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import Any
+from types import MappingProxyType
+from typing import Any, ClassVar
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -29,63 +31,77 @@ V2_PREFIX = "/v2/"
 _HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
 
 
+HTTP_STATUS: Mapping[ErrorCode, int] = MappingProxyType(
+    {
+        ErrorCode.BAD_REQUEST: HTTPStatus.BAD_REQUEST,
+        ErrorCode.INVALID_REQUEST: HTTPStatus.UNPROCESSABLE_ENTITY,
+        ErrorCode.INVALID_UPLOAD: HTTPStatus.UNPROCESSABLE_ENTITY,
+        ErrorCode.UNAUTHORIZED: HTTPStatus.UNAUTHORIZED,
+        ErrorCode.NOT_FOUND: HTTPStatus.NOT_FOUND,
+        ErrorCode.CONFLICT: HTTPStatus.CONFLICT,
+        ErrorCode.PAYLOAD_TOO_LARGE: HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+        ErrorCode.UNSUPPORTED_MEDIA_TYPE: HTTPStatus.UNSUPPORTED_MEDIA_TYPE,
+        ErrorCode.RANGE_NOT_SATISFIABLE: HTTPStatus.REQUESTED_RANGE_NOT_SATISFIABLE,
+        ErrorCode.INVALID_PLAN: HTTPStatus.UNPROCESSABLE_ENTITY,
+        ErrorCode.UNKNOWN_BACKEND: HTTPStatus.UNPROCESSABLE_ENTITY,
+        ErrorCode.INVALID_OPTIONS: HTTPStatus.UNPROCESSABLE_ENTITY,
+        ErrorCode.INVALID_PROGRAM: HTTPStatus.UNPROCESSABLE_ENTITY,
+        ErrorCode.UPLOAD_REJECTED: HTTPStatus.BAD_REQUEST,  # a refusal may name its own
+        ErrorCode.LOWERING_FAILED: HTTPStatus.UNPROCESSABLE_ENTITY,
+        ErrorCode.COMPILE_FAILED: HTTPStatus.UNPROCESSABLE_ENTITY,
+        ErrorCode.INTEGRITY_ERROR: HTTPStatus.INTERNAL_SERVER_ERROR,
+        ErrorCode.INTERNAL_ERROR: HTTPStatus.INTERNAL_SERVER_ERROR,
+    }
+)
+"""The HTTP status of each code an exception may declare: the one code -> status table.
+(``compile_crashed``, ``out_of_memory`` and ``timeout`` are only ever a failed job's.)"""
+
+
 class ServiceError(Exception):
-    """Root of the errors ``pteforge.server`` raises; each knows its status and code.
+    """Root of the errors ``pteforge.server`` raises; each class declares its ``code``, which
+    :data:`HTTP_STATUS` answers with its status: ``class X(ServiceError, code=...)``."""
 
-    A subclass names both in its header: ``class X(ServiceError, status=..., code=...)``."""
+    code: ClassVar[ErrorCode] = ErrorCode.BAD_REQUEST
 
-    status: int = HTTPStatus.BAD_REQUEST
-    code: str = ErrorCode.BAD_REQUEST
-
-    def __init_subclass__(cls, *, status: int | None = None, code: str | None = None) -> None:
+    def __init_subclass__(cls, *, code: ErrorCode | None = None) -> None:
         super().__init_subclass__()
-        if status is not None:
-            cls.status = status
         if code is not None:
             cls.code = code
 
-    def __init__(self, message: str, *, code: str | None = None) -> None:
+    def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
-        if code is not None:
-            self.code = code
 
 
-class NotFoundError(ServiceError, status=HTTPStatus.NOT_FOUND, code=ErrorCode.NOT_FOUND):
+class NotFoundError(ServiceError, code=ErrorCode.NOT_FOUND):
     """A missing resource, or one another project owns (indistinguishable on purpose)."""
 
 
-class UnauthorizedError(ServiceError, status=HTTPStatus.UNAUTHORIZED, code=ErrorCode.UNAUTHORIZED):
+class UnauthorizedError(ServiceError, code=ErrorCode.UNAUTHORIZED):
     """No valid bearer token."""
 
 
-class InvalidRequestError(
-    ServiceError, status=HTTPStatus.UNPROCESSABLE_ENTITY, code=ErrorCode.INVALID_REQUEST
-):
+class InvalidRequestError(ServiceError, code=ErrorCode.INVALID_REQUEST):
     """A well-formed request whose content is wrong."""
 
 
-class PayloadTooLargeError(
-    ServiceError, status=HTTPStatus.REQUEST_ENTITY_TOO_LARGE, code=ErrorCode.PAYLOAD_TOO_LARGE
-):
+class InvalidUploadError(InvalidRequestError, code=ErrorCode.INVALID_UPLOAD):
+    """A multipart upload whose parts are not what the route takes (before any file is read)."""
+
+
+class PayloadTooLargeError(ServiceError, code=ErrorCode.PAYLOAD_TOO_LARGE):
     """A request body over its size limit."""
 
 
-class UnsupportedMediaTypeError(
-    ServiceError, status=HTTPStatus.UNSUPPORTED_MEDIA_TYPE, code=ErrorCode.UNSUPPORTED_MEDIA_TYPE
-):
+class UnsupportedMediaTypeError(ServiceError, code=ErrorCode.UNSUPPORTED_MEDIA_TYPE):
     """A request body of a content type the route does not take."""
 
 
-class ConflictError(ServiceError, status=HTTPStatus.CONFLICT, code=ErrorCode.CONFLICT):
+class ConflictError(ServiceError, code=ErrorCode.CONFLICT):
     """The request clashes with the current state of a resource."""
 
 
-class RangeNotSatisfiableError(
-    ServiceError,
-    status=HTTPStatus.REQUESTED_RANGE_NOT_SATISFIABLE,
-    code=ErrorCode.RANGE_NOT_SATISFIABLE,
-):
+class RangeNotSatisfiableError(ServiceError, code=ErrorCode.RANGE_NOT_SATISFIABLE):
     """A ``Range`` outside the content; ``size`` goes into ``Content-Range``."""
 
     def __init__(self, message: str, size: int) -> None:
@@ -94,13 +110,16 @@ class RangeNotSatisfiableError(
 
 
 @dataclass(frozen=True)
-class Translation:
-    """How one foreign exception type is answered."""
+class Answer:
+    """How one exception is answered: status, wire code, message."""
 
-    exc_type: type[Exception]
-    status: int | Callable[[BaseException], int]
-    code: str | Callable[[BaseException], str]
-    message: Callable[[BaseException], str] = str
+    status: int
+    code: str
+    message: str
+
+
+Answerer = Callable[[BaseException], Answer | None]
+"""``error_map.answer``: an exception's answer, or None when it is a bug."""
 
 
 def error_body(code: str, message: str) -> dict[str, dict[str, str]]:
@@ -117,17 +136,8 @@ def error_response(request: Request, status: int, code: str, message: str) -> JS
     return JSONResponse(body, status_code=status, headers=headers)
 
 
-def to_service_error(exc: BaseException, translations: list[Translation]) -> ServiceError | None:
-    """The service error a foreign exception stands for, or None when it is a bug."""
-    if isinstance(exc, ServiceError):
-        return exc
-    for item in translations:
-        if isinstance(exc, item.exc_type):
-            code = item.code if isinstance(item.code, str) else item.code(exc)
-            err = ServiceError(item.message(exc) or type(exc).__name__, code=code)
-            err.status = item.status if isinstance(item.status, int) else item.status(exc)
-            return err
-    return None
+def _coded(request: Request, code: ErrorCode, message: str) -> JSONResponse:
+    return error_response(request, HTTP_STATUS[code], code, message)
 
 
 def _status_code_name(status: int) -> str:
@@ -167,19 +177,22 @@ def _plan_problem(errors: Sequence[Any]) -> PlanProblem | None:
 _PLAN_LOC = ("body", "plan")
 
 
-def install_error_handlers(app: FastAPI, translations: list[Translation]) -> None:
-    """Answer every exception raised under ``app`` in the pinned error shape."""
+def install_error_handlers(
+    app: FastAPI, answer: Answerer, roots: Sequence[type[Exception]]
+) -> None:
+    """Answer every exception raised under ``app`` in the pinned error shape: those of
+    ``roots`` as ``answer`` says, the rest as bugs."""
 
     async def on_exception(request: Request, exc: Exception) -> JSONResponse:
-        err = to_service_error(exc, translations)
-        if err is None:
+        known = answer(exc)
+        if known is None:
             log.exception("unhandled error on %s %s", request.method, request.url.path)
-            return error_response(
-                request, 500, ErrorCode.INTERNAL_ERROR, f"internal error ({type(exc).__name__})"
+            return _coded(
+                request, ErrorCode.INTERNAL_ERROR, f"internal error ({type(exc).__name__})"
             )
-        response = error_response(request, int(err.status), err.code, err.message)
-        if isinstance(err, RangeNotSatisfiableError):
-            response.headers["Content-Range"] = f"bytes */{err.size}"
+        response = error_response(request, known.status, known.code, known.message)
+        if isinstance(exc, RangeNotSatisfiableError):
+            response.headers["Content-Range"] = f"bytes */{exc.size}"
         return response
 
     async def on_http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -195,17 +208,14 @@ def install_error_handlers(app: FastAPI, translations: list[Translation]) -> Non
     async def on_validation(request: Request, exc: RequestValidationError) -> JSONResponse:
         plan = _plan_problem(exc.errors())
         if plan is not None:  # worded as the library words it, field as written
-            return error_response(request, 422, ErrorCode.INVALID_PLAN, str(plan))
+            return _coded(request, ErrorCode.INVALID_PLAN, str(plan))
         problems = "; ".join(_validation_problem(e) for e in exc.errors())
-        return error_response(
-            request, 422, ErrorCode.INVALID_REQUEST, problems or "invalid request"
-        )
+        return _coded(request, ErrorCode.INVALID_REQUEST, problems or "invalid request")
 
     app.add_exception_handler(StarletteHTTPException, on_http)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, on_validation)  # type: ignore[arg-type]
     # Known types go through the exception middleware (answered, not re-raised); the bare
     # Exception handler sits in the server-error middleware, which also logs the bug.
-    handled: list[type[Exception]] = [ServiceError, *(item.exc_type for item in translations)]
-    for exc_type in handled:
+    for exc_type in roots:
         app.add_exception_handler(exc_type, on_exception)
     app.add_exception_handler(Exception, on_exception)

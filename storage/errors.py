@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
+from pteforge.contracts.errors import ErrorCode
+
 
 class StorageError(Exception):
-    """Root of every error raised by :mod:`pteforge.storage`."""
+    """Root of every error raised by :mod:`pteforge.storage`; one of no kind below is a bug."""
+
+    code: ClassVar[ErrorCode] = ErrorCode.INTERNAL_ERROR
 
 
 class NotFoundError(StorageError):
     """A row the caller named does not exist (or belongs to another project)."""
 
+    code = ErrorCode.NOT_FOUND
+
 
 class ConflictError(StorageError):
     """A write clashed with existing rows, e.g. a duplicate unique name."""
+
+    code = ErrorCode.CONFLICT
 
 
 class BlobNotFoundError(NotFoundError):
@@ -21,6 +31,8 @@ class BlobNotFoundError(NotFoundError):
 
 class BlobIntegrityError(StorageError):
     """Stored content does not hash to what it claims; its bytes must not be served."""
+
+    code = ErrorCode.INTEGRITY_ERROR
 
     def __init__(self, sha256: str, detail: str) -> None:
         super().__init__(f"blob {sha256} failed verification: {detail}")
@@ -31,9 +43,13 @@ class BlobIntegrityError(StorageError):
 class InvalidRangeError(StorageError):
     """A ranged read asked for bytes outside the blob."""
 
+    code = ErrorCode.RANGE_NOT_SATISFIABLE
+
 
 class IllegalTransitionError(StorageError):
     """A job state change that the job state machine does not allow."""
+
+    code = ErrorCode.CONFLICT
 
 
 class LeaseLostError(IllegalTransitionError):

@@ -7,7 +7,7 @@ from pathlib import Path
 from pteforge.server.common.blob_files import store_file
 from pteforge.server.common.owned_rows import OwnedRows
 from pteforge.server.common.services import Services
-from pteforge.server.errors import InvalidRequestError
+from pteforge.server.errors import InvalidUploadError
 from pteforge.server.http.uploads import MultipartUpload
 from pteforge.storage.domain import Artifact
 
@@ -23,9 +23,7 @@ get_artifact = ARTIFACTS.get
 def _pte_part(upload: MultipartUpload) -> Path:
     parts = [p for p in upload.files if p.field_name == PTE_PART]
     if len(parts) != 1 or len(upload.files) != 1:
-        raise InvalidRequestError(
-            "send exactly one file part named 'pte' holding the .pte", code="invalid_upload"
-        )
+        raise InvalidUploadError("send exactly one file part named 'pte' holding the .pte")
     return parts[0].path
 
 

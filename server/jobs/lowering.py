@@ -37,9 +37,8 @@ from pteforge.children.limits import (
     take_default_signals,
 )
 from pteforge.contracts import jobs as messages
-from pteforge.contracts.errors import ErrorCode
+from pteforge.contracts.errors import ErrorCode, code_of
 from pteforge.contracts.json_types import plain_json
-from pteforge.server.jobs.failures import failure_code
 from pteforge.server.jobs.protocol import recv_request, send_message
 from pteforge.server.startup.heap import freeze_startup_heap
 
@@ -123,4 +122,4 @@ def _error(exc: Exception, memory_limit: int | None) -> messages.JobError:
         limit = memory_limit or 0
         message = f"lowering ran out of memory (limit {limit / 2**20:.0f} MiB): {exc}"
         return messages.JobError(code=ErrorCode.OUT_OF_MEMORY, message=message)
-    return messages.JobError(code=failure_code(exc), message=str(exc) or repr(exc))
+    return messages.JobError(code=code_of(exc), message=str(exc) or repr(exc))

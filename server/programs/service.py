@@ -15,7 +15,7 @@ from pteforge.contracts import InvalidMethodNameError, check_method_name
 from pteforge.server.common.blob_files import store_file
 from pteforge.server.common.owned_rows import OwnedRows
 from pteforge.server.common.services import Services
-from pteforge.server.errors import InvalidRequestError
+from pteforge.server.errors import InvalidUploadError
 from pteforge.server.http.uploads import MultipartUpload, UploadedPart
 from pteforge.server.programs.bundle import write_bundle
 from pteforge.storage.domain import MethodSignature, Program
@@ -29,7 +29,7 @@ def check_part_name(name: str) -> None:
     try:
         check_method_name(name)
     except InvalidMethodNameError as exc:
-        raise InvalidRequestError(f"part {exc}", code="invalid_upload") from None
+        raise InvalidUploadError(f"part {exc}") from None
 
 
 def _describe(services: Services, part: UploadedPart) -> tuple[MethodSignature, ...]:
@@ -52,19 +52,16 @@ def _renamed(spec: MethodSignature, name: str) -> MethodSignature:
 
 def _file_parts(upload: MultipartUpload) -> list[UploadedPart]:
     if not upload.files:
-        raise InvalidRequestError(
+        raise InvalidUploadError(
             "no file parts: send one part per method (field name = method name) "
-            "or one 'program' part holding a pt2 archive",
-            code="invalid_upload",
+            "or one 'program' part holding a pt2 archive"
         )
     names = [p.field_name for p in upload.files]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
-        raise InvalidRequestError(f"repeated parts: {', '.join(duplicates)}", code="invalid_upload")
+        raise InvalidUploadError(f"repeated parts: {', '.join(duplicates)}")
     if PROGRAM_PART in names and len(names) > 1:
-        raise InvalidRequestError(
-            "a 'program' part cannot be combined with per-method parts", code="invalid_upload"
-        )
+        raise InvalidUploadError("a 'program' part cannot be combined with per-method parts")
     for name in names:
         check_part_name(name)
     return upload.files
@@ -73,9 +70,8 @@ def _file_parts(upload: MultipartUpload) -> list[UploadedPart]:
 def _single_method(services: Services, part: UploadedPart) -> MethodSignature:
     specs = _describe(services, part)
     if len(specs) != 1:
-        raise InvalidRequestError(
-            f"part {part.field_name!r} holds {len(specs)} programs; a per-method part holds one",
-            code="invalid_upload",
+        raise InvalidUploadError(
+            f"part {part.field_name!r} holds {len(specs)} programs; a per-method part holds one"
         )
     return _renamed(specs[0], part.field_name)
 

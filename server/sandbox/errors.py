@@ -2,15 +2,20 @@
 
 Every check in this package raises a subclass of :class:`UploadRejectedError`.  The server maps
 ``http_status`` to the response and puts ``reason`` in the error code, so a client learns which
-defence fired and on which archive entry.
+defence fired and on which archive entry; a failed job carries the class's ``code``.
 """
 
 from __future__ import annotations
+
+from typing import ClassVar
+
+from pteforge.contracts.errors import ErrorCode
 
 
 class UploadRejectedError(Exception):
     """An uploaded file was refused; ``reason`` is a stable machine-readable code."""
 
+    code: ClassVar[ErrorCode] = ErrorCode.UPLOAD_REJECTED
     http_status = 400
 
     def __init__(self, reason: str, message: str, entry: str | None = None) -> None:
