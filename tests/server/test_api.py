@@ -198,7 +198,7 @@ def test_bad_plan_is_422(admin: httpx.Client, seq2seq_program: dict[str, Any]) -
     response = admin.post(
         "/v1/compile-jobs", json={"program_id": program["id"], "plan": unknown_method}
     )
-    assert_error(response, 422)
+    assert_error(response, 422, "invalid_plan")  # as a job queued with it fails
     assert "nope" in response.json()["error"]["message"]
     bad_target = {"all": {"partitioners": ["no-such-backend"]}}
     response = admin.post(
