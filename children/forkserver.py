@@ -50,7 +50,7 @@ LOWERING_PRELOAD = (
     "pteforge.backends",
     "pteforge.server.sandbox",
     "pteforge.server.programs.bundle",
-    "pteforge.server.jobs.lowering",
+    "pteforge.server.jobs.lowering_child",
     "pteforge.server.jobs.warmup",
     "pteforge.server.jobs.worker",
 )

@@ -1,4 +1,4 @@
-"""The lowering plan (API.md section 2) as one strict, typed model: the library, ``pteforge
+"""The lowering plan as one strict, typed model: the library, ``pteforge
 compile`` and ``POST /v1/compile-jobs`` all validate a plan with :class:`PlanSpec`, and the
 OpenAPI document shows its schema.
 

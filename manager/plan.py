@@ -1,4 +1,4 @@
-"""Lowering plans (API.md section 2): which catalog target each method is lowered to.
+"""Lowering plans (format: docs/http-api.md): which catalog target each method is lowered to.
 
 The plan's JSON form and its rules are one typed model, :class:`pteforge.contracts.plan.PlanSpec`
 (the service's request body uses it too, so OpenAPI shows it). :meth:`Plan.parse` validates

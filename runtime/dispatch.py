@@ -26,7 +26,7 @@ from pteforge.runtime.errors import (
 from pteforge.runtime.processes import WorkerProcess
 
 if TYPE_CHECKING:
-    from pteforge.runtime.calls import Calls, Reply, Request
+    from pteforge.runtime.worker_calls import Calls, Reply, Request
 
 # What a crash was, in words, and the process's exit code.
 Crash = tuple[str, int | None]

@@ -23,7 +23,6 @@ from pteforge.contracts.runtime_messages import (
     WorkerReply,
 )
 from pteforge.runtime.artifact_files import ArtifactFiles
-from pteforge.runtime.calls import ASYNC_INLINE_FRAME_BYTES, Calls, Request
 from pteforge.runtime.descriptions import Described, Descriptions
 from pteforge.runtime.errors import ERROR_KINDS, RuntimeLayerError, UnknownMethodError
 from pteforge.runtime.metadata import MethodSignature
@@ -34,6 +33,7 @@ from pteforge.runtime.sessions import SessionLimits, Sessions
 from pteforge.runtime.stats import PoolStats
 from pteforge.runtime.supervisor import RestartPolicy, Workers
 from pteforge.runtime.worker import WorkerConfig
+from pteforge.runtime.worker_calls import ASYNC_INLINE_FRAME_BYTES, Calls, Request
 
 # A blocking caller writes the whole frame in the hand-over, however big.
 _WHOLE = float("inf")

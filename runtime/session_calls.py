@@ -17,7 +17,6 @@ from collections.abc import Sequence
 import numpy as np
 
 from pteforge.contracts.runtime_messages import DropRequest, ErrorReply, InferRequest
-from pteforge.runtime.calls import ASYNC_INLINE_FRAME_BYTES, Calls, Reply, Request
 from pteforge.runtime.errors import (
     InvalidInputError,
     SessionEndedError,
@@ -27,6 +26,7 @@ from pteforge.runtime.errors import (
 from pteforge.runtime.processes import WorkerProcess
 from pteforge.runtime.sessions import Sequence as SequenceRef
 from pteforge.runtime.sessions import Session, Sessions
+from pteforge.runtime.worker_calls import ASYNC_INLINE_FRAME_BYTES, Calls, Reply, Request
 
 
 class SessionCalls:

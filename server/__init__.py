@@ -1,4 +1,4 @@
-"""pteforge.server: the FastAPI service (API.md section 2) over storage, manager and runtime.
+"""pteforge.server: the FastAPI service (docs/http-api.md) over storage, manager and runtime.
 
 Public entry points::
 

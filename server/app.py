@@ -24,9 +24,9 @@ from pteforge.server.http.docs import install_docs
 from pteforge.server.http.openapi import install_openapi
 from pteforge.server.inference import router as inference_router
 from pteforge.server.inference.startup import start_runtime_pool, store_inference_state
+from pteforge.server.jobs.compile_workers import WorkerSupervisor
 from pteforge.server.jobs.metrics import OperationsCollector
 from pteforge.server.jobs.router import router as jobs_router
-from pteforge.server.jobs.supervisor import WorkerSupervisor
 from pteforge.server.programs.router import router as programs_router
 from pteforge.server.sandbox import ForkServerIsolation, ProcessLimits
 from pteforge.server.settings import Settings

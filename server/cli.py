@@ -59,7 +59,7 @@ def serve_command(args: argparse.Namespace) -> int:
     import uvicorn
 
     from pteforge.server.app import create_app
-    from pteforge.server.http.protocol import uvicorn_options
+    from pteforge.server.http.bounded_httptools import uvicorn_options
     from pteforge.server.settings import Settings
 
     settings = Settings()
@@ -99,7 +99,7 @@ def startup_help(settings: Settings) -> str:
 
 def worker_command(args: argparse.Namespace) -> int:
     """Run compile workers in the foreground (migrating the schema first, as serve does)."""
-    from pteforge.server.jobs.supervisor import run_workers
+    from pteforge.server.jobs.compile_workers import run_workers
     from pteforge.server.settings import Settings
     from pteforge.server.startup.database import open_service_store
 

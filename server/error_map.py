@@ -3,7 +3,7 @@
 Each exception class of the server and of the layers below it (storage, manager, backends,
 the sandbox) declares its :class:`ErrorCode` once, as a ``code`` class attribute that its
 subclasses inherit; :func:`contracts.errors.code_of` reads it, for a failed job
-(``server/jobs/lowering.py``) and for an HTTP answer (here, with the code's status from
+(``server/jobs/lowering_child.py``) and for an HTTP answer (here, with the code's status from
 ``errors.HTTP_STATUS``), so jobs and HTTP cannot disagree. A new exception touches only the
 module that defines it. An upload the sandbox refuses answers with its own ``reason`` and
 ``http_status`` (which defence fired); ``/v2``'s runtime errors have their own statuses

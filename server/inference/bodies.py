@@ -6,7 +6,7 @@ import zlib
 
 from starlette.requests import Request
 
-from pteforge.runtime.protocol import HEADER_LENGTH, ProtocolError
+from pteforge.runtime.oip_codec import HEADER_LENGTH, ProtocolError
 from pteforge.server.inference.statuses import RequestTooLargeError
 
 # Requests whose JSON part is larger than this are decoded in the threadpool, so a big JSON

@@ -1,6 +1,6 @@
 """The /v2 Open Inference Protocol routes and ``/metrics``, as one router.
 
-Thin HTTP glue: decoding/encoding lives in ``pteforge.runtime.protocol``, execution in
+Thin HTTP glue: decoding/encoding lives in ``pteforge.runtime.oip_codec``, execution in
 ``pteforge.runtime.RuntimePool``, artifact lookup behind ``ArtifactResolver``. The routes
 are plain module-level functions reaching the runtime through ``app.state.inference``.
 """

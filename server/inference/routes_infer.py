@@ -14,7 +14,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from fastapi.routing import APIRoute
 
-from pteforge.runtime.protocol import HEADER_LENGTH
+from pteforge.runtime.oip_codec import HEADER_LENGTH
 from pteforge.server.auth.dependencies import Principal
 from pteforge.server.inference.bodies import content_encoding, header_length, read_body
 from pteforge.server.inference.dependencies import InferenceState, inference_state

@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel
 
-from pteforge.runtime.protocol import BINARY_EXTENSION, model_metadata
+from pteforge.runtime.oip_codec import BINARY_EXTENSION, model_metadata
 from pteforge.server.auth.dependencies import Principal
 from pteforge.server.inference.dependencies import (
     Caller,

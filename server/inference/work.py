@@ -11,7 +11,7 @@ from starlette.concurrency import run_in_threadpool
 
 from pteforge.runtime import InferResult
 from pteforge.runtime.metadata import MethodSignature
-from pteforge.runtime.protocol import (
+from pteforge.runtime.oip_codec import (
     InferRequest,
     decode_infer_request,
     encode_infer_response,

@@ -19,7 +19,7 @@ from pteforge.contracts.jobs import COMPILE_KIND, CompilePayload, LoweringReques
 from pteforge.contracts.json_types import JsonObject
 from pteforge.server.artifacts.schemas import NUMERICS_KEY
 from pteforge.server.common.blob_files import store_file
-from pteforge.server.jobs.protocol import LoweringOutcome
+from pteforge.server.jobs.pipe import LoweringOutcome
 from pteforge.server.jobs.runner import (
     StandbyLowering,
     Verdict,

@@ -25,8 +25,8 @@ from pteforge.children.death import DeathReason, death_from_exit
 from pteforge.children.forkserver import LOWERING_PRELOAD, start_fork_server
 from pteforge.contracts.errors import ErrorCode
 from pteforge.contracts.jobs import ChildMessage, ErrorMessage, LoweringRequest, ResultMessage
-from pteforge.server.jobs.lowering import standby_main
-from pteforge.server.jobs.protocol import LoweringOutcome, recv_child_message, send_message
+from pteforge.server.jobs.lowering_child import standby_main
+from pteforge.server.jobs.pipe import LoweringOutcome, recv_child_message, send_message
 
 _EXIT_GRACE_SECONDS = 10.0
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Annotated
 
 from pydantic import BaseModel, Field
 
+from pteforge.contracts.artifact_report import AS_WRITTEN
 from pteforge.contracts.plan import PlanSpec
 from pteforge.server.startup.toolchain import Toolchain, toolchain
 from pteforge.storage.domain import Job, JobEvent
@@ -52,6 +54,17 @@ class JobOut(BaseModel):
     toolchain: Toolchain = Field(
         default_factory=toolchain, description="torch and executorch versions of this server."
     )
+    program_id: str | None = Field(default=None, description="The program a compile job lowers.")
+    plan: Annotated[PlanSpec | None, AS_WRITTEN] = Field(
+        default=None,
+        description="A compile job's plan as submitted, without parts that mean the same as "
+        "leaving them out (as its artifact's plan).",
+    )
+    changed_at: datetime | None = Field(
+        default=None,
+        description="When this status or stage began: set on the events of the job's "
+        "stream (GET /v1/jobs/{id}/events), null elsewhere.",
+    )
 
     @classmethod
     def of(cls, job: Job) -> JobOut:
@@ -70,6 +83,8 @@ class JobOut(BaseModel):
             finished_at=job.finished_at,
             attempt=job.attempts,
             retry_reason=job.retry_reason,
+            program_id=_payload_str(job, "program_id"),
+            plan=_payload_plan(job),
         )
 
     @classmethod
@@ -83,11 +98,28 @@ class JobOut(BaseModel):
                 "attempt": event.attempt,
                 "started_at": event.started_at,
                 "retry_reason": event.retry_reason,
+                "changed_at": event.at,
             }
         )
         if event.status.terminal:
             return then
         return then.model_copy(update={"error": None, "artifact_id": None, "finished_at": None})
+
+
+def _payload_str(job: Job, key: str) -> str | None:
+    value = job.payload.get(key)
+    return value if isinstance(value, str) else None
+
+
+def _payload_plan(job: Job) -> PlanSpec | None:
+    """The plan a compile job holds; None for other kinds (or a payload no plan validates)."""
+    plan = job.payload.get("plan")
+    if not isinstance(plan, dict):
+        return None
+    try:
+        return PlanSpec.model_validate(plan)
+    except ValueError:
+        return None
 
 
 class JobList(BaseModel):

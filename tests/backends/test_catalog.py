@@ -13,7 +13,7 @@ from pteforge.backends import (
     XnnpackEntry,
     default_catalog,
 )
-from tests.backends.lowering import delegated_backends, lower_with_partitioner, tiny_mlp
+from tests.backends.harness import delegated_backends, lower_with_partitioner, tiny_mlp
 
 
 def test_unknown_name_lists_registered_names() -> None:

@@ -16,7 +16,7 @@ from pteforge.backends import (
     default_catalog,
     executable_backend_ids,
 )
-from tests.backends.lowering import (
+from tests.backends.harness import (
     LOWERING_OPTIONS,
     assert_int8_close,
     delegated_backends,

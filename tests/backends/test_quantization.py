@@ -16,7 +16,7 @@ from pteforge.backends import (
     default_catalog,
 )
 from pteforge.backends.quantization import XNNPACK_PT2E_RECIPES
-from tests.backends.lowering import (
+from tests.backends.harness import (
     assert_int8_close,
     lower_with_partitioner,
     run_pte,

@@ -35,7 +35,7 @@ from pteforge.client.sse import EventParser
 from pteforge.client.tensors import decode_response, encode_request, named_inputs
 from pteforge.client.views import stage_plan
 from pteforge.runtime.metadata import MethodSignature, TensorSpec
-from pteforge.runtime.protocol import decode_infer_request, encode_infer_response
+from pteforge.runtime.oip_codec import decode_infer_request, encode_infer_response
 
 
 def test_events_survive_any_chunking() -> None:

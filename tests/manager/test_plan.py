@@ -1,4 +1,4 @@
-"""``Plan.parse``: the API.md section 2 plan format and its errors (no lowering here)."""
+"""``Plan.parse``: the plan format (docs/http-api.md) and its errors (no lowering here)."""
 
 from __future__ import annotations
 

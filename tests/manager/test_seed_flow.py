@@ -1,5 +1,5 @@
 # ruff: noqa: E501  (the seed flow is kept verbatim, long lines included)
-"""The seed flow of API.md section 1, verbatim but for the import line."""
+"""The seed flow (to_backend with a partitioner and a DelegationSpec), verbatim but for the import line."""
 
 from __future__ import annotations
 

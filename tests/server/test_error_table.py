@@ -15,7 +15,7 @@ from pteforge.contracts.errors import ErrorCode, code_of
 from pteforge.manager import errors as manager
 from pteforge.server import error_map
 from pteforge.server.errors import HTTP_STATUS, ServiceError, install_error_handlers
-from pteforge.server.jobs.lowering import _error as job_error
+from pteforge.server.jobs.lowering_child import _error as job_error
 from pteforge.server.sandbox import UnsafeArchiveError, UploadRejectedError, UploadTooLargeError
 from pteforge.storage import errors as storage
 

@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from pteforge.server.http.protocol import GuardedHttpToolsProtocol, uvicorn_options
+from pteforge.server.http.bounded_httptools import GuardedHttpToolsProtocol, uvicorn_options
 from pteforge.server.settings import Settings
 from tests.server.service import free_port, wait_until
 

@@ -9,7 +9,7 @@ import pytest
 
 from pteforge.runtime import InvalidInputError
 from pteforge.runtime.metadata import MethodSignature, TensorSpec
-from pteforge.runtime.protocol import (
+from pteforge.runtime.oip_codec import (
     ProtocolError,
     decode_infer_request,
     encode_infer_response,

@@ -39,7 +39,7 @@ from pteforge.children.limits import (
 from pteforge.contracts import jobs as messages
 from pteforge.contracts.errors import ErrorCode, code_of
 from pteforge.contracts.json_types import plain_json
-from pteforge.server.jobs.protocol import recv_request, send_message
+from pteforge.server.jobs.pipe import recv_request, send_message
 from pteforge.server.startup.heap import freeze_startup_heap
 
 _PR_SET_PDEATHSIG = 1
