@@ -22,7 +22,12 @@ Public API (stable; the server codes against it)::
         tx.artifacts.create(project_id, program_id | None, blob, plan, plan_hash, report,
                             methods)                       # ConflictError on same program+plan
         tx.artifacts.get(project_id, id) / get_any(id) / find_compiled(program_id, plan_hash)
-        tx.artifacts.list(project_id) / delete(project_id, id) -> bool
+        tx.artifacts.list(project_id) / delete(project_id, id) -> bool  # ConflictError while
+                                                   # a model version serves the artifact
+        tx.models.add_version(project_id, name, artifact_id) -> ModelVersion  # 1, 2, ...
+        tx.models.get(project_id, name) / list(project_id) / versions(project_id, name)
+        tx.models.artifact_id(project_id, name, version=None)  # None: the latest version
+        tx.models.delete_version(project_id, name, version) -> bool  # numbers never reused
         tx.jobs.enqueue(project_id, kind, payload, max_attempts=3) -> Job
         tx.jobs.get(project_id, id) / get_any(id) / list(project_id, status=None)
         tx.jobs.claim_next(worker_id, lease: timedelta, kinds=None) -> Job | None

@@ -95,6 +95,29 @@ class Artifact:
 
 
 @dataclass(frozen=True)
+class ModelVersion:
+    """One version of a model: the artifact it serves."""
+
+    version: int
+    artifact_id: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class Model:
+    """A stable name for a series of artifact versions, within one project (``project_name``
+    names it). ``latest_version`` is None once every version was deleted: version numbers
+    are never reused, so the model stays and keeps counting."""
+
+    id: str
+    project_id: str
+    project_name: str
+    name: str
+    created_at: datetime
+    latest_version: int | None
+
+
+@dataclass(frozen=True)
 class JobEvent:
     """A status or stage change of a job; ``version`` is the job's version right after it."""
 

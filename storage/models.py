@@ -146,6 +146,31 @@ class ArtifactRow(_StoredContent, Base):
     report: Mapped[dict[str, Any]] = mapped_column(JSON)
 
 
+class ModelRow(_ProjectOwned, Base):
+    """A model name in a project; ``next_version`` counts on past deleted versions."""
+
+    __tablename__ = "models"
+    __table_args__ = (UniqueConstraint("project_id", "name"),)
+
+    name: Mapped[str] = mapped_column(String(64))
+    next_version: Mapped[int] = mapped_column(Integer)
+
+
+class ModelVersionRow(Base):
+    """One version of a model: (model, version) is unique, and a model is one (project, name),
+    so no two versions of a project's model share a number. An artifact a version points at
+    cannot be deleted (no ``ondelete``)."""
+
+    __tablename__ = "model_versions"
+
+    model_id: Mapped[str] = mapped_column(
+        ForeignKey("models.id", ondelete="CASCADE"), primary_key=True
+    )
+    version: Mapped[int] = mapped_column(Integer, primary_key=True)
+    artifact_id: Mapped[str] = mapped_column(ForeignKey("artifacts.id"), index=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
+
+
 class JobRow(_ProjectOwned, Base):
     __tablename__ = "jobs"
     __table_args__ = (

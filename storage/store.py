@@ -30,6 +30,7 @@ from pteforge.storage.domain import (
     StoreSize,
     WorkerBeat,
 )
+from pteforge.storage.model_names import ModelRepository
 
 DEFAULT_MAX_ATTEMPTS = 3
 _Content = TypeVar("_Content", Program, Artifact)
@@ -267,6 +268,7 @@ class Transaction(ABC):
     tokens: TokenRepository
     programs: ProgramRepository
     artifacts: ArtifactRepository
+    models: ModelRepository
     jobs: JobRepository
     workers: WorkerRepository
     stats: StatsRepository

@@ -10,11 +10,12 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from pteforge.storage import domain
-from pteforge.storage.errors import NotFoundError, StorageError
+from pteforge.storage.errors import ConflictError, NotFoundError, StorageError
 from pteforge.storage.ids import new_id
 from pteforge.storage.models import ArtifactRow, BlobRow, ProgramRow, ProjectRow
 from pteforge.storage.sql import convert
 from pteforge.storage.sql.errors import insert_row
+from pteforge.storage.sql.model_names import versions_serving
 from pteforge.storage.sql.references import release_blob
 from pteforge.storage.store import ArtifactRepository, ProgramRepository
 
@@ -141,6 +142,18 @@ class SqlArtifacts(_ContentRows[ArtifactRow, domain.Artifact], ArtifactRepositor
             report=dict(report),
             methods=domain.methods_to_json(methods),
         )
+
+    def delete(self, project_id: str, row_id: str) -> bool:
+        """Refused (ConflictError naming them) while model versions serve the artifact."""
+        if self._row(project_id, row_id) is None:
+            return False
+        serving = versions_serving(self._session, row_id)
+        if serving:
+            named = ", ".join(f"{name!r} version {version}" for name, version in serving)
+            raise ConflictError(
+                f"artifact {row_id!r} is served by model {named}; delete those versions first"
+            )
+        return super().delete(project_id, row_id)
 
     def get_any(self, artifact_id: str) -> domain.Artifact | None:
         row = self._session.get(ArtifactRow, artifact_id)

@@ -19,6 +19,7 @@ from pteforge.storage.sql.blobs import SqlBlobStore
 from pteforge.storage.sql.catalog import SqlArtifacts, SqlPrograms
 from pteforge.storage.sql.errors import translate, translated
 from pteforge.storage.sql.jobs import SqlJobs
+from pteforge.storage.sql.model_names import SqlModels
 from pteforge.storage.sql.stats import SqlStats
 from pteforge.storage.sql.workers import SqlWorkers
 from pteforge.storage.store import Store, Transaction
@@ -30,6 +31,7 @@ class SqlTransaction(Transaction):
         self.tokens = SqlTokens(session, clock)
         self.programs = SqlPrograms(session, clock)
         self.artifacts = SqlArtifacts(session, clock)
+        self.models = SqlModels(session, clock)
         self.jobs = SqlJobs(session, clock)
         self.workers = SqlWorkers(session, clock)
         self.stats = SqlStats(session)

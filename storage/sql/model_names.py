@@ -1,0 +1,154 @@
+"""Model names and versions over SQL (see :class:`pteforge.storage.model_names.ModelRepository`).
+
+A new version takes its number from the model row's ``next_version`` with one ``UPDATE ...
+RETURNING``: the row lock (PostgreSQL) or the write lock (SQLite's ``BEGIN IMMEDIATE``) makes
+concurrent creates take turns, and the primary key (model, version) is the backstop.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Select, delete, func, select, update
+from sqlalchemy.orm import Session
+
+from pteforge.storage import domain
+from pteforge.storage.errors import ConflictError, NotFoundError
+from pteforge.storage.ids import new_id
+from pteforge.storage.model_names import ModelRepository
+from pteforge.storage.models import ArtifactRow, ModelRow, ModelVersionRow, ProjectRow
+from pteforge.storage.sql.errors import insert_row
+
+_LATEST = (
+    select(func.max(ModelVersionRow.version))
+    .where(ModelVersionRow.model_id == ModelRow.id)
+    .correlate(ModelRow)
+    .scalar_subquery()
+)
+
+
+def _models(project_id: str) -> Select[Any]:
+    """The project's models with their project's name and latest version."""
+    return (
+        select(ModelRow, ProjectRow.name, _LATEST)
+        .join(ProjectRow, ProjectRow.id == ModelRow.project_id)
+        .where(ModelRow.project_id == project_id)
+    )
+
+
+def _model(row: ModelRow, project_name: str, latest: int | None) -> domain.Model:
+    return domain.Model(
+        id=row.id,
+        project_id=row.project_id,
+        project_name=project_name,
+        name=row.name,
+        created_at=row.created_at,
+        latest_version=latest,
+    )
+
+
+def versions_serving(session: Session, artifact_id: str) -> list[tuple[str, int]]:
+    """The (model name, version) pairs that serve ``artifact_id``, by name and version."""
+    rows = session.execute(
+        select(ModelRow.name, ModelVersionRow.version)
+        .join(ModelRow, ModelRow.id == ModelVersionRow.model_id)
+        .where(ModelVersionRow.artifact_id == artifact_id)
+        .order_by(ModelRow.name, ModelVersionRow.version)
+    )
+    return [(name, int(version)) for name, version in rows]
+
+
+def _version(row: ModelVersionRow) -> domain.ModelVersion:
+    return domain.ModelVersion(row.version, row.artifact_id, row.created_at)
+
+
+class SqlModels(ModelRepository):
+    def __init__(self, session: Session, clock: Callable[[], datetime]) -> None:
+        self._session = session
+        self._clock = clock
+
+    def _model_id(self, project_id: str, name: str) -> str | None:
+        return self._session.scalar(
+            select(ModelRow.id).where(ModelRow.project_id == project_id, ModelRow.name == name)
+        )
+
+    def _model_id_or_new(self, project_id: str, name: str) -> str:
+        found = self._model_id(project_id, name)
+        if found is not None:
+            return found
+        row = ModelRow(
+            id=new_id("mdl"), project_id=project_id, name=name, next_version=1,
+            created_at=self._clock(),
+        )  # fmt: skip
+        try:
+            insert_row(self._session, row, f"model {name!r}")
+        except ConflictError:
+            found = self._model_id(project_id, name)  # created concurrently since we looked
+            if found is None:
+                raise
+            return found
+        return row.id
+
+    def _take_number(self, model_id: str) -> int:
+        taken = self._session.execute(
+            update(ModelRow)
+            .where(ModelRow.id == model_id)
+            .values(next_version=ModelRow.next_version + 1)
+            .returning(ModelRow.next_version)
+            .execution_options(synchronize_session=False)
+        ).scalar_one()
+        return int(taken) - 1
+
+    def add_version(self, project_id: str, name: str, artifact_id: str) -> domain.ModelVersion:
+        artifact = self._session.get(ArtifactRow, artifact_id)
+        if artifact is None or artifact.project_id != project_id:
+            raise NotFoundError(f"artifact {artifact_id!r} not found")
+        model_id = self._model_id_or_new(project_id, name)
+        row = ModelVersionRow(
+            model_id=model_id, version=self._take_number(model_id), artifact_id=artifact_id,
+            created_at=self._clock(),
+        )  # fmt: skip
+        insert_row(self._session, row, f"version {row.version} of model {name!r}")
+        return _version(row)
+
+    def get(self, project_id: str, name: str) -> domain.Model | None:
+        found = self._session.execute(_models(project_id).where(ModelRow.name == name)).first()
+        return None if found is None else _model(*found)
+
+    def list(self, project_id: str, limit: int = 100) -> list[domain.Model]:
+        rows = self._session.execute(_models(project_id).order_by(ModelRow.name).limit(limit))
+        return [_model(*row) for row in rows]
+
+    def _versions(self, project_id: str, name: str) -> Select[Any]:
+        return (
+            select(ModelVersionRow)
+            .join(ModelRow, ModelRow.id == ModelVersionRow.model_id)
+            .where(ModelRow.project_id == project_id, ModelRow.name == name)
+        )
+
+    def versions(self, project_id: str, name: str) -> builtins.list[domain.ModelVersion]:
+        query = self._versions(project_id, name).order_by(ModelVersionRow.version)
+        return [_version(row) for row in self._session.scalars(query)]
+
+    def artifact_id(self, project_id: str, name: str, version: int | None = None) -> str | None:
+        query = self._versions(project_id, name)
+        if version is None:
+            query = query.order_by(ModelVersionRow.version.desc()).limit(1)
+        else:
+            query = query.where(ModelVersionRow.version == version)
+        row = self._session.scalars(query).first()
+        return None if row is None else row.artifact_id
+
+    def delete_version(self, project_id: str, name: str, version: int) -> bool:
+        model_id = self._model_id(project_id, name)
+        if model_id is None:
+            return False
+        deleted = self._session.execute(
+            delete(ModelVersionRow).where(
+                ModelVersionRow.model_id == model_id, ModelVersionRow.version == version
+            )
+        )
+        return bool(deleted.rowcount)  # type: ignore[attr-defined]

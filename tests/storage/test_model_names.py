@@ -1,0 +1,87 @@
+"""Model names: versions counted per model, never reused, project-scoped, safe under
+concurrent creates, and artifacts that a version serves kept."""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from pteforge.storage import ConflictError, NotFoundError, SqlStore
+
+
+def _artifact(store: SqlStore, project_id: str, source: str) -> str:
+    blob = store.blobs.write([os.urandom(64)])
+    with store.transaction() as tx:
+        return tx.artifacts.create(project_id, None, blob, {}, source, {}, []).id
+
+
+def _project(store: SqlStore, name: str) -> str:
+    with store.transaction() as tx:
+        return tx.projects.create(name).id
+
+
+def _add(store: SqlStore, project_id: str, name: str, artifact_id: str) -> int:
+    with store.transaction() as tx:
+        return tx.models.add_version(project_id, name, artifact_id).version
+
+
+def test_versions_count_up_and_are_never_reused(store: SqlStore) -> None:
+    alpha = _project(store, "alpha")
+    first, second = _artifact(store, alpha, "a"), _artifact(store, alpha, "b")
+    assert [_add(store, alpha, "m", first), _add(store, alpha, "m", second)] == [1, 2]
+    with store.transaction() as tx:
+        assert tx.models.artifact_id(alpha, "m") == second
+        assert tx.models.artifact_id(alpha, "m", 1) == first
+        assert tx.models.delete_version(alpha, "m", 2)
+        assert not tx.models.delete_version(alpha, "m", 2)
+        assert tx.models.artifact_id(alpha, "m") == first
+    assert _add(store, alpha, "m", second) == 3
+    with store.transaction() as tx:
+        model = tx.models.get(alpha, "m")
+        assert model is not None and model.latest_version == 3
+        assert model.project_name == "alpha"
+        assert [v.version for v in tx.models.versions(alpha, "m")] == [1, 3]
+        tx.models.delete_version(alpha, "m", 1)
+        tx.models.delete_version(alpha, "m", 3)
+    with store.transaction() as tx:
+        emptied = tx.models.get(alpha, "m")
+        assert emptied is not None and emptied.latest_version is None
+        assert tx.models.artifact_id(alpha, "m") is None
+    assert _add(store, alpha, "m", first) == 4
+
+
+def test_models_are_project_scoped(store: SqlStore) -> None:
+    alpha, beta = _project(store, "alpha"), _project(store, "beta")
+    art = _artifact(store, alpha, "a")
+    _add(store, alpha, "m", art)
+    with pytest.raises(NotFoundError), store.transaction() as tx:
+        tx.models.add_version(beta, "m", art)  # another project's artifact
+    with store.transaction() as tx:
+        assert tx.models.get(beta, "m") is None
+        assert tx.models.list(beta) == []
+        assert tx.models.artifact_id(beta, "m") is None
+        assert not tx.models.delete_version(beta, "m", 1)
+        assert [m.name for m in tx.models.list(alpha)] == ["m"]
+
+
+def test_an_artifact_a_version_serves_is_not_deleted(store: SqlStore) -> None:
+    alpha = _project(store, "alpha")
+    art = _artifact(store, alpha, "a")
+    _add(store, alpha, "m", art)
+    with pytest.raises(ConflictError, match="'m' version 1"), store.transaction() as tx:
+        tx.artifacts.delete(alpha, art)
+    with store.transaction() as tx:
+        tx.models.delete_version(alpha, "m", 1)
+        assert tx.artifacts.delete(alpha, art)
+
+
+def test_concurrent_creates_never_share_a_number(store: SqlStore) -> None:
+    alpha = _project(store, "alpha")
+    art = _artifact(store, alpha, "a")
+    with ThreadPoolExecutor(8) as threads:
+        versions = list(threads.map(lambda _: _add(store, alpha, "m", art), range(24)))
+    assert sorted(versions) == list(range(1, 25))
+    with store.transaction() as tx:
+        assert len(tx.models.list(alpha)) == 1
