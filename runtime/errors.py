@@ -96,8 +96,9 @@ ERROR_KINDS: dict[WorkerErrorKind, type[RuntimeLayerError]] = {
 }
 
 
-def kind_of(error: RuntimeLayerError) -> WorkerErrorKind:
-    """The wire name of ``error``'s class, used between worker and pool."""
+def kind_of(error: Exception) -> WorkerErrorKind:
+    """The wire name of ``error``'s class, used between worker and pool (``execution`` for
+    any other exception)."""
     for kind, cls in ERROR_KINDS.items():
         if type(error) is cls:
             return kind

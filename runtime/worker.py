@@ -45,6 +45,7 @@ from pteforge.runtime.errors import (
 from pteforge.runtime.instances import ProgramInstance, opaque_state
 from pteforge.runtime.lru import ByteLRU
 from pteforge.runtime.metadata import MethodSignature, describe_program, read_dynamism
+from pteforge.runtime.native_log import NativeLog, failure_message
 from pteforge.runtime.state import ProgramState, read_program_state
 from pteforge.runtime.validation import check_arrays
 from pteforge.runtime.wire import recv_request, send_message
@@ -235,9 +236,11 @@ def run_method(method: Any, inputs: list[np.ndarray]) -> list[np.ndarray]:
     return [to_numpy(o) for o in outputs]
 
 
-def _serve(
-    executor: Executor, request: WorkerRequest, arrays: list[np.ndarray]
-) -> tuple[WorkerReply, list[np.ndarray]]:
+# A worker's answer to one request: the reply and the tensors of its frame.
+_Answer = tuple[WorkerReply, list[np.ndarray]]
+
+
+def _serve(executor: Executor, request: WorkerRequest, arrays: list[np.ndarray]) -> _Answer:
     if request.op == "describe":
         return executor.describe(request), []
     if request.op == "drop":
@@ -246,34 +249,35 @@ def _serve(
 
 
 def _handle(
-    executor: Executor, request: WorkerRequest, arrays: list[np.ndarray]
-) -> tuple[WorkerReply, list[np.ndarray]]:
+    executor: Executor, log: NativeLog, request: WorkerRequest, arrays: list[np.ndarray]
+) -> _Answer:
+    log.take()  # written before this request started: for the server's log only
     failed = True
     try:
         reply, outputs = _serve(executor, request, arrays)
         failed = False
         return reply, outputs
-    except RuntimeLayerError as exc:
-        return ErrorReply(error=kind_of(exc), message=str(exc)), []
-    except Exception as exc:  # anything else from ExecuTorch is that request's failure
-        return ErrorReply(error="execution", message=f"{type(exc).__name__}: {exc}"), []
+    except Exception as exc:  # ours, or anything else from ExecuTorch: the request's failure
+        text = str(exc) if isinstance(exc, RuntimeLayerError) else f"{type(exc).__name__}: {exc}"
+        return ErrorReply(error=kind_of(exc), message=failure_message(text, log.take())), []
     finally:
         executor.end_sessions(request, failed)
 
 
-def _next(conn: Connection, executor: Executor) -> tuple[WorkerReply, list[np.ndarray]]:
+def _next(conn: Connection, executor: Executor, log: NativeLog) -> _Answer:
     """Read the next request and serve it; ``EOFError`` once the pool went away."""
     try:
         request, arrays = recv_request(conn)
     except RuntimeLayerError as exc:  # a malformed frame: refused, the next one may be fine
         return ErrorReply(error="protocol", message=str(exc)), []
-    return _handle(executor, request, arrays)
+    return _handle(executor, log, request, arrays)
 
 
 def worker_main(conn: Connection, config: WorkerConfig, scratch: str) -> None:
     """Entry point of a worker process: confine itself (it runs uploaded programs), then
     serve requests until the connection closes."""
     try:
+        log = NativeLog()  # the native runtime's stderr, read back per request
         confine(config.confinement(scratch))
         executor = Executor(config)
     except Exception as exc:
@@ -285,8 +289,9 @@ def worker_main(conn: Connection, config: WorkerConfig, scratch: str) -> None:
     send_message(conn, ReadyReply(weight_cache=executor.weight_cache), [])
     while True:
         try:
-            reply, outputs = _next(conn, executor)
+            reply, outputs = _next(conn, executor, log)
         except (EOFError, OSError):
             return
         send_message(conn, reply, outputs)
         executor.idle()
+        log.take()  # what the request logged besides its error, and the idle work: forwarded

@@ -1,0 +1,88 @@
+"""What the native runtime logs during one request, so that request's error can say it.
+
+ExecuTorch writes why it failed to stderr (``ET_LOG``: ``[op_embedding.cpp:43] Check
+failed ...: indices_ptr[1] 99 >= weight.size(0) 32``) and hands Python only an error code.
+A runtime worker serves one request at a time, so it points its fd 2 at an in-memory file
+(``NativeLog``) and takes what was written between a request's start and its end; what is
+written between requests belongs to none and is only forwarded. Everything taken is also
+copied to the worker's original stderr, so the server's log keeps it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import sys
+
+from pteforge.runtime.et_errors import name_error_codes
+
+MAX_LOG_CHARS = 2000
+"""The most characters of native log one error message carries."""
+
+# ANSI escape sequences (CSI and two-character ones), then any other control character.
+_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|[@-Z\\-_])")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+class NativeLog:
+    """Captures what is written to file descriptor ``fd`` (the process's stderr)."""
+
+    def __init__(self, fd: int = 2) -> None:
+        self._fd = fd
+        self._original = os.dup(fd)
+        self._file = os.memfd_create("pteforge-native-log", os.MFD_CLOEXEC)
+        # O_APPEND: once truncated, the next write lands at offset 0 again.
+        flags = fcntl.fcntl(self._file, fcntl.F_GETFL)
+        fcntl.fcntl(self._file, fcntl.F_SETFL, flags | os.O_APPEND)
+        os.dup2(self._file, fd)
+
+    def take(self) -> str:
+        """What was written since the last ``take`` (decoded, lossless for UTF-8), after
+        copying it to the original stderr."""
+        if self._fd == 2:
+            sys.stderr.flush()
+        size = os.fstat(self._file).st_size
+        if not size:
+            return ""
+        data = os.pread(self._file, size, 0)
+        os.ftruncate(self._file, 0)
+        _write_all(self._original, data)
+        return data.decode("utf-8", "replace")
+
+    def close(self) -> None:
+        """Point ``fd`` back at the original stderr, forwarding what is left."""
+        self.take()
+        os.dup2(self._original, self._fd)
+        os.close(self._file)
+        os.close(self._original)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    try:
+        while data:
+            data = data[os.write(fd, data) :]
+    except OSError:
+        pass  # the server's stderr is gone: the request's answer still carries the lines
+
+
+def clean_lines(text: str) -> list[str]:
+    """The non-blank lines of ``text`` without ANSI escapes or control characters."""
+    lines = (_CONTROL.sub("", _ANSI.sub("", line)).strip() for line in text.splitlines())
+    return [line for line in lines if line]
+
+
+def bounded(lines: list[str], limit: int = MAX_LOG_CHARS) -> str:
+    """``lines`` joined by newlines, cut to ``limit`` characters (saying how many went)."""
+    text = "\n".join(lines)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text) - limit} more characters)"
+
+
+def failure_message(message: str, log: str) -> str:
+    """A failed request's message: ``message`` with its ExecuTorch error codes named, then
+    the native runtime's own log lines of that request (cleaned and bounded), if any."""
+    named = name_error_codes(message)
+    lines = clean_lines(log)
+    return f"{named}\nruntime log:\n{bounded(lines)}" if lines else named
