@@ -1,7 +1,9 @@
 """Routes of the dashboard: ``/`` answers the page, ``/dashboard/*`` its static files.
 
 The page holds no data: it signs in with a token kept in the browser's sessionStorage and
-reads everything from the API with an ``Authorization: Bearer`` header.
+reads everything from the API with an ``Authorization: Bearer`` header. Its pages are hash
+routes of ``/`` (``/#/jobs/ID``, ``/#/artifacts/ID``, ``static/routes.js``), so a page's URL
+can be bookmarked, reloaded and shared, and the server serves no other path for them.
 """
 
 from __future__ import annotations

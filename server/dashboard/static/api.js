@@ -12,6 +12,17 @@ export class ApiError extends Error {
     super(`${status} ${code}: ${message}`);
     this.status = status;
     this.code = code;
+    this.detail = message; // the API's own words (error.message of its body)
+  }
+}
+
+/** fetch, with a network failure (no answer at all) as an ApiError of status 0. */
+async function send(path, init) {
+  try {
+    return await fetch(path, init);
+  } catch (error) {
+    if (error.name === "AbortError") throw error;
+    throw new ApiError(0, "network_error", `the server could not be reached (${error.message})`);
   }
 }
 
@@ -39,14 +50,14 @@ export async function api(path, { method = "GET", body } = {}) {
     init.headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);
   }
-  const response = await fetch(path, init);
+  const response = await send(path, init);
   if (!response.ok) throw await failure(response);
   return response.status === 204 ? null : response.json();
 }
 
 /** Fetch a file with the bearer header and hand it to the browser as a download. */
 export async function download(path, filename) {
-  const response = await fetch(path, { headers: headers() });
+  const response = await send(path, { headers: headers() });
   if (!response.ok) throw await failure(response);
   const url = URL.createObjectURL(await response.blob());
   const link = document.createElement("a");
@@ -72,12 +83,22 @@ function parseBlock(block) {
   return message.data.length ? { ...message, data: message.data.join("\n") } : null;
 }
 
+/** The next chunk of a stream; a connection lost mid-stream is an ApiError of status 0. */
+async function read(reader) {
+  try {
+    return await reader.read();
+  } catch (error) {
+    if (error.name === "AbortError") throw error;
+    throw new ApiError(0, "network_error", `the connection to the server was lost (${error.message})`);
+  }
+}
+
 /**
  * Server-sent events read with fetch (EventSource cannot send the Authorization header).
  * Calls onEvent(name, data) for each message until the stream ends or signal aborts.
  */
 export async function streamEvents(path, onEvent, signal) {
-  const response = await fetch(path, {
+  const response = await send(path, {
     headers: headers({ Accept: "text/event-stream" }),
     signal,
   });
@@ -85,7 +106,7 @@ export async function streamEvents(path, onEvent, signal) {
   const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = "";
   for (;;) {
-    const { value, done } = await reader.read();
+    const { value, done } = await read(reader);
     if (done) return;
     buffer = (buffer + value).replace(/\r\n?/g, "\n");
     let end;

@@ -2,6 +2,8 @@
 import { api, download } from "./api.js";
 import { PALETTE, stackedBars } from "./charts.js";
 import { bytes, el, pairs, say, table, toolchainText } from "./dom.js";
+import { routeHash } from "./routes.js";
+import { planCell, planSummary, programCell, programIndex } from "./summaries.js";
 
 const fmt = (v) => (typeof v === "number" && !Number.isInteger(v) ? v.toPrecision(4) : String(v));
 
@@ -131,12 +133,19 @@ export async function showArtifact(section, artifactId) {
     operatorsCard(artifact.report), sizeCard(artifact), numericsCard(artifact.numerics), profileCard(artifact));
 }
 
+function artifactRow(a, programs, nav) {
+  const plan = a.program_id ? planSummary(a.plan, a.methods.map((m) => m.name)) : "uploaded .pte";
+  const open = (event) => event.target.closest("a") || nav.artifact(a.id);
+  return el("tr", { class: "clickable", "data-artifact": a.id, onclick: open },
+    el("td", {}, el("a", { href: routeHash("artifacts", a.id) }, a.id)), programCell(programs, a.program_id),
+    planCell(plan, a.plan), el("td", { class: "num" }, bytes(a.size_bytes)),
+    el("td", {}, a.numerics?.status ?? ""), el("td", {}, toolchainText(a.toolchain)), el("td", {}, a.created_at));
+}
+
 /** The artifact list; clicking a row opens the artifact. */
 export async function showArtifacts(section, nav) {
-  const { artifacts } = await api("/v1/artifacts");
-  const rows = artifacts.map((a) => el("tr", { class: "clickable", "data-artifact": a.id, onclick: () => nav.artifact(a.id) },
-    el("td", {}, a.id), el("td", {}, a.program_id ?? ""), el("td", { class: "num" }, bytes(a.size_bytes)),
-    el("td", {}, a.numerics?.status ?? ""), el("td", {}, toolchainText(a.toolchain)), el("td", {}, a.created_at)));
+  const [{ artifacts }, programs] = await Promise.all([api("/v1/artifacts"), programIndex()]);
   section.replaceChildren(el("h2", {}, `Artifacts (${artifacts.length})`),
-    table(["artifact", "program", "size", "numerics", "toolchain", "created"], rows, { id: "artifacts-table" }));
+    table(["artifact", "program", "plan", "size", "numerics", "toolchain", "created"],
+      artifacts.map((a) => artifactRow(a, programs, nav)), { id: "artifacts-table" }));
 }

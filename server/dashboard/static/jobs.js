@@ -2,15 +2,26 @@
 import { api, streamEvents } from "./api.js";
 import { el, pairs, say, seconds, table, toolchainText } from "./dom.js";
 import { compileForm } from "./programs.js";
+import { routeHash } from "./routes.js";
+import { planCell, planSummary, programCell, programIndex, reasonText, shortCell } from "./summaries.js";
+import { timingsCard } from "./timings.js";
 
 const TERMINAL = new Set(["succeeded", "failed", "canceled"]);
 let watching = null; // AbortController of the stream on screen
 
 const statusCell = (s) => el("span", { class: `status-${s}` }, s);
 
+/** Stop following the job on screen (another page is about to show). */
+export function stopWatching() {
+  watching?.abort();
+  watching = null;
+}
+
 function summary(job) {
   const rows = [
     ["job", el("span", { id: "job-id" }, job.id)],
+    ["program", job.program_id ?? ""],
+    ["plan", el("code", { id: "job-plan", title: JSON.stringify(job.plan) }, planSummary(job.plan))],
     ["status", el("span", { id: "job-status" }, statusCell(job.status))],
     ["stage", job.stage ?? ""],
     ["attempt", String(job.attempt)],
@@ -53,11 +64,9 @@ function actions(job, nav, redraw) {
 
 async function again(job, nav, card) {
   try {
-    // A job's JSON names no program; a finished job's artifact names its program and plan.
-    const built = job.artifact_id ? await api(`/v1/artifacts/${job.artifact_id}`) : null;
     const { programs } = await api("/v1/programs");
-    const plan = built ? JSON.stringify(built.plan) : undefined;
-    const form = compileForm(programs, nav.job, { programId: built?.program_id, plan, prefix: "again" });
+    const plan = job.plan ? JSON.stringify(job.plan) : undefined;
+    const form = compileForm(programs, nav.job, { programId: job.program_id, plan, prefix: "again" });
     form.querySelector("h3").textContent = "Compile again with another plan";
     card.replaceChildren(form);
   } catch (error) {
@@ -67,10 +76,12 @@ async function again(job, nav, card) {
 
 /** Show one job, following its event stream until it ends. */
 export async function showJob(section, jobId, nav) {
-  watching?.abort();
+  stopWatching();
   const job = await api(`/v1/jobs/${jobId}`);
   const head = el("div", { id: "job-head" }, summary(job));
   const stages = el("ol", { class: "stages", id: "job-stages" });
+  const events = [];
+  const timings = el("div", {}, timingsCard(events));
   const buttons = el("div", {});
   const againCard = el("div", {});
   let latest = job;
@@ -85,6 +96,7 @@ export async function showJob(section, jobId, nav) {
     head,
     el("h3", {}, "Stages (live)"),
     stages,
+    timings,
     buttons,
     el("button", { id: "job-again", onclick: () => again(latest, nav, againCard) }, "Compile again with another plan…"),
     againCard,
@@ -98,34 +110,44 @@ export async function showJob(section, jobId, nav) {
         if (event !== "job") return;
         const current = JSON.parse(data);
         stages.append(stageItem(current));
+        events.push(current);
+        timings.replaceChildren(timingsCard(events));
         redraw(current);
       },
       controller.signal,
     );
     redraw(await api(`/v1/jobs/${jobId}`)); // the terminal state with its artifact and times
   } catch (error) {
-    if (error.name !== "AbortError") say(error.message, true);
+    if (error.name !== "AbortError") throw error;
   }
+}
+
+function jobRow(job, programs, nav) {
+  const methods = programs.get(job.program_id)?.methods.map((m) => m.name) ?? [];
+  const open = (event) => event.target.closest("a") || nav.job(job);
+  return el(
+    "tr",
+    { class: "clickable", "data-job": job.id, onclick: open },
+    el("td", {}, el("a", { href: routeHash("jobs", job.id) }, job.id)),
+    programCell(programs, job.program_id),
+    planCell(planSummary(job.plan, methods), job.plan),
+    el("td", {}, statusCell(job.status)),
+    shortCell(reasonText(job), "reason"),
+    el("td", { class: "num", "data-field": "attempt" }, String(job.attempt)),
+    el("td", {}, job.stage ?? ""),
+    el("td", {}, job.created_at),
+    el("td", { class: "num" }, seconds(job.created_at, job.started_at)),
+    el("td", { class: "num" }, seconds(job.started_at, job.finished_at)),
+  );
 }
 
 /** The job list; clicking a row opens the job. */
 export async function showJobs(section, nav) {
-  watching?.abort();
-  const { jobs } = await api("/v1/jobs");
-  const rows = jobs.map((job) =>
-    el(
-      "tr",
-      { class: "clickable", "data-job": job.id, onclick: () => nav.job(job) },
-      el("td", {}, job.id),
-      el("td", {}, statusCell(job.status)),
-      el("td", {}, job.stage ?? ""),
-      el("td", {}, job.created_at),
-      el("td", { class: "num" }, seconds(job.created_at, job.started_at)),
-      el("td", { class: "num" }, seconds(job.started_at, job.finished_at)),
-    ),
-  );
+  stopWatching();
+  const [{ jobs }, programs] = await Promise.all([api("/v1/jobs"), programIndex()]);
+  const head = ["job", "program", "plan", "status", "reason", "attempt", "stage", "created", "queue wait", "duration"];
   section.replaceChildren(
     el("h2", {}, `Jobs (${jobs.length})`),
-    table(["job", "status", "stage", "created", "queue wait", "duration"], rows, { id: "jobs-table" }),
+    table(head, jobs.map((job) => jobRow(job, programs, nav)), { id: "jobs-table" }),
   );
 }
