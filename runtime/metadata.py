@@ -5,6 +5,8 @@ The types are the shared contracts (:mod:`pteforge.contracts.specs`).
 
 from __future__ import annotations
 
+import logging
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,19 @@ __all__ = [
     "signature_from_meta",
 ]
 
+_log = logging.getLogger(__name__)
+
+MALFORMED_FLATBUFFER: tuple[type[Exception], ...] = (
+    ValueError,  # UnicodeDecodeError too
+    TypeError,
+    IndexError,
+    OverflowError,
+    struct.error,
+)
+"""What ExecuTorch's Python flatbuffer reader, or walking what it read, raises on a
+malformed program (found by truncating and flipping bytes of a real ``.pte``). Anything
+else, an unreadable file (``OSError``) included, is not a malformed program and propagates."""
+
 
 def input_name(index: int) -> str:
     """The protocol name of positional input ``index`` (runtime metadata carries no names)."""
@@ -47,7 +62,7 @@ Dynamism = dict[str, tuple[list[bool], list[bool]]]
 def _tensor_spec(meta: Any, index: int, name: str, is_input: bool, dynamic: bool) -> TensorSpec:
     try:
         info = meta.input_tensor_meta(index) if is_input else meta.output_tensor_meta(index)
-    except Exception:  # a non-tensor value (int, bool, ...) has no tensor metadata
+    except IndexError:  # what the binding raises for a non-tensor value (int, bool, ...)
         return TensorSpec(name, NON_TENSOR_DTYPE, ())
     sizes = tuple(int(s) for s in info.sizes())
     dtype = et_dtype_name(int(info.dtype()))
@@ -88,6 +103,8 @@ def _program_flatbuffer(path: Path) -> Any:
         head = fh.read(64)
         header = _get_extended_header(head)
         size = header.program_size if header is not None and header.is_valid() else None
+        if size is not None and size > (actual := path.stat().st_size):
+            raise ValueError(f"the header says {size} bytes of program, the file has {actual}")
         return _flatbuffer_to_program(head + (fh.read(size - len(head)) if size else fh.read()))
 
 
@@ -95,7 +112,8 @@ def read_dynamism(path: Path) -> Dynamism:
     """Which method inputs/outputs are dynamic tensors, from the program flatbuffer.
 
     The runtime's ``MethodMeta`` only reports the upper-bound sizes; the flatbuffer's
-    per-tensor ``shape_dynamism`` says whether they may vary. Unreadable -> all static.
+    per-tensor ``shape_dynamism`` says whether they may vary. A malformed flatbuffer ->
+    all static, with a warning naming the file; a file that cannot be read raises ``OSError``.
     """
     try:
         return {
@@ -105,7 +123,14 @@ def read_dynamism(path: Path) -> Dynamism:
             )
             for plan in _program_flatbuffer(path).execution_plan
         }
-    except Exception:
+    except MALFORMED_FLATBUFFER as exc:
+        _log.warning(
+            "cannot read the program flatbuffer of %s (%s: %s); its methods are described "
+            "with static shapes",
+            path,
+            type(exc).__name__,
+            exc,
+        )
         return {}
 
 

@@ -20,11 +20,14 @@ by position and is assumed to keep state (it then pays a reload, never a leak).
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from pteforge.contracts.runtime_messages import MethodState, ProgramState
 
 __all__ = ["MethodState", "ProgramState", "program_state", "read_program_state"]
+
+_log = logging.getLogger(__name__)
 
 
 def _planned_tensor(value: Any) -> Any:
@@ -82,11 +85,19 @@ def program_state(program: Any) -> ProgramState:
 
 
 def read_program_state(path: Any) -> ProgramState | None:
-    """``program_state`` of the ``.pte`` at ``path``; None if its flatbuffer cannot be read
-    (callers then treat every method as keeping state)."""
-    from pteforge.runtime.metadata import _program_flatbuffer
+    """``program_state`` of the ``.pte`` at ``path``; None, with a warning naming the file,
+    if its flatbuffer is malformed (callers then treat every method as keeping state). A
+    file that cannot be read raises ``OSError``."""
+    from pteforge.runtime.metadata import MALFORMED_FLATBUFFER, _program_flatbuffer
 
     try:
         return program_state(_program_flatbuffer(path))
-    except Exception:
+    except MALFORMED_FLATBUFFER as exc:
+        _log.warning(
+            "cannot read the program flatbuffer of %s (%s: %s); every method is assumed to "
+            "keep state",
+            path,
+            type(exc).__name__,
+            exc,
+        )
         return None

@@ -121,6 +121,13 @@ def unsupported_op_programs() -> MultiMethod:
     return export_methods(UnsupportedOpModel(), {"forward": (tokens,)})
 
 
+def embedding_programs() -> MultiMethod:
+    """A bare ``nn.Embedding(32, 4)`` on three token ids: an id of 32 or more is refused by
+    the runtime's embedding kernel."""
+    torch.manual_seed(0)
+    return export_methods(nn.Embedding(32, 4), {"forward": (torch.tensor([[1, 2, 3]]),)})
+
+
 class MLP(nn.Module):
     """Two linear layers with a ReLU between; the defaults are the small single-method model
     of the runtime and service tests."""

@@ -8,10 +8,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-import torch
-from torch import nn
 
-from tests.models import export_methods
+from tests.models import embedding_programs
 from tests.runtime.conftest import Server
 from tests.runtime.helpers import Compiled, compile_pte
 
@@ -21,8 +19,7 @@ AUTH = {"Authorization": "Bearer tok-a"}
 @pytest.fixture(scope="module")
 def embedding(server: Server, tmp_path_factory: pytest.TempPathFactory) -> Compiled:
     """``nn.Embedding(32, 4)`` compiled, served as ``emb``; half of its bytes as ``cut``."""
-    torch.manual_seed(0)
-    model = export_methods(nn.Embedding(32, 4).eval(), {"forward": (torch.tensor([[1, 2, 3]]),)})
+    model = embedding_programs()
     root = tmp_path_factory.mktemp("native-errors")
     compiled = compile_pte(model, root / "emb.pte")
     data = compiled.path.read_bytes()[: compiled.path.stat().st_size // 2]
