@@ -1,4 +1,4 @@
-"""The README's client example runs as printed, in at most 10 lines, against a real server."""
+"""The README's Python quickstart runs as printed, in at most 10 lines, against a real server."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def _example() -> str:
-    section = README.read_text().split("## The client and the remote commands", 1)[1]
-    match = re.search(r"```python\n(.*?)```", section, re.DOTALL)
-    assert match, "no python example in the client section"
+    section = README.read_text().split("<!-- quickstart-python -->", 1)[1]
+    match = re.match(r"\s*```python\n(.*?)```", section, re.DOTALL)
+    assert match, "no python block right after <!-- quickstart-python --> in the README"
     return match.group(1)
 
 
