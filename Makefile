@@ -1,27 +1,42 @@
-# pteforge developer entry points. `make serve` and `make test` work on a fresh machine:
-# both depend on `make setup`, which creates .venv at the repo root and is idempotent.
+# pteforge developer entry points. `make serve` and `make test` work on a fresh machine.
+# Each creates .venv at the repo root if needed and installs what it needs, once:
+#   make serve  -> setup-serve: the service's runtime dependencies only
+#   make check  -> setup (dev): adds the [dev] extras (pytest, ruff, mypy, the zoo's
+#   make test      transformers, the /v2 clients, playwright...)
+# A second run installs nothing until pyproject.toml changes (one stamp per setup).
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.pteforge-installed
+SERVE_STAMP := $(VENV)/.pteforge-serve-installed
+DEV_STAMP := $(VENV)/.pteforge-installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: setup serve test lint typecheck pytest bench clean
+.PHONY: setup setup-serve serve check test lint typecheck pytest pytest-fast bench clean
 
-setup: $(STAMP)
+setup: $(DEV_STAMP)
+
+setup-serve: $(SERVE_STAMP)
 
 # Re-installs only when the project's metadata changes; the editable install picks up
-# source edits by itself.
-$(STAMP): pyproject.toml
+# source edits by itself. The dev install is a superset, so it stamps the serve one too.
+$(SERVE_STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e .
+	touch $(SERVE_STAMP)
+
+$(DEV_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev]'
-	touch $(STAMP)
+	touch $(SERVE_STAMP) $(DEV_STAMP)
 
-serve: setup
-	$(BIN)/pteforge serve --host $(HOST) --port $(PORT)
+# exec: the server replaces the recipe's shell, so Ctrl-C and SIGTERM reach it directly and
+# its clean exit (status 0) is make's too.
+serve: setup-serve
+	exec $(BIN)/pteforge serve --host $(HOST) --port $(PORT)
 
 lint: setup
 	$(BIN)/ruff check .
@@ -30,8 +45,15 @@ lint: setup
 typecheck: setup
 	$(BIN)/mypy
 
+# The fast tier: every test that starts no pteforge process, needs no PostgreSQL and builds
+# no model-zoo model (tests/tiers.py).
+pytest-fast: setup
+	$(BIN)/python -m pytest --fast -q $(PYTEST_ARGS)
+
 pytest: setup
 	bash tests/run-with-postgres.sh $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+check: lint typecheck pytest-fast
 
 test: lint typecheck pytest
 

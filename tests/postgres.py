@@ -13,11 +13,14 @@ import psycopg
 import pytest
 from sqlalchemy.engine import make_url
 
+from tests import tiers
+
 POSTGRES_ENV = "PTEFORGE_TEST_POSTGRES_URL"
 
 
 def postgres_base_url() -> str:
     """The server's URL; fails the test when ``tests/run-with-postgres.sh`` did not set it."""
+    tiers.need("postgres")
     url = os.environ.get(POSTGRES_ENV)
     if not url:
         pytest.fail(

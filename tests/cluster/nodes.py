@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 
+from tests import tiers
 from tests.server.service import (
     FAST_JOB_ENV,
     children_running,
@@ -33,6 +34,7 @@ class Node:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
+        tiers.need("server")
         self.home.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(

@@ -16,6 +16,8 @@ from typing import Any
 
 import httpx
 
+from tests import tiers
+
 _TOKEN_LINE = re.compile(r"^\s+(ptf_\S+)\s*$", re.MULTILINE)
 
 
@@ -72,6 +74,7 @@ class ServiceProcess:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 120.0) -> None:
+        tiers.need("server")
         self.home.mkdir(parents=True, exist_ok=True)
         log = self.log_path.open("a")
         self.proc = subprocess.Popen(

@@ -29,6 +29,8 @@ from tests.zoo.flow import Cell, run_model
 from tests.zoo.numerics import PLANS
 from tests.zoo.remote import CLIENTS, Endpoint, metadata, tensor_names
 
+pytestmark = pytest.mark.zoo
+
 ALL_PLANS = tuple(PLANS)
 TEST_PLANS: dict[str, tuple[str, ...]] = {
     "gpt2": ALL_PLANS,

@@ -17,6 +17,7 @@ import torch
 from torch import nn
 from torch.export import ExportedProgram, export
 
+from tests import tiers
 from tests.models import MultiMethod
 
 Size = Literal["small", "bench"]
@@ -107,6 +108,7 @@ class ZooEntry:
 
     def build(self, size: Size = "small") -> ZooModel:
         """Build the model at ``size`` with seeded random weights."""
+        tiers.need("zoo")
         torch.manual_seed(0)
         return self.builder(size)
 
