@@ -48,7 +48,9 @@ def serve(port: int, workers: int, artifacts: Mapping[str, str], home: Path) -> 
     }
 
     class Resolver:
-        def resolve(self, principal: Any, artifact_id: str) -> ResolvedArtifact | None:
+        def resolve(
+            self, principal: Any, artifact_id: str, version: str | None = None
+        ) -> ResolvedArtifact | None:
             return resolved.get(artifact_id)
 
     async def allow_all(request: Any) -> str:

@@ -1,4 +1,4 @@
-"""The method-name rule: what a program's method may be called.
+"""The method-name rule: what a program's method may be called; and the model-name rule.
 
 A method name becomes a multipart field name, a file name inside stored bundles and archives,
 and the second half of a ``/v2`` model name (``{artifact_id}.{method}``), so it is kept to a
@@ -29,6 +29,26 @@ def check_method_name(name: str) -> str:
     if _METHOD_NAME.match(name) is None:
         shown = name if len(name) <= 40 else f"{name[:40]}... ({len(name)} characters)"
         raise InvalidMethodNameError(f"invalid method name {shown!r}: {METHOD_NAME_RULE}")
+    return name
+
+
+MODEL_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}"
+MODEL_NAME_RULE = (
+    f"a model name matches {MODEL_NAME_PATTERN}: 1 to 64 ASCII letters, digits, "
+    "underscores or hyphens, starting with a letter or digit (no dot: a dot separates the method)"
+)
+_MODEL_NAME = re.compile(MODEL_NAME_PATTERN)
+
+
+class InvalidModelNameError(ValueError):
+    """A model name breaks :data:`MODEL_NAME_RULE`."""
+
+
+def check_model_name(name: str) -> str:
+    """``name`` if it follows the model-name rule; raises ``InvalidModelNameError`` naming it."""
+    if _MODEL_NAME.fullmatch(name) is None:
+        shown = name if len(name) <= 40 else f"{name[:40]}... ({len(name)} characters)"
+        raise InvalidModelNameError(f"invalid model name {shown!r}: {MODEL_NAME_RULE}")
     return name
 
 

@@ -27,6 +27,7 @@ from pteforge.server.inference.startup import start_runtime_pool, store_inferenc
 from pteforge.server.jobs.compile_workers import WorkerSupervisor
 from pteforge.server.jobs.metrics import OperationsCollector
 from pteforge.server.jobs.router import router as jobs_router
+from pteforge.server.models.router import router as models_router
 from pteforge.server.programs.router import router as programs_router
 from pteforge.server.sandbox import ForkServerIsolation, ProcessLimits
 from pteforge.server.settings import Settings
@@ -112,5 +113,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     mount_dashboard(app)
     for router in (health.router, programs_router, jobs_router, artifacts_router, backends_router):
         app.include_router(router)
+    app.include_router(models_router)
     app.include_router(inference_router)
     return app

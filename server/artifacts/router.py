@@ -95,4 +95,6 @@ async def list_artifacts(
     summary="Delete an artifact",
 )
 def delete_artifact(artifact_id: str, services: ServicesDep, principal: CurrentPrincipal) -> None:
+    """Its content goes too unless another row references it. Refused with 409, naming them,
+    while versions of a model serve the artifact: delete those versions first."""
     service.ARTIFACTS.delete(services, principal.project_id, artifact_id)

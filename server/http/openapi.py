@@ -39,6 +39,7 @@ _REASONS = {
     400: "The request is malformed",
     401: "Missing, unknown or revoked bearer token",
     404: "No such resource in the caller's project",
+    409: "The request clashes with the resource's current state (the message says why)",
     413: "The body is over the size limit",
     415: "The body is not of the content type this operation takes",
     416: "The range is outside the content",
@@ -47,7 +48,9 @@ _REASONS = {
 }
 MODEL_NAME_DOC = (
     "`{artifact_id}.{method}`: an artifact id, a dot and one of its method names "
-    f"(`{METHOD_NAME_PATTERN}`); a name without a dot means the method `forward`."
+    f"(`{METHOD_NAME_PATTERN}`); a name without a dot means the method `forward`. "
+    "`{name}.{method}`, a model name from `/v1/models`, serves its latest version "
+    "(`/v2/models/{name}.{method}/versions/{version}/...` a pinned one)."
 )
 
 
@@ -66,6 +69,8 @@ def _error_statuses(path: str, method: str, operation: dict[str, Any]) -> set[in
         statuses |= {400, 404, 422, 503} if path.endswith("/infer") else {404}
     if method == "get" and path.endswith("/pte"):
         statuses.add(416)
+    if method == "delete" and path == "/v1/artifacts/{artifact_id}":
+        statuses.add(409)  # a model version serves the artifact
     return statuses
 
 

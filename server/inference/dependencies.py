@@ -38,8 +38,9 @@ class InferenceState:
     registry: CollectorRegistry
     """What ``/metrics`` serves (the /v2 and pool metrics are added to it)."""
     metrics: InferenceMetrics
-    artifacts: TtlCache[tuple[Principal, str], ResolvedArtifact]
-    """Resolved artifacts by (principal, artifact id); misses are not cached."""
+    artifacts: TtlCache[tuple[Principal, str, str | None], ResolvedArtifact]
+    """Resolved artifacts by (principal, artifact id or model name, version); misses and a
+    model's latest version are not cached."""
     max_request_bytes: int
     server_version: str
 
@@ -58,9 +59,10 @@ def new_inference_state(
     """The state of the /v2 routes over ``pool`` (which the caller owns and closes).
 
     Metrics go to ``registry``. A resolved artifact is remembered per (principal, artifact
-    id) for ``resolve_ttl_s`` seconds (0 turns that off), so a deleted artifact may still
-    run for that long; ``clock`` times that. An infer body over ``max_request_bytes``, as
-    sent or once decompressed, gets a 413.
+    id or pinned model version) for ``resolve_ttl_s`` seconds (0 turns that off), so a
+    deleted artifact may still run for that long; ``clock`` times that. A model's latest
+    version is resolved on every request, so a new version serves at once. An infer body
+    over ``max_request_bytes``, as sent or once decompressed, gets a 413.
     """
     return InferenceState(
         pool=pool,

@@ -1,4 +1,5 @@
-"""What the /v2 routes need from the rest of the server: artifacts by project-scoped id."""
+"""What the /v2 routes need from the rest of the server: artifacts by project-scoped id or
+model name."""
 
 from __future__ import annotations
 
@@ -24,12 +25,21 @@ class ResolvedArtifact:
     source: ArtifactSource
     methods: tuple[str, ...]
     names: Mapping[str, TensorNames] = field(default_factory=dict)
+    cacheable: bool = True
+    """Whether the same reference may be answered with this artifact for a while (the
+    resolve cache): False for a model's latest version, which its next version replaces."""
 
 
 class ArtifactResolver(Protocol):
     """Looks up artifacts for the /v2 routes (implemented by the server over storage)."""
 
-    def resolve(self, principal: Principal, artifact_id: str) -> ResolvedArtifact | None:
-        """The artifact ``artifact_id`` if ``principal`` (the caller the auth function returned)
-        may see it, else ``None`` (answered as 404, also for another project's artifact)."""
+    def resolve(
+        self, principal: Principal, model: str, version: str | None = None
+    ) -> ResolvedArtifact | None:
+        """The artifact ``model`` names if ``principal`` (the caller the auth function
+        returned) may see it, else ``None`` (answered as 404, also for another project's).
+
+        ``model`` is the part of a /v2 model before the method: an artifact id, or where the
+        resolver knows model names, a model name (its latest version, or ``version`` from a
+        ``/versions/{version}`` path; the version means nothing to an artifact id)."""
         ...

@@ -58,30 +58,36 @@ def _infer_response(body: bytes, json_length: int | None) -> Response:
 
 
 async def _infer(
-    state: InferenceState, principal: Principal, request: Request, model: str
+    state: InferenceState, principal: Principal, request: Request, model: str, version: str | None
 ) -> Response:
     start = time.perf_counter()
     json_length = header_length(request)
     encoding = content_encoding(request)
     body = await read_body(request, state.max_request_bytes)
     out, out_json_length, timings = await run_infer(
-        state, principal, model, body, encoding, json_length
+        state, principal, model, body, encoding, json_length, version
     )
     state.metrics.observe_timings(time.perf_counter() - start, timings)
     return _infer_response(out, out_json_length)
 
 
-async def infer(request: Request, model: str) -> Response:
-    """Run a method on JSON tensors, or binary tensors (`Inference-Header-Content-Length`);
-    `sequence_id`, `sequence_start` and `sequence_end` parameters run it in a session."""
+async def _serve(request: Request, model: str, version: str | None) -> Response:
     state = inference_state(request)
     principal = await state.authenticate(request)
-    return await answered(state.metrics, "infer", _infer(state, principal, request, model))
+    running = _infer(state, principal, request, model, version)
+    return await answered(state.metrics, "infer", running)
+
+
+async def infer(request: Request, model: str) -> Response:
+    """Run a method on JSON tensors, or binary tensors (`Inference-Header-Content-Length`);
+    `sequence_id`, `sequence_start` and `sequence_end` parameters run it in a session.
+    A model name serves its latest version, resolved once when the request starts."""
+    return await _serve(request, model, None)
 
 
 async def infer_versioned(request: Request, model: str, version: str) -> Response:
-    """``infer``; the version is ignored."""
-    return await infer(request, model)
+    """``infer`` of a pinned version of a model name (ignored for an artifact id)."""
+    return await _serve(request, model, version)
 
 
 router = APIRouter(tags=[TAG], route_class=BareRoute)

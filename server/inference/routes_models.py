@@ -59,40 +59,46 @@ async def server_metadata(principal: Caller, state: State) -> ServerMetadata:
     return ServerMetadata(name="pteforge", version=state.server_version, extensions=extensions)
 
 
-async def _metadata(state: InferenceState, principal: Principal, model: str) -> Response:
-    _, signature = await model_of(state, principal, model)
+async def _metadata(
+    state: InferenceState, principal: Principal, model: str, version: str | None
+) -> Response:
+    _, signature = await model_of(state, principal, model, version)
     return JSONResponse(model_metadata(model, signature))
 
 
 @router.get("/v2/models/{model}", summary="Model metadata of `{artifact_id}.{method}`")
 async def metadata(model: str, principal: Caller, state: State) -> Response:
     """The inputs and outputs of a method (`-1` for dynamic dimensions)."""
-    return await answered(state.metrics, "metadata", _metadata(state, principal, model))
+    return await answered(state.metrics, "metadata", _metadata(state, principal, model, None))
 
 
 @router.get("/v2/models/{model}/versions/{version}", include_in_schema=False)
 async def metadata_versioned(model: str, version: str, principal: Caller, state: State) -> Response:
-    """``metadata``; the version is ignored (an artifact id names one immutable artifact)."""
-    return await metadata(model, principal, state)
+    """``metadata`` of a pinned version of a model name (ignored for an artifact id, which
+    names one immutable artifact)."""
+    answer = _metadata(state, principal, model, version)
+    return await answered(state.metrics, "metadata", answer)
 
 
-async def _ready(state: InferenceState, principal: Principal, model: str) -> Response:
-    await model_of(state, principal, model)
+async def _ready(
+    state: InferenceState, principal: Principal, model: str, version: str | None
+) -> Response:
+    await model_of(state, principal, model, version)
     return JSONResponse({"name": model, "ready": True})
 
 
 @router.get("/v2/models/{model}/ready", summary="Model readiness")
 async def model_ready(model: str, principal: Caller, state: State) -> Response:
     """200 when the caller's artifact has that method and it loads."""
-    return await answered(state.metrics, "ready", _ready(state, principal, model))
+    return await answered(state.metrics, "ready", _ready(state, principal, model, None))
 
 
 @router.get("/v2/models/{model}/versions/{version}/ready", include_in_schema=False)
 async def model_ready_versioned(
     model: str, version: str, principal: Caller, state: State
 ) -> Response:
-    """``model_ready``; the version is ignored."""
-    return await model_ready(model, principal, state)
+    """``model_ready`` of a pinned version of a model name (ignored for an artifact id)."""
+    return await answered(state.metrics, "ready", _ready(state, principal, model, version))
 
 
 @router.get("/metrics", summary="Prometheus metrics", include_in_schema=False)

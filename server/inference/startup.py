@@ -24,29 +24,44 @@ from pteforge.server.inference.dependencies import (
 )
 from pteforge.server.inference.resolver import ResolvedArtifact
 from pteforge.server.settings import Settings
-from pteforge.storage.domain import MethodSignature
-from pteforge.storage.store import Store
+from pteforge.storage.domain import Artifact, MethodSignature
+from pteforge.storage.store import Store, Transaction
 
 log = logging.getLogger(__name__)
 
 
 class StoreArtifactResolver:
-    """Project-scoped artifact lookup for ``/v2``; bytes come from the verified blob store."""
+    """Project-scoped artifact lookup for ``/v2``, by artifact id or model name (an artifact
+    id is looked up first); bytes come from the verified blob store."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    def resolve(self, principal: Principal, artifact_id: str) -> ResolvedArtifact | None:
-        """The artifact ``artifact_id`` of the caller's project, if it has one."""
-        with self.store.transaction() as tx:
-            artifact = tx.artifacts.get(principal.project_id, artifact_id)
+    def resolve(
+        self, principal: Principal, model: str, version: str | None = None
+    ) -> ResolvedArtifact | None:
+        """The caller's artifact ``model``, else the artifact of model ``model``'s latest
+        version (or ``version``), if the caller's project has one. Resolved once per
+        request, so a new latest version never fails a request already resolved."""
+        project_id = principal.project_id
+        with self.store.transaction(read_only=True) as tx:
+            artifact = tx.artifacts.get(project_id, model)
+            if artifact is None:
+                artifact_id = _model_artifact_id(tx, project_id, model, version)
+                if artifact_id is None:
+                    return None
+                artifact = tx.artifacts.get(project_id, artifact_id)
         if artifact is None:
             return None
+        return self._resolved(artifact, cacheable=artifact.id == model or version is not None)
+
+    def _resolved(self, artifact: Artifact, cacheable: bool) -> ResolvedArtifact:
         return ResolvedArtifact(
             sha256=artifact.sha256,
             source=self._writer(artifact.sha256),
             methods=tuple(m.name for m in artifact.methods),
             names={m.name: tensor_names(m) for m in artifact.methods},
+            cacheable=cacheable,
         )
 
     def _writer(self, sha256: str) -> Callable[[Path], None]:
@@ -54,6 +69,17 @@ class StoreArtifactResolver:
             self.store.blobs.export_to_file(sha256, path)  # sha256 checked while copying
 
         return write
+
+
+def _model_artifact_id(
+    tx: Transaction, project_id: str, name: str, version: str | None
+) -> str | None:
+    """The artifact of the model's latest version, or of ``version`` (None unless a number)."""
+    if version is None:
+        return tx.models.artifact_id(project_id, name)
+    if not version.isdigit():
+        return None
+    return tx.models.artifact_id(project_id, name, int(version))
 
 
 def tensor_names(method: MethodSignature) -> TensorNames:

@@ -30,28 +30,33 @@ runtime's phase timings."""
 
 
 def _resolve_and_remember(
-    state: InferenceState, principal: Principal, artifact_id: str
+    state: InferenceState, principal: Principal, ref: str, version: str | None
 ) -> ResolvedArtifact | None:
-    artifact = state.resolver.resolve(principal, artifact_id)
-    if artifact is not None:
-        state.artifacts.put((principal, artifact_id), artifact)
+    artifact = state.resolver.resolve(principal, ref, version)
+    if artifact is not None and artifact.cacheable:
+        state.artifacts.put((principal, ref, version), artifact)
     return artifact
 
 
 async def resolve(
-    state: InferenceState, principal: Principal, artifact_id: str
+    state: InferenceState, principal: Principal, ref: str, version: str | None = None
 ) -> ResolvedArtifact | None:
-    """``state.resolver.resolve`` (in the threadpool), remembered in ``state.artifacts``."""
-    cached = state.artifacts.get((principal, artifact_id))
+    """The artifact ``ref`` (an artifact id or a model name, at ``version`` if given) names:
+    ``state.resolver.resolve`` in the threadpool, remembered in ``state.artifacts`` where
+    it may be. The one place /v2 resolves a model, once per request."""
+    cached = state.artifacts.get((principal, ref, version))
     if cached is not None:
         return cached
-    return await run_in_threadpool(_resolve_and_remember, state, principal, artifact_id)
+    return await run_in_threadpool(_resolve_and_remember, state, principal, ref, version)
 
 
-def _check_model(model: str, artifact: ResolvedArtifact | None) -> ResolvedArtifact:
-    artifact_id, method = split_model_name(model)
+def _check_model(
+    model: str, version: str | None, artifact: ResolvedArtifact | None
+) -> ResolvedArtifact:
+    ref, method = split_model_name(model)
     if artifact is None:
-        raise NotFoundError(f"model {model!r}: no artifact {artifact_id!r}")
+        pinned = "" if version is None else f" version {version!r}"
+        raise NotFoundError(f"model {model!r}: no artifact or model {ref!r}{pinned}")
     if method not in artifact.methods:
         known = ", ".join(artifact.methods)
         raise NotFoundError(f"model {model!r}: artifact has no method {method!r} ({known})")
@@ -59,11 +64,12 @@ def _check_model(model: str, artifact: ResolvedArtifact | None) -> ResolvedArtif
 
 
 async def model_of(
-    state: InferenceState, principal: Principal, model: str
+    state: InferenceState, principal: Principal, model: str, version: str | None = None
 ) -> tuple[ResolvedArtifact, MethodSignature]:
-    """The artifact and the named signature of ``model`` (404 when the caller has none)."""
-    artifact_id, method = split_model_name(model)
-    artifact = _check_model(model, await resolve(state, principal, artifact_id))
+    """The artifact and the named signature of ``model`` (``{artifact_id}.{method}`` or
+    ``{name}.{method}``, at ``version`` if given; 404 when the caller has none)."""
+    ref, method = split_model_name(model)
+    artifact = _check_model(model, version, await resolve(state, principal, ref, version))
     signature = await state.pool.method_metadata_async(artifact.sha256, method, artifact.source)
     return artifact, signature.named(artifact.names.get(method))
 
@@ -75,10 +81,11 @@ async def infer(
     body: bytes,
     encoding: str,
     json_length: int | None,
+    version: str | None = None,
 ) -> Encoded:
     """Run one infer request. Decoding a compressed or large-JSON body, and encoding its
     reply, runs in the threadpool so the event loop is not held up; the rest is async."""
-    artifact, signature = await model_of(state, principal, model)
+    artifact, signature = await model_of(state, principal, model, version)
     cheap = inline(encoding, body, json_length)
     decode = partial(_decode, body, encoding, json_length, signature, state.max_request_bytes)
     request = decode() if cheap else await run_in_threadpool(decode)

@@ -86,7 +86,9 @@ class MemoryResolver:
         methods = tuple(compiled.model.programs)
         self.artifacts[(project, artifact_id)] = ResolvedArtifact(compiled.sha256, source, methods)
 
-    def resolve(self, principal: Any, artifact_id: str) -> ResolvedArtifact | None:
+    def resolve(
+        self, principal: Any, artifact_id: str, version: str | None = None
+    ) -> ResolvedArtifact | None:
         return self.artifacts.get((str(principal), artifact_id))
 
 

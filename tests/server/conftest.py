@@ -26,7 +26,7 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess
         tmp_path_factory.mktemp("pteforge-home"),
         env={"PTEFORGE_MAX_UPLOAD_BYTES": str(MAX_UPLOAD_BYTES), "PTEFORGE_COMPILE_WORKERS": "1"},
     )
-    svc.start()
+    svc.start(timeout=300)  # a loaded 2-core machine can take minutes to import torch
     try:
         yield svc
     finally:
