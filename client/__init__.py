@@ -51,6 +51,8 @@ from pteforge.client.models import (
     Job,
     JobError,
     MethodSignature,
+    Model,
+    ModelVersion,
     Program,
     TensorSpec,
 )
@@ -81,6 +83,8 @@ __all__ = [
     "JobError",
     "LoweringFailedError",
     "MethodSignature",
+    "Model",
+    "ModelVersion",
     "NotConfiguredError",
     "NotFoundError",
     "PayloadTooLargeError",

@@ -136,6 +136,12 @@ class AsyncClient(ClientCore[httpx.AsyncClient]):
 
     backends = awaited(Operations.backends)
 
+    # models
+    deploy = awaited(Operations.deploy)
+    list_models = awaited(Operations.list_models)
+    get_model = awaited(Operations.get_model)
+    delete_model_version = awaited(Operations.delete_model_version)
+
     # inference
     infer = awaited(Operations.infer)
 

@@ -1,5 +1,5 @@
-"""The remote commands of ``pteforge``: ``login``, ``push``, ``build``, ``pull``, ``run``,
-``ls``, ``show``, ``rm`` and ``cancel``, each talking to a server through
+"""The remote commands of ``pteforge``: ``login``, ``push``, ``build``, ``pull``, ``deploy``,
+``run``, ``ls``, ``show``, ``rm`` and ``cancel``, each talking to a server through
 :class:`pteforge.client.Client`.
 
 Every command takes ``--json`` (machine-readable output on stdout); progress goes to stderr;
@@ -37,6 +37,7 @@ def register(subparsers: Any) -> None:
     _push(subparsers, common)
     _build(subparsers, common)
     _pull(subparsers, common)
+    _deploy(subparsers, common)
     _run(subparsers, common)
     _ls(subparsers, common)
     _show(subparsers, common)
@@ -131,15 +132,32 @@ def _pull(subparsers: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", type=Path, help="where to write (default: ID.pte)")
 
 
+def _deploy(subparsers: Any, common: argparse.ArgumentParser) -> None:
+    parser = _command(
+        subparsers,
+        common,
+        "deploy",
+        "make an artifact the next version of a model name (the first creates the model)",
+        "pteforge deploy art_... classifier",
+    )
+    parser.add_argument("artifact", help="an artifact id")
+    parser.add_argument("name", help="the model name: [A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+
+
 def _run(subparsers: Any, common: argparse.ArgumentParser) -> None:
     parser = _command(
         subparsers,
         common,
         "run",
-        "run a method of an artifact on the server, with inputs from .npy files",
-        "pteforge run art_....forward --input x.npy --save outputs/",
+        "run a method of an artifact or model on the server, with inputs from .npy files",
+        "pteforge run classifier.forward --input x.npy --save outputs/",
     )
-    parser.add_argument("model", metavar="ARTIFACT.METHOD", help="e.g. art_123.forward")
+    parser.add_argument(
+        "model",
+        metavar="MODEL.METHOD",
+        help="an artifact id or a model name (its latest version), a dot, a method: "
+        "art_123.forward, classifier.forward",
+    )
     parser.add_argument(
         "--input",
         "-i",

@@ -173,10 +173,19 @@ def pull(args: argparse.Namespace, out: Output) -> None:
     out.line(f"Wrote {path} ({artifact.size_bytes} bytes, sha256 {artifact.sha256} checked).")
 
 
+def deploy(args: argparse.Namespace, out: Output) -> None:
+    with connect() as client:
+        created = client.deploy(args.artifact, args.name)
+    if out.as_json:
+        out.json(created.raw)
+        return
+    out.line(f"{created.name} version {created.version}: {created.artifact_id}")
+
+
 def run(args: argparse.Namespace, out: Output) -> None:
     artifact, dot, method = args.model.rpartition(".")
     if not dot or not artifact or not method:
-        raise BadInputError(f"{args.model!r}: expected ARTIFACT.METHOD")
+        raise BadInputError(f"{args.model!r}: expected MODEL.METHOD (an artifact id or name)")
     inputs = _read_inputs(args.input)
     with connect() as client:
         result = client.infer(artifact, method, inputs)
@@ -219,6 +228,7 @@ _COMMANDS: Mapping[str, Callable[[argparse.Namespace, Output], None]] = {
     "push": push,
     "build": build,
     "pull": pull,
+    "deploy": deploy,
     "run": run,
     "ls": ls,
     "show": show,

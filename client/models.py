@@ -134,6 +134,53 @@ class Artifact(_Stored):
 
 
 @dataclass(frozen=True)
+class ModelVersion:
+    """One version of a model: the artifact it serves (``POST /v1/models/{name}/versions``)."""
+
+    name: str
+    version: int
+    artifact_id: str
+    created_at: datetime | None
+    raw: dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any], name: str | None = None) -> ModelVersion:
+        return cls(
+            name=str(obj.get("name", name or "")),
+            version=int(obj["version"]),
+            artifact_id=str(obj["artifact_id"]),
+            created_at=_time(obj.get("created_at")),
+            raw=obj,
+        )
+
+
+@dataclass(frozen=True)
+class Model:
+    """A model name: ``latest_version`` is what ``infer(name, ...)`` runs (None once every
+    version was deleted); ``versions`` (oldest first) only from ``get_model``."""
+
+    name: str
+    owned_by: str
+    created: int
+    latest_version: int | None
+    versions: tuple[ModelVersion, ...]
+    raw: dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> Model:
+        name = str(obj["id"])
+        latest = obj.get("latest_version")
+        return cls(
+            name=name,
+            owned_by=str(obj.get("owned_by", "")),
+            created=int(obj.get("created", 0)),
+            latest_version=None if latest is None else int(latest),
+            versions=tuple(ModelVersion.from_json(v, name) for v in obj.get("versions", ())),
+            raw=obj,
+        )
+
+
+@dataclass(frozen=True)
 class InferResult:
     """The outputs of one ``/v2`` call, by name in the method's order; indexable by position
     or name and iterable over the arrays (``y, = client.infer(...)``). ``parameters`` holds

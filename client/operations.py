@@ -10,7 +10,7 @@ from typing import Any, BinaryIO, Literal, TypeVar, overload
 
 from pteforge.client.calls import Call, Reply
 from pteforge.client.errors import JobCanceledError, TransportError, error_class
-from pteforge.client.models import Artifact, InferResult, Job, Program
+from pteforge.client.models import Artifact, InferResult, Job, Model, ModelVersion, Program
 from pteforge.client.sinks import DownloadSink, JobEventSink, ProgressCallback, StageCallback
 from pteforge.client.tensors import Inputs, decode_response, encode_request, named_inputs
 
@@ -19,6 +19,7 @@ R = TypeVar("R", Program, Artifact, Job)
 Op = Generator[Call, Reply, T]
 Ref = str | Program | Artifact | Job
 MAX_CACHED_SIGNATURES = 1024
+ARTIFACT_ID_PREFIX = "art_"
 MAX_IDLE_RECONNECTS = 3  # an event stream that closes without news this often is given up
 _EVENT_STREAM = {"Accept": "text/event-stream"}
 
@@ -168,6 +169,28 @@ class Operations:
         reply = yield Call("GET", "/v1/backends", idempotent=True)
         return list(reply.json())
 
+    # models
+    def deploy(self, artifact: Ref, name: str) -> Op[ModelVersion]:
+        """Make ``artifact`` the next version of model ``name`` (the first creates it)."""
+        body = {"artifact_id": ref(artifact)}
+        reply = yield Call("POST", f"/v1/models/{name}/versions", ok=(201,), json=body)
+        return ModelVersion.from_json(reply.json())
+
+    def list_models(self, limit: int = 100) -> Op[list[Model]]:
+        """The project's models, by name (without their versions: see ``get_model``)."""
+        reply = yield Call("GET", "/v1/models", params={"limit": limit}, idempotent=True)
+        return [Model.from_json(item) for item in reply.json()["data"]]
+
+    def get_model(self, name: str) -> Op[Model]:
+        """The model with its versions, oldest first."""
+        reply = yield Call("GET", f"/v1/models/{name}", idempotent=True)
+        return Model.from_json(reply.json())
+
+    def delete_model_version(self, name: str, version: int) -> Op[None]:
+        """Delete one version (its artifact stays); its number is never reused."""
+        path = f"/v1/models/{name}/versions/{version}"
+        yield Call("DELETE", path, ok=(204,), idempotent=True)
+
     # inference
     def infer(
         self,
@@ -176,20 +199,23 @@ class Operations:
         inputs: Inputs,
         *,
         parameters: Mapping[str, Any] | None = None,
+        version: int | None = None,
     ) -> Op[InferResult]:
-        """Run ``method`` of ``artifact`` over ``/v2`` with binary tensors. ``inputs``: numpy
-        arrays or torch tensors, in order or by name; the outputs come back as numpy."""
+        """Run ``method`` of ``artifact`` over ``/v2`` with binary tensors. ``artifact`` may
+        also be a model name: its latest version, or ``version``. ``inputs``: numpy arrays
+        or torch tensors, in order or by name; the outputs come back as numpy."""
         # Without sequence parameters a call is stateless, so it is retried like any
         # idempotent call; a session's call is not.
         model = f"{ref(artifact)}.{method}"
+        path = model if version is None else f"{model}/versions/{version}"
         names = None
         if not isinstance(inputs, Mapping):
-            names = yield from self._names(artifact, method, model)
+            names = yield from self._names(artifact, method, path)
         body, headers = encode_request(named_inputs(inputs, names), parameters)
         stateless = not parameters or "sequence_id" not in parameters
         reply = yield Call(
             "POST",
-            f"/v2/models/{model}/infer",
+            f"/v2/models/{path}/infer",
             content=body,
             headers=headers,
             idempotent=stateless,
@@ -198,6 +224,8 @@ class Operations:
         return InferResult(model, outputs, params)
 
     def _names(self, artifact: Ref, method: str, model: str) -> Op[tuple[str, ...]]:
+        """The input names of ``model`` (a /v2 model path), remembered unless it is a
+        model name's latest version, which a new version may change."""
         names = self._input_names.get(model)
         if names is not None:
             return names
@@ -207,6 +235,8 @@ class Operations:
         else:
             reply = yield Call("GET", f"/v2/models/{model}", idempotent=True)
             names = tuple(str(t["name"]) for t in reply.json().get("inputs", []))
+        if isinstance(artifact, str) and not _names_fixed(artifact, model):
+            return names
         if len(self._input_names) >= MAX_CACHED_SIGNATURES:
             self._input_names.pop(next(iter(self._input_names)))
         self._input_names[model] = names
@@ -218,6 +248,12 @@ class Operations:
             reply = yield Call("GET", "/v2", idempotent=True)
             self._extensions = frozenset(str(e) for e in reply.json().get("extensions", []))
         return self._extensions
+
+
+def _names_fixed(reference: str, model: str) -> bool:
+    """Whether a /v2 model path always means one artifact: an artifact id, or a pinned
+    version of a model name (not a name's latest version)."""
+    return reference.startswith(ARTIFACT_ID_PREFIX) or "/versions/" in model
 
 
 def raise_for_job(job: Job) -> None:

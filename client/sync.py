@@ -133,6 +133,12 @@ class Client(ClientCore[httpx.Client]):
 
     backends = blocking(Operations.backends)
 
+    # models
+    deploy = blocking(Operations.deploy)
+    list_models = blocking(Operations.list_models)
+    get_model = blocking(Operations.get_model)
+    delete_model_version = blocking(Operations.delete_model_version)
+
     # inference
     infer = blocking(Operations.infer)
 

@@ -24,7 +24,7 @@ from tests.server.service import ServiceProcess, free_port
 
 COMMANDS = [
     *("compile", "serve", "worker", "migrate", "tokens", "login", "push", "build", "pull"),
-    *("run", "ls", "show", "rm", "cancel"),
+    *("deploy", "run", "ls", "show", "rm", "cancel"),
 ]
 
 

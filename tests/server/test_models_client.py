@@ -1,0 +1,86 @@
+"""Model names through ``pteforge.client`` (sync and asyncio) and the ``deploy`` and ``run``
+commands, against the real service."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+from pteforge.cli import main
+from pteforge.client import AsyncClient, Client, NotFoundError
+from tests.server.model_names import INPUT, INPUT_NAME, upload_scales
+from tests.server.service import ServiceProcess
+
+
+@pytest.fixture(scope="module")
+def scales(admin: httpx.Client) -> dict[float, str]:
+    """Artifacts ``x * 5`` and ``x * 6`` in the admin's project."""
+    return upload_scales(admin, [5.0, 6.0])
+
+
+@pytest.fixture
+def client(service: ServiceProcess) -> Iterator[Client]:
+    assert service.admin_token
+    with Client(service.url, service.admin_token) as client:
+        yield client
+
+
+def test_deploy_list_get_infer_and_delete(client: Client, scales: dict[float, str]) -> None:
+    first = client.deploy(scales[5.0], "client-model")
+    second = client.deploy(scales[6.0], "client-model")
+    assert (first.version, second.version) == (1, 2)
+    assert second.name == "client-model" and second.artifact_id == scales[6.0]
+    listed = {m.name: m for m in client.list_models()}
+    assert listed["client-model"].latest_version == 2
+    model = client.get_model("client-model")
+    assert [(v.version, v.artifact_id) for v in model.versions] == [
+        (1, scales[5.0]),
+        (2, scales[6.0]),
+    ]
+    (latest,) = client.infer("client-model", "forward", [INPUT])
+    np.testing.assert_allclose(latest, INPUT * 6.0)
+    (pinned,) = client.infer("client-model", "forward", [INPUT], version=1)
+    np.testing.assert_allclose(pinned, INPUT * 5.0)
+    client.delete_model_version("client-model", 2)
+    (fallback,) = client.infer("client-model", "forward", {INPUT_NAME: INPUT})
+    np.testing.assert_allclose(fallback, INPUT * 5.0)
+    with pytest.raises(NotFoundError):
+        client.delete_model_version("client-model", 2)
+
+
+def test_async_client_deploys_and_infers(service: ServiceProcess, scales: dict[float, str]) -> None:
+    assert service.admin_token
+
+    async def go() -> np.ndarray:
+        async with AsyncClient(service.url, service.admin_token) as client:
+            created = await client.deploy(scales[5.0], "async-model")
+            assert (await client.get_model("async-model")).latest_version == created.version
+            (out,) = await client.infer("async-model", "forward", [INPUT])
+            return out
+
+    np.testing.assert_allclose(asyncio.run(go()), INPUT * 5.0)
+
+
+def test_deploy_and_run_commands(
+    service: ServiceProcess,
+    scales: dict[float, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert service.admin_token
+    monkeypatch.setenv("PTEFORGE_URL", service.url)
+    monkeypatch.setenv("PTEFORGE_TOKEN", service.admin_token)
+    assert main(["deploy", scales[6.0], "cli-model", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["version"] == 1
+    np.save(tmp_path / "x.npy", INPUT)
+    argv = ["run", "cli-model.forward", "--input", str(tmp_path / "x.npy"), "--json"]
+    assert main(argv) == 0
+    (output,) = json.loads(capsys.readouterr().out)["outputs"].values()
+    np.testing.assert_allclose(np.asarray(output["data"]).reshape(2, 3), INPUT * 6.0)
