@@ -3,7 +3,8 @@ paths they name.
 
 A fenced block whose language is ``bash`` or ``sh`` is a shell block; one right after a
 ``<!-- illustrative -->`` line (output, or a sketch that is not meant to run) is skipped. The
-README's quickstart is the block right after ``<!-- quickstart -->``.
+README's quickstart is the block right after ``<!-- quickstart -->``, its command-line
+form the one after ``<!-- quickstart-cli -->``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ README = ROOT / "README.md"
 SHELL_LANGUAGES = frozenset({"bash", "sh", "shell", "console"})
 SKIP_MARKER = "<!-- illustrative -->"
 QUICKSTART_MARKER = "<!-- quickstart -->"
+CLI_MARKER = "<!-- quickstart-cli -->"
 _FENCE = re.compile(r"^(?P<marker>[^\n]*\n)?```(?P<lang>[\w-]*)\n(?P<body>.*?)^```$", re.M | re.S)
 _HTTP_PATH = re.compile(r"(/(?:v1|v2|metrics|docs|redoc|openapi\.json)\b[^?#\s'\"]*)")
 
@@ -63,11 +65,11 @@ def shell_blocks() -> list[Block]:
     ]
 
 
-def quickstart() -> str:
-    """The README's quickstart block, as printed."""
-    marked = [block for block in blocks(README) if block.marker == QUICKSTART_MARKER]
-    assert len(marked) == 1, f"README.md needs exactly one block after {QUICKSTART_MARKER}"
-    assert marked[0].lang == "bash", "the quickstart block is a bash block"
+def quickstart(marker: str = QUICKSTART_MARKER) -> str:
+    """The README's bash block right after ``marker``, as printed."""
+    marked = [block for block in blocks(README) if block.marker == marker]
+    assert len(marked) == 1, f"README.md needs exactly one block after {marker}"
+    assert marked[0].lang == "bash", f"the block after {marker} is a bash block"
     return marked[0].body
 
 
