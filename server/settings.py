@@ -99,7 +99,7 @@ class Settings(BaseSettings):
         default_factory=lambda: max(1, (os.cpu_count() or 1) - 1),
         ge=1,
         description="Inference runtime processes (default: one per core but one, which the "
-        "HTTP side needs: see the README's /v2 benchmark).",
+        "HTTP side needs: see docs/benchmarks.md, remote execution).",
     )
     runtime_cache_bytes: int = _positive(
         2 * 1024**3, "Loaded-program cache of each runtime process."
