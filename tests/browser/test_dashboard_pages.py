@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -25,6 +26,10 @@ PORTABLE = {"methods": {"forward": {}}}
 def _page(browser: Browser) -> Page:
     """A page in a context of its own: an empty sessionStorage, so no token yet."""
     return browser.new_page(viewport={"width": 1400, "height": 900})
+
+
+def _shot(page: Page, directory: Path, name: str) -> None:
+    page.screenshot(path=str(directory / f"{name}.png"), full_page=True)
 
 
 def _sign_in(page: Page, token: str) -> None:
@@ -112,7 +117,7 @@ def _row_field(page: Page, table: str, key: str, row_id: str, field: str) -> str
 
 
 def test_the_lists_show_program_plan_and_attempts(
-    service: ServiceProcess, browser: Browser, compiled: dict[str, Any]
+    service: ServiceProcess, browser: Browser, compiled: dict[str, Any], tmp_path: Path
 ) -> None:
     token = service.admin_token
     assert token
@@ -127,6 +132,7 @@ def test_the_lists_show_program_plan_and_attempts(
         )
         assert _row_field(page, "artifacts-table", "artifact", artifact, "plan") == plan
         assert _row_field(page, "artifacts-table", "artifact", artifact, "program") == "pages-mlp"
+    _shot(page, tmp_path, "artifacts")
 
     page.click("#tabs button[data-tab=jobs]")
     expect(page).to_have_url(re.compile(r"#/jobs$"))
@@ -137,6 +143,7 @@ def test_the_lists_show_program_plan_and_attempts(
         assert _row_field(page, "jobs-table", "job", job["id"], "program") == "pages-mlp"
         assert _row_field(page, "jobs-table", "job", job["id"], "attempt") == str(job["attempt"])
         assert _row_field(page, "jobs-table", "job", job["id"], "reason") == ""
+    _shot(page, tmp_path, "jobs")
 
 
 def _seconds(event: dict[str, Any], following: dict[str, Any]) -> float:
@@ -161,7 +168,7 @@ def _check_timings(page: Page, events: list[dict[str, Any]]) -> None:
 
 
 def test_pages_have_urls_back_forward_and_reload(
-    service: ServiceProcess, browser: Browser, compiled: dict[str, Any]
+    service: ServiceProcess, browser: Browser, compiled: dict[str, Any], tmp_path: Path
 ) -> None:
     token = service.admin_token
     assert token
@@ -175,6 +182,7 @@ def test_pages_have_urls_back_forward_and_reload(
     expect(page).to_have_url(re.compile(f"#/jobs/{job['id']}$"))
     expect(page.locator("#job-id")).to_have_text(job["id"])
     _check_timings(page, compiled["events"]["xnnpack"])
+    _shot(page, tmp_path, "job")
 
     page.go_back()  # back to the list, the URL with it
     expect(page).to_have_url(re.compile(r"#/jobs$"))
