@@ -20,11 +20,14 @@ from pteforge.backends.errors import (
     InvalidOptionsError,
     UnknownBackendError,
 )
+from pteforge.backends.openvino import OPENVINO_BACKEND_ID, OpenvinoEntry
 from pteforge.backends.options import (
     CompileSpecOption,
     CoreMLOptions,
     DelegateOptions,
     NoOptions,
+    OpenvinoOptions,
+    VulkanOptions,
     XnnpackOptions,
 )
 from pteforge.backends.quantization import (
@@ -38,10 +41,13 @@ from pteforge.backends.registry import (
     registered_backend_ids,
 )
 from pteforge.backends.support import first_unsupported_node
+from pteforge.backends.vulkan import VULKAN_BACKEND_ID, VulkanEntry
 from pteforge.backends.xnnpack import XNNPACK_BACKEND_ID, XnnpackEntry
 
 __all__ = [
     "COREML_BACKEND_ID",
+    "OPENVINO_BACKEND_ID",
+    "VULKAN_BACKEND_ID",
     "XNNPACK_BACKEND_ID",
     "XNNPACK_PT2E_RECIPES",
     "BackendCatalog",
@@ -57,11 +63,15 @@ __all__ = [
     "EntryKind",
     "InvalidOptionsError",
     "NoOptions",
+    "OpenvinoEntry",
+    "OpenvinoOptions",
     "PartitionerEntry",
     "PortableEntry",
     "QuantizationError",
     "QuantizerEntryBase",
     "UnknownBackendError",
+    "VulkanEntry",
+    "VulkanOptions",
     "XnnpackEntry",
     "XnnpackOptions",
     "XnnpackPt2eRecipe",

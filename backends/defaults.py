@@ -6,13 +6,24 @@ from pteforge.backends.catalog import BackendCatalog
 from pteforge.backends.coreml import CoreMLEntry
 from pteforge.backends.delegate import DelegateEntry
 from pteforge.backends.entry import PortableEntry
+from pteforge.backends.openvino import OpenvinoEntry
 from pteforge.backends.quantization import XNNPACK_PT2E_RECIPES, XnnpackPt2eRecipe
+from pteforge.backends.vulkan import VulkanEntry
 from pteforge.backends.xnnpack import XnnpackEntry
 
 
 def default_catalog() -> BackendCatalog:
-    """A new catalog: portable, xnnpack, coreml, delegate and the XNNPACK pt2e int8 recipes."""
+    """A new catalog: portable, xnnpack, openvino, coreml, vulkan, delegate and the XNNPACK
+    pt2e int8 recipes."""
     recipes = [XnnpackPt2eRecipe(name) for name in XNNPACK_PT2E_RECIPES]
     return BackendCatalog.of(
-        [PortableEntry(), XnnpackEntry(), CoreMLEntry(), DelegateEntry(), *recipes]
+        [
+            PortableEntry(),
+            XnnpackEntry(),
+            OpenvinoEntry(),
+            CoreMLEntry(),
+            VulkanEntry(),
+            DelegateEntry(),
+            *recipes,
+        ]
     )

@@ -61,6 +61,28 @@ class CoreMLOptions(EntryOptions):
     )
 
 
+class OpenvinoOptions(EntryOptions):
+    """Options of the ``openvino`` partitioner entry (``OpenvinoBackend`` compile specs)."""
+
+    device: str = Field(
+        default="CPU",
+        pattern=r"^[A-Z]+(\.[0-9]+)?$",
+        description="OpenVINO device the model is compiled for and imported on at run time "
+        "(compile spec 'device'), e.g. CPU, GPU, GPU.1, NPU; it must exist on both hosts.",
+    )
+
+
+class VulkanOptions(EntryOptions):
+    """Options of the ``vulkan`` partitioner entry (``VulkanPartitioner`` compile options)."""
+
+    force_fp16: bool = Field(default=False, description="Compute fp32 tensors in fp16.")
+    small_texture_limits: bool = Field(
+        default=False,
+        description="Texture limit 2048 (most desktop and laptop GPUs) instead of the mobile "
+        "default 16384.",
+    )
+
+
 DelegateOptions = DelegateTarget
 """Options of the whole-graph ``delegate`` entry: the plan's delegate target itself."""
 

@@ -10,6 +10,8 @@ from executorch.exir.backend.backend_details import BackendDetails
 LOWERING_BACKEND_MODULES: tuple[str, ...] = (
     "executorch.backends.xnnpack.xnnpack_preprocess",  # XnnpackBackend
     "executorch.backends.apple.coreml.compiler.coreml_preprocess",  # CoreMLBackend
+    "executorch.backends.openvino.preprocess",  # OpenvinoBackend (its package imports nncf)
+    "executorch.backends.vulkan.vulkan_preprocess",  # VulkanBackend
 )
 
 

@@ -22,9 +22,9 @@ def test_builds_a_delegation_spec_with_decoded_compile_specs() -> None:
 def test_unregistered_backend_id_lists_the_registered_ones() -> None:
     entry = default_catalog().get_delegate()
     with pytest.raises(
-        UnknownBackendError, match=r"'VulkanBackend'.*CoreMLBackend.*XnnpackBackend"
+        UnknownBackendError, match=r"'NoSuchBackend'.*CoreMLBackend.*OpenvinoBackend"
     ):
-        entry.delegation_spec({"backend_id": "VulkanBackend"})
+        entry.delegation_spec({"backend_id": "NoSuchBackend"})
 
 
 def test_missing_backend_id_is_named() -> None:
@@ -40,6 +40,8 @@ def test_badly_padded_base64_is_named() -> None:
 
 def test_describe_lists_backend_ids_and_which_execute_here() -> None:
     described = default_catalog().get_delegate().describe()
-    assert {"CoreMLBackend", "XnnpackBackend"} <= set(described["backend_ids"])
-    assert "XnnpackBackend" in described["executable_backend_ids"]
-    assert "CoreMLBackend" not in described["executable_backend_ids"]
+    assert {"CoreMLBackend", "OpenvinoBackend", "VulkanBackend", "XnnpackBackend"} <= set(
+        described["backend_ids"]
+    )
+    assert {"OpenvinoBackend", "XnnpackBackend"} <= set(described["executable_backend_ids"])
+    assert not {"CoreMLBackend", "VulkanBackend"} & set(described["executable_backend_ids"])

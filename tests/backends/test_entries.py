@@ -32,6 +32,8 @@ NAMES = list(CATALOG.names())
 BAD_VALUES: dict[str, tuple[dict[str, Any], str]] = {
     "xnnpack": ({"precision": "fp16"}, "precision"),
     "coreml": ({"compute_unit": "GPU_ONLY"}, "compute_unit"),
+    "openvino": ({"device": "cpu; rm"}, "device"),
+    "vulkan": ({"force_fp16": "sometimes"}, "force_fp16"),
     "delegate": (
         {"backend_id": "XnnpackBackend", "compile_specs": [{"key": "k", "value_b64": "*"}]},
         "compile_specs.0.value_b64",
@@ -49,7 +51,9 @@ def test_catalog_lists_the_issue_targets() -> None:
     assert {
         "portable",
         "xnnpack",
+        "openvino",
         "coreml",
+        "vulkan",
         "delegate",
         "xnnpack_pt2e_int8_dynamic_per_channel",
         "xnnpack_pt2e_int8_static_per_channel",

@@ -1,0 +1,104 @@
+"""OpenVINO, the second backend the runtime here executes; Vulkan, compile-only.
+
+Every entry also passes the shared suite of ``test_entries.py`` (the openvino partitioner's
+MLP against eager included); this file covers what is particular to these two.
+"""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+import torch
+
+from pteforge.backends import BackendCatalog, BackendCatalogError, default_catalog
+from pteforge.backends.openvino import openvino_compile_specs
+from pteforge.backends.options import OpenvinoOptions
+from pteforge.manager import CompiledProgram, LoweringError, compile_programs, verify_numerics
+from tests.backends.harness import delegated_backends, run_pte, tiny_mlp
+from tests.models import MultiMethod, shared_linear_programs
+
+MIXED = {
+    "methods": {"encode": {"partitioners": ["openvino"]}, "decode": {"partitioners": ["xnnpack"]}}
+}
+
+
+@pytest.fixture(scope="module")
+def catalog() -> BackendCatalog:
+    return default_catalog()
+
+
+@pytest.fixture(scope="module")
+def pair() -> MultiMethod:
+    return shared_linear_programs(32)
+
+
+@pytest.fixture(scope="module")
+def mixed(pair: MultiMethod, catalog: BackendCatalog) -> CompiledProgram:
+    return compile_programs(pair.programs, MIXED, catalog)
+
+
+def test_device_option_becomes_the_device_compile_spec() -> None:
+    specs = openvino_compile_specs(OpenvinoOptions(device="GPU.1"))
+    assert [(spec.key, spec.value) for spec in specs] == [("device", b"GPU.1")]
+    assert openvino_compile_specs(OpenvinoOptions())[0].value == b"CPU"
+
+
+def test_openvino_executes_here_and_says_what_precision_it_runs() -> None:
+    entry = default_catalog().get("openvino")
+    assert entry.can_execute() is True
+    assert "bf16" in entry.description and "precision hint" in entry.description
+
+
+def test_whole_graph_openvino_delegate_matches_eager(catalog: BackendCatalog) -> None:
+    model = tiny_mlp()
+    value = base64.b64encode(b"CPU").decode()
+    target = {
+        "backend_id": "OpenvinoBackend",
+        "compile_specs": [{"key": "device", "value_b64": value}],
+    }
+    compiled = compile_programs(model.programs, {"all": {"delegate": target}}, catalog)
+    assert delegated_backends(compiled.pte) == ["OpenvinoBackend"]
+    (inputs,) = model.inputs.values()
+    (actual,) = run_pte(compiled.pte, "forward", inputs)
+    torch.testing.assert_close(actual, model.eager["forward"](*inputs), rtol=1e-4, atol=1e-5)
+
+
+def test_mixed_plan_runs_each_method_on_its_backend(
+    pair: MultiMethod, mixed: CompiledProgram
+) -> None:
+    assert sorted(delegated_backends(mixed.pte)) == ["OpenvinoBackend", "XnnpackBackend"]
+    for method in ("encode", "decode"):
+        inputs = pair.inputs[method]
+        (actual,) = run_pte(mixed.pte, method, inputs)
+        expected = pair.eager[method](*inputs)
+        torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_mixed_plan_passes_the_numerics_check(pair: MultiMethod, mixed: CompiledProgram) -> None:
+    numerics = verify_numerics(pair.programs, mixed)
+    assert numerics["status"] == "passed", numerics
+    assert set(numerics["methods"]) == {"encode", "decode"}
+
+
+def test_int8_recipe_is_refused_saying_why(catalog: BackendCatalog) -> None:
+    model = tiny_mlp()
+    plan = {
+        "all": {"partitioners": ["openvino"], "quantize": "xnnpack_pt2e_int8_dynamic_per_channel"}
+    }
+    with pytest.raises((BackendCatalogError, LoweringError)) as raised:
+        compile_programs(model.programs, plan, catalog)
+    assert "fp32 programs only" in str(raised.value)
+    assert "quantized reference" in str(raised.value)
+
+
+def test_vulkan_compiles_but_is_not_executable_here(catalog: BackendCatalog) -> None:
+    model = tiny_mlp()
+    compiled = compile_programs(model.programs, {"all": {"partitioners": ["vulkan"]}}, catalog)
+    assert delegated_backends(compiled.pte) == ["VulkanBackend"]
+    assert catalog.get("vulkan").can_execute() is False
+    record = verify_numerics(model.programs, compiled)["methods"]["forward"]
+    assert record["status"] == "not_executable"
+    assert "VulkanBackend" in record["message"] and "cannot execute" in record["message"]
+    with pytest.raises(RuntimeError, match="Failed to load method"):
+        run_pte(compiled.pte, "forward", model.inputs["forward"])
