@@ -5,17 +5,10 @@ This module pins the interface that ``pteforge.manager`` (plan resolution) and
 explicitly in :func:`pteforge.backends.default_catalog`; nothing registers itself
 at import time.
 
-Besides per-method targets, a plan has program-wide options (:data:`PLAN_OPTIONS`, listed by
-``GET /v1/backends`` with kind ``plan_option``):
-
-- ``"share_mutable_buffers": true``: memory planning gives a mutable buffer one allocation that
-  every method of the program addresses (upstream ``MemoryPlanningPass(share_mutable_buffers=
-  True)``), so ``prefill`` writes the KV cache ``decode`` reads. A runtime must load every
-  method before running any: loading a method writes the buffers that have a non-zero initial
-  value back to it.
-- ``"verify": {"rtol": 1e-4, "min_sqnr_db": 20.0}``: tolerances of the numerics check run on
-  every artifact; an fp32 method passes when its max relative error is at most ``rtol``, a
-  quantized one when its SQNR is at least ``min_sqnr_db``.
+Besides per-method targets, a plan has program-wide options: :data:`PLAN_OPTIONS`, listed by
+``GET /v1/backends`` with kind ``plan_option``, describes each one in the shape of a catalog
+entry, generated from the fields of :class:`pteforge.contracts.plan.PlanSpec` (their types and
+descriptions), so a new plan key is listed without being written down here.
 """
 
 from __future__ import annotations
@@ -23,9 +16,12 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from types import NoneType, UnionType
+from typing import Annotated, Any, Protocol, TypeVar, Union, get_args, get_origin
 
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
 
 from pteforge.backends.entry import (
     BaseEntry,
@@ -35,11 +31,9 @@ from pteforge.backends.entry import (
 )
 from pteforge.backends.errors import BackendCatalogError, UnknownBackendError
 from pteforge.backends.kinds import EntryKind
-from pteforge.contracts.plan import DEFAULT_VERIFY_MIN_SQNR_DB, DEFAULT_VERIFY_RTOL, VerifySpec
+from pteforge.contracts.plan import PlanSpec
 
 __all__ = [
-    "DEFAULT_VERIFY_MIN_SQNR_DB",
-    "DEFAULT_VERIFY_RTOL",
     "PLAN_OPTIONS",
     "BackendCatalog",
     "CatalogEntry",
@@ -48,36 +42,36 @@ __all__ = [
 
 E = TypeVar("E", bound=BaseEntry[Any])
 
-# Program-wide plan options, described in the shape of a catalog entry.
-PLAN_OPTIONS: tuple[dict[str, Any], ...] = (
-    {
-        "name": "share_mutable_buffers",
+
+def _option_schema(field: FieldInfo) -> dict[str, Any]:
+    """The JSON schema of a plan option's value: its type without ``None`` (leaving the key
+    out is how a plan says none), with its default when it has one."""
+    value_type: Any = field.annotation
+    if get_origin(value_type) in (Union, UnionType):
+        value_type = next(m for m in get_args(value_type) if m is not NoneType)
+    if field.metadata:
+        value_type = Annotated[(value_type, *field.metadata)]
+    schema = TypeAdapter(value_type).json_schema()
+    if field.default not in (None, PydanticUndefined):
+        schema["default"] = field.default
+    return schema
+
+
+def _plan_option(name: str, field: FieldInfo) -> dict[str, Any]:
+    return {
+        "name": name,
         "kind": "plan_option",
         "backend_id": None,
-        "options_schema": {"type": "boolean", "default": False},
+        "options_schema": _option_schema(field),
         "can_execute": True,
-        "description": (
-            'Plan key "share_mutable_buffers": true plans each mutable buffer once for the '
-            "whole program (upstream MemoryPlanningPass(share_mutable_buffers=True)), so every "
-            "method of one loaded program addresses the same state, e.g. prefill writes the KV "
-            "cache decode reads. Buffers with a non-zero initial value keep it in the .pte and "
-            "get it back whenever a method is loaded: load every method before running any."
-        ),
-    },
-    {
-        "name": "verify",
-        "kind": "plan_option",
-        "backend_id": None,
-        "options_schema": VerifySpec.model_json_schema(),
-        "can_execute": True,
-        "description": (
-            'Plan key "verify": tolerances of the numerics check that runs every compiled '
-            "method in the ExecuTorch runtime on the program's example inputs and compares it "
-            "with the exported program: an fp32 method passes when max |a-b| / max |b| is at "
-            "most rtol, a quantized method when its SQNR is at least min_sqnr_db."
-        ),
-    },
+        "description": f'Plan key "{name}": {field.description}',
+    }
+
+
+PLAN_OPTIONS: tuple[dict[str, Any], ...] = tuple(
+    _plan_option(name, field) for name, field in PlanSpec.program_wide().items()
 )
+"""The program-wide plan options, each in the shape of a catalog entry."""
 
 
 class CatalogEntry(Protocol):

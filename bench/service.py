@@ -67,11 +67,11 @@ def saved_seq2seq(layers: int, directory: Path, seed: int = 0) -> dict[str, Path
 def library_compile(files: dict[str, Path], out: Path) -> float:
     """Load the saved programs and compile them in-process; seconds taken."""
     from pteforge.backends import default_catalog
-    from pteforge.manager import Plan, compile_programs
+    from pteforge.manager import compile_programs
 
     start = time.perf_counter()
     programs = {name: torch.export.load(path) for name, path in files.items()}
-    result = compile_programs(programs, Plan.parse(PLAN), default_catalog())
+    result = compile_programs(programs, PLAN, default_catalog())
     result.write(out)
     return time.perf_counter() - start
 

@@ -1,10 +1,13 @@
-"""The lowering plan as one strict, typed model: the library, ``pteforge
-compile`` and ``POST /v1/compile-jobs`` all validate a plan with :class:`PlanSpec`, and the
-OpenAPI document shows its schema.
+"""The lowering plan as one strict, typed model, the only one: the library, ``pteforge
+compile`` and ``POST /v1/compile-jobs`` all validate a plan with :class:`PlanSpec` and the
+manager lowers from it as it is; the OpenAPI document shows its schema, ``GET /v1/backends``
+lists its program-wide options from its fields, and :func:`canonical_plan` gives its stored
+form and the hash under which compiled artifacts are reused.
 
-``{"methods": {METHOD: TARGET}, "all": TARGET}`` plus the program-wide
-``"share_mutable_buffers"`` and ``"verify"``. TARGET is ``{"partitioners": [...]}``,
-``{"delegate": {...}}`` or ``{}``, each optionally with ``"quantize"`` and ``"calibration"``.
+``{"methods": {METHOD: TARGET}, "all": TARGET}`` plus program-wide options
+(:meth:`PlanSpec.program_wide`: ``"share_mutable_buffers"``, ``"verify"``). TARGET is
+``{"partitioners": [...]}``, ``{"delegate": {...}}`` or ``{}``, each optionally with
+``"quantize"`` and ``"calibration"``.
 Every level refuses keys it does not know. What needs the backend catalog or the program
 (partitioner names, backend ids, recipes, method names, tensor dtypes) is checked by the
 manager (``pteforge.manager.plan_check``), not here.
@@ -17,6 +20,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
+import json
 from typing import Annotated, Any, ClassVar
 
 from pydantic import (
@@ -30,7 +35,8 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_core import PydanticCustomError
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticCustomError, PydanticUndefined
 
 from pteforge.contracts.json_types import JsonObject, JsonValue
 
@@ -45,6 +51,7 @@ __all__ = [
     "PlanSpec",
     "TargetSpec",
     "VerifySpec",
+    "canonical_plan",
 ]
 
 DEFAULT_VERIFY_RTOL = 1e-4
@@ -181,6 +188,15 @@ class TargetSpec(PlanPart):
             )
         return self
 
+    @property
+    def delegated(self) -> bool:
+        """Whether anything of the method goes to a backend (else: portable operators)."""
+        return bool(self.partitioners) or self.delegate is not None
+
+    def partitioner_specs(self) -> list[PartitionerSpec]:
+        """:attr:`partitioners` with each bare name as a :class:`PartitionerSpec`."""
+        return [PartitionerSpec(name=p) if isinstance(p, str) else p for p in self.partitioners]
+
 
 class VerifySpec(PlanPart):
     """Tolerances of the numerics check of every artifact."""
@@ -211,9 +227,52 @@ class PlanSpec(PlanPart):
     )
     share_mutable_buffers: StrictBool = Field(
         default=False,
-        description="Plan each mutable buffer once for the whole program, so every method "
-        "addresses the same state (e.g. prefill writes the KV cache decode reads).",
+        description="true plans each mutable buffer once for the whole program (upstream "
+        "MemoryPlanningPass(share_mutable_buffers=True)), so every method of one loaded "
+        "program addresses the same state, e.g. prefill writes the KV cache decode reads. "
+        "Buffers with a non-zero initial value keep it in the .pte and get it back whenever "
+        "a method is loaded: load every method before running any.",
     )
     verify: VerifySpec | None = Field(
-        default=None, description="Tolerances of the numerics check run on the artifact."
+        default=None,
+        description="tolerances of the numerics check that runs every compiled method in the "
+        "ExecuTorch runtime on the program's example inputs and compares it with the "
+        "exported program: an fp32 method passes when max |a-b| / max |b| is at most rtol, "
+        "a quantized method when its SQNR is at least min_sqnr_db.",
     )
+
+    per_method: ClassVar[tuple[str, ...]] = ("methods", "all")
+    """The keys holding targets; every other key is a program-wide option."""
+
+    @classmethod
+    def program_wide(cls) -> dict[str, FieldInfo]:
+        """The program-wide options (every key but the targets), in declaration order."""
+        return {k: f for k, f in cls.model_fields.items() if k not in cls.per_method}
+
+    def target_of(self, method: str) -> TargetSpec:
+        """The target of ``method``: its own entry, else ``all``, else ``{}`` (portable)."""
+        own = (self.methods or {}).get(method)
+        return own if own is not None else self.all or TargetSpec()
+
+    @property
+    def tolerances(self) -> VerifySpec:
+        """``verify`` with the defaults of what it leaves out."""
+        return self.verify or VerifySpec()
+
+
+def _means_absent(field: FieldInfo, value: JsonValue) -> bool:
+    """Whether ``value`` of a plan key says the same as leaving the key out."""
+    default = field.get_default(call_default_factory=True)
+    return value is None or value == {} or (default is not PydanticUndefined and value == default)
+
+
+def canonical_plan(plan: PlanSpec) -> tuple[JsonObject, str]:
+    """The plan's JSON as written (numbers of ``verify`` as floats), without keys that mean
+    the same as leaving them out (null, ``{}`` or the default, e.g. ``share_mutable_buffers``
+    false), and the sha256 of its sorted-key JSON: the key under which a compiled artifact is
+    reused, so this form must not change."""
+    written = plan.model_dump(mode="json", exclude_unset=True)
+    fields = PlanSpec.model_fields
+    canonical = {k: v for k, v in written.items() if not _means_absent(fields[k], v)}
+    text = json.dumps(canonical, sort_keys=True, separators=(",", ":"))
+    return canonical, hashlib.sha256(text.encode()).hexdigest()

@@ -2,7 +2,8 @@
 
 ``to_edge(...).to_backend(...)`` accepts partitioners, whole-graph ``DelegationSpec``s or a
 per-method mix and calls each backend's ``preprocess_multimethod`` once with every method.
-``Plan`` and ``compile_programs`` run the JSON lowering plans of the service and the CLI;
+``compile_programs`` runs the JSON lowering plans of the service and the CLI (one model,
+``PlanSpec`` of ``pteforge.contracts.plan``; ``parse_plan`` validates one, naming a bad field);
 ``verify_numerics`` checks a compiled program in the native runtime against eager.
 
 Names are loaded on first use: importing ExecuTorch takes seconds, and ``pteforge compile``
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from executorch.exir.backend.compile_spec_schema import CompileSpec
     from executorch.exir.backend.partitioner import DelegationSpec
 
+    from pteforge.contracts.plan import PlanSpec
     from pteforge.manager.compiler import CompiledProgram, compile_programs
     from pteforge.manager.errors import (
         LoweringError,
@@ -29,7 +31,7 @@ if TYPE_CHECKING:
         UnknownMethodError,
     )
     from pteforge.manager.loading import load_program_file
-    from pteforge.manager.plan import PartitionerRef, Plan, Target, VerifySettings
+    from pteforge.manager.plan import parse_plan
     from pteforge.manager.program_manager import (
         ProgramManager,
         to_edge,
@@ -50,10 +52,8 @@ _SOURCES: dict[str, str] = {
     "UnknownBackendIdError": "pteforge.manager.errors",
     "UnknownMethodError": "pteforge.manager.errors",
     "load_program_file": "pteforge.manager.loading",
-    "PartitionerRef": "pteforge.manager.plan",
-    "Plan": "pteforge.manager.plan",
-    "Target": "pteforge.manager.plan",
-    "VerifySettings": "pteforge.manager.plan",
+    "PlanSpec": "pteforge.contracts.plan",
+    "parse_plan": "pteforge.manager.plan",
     "ProgramManager": "pteforge.manager.program_manager",
     "to_edge": "pteforge.manager.program_manager",
     "to_edge_transform_and_lower": "pteforge.manager.program_manager",
@@ -71,20 +71,18 @@ __all__ = [
     "LoweringError",
     "ManagerError",
     "MethodSignature",
-    "PartitionerRef",
-    "Plan",
     "PlanError",
+    "PlanSpec",
     "ProgramInputError",
     "ProgramManager",
-    "Target",
     "TensorSpec",
     "UnknownBackendIdError",
     "UnknownMethodError",
-    "VerifySettings",
     "compile_programs",
     "load_program_file",
     "method_signature",
     "output_error",
+    "parse_plan",
     "to_edge",
     "to_edge_transform_and_lower",
     "verify_numerics",

@@ -102,9 +102,9 @@ def _read_plan(value: str | None) -> Any:
 def _planned_stages(plan: Any, methods: list[str]) -> list[str]:
     """The stages ``compile_programs`` reports for ``plan``, then verify (also checks the
     plan before anything is loaded)."""
-    from pteforge.manager.plan import Plan
+    from pteforge.manager.plan import parse_plan, resolve_targets
 
-    targets = Plan.parse(plan).resolve(sorted(methods)).values()
+    targets = resolve_targets(parse_plan(plan), sorted(methods)).values()
     quantize = ["quantize"] if any(t.quantize for t in targets) else []
     delegate = ["partition", "preprocess"] if any(t.delegated for t in targets) else []
     return [*quantize, "to_edge", *delegate, "emit", "verify"]

@@ -13,11 +13,12 @@ from executorch.exir.backend.partitioner import Partitioner
 from torch.export import ExportedProgram
 
 from pteforge.backends import BackendCatalog, BackendCatalogError, UnknownBackendError
+from pteforge.contracts.plan import PlanSpec, TargetSpec
 from pteforge.manager.buffers import executorch_config
 from pteforge.manager.errors import PlanError, ProgramInputError, UnknownBackendIdError
 from pteforge.manager.lowering import MethodTarget
 from pteforge.manager.partitioners import StageCallback
-from pteforge.manager.plan import Calibration, Plan, Target
+from pteforge.manager.plan import Calibration, calibration_tensors, parse_plan, resolve_targets
 from pteforge.manager.plan_check import check_plan
 from pteforge.manager.program_manager import ProgramManager, to_edge_transform_and_lower
 from pteforge.manager.signature import MethodSignature, method_signature
@@ -33,8 +34,8 @@ class CompiledProgram:
     pte: bytes
     methods: dict[str, MethodSignature]
     manager: ProgramManager = field(repr=False)
-    plan: Plan = field(default_factory=Plan)
-    targets: dict[str, Target] = field(default_factory=dict)
+    plan: PlanSpec = field(default_factory=PlanSpec)
+    targets: dict[str, TargetSpec] = field(default_factory=dict)
 
     @cached_property
     def report(self) -> dict[str, Any]:
@@ -48,7 +49,7 @@ class CompiledProgram:
 
 def compile_programs(
     programs: Mapping[str, ExportedProgram],
-    plan: Plan | Mapping[str, Any] | None,
+    plan: PlanSpec | Mapping[str, Any] | None,
     catalog: BackendCatalog,
     on_stage: StageCallback | None = None,
 ) -> CompiledProgram:
@@ -61,9 +62,9 @@ def compile_programs(
     """
     if not programs:
         raise ProgramInputError("no programs given")
-    parsed = plan if isinstance(plan, Plan) else Plan.parse(plan)
+    parsed = parse_plan(plan)
     check_plan(parsed, sorted(programs), catalog)  # every name it uses, before any work
-    targets = parsed.resolve(sorted(programs))
+    targets = resolve_targets(parsed, sorted(programs))
     signatures = {m: method_signature(m, p) for m, p in sorted(programs.items())}
     quantized = _quantize(programs, targets, catalog, on_stage)
     requests = {m: _lowering_target(m, t, catalog) for m, t in targets.items() if t.delegated}
@@ -79,7 +80,7 @@ def compile_programs(
 
 def _quantize(
     programs: Mapping[str, ExportedProgram],
-    targets: Mapping[str, Target],
+    targets: Mapping[str, TargetSpec],
     catalog: BackendCatalog,
     on_stage: StageCallback | None,
 ) -> dict[str, ExportedProgram]:
@@ -91,7 +92,9 @@ def _quantize(
     for method, target in todo.items():
         where = f"methods.{method}.quantize"
         entry = _entry(catalog.get_quantizer, str(target.quantize), where)
-        calibration = target.calibration or _example_inputs(method, programs[method])
+        calibration = calibration_tensors(f"methods.{method}", target) or _example_inputs(
+            method, programs[method]
+        )
         try:
             out[method] = entry.quantize(programs[method], calibration)
         except BackendCatalogError as exc:
@@ -109,23 +112,23 @@ def _example_inputs(method: str, program: ExportedProgram) -> Calibration:
     return (tuple(example[0]),)
 
 
-def _lowering_target(method: str, target: Target, catalog: BackendCatalog) -> MethodTarget:
+def _lowering_target(method: str, target: TargetSpec, catalog: BackendCatalog) -> MethodTarget:
     """The Partitioner list or DelegationSpec a plan target names."""
     if target.delegate is not None:
         where = f"methods.{method}.delegate"
         delegate = _entry(catalog.get_delegate, "delegate", where)
         try:
-            return delegate.delegation_spec(target.delegate)
+            return delegate.delegation_spec(target.delegate.model_dump(mode="json"))
         except UnknownBackendError as exc:
             raise UnknownBackendIdError(exc.name, exc.known, method=method) from exc
         except BackendCatalogError as exc:
             raise PlanError(where, str(exc)) from exc
     partitioners: list[Partitioner] = []
-    for index, ref in enumerate(target.partitioners):
+    for index, spec in enumerate(target.partitioner_specs()):
         where = f"methods.{method}.partitioners[{index}]"
-        entry = _entry(catalog.get_partitioner, ref.name, where)
+        entry = _entry(catalog.get_partitioner, spec.name, where)
         try:
-            partitioners.append(entry.partitioner(ref.options))
+            partitioners.append(entry.partitioner(spec.options or {}))
         except BackendCatalogError as exc:
             raise PlanError(where, str(exc)) from exc
     return partitioners

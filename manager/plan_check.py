@@ -1,8 +1,9 @@
-"""Checking a parsed plan against a program's methods and the backend catalog, up front.
+"""Checking a validated plan against a program's methods and the backend catalog, up front.
 
 One check for the library (``compile_programs``), ``pteforge compile`` and the service
-(``POST /v1/compile-jobs`` answers 422 before queueing): every catalog name, option, backend
-id and recipe a plan uses exists and fits, and each refusal names the field as it was
+(``POST /v1/compile-jobs`` answers 422 before queueing): every method it names exists, every
+catalog name, option, backend id and recipe a plan uses exists and fits, its calibration
+tensors can be built, and each refusal names the field as it was
 written (``all.partitioners[0]``, not the method the ``all`` target would have reached) and
 calls the thing by what it is (a partitioner, a backend id, a quantization recipe).
 """
@@ -15,35 +16,39 @@ from pteforge.backends import BackendCatalog
 from pteforge.backends.catalog import EntryKind
 from pteforge.backends.entry import DelegateEntryBase, PartitionerEntry, QuantizerEntryBase
 from pteforge.backends.errors import BackendCatalogError, UnknownBackendError
+from pteforge.contracts.plan import PlanSpec, TargetSpec
 from pteforge.manager.errors import PlanError
-from pteforge.manager.plan import Plan, Target
+from pteforge.manager.plan import calibration_tensors, resolve_targets
 
 
-def check_plan(plan: Plan, methods: Sequence[str], catalog: BackendCatalog) -> None:
+def check_plan(plan: PlanSpec, methods: Sequence[str], catalog: BackendCatalog) -> None:
     """Raise ``PlanError`` (or ``UnknownMethodError``) for the first thing ``plan`` gets wrong."""
-    plan.resolve(methods)  # methods the program lacks
-    for where, target in _written_targets(plan):
+    resolve_targets(plan, methods)  # methods the program lacks
+    written = list(_written_targets(plan))
+    for where, target in written:
+        calibration_tensors(where, target)
+    for where, target in written:
         _check_target(where, target, catalog)
 
 
-def _written_targets(plan: Plan) -> Iterator[tuple[str, Target]]:
+def _written_targets(plan: PlanSpec) -> Iterator[tuple[str, TargetSpec]]:
     if plan.all is not None:
         yield "all", plan.all
-    for method, target in plan.methods.items():
+    for method, target in (plan.methods or {}).items():
         yield f"methods.{method}", target
 
 
-def _check_target(where: str, target: Target, catalog: BackendCatalog) -> None:
-    for index, ref in enumerate(target.partitioners):
+def _check_target(where: str, target: TargetSpec, catalog: BackendCatalog) -> None:
+    for index, spec in enumerate(target.partitioner_specs()):
         field = f"{where}.partitioners[{index}]"
-        entry = _entry(catalog, ref.name, EntryKind.PARTITIONER, field)
+        entry = _entry(catalog, spec.name, EntryKind.PARTITIONER, field)
         assert isinstance(entry, PartitionerEntry)
         try:
-            entry.validate(dict(ref.options))
+            entry.validate(dict(spec.options or {}))
         except (BackendCatalogError, ValueError) as exc:
             raise PlanError(f"{field}.options", str(exc)) from None
     if target.delegate is not None:
-        _check_delegate(where, dict(target.delegate), catalog)
+        _check_delegate(where, target.delegate.model_dump(mode="json"), catalog)
     if target.quantize is not None:
         entry = _entry(catalog, target.quantize, EntryKind.QUANTIZER, f"{where}.quantize")
         assert isinstance(entry, QuantizerEntryBase)

@@ -44,8 +44,8 @@ from torch.export import ExportedProgram
 from torch.export.graph_signature import ConstantArgument, InputKind
 from torch.utils import _pytree as pytree
 
+from pteforge.contracts.plan import TargetSpec, VerifySpec
 from pteforge.manager.compiler import CompiledProgram
-from pteforge.manager.plan import Target, VerifySettings
 
 _SEED = 0
 _TINY = torch.finfo(torch.float32).tiny
@@ -166,7 +166,7 @@ def _unavailable_backends(compiled: CompiledProgram, method: str) -> list[str]:
     return sorted(used - executable_backend_ids())
 
 
-def _check(target: Target, settings: VerifySettings) -> tuple[str, float]:
+def _check(target: TargetSpec, settings: VerifySpec) -> tuple[str, float]:
     """The metric a method is judged on and its limit."""
     if target.quantize:
         return "sqnr_db", settings.min_sqnr_db
@@ -200,10 +200,10 @@ def _compare(
 
 
 def verify_method(
-    program: ExportedProgram, compiled: CompiledProgram, method: str, settings: VerifySettings
+    program: ExportedProgram, compiled: CompiledProgram, method: str, settings: VerifySpec
 ) -> dict[str, Any]:
     """The numerics record of one method (see the module docstring)."""
-    metric, limit = _check(compiled.targets.get(method, Target()), settings)
+    metric, limit = _check(compiled.targets.get(method, TargetSpec()), settings)
     record: dict[str, Any] = {"check": {"metric": metric, "limit": limit}}
     missing = _unavailable_backends(compiled, method)
     if missing:
@@ -235,14 +235,14 @@ def verify_numerics(
     ``seconds``, and per method its ``status``, ``check``, ``inputs`` and ``outputs``.
     """
     start = time.perf_counter()
-    settings = compiled.plan.verify
+    settings = compiled.plan.tolerances
     methods = {m: verify_method(programs[m], compiled, m, settings) for m in sorted(programs)}
     statuses = {record["status"] for record in methods.values()}
     status = next((s for s in _STATUS_ORDER if s in statuses), "passed")
     return {
         "status": status,
         "flagged": status in ("error", "over_tolerance"),
-        "tolerance": settings.to_json(),
+        "tolerance": settings.model_dump(),
         "seconds": round(time.perf_counter() - start, 4),
         "methods": methods,
     }

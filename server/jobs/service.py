@@ -3,23 +3,24 @@
 from __future__ import annotations
 
 from pteforge.contracts.jobs import COMPILE_KIND, CompilePayload
-from pteforge.contracts.plan import PlanSpec
+from pteforge.contracts.plan import PlanSpec, canonical_plan
+from pteforge.manager.plan_check import check_plan
 from pteforge.server.common.services import Services
 from pteforge.server.errors import ConflictError, NotFoundError
-from pteforge.server.jobs.plans import canonical_plan, check_plan
 from pteforge.storage.domain import Job, JobEvent, JobStatus
 from pteforge.storage.errors import IllegalTransitionError
 
 
 def submit_compile(services: Services, project_id: str, program_id: str, plan: PlanSpec) -> Job:
     """Queue a compile job (a worker reuses an existing artifact for the same plan); the
-    plan is checked against the program and the catalog first (422 naming the field)."""
+    plan is checked against the program and the catalog as the library checks it, so a bad
+    plan is a 422 now, naming the field as written, rather than a failed job later."""
     canonical, plan_hash = canonical_plan(plan)
     with services.store.transaction() as tx:
         program = tx.programs.get(project_id, program_id)
         if program is None:
             raise NotFoundError(f"program {program_id!r} not found")
-        check_plan(plan, [m.name for m in program.methods], services.catalog)
+        check_plan(plan, sorted(m.name for m in program.methods), services.catalog)
         payload = CompilePayload(program_id=program.id, plan=canonical, plan_hash=plan_hash)
         job = tx.jobs.enqueue(project_id, COMPILE_KIND, payload.model_dump(mode="json"))
     services.job_queued()

@@ -1,5 +1,6 @@
 """The plan model (``pteforge.contracts.plan``): strict at every level, the JSON of API.md
-section 2 accepted as written, and errors worded with the field as the user wrote it."""
+section 2 accepted as written, errors worded with the field as the user wrote it, and the
+canonical form whose hash compiled artifacts are reused under."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from pteforge.contracts.plan import PlanSpec
+from pteforge.contracts.plan import PlanSpec, canonical_plan
 from pteforge.contracts.plan_problems import PlanProblem, plan_problem
 from pteforge.manager import PlanError
 
@@ -108,3 +109,41 @@ def test_a_problem_under_a_root_and_as_the_library_words_it() -> None:
     assert problem == ("all.quantize", "must not be empty")
     assert str(problem) == str(PlanError(problem.field, problem.message))
     assert plan_problem(errors, root=("body", "program_id")) is None  # type: ignore[arg-type]
+
+
+def test_the_canonical_form_and_hash_of_known_plans_never_change() -> None:
+    """Stored artifacts are found again by this hash: changing the canonical form (or what
+    a plan key dumps as) stops every existing artifact from being reused."""
+    canonical, digest = canonical_plan(PlanSpec.model_validate(API_EXAMPLE))
+    assert canonical == API_EXAMPLE
+    assert digest == "4806be5bdb97a2ffb081ad15fbcea94ce4ea2d658b1d37375e4feadc8b280f4d"
+    one = {"all": {"partitioners": ["xnnpack"]}}
+    assert canonical_plan(PlanSpec.model_validate(one)) == (
+        one,
+        "15adc5fdc0466d3e0722b64b9aaddfc83a3bfc7d4e9dac93be194dba89a747f0",
+    )
+
+
+def test_keys_that_say_nothing_leave_the_canonical_form() -> None:
+    empty: tuple[dict[str, Any], str] = (
+        {},
+        "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a",
+    )
+    silent = {"methods": {}, "all": {}, "verify": {}, "share_mutable_buffers": False}
+    assert canonical_plan(PlanSpec()) == empty
+    assert canonical_plan(PlanSpec.model_validate(silent)) == empty
+    assert canonical_plan(PlanSpec.model_validate({"methods": None, "verify": None})) == empty
+    said = {"share_mutable_buffers": True, "verify": {"min_sqnr_db": 30}}
+    assert canonical_plan(PlanSpec.model_validate(said))[0] == {
+        "share_mutable_buffers": True,
+        "verify": {"min_sqnr_db": 30.0},  # as written, a number as a float
+    }
+
+
+def test_each_method_gets_its_own_target_else_all_else_portable() -> None:
+    spec = PlanSpec.model_validate(API_EXAMPLE)
+    assert spec.target_of("encode") == spec.methods["encode"]  # type: ignore[index]
+    assert spec.target_of("other") == spec.all
+    assert spec.target_of("score").model_dump(exclude_unset=True) == {}  # its own {} wins
+    assert not PlanSpec().target_of("forward").delegated
+    assert list(PlanSpec.program_wide()) == ["share_mutable_buffers", "verify"]

@@ -1,4 +1,5 @@
-"""``Plan.parse``: the plan format (docs/http-api.md) and its errors (no lowering here)."""
+"""``parse_plan`` and what the manager derives from a plan: the plan format
+(docs/http-api.md), its errors, each method's target (no lowering here)."""
 
 from __future__ import annotations
 
@@ -8,19 +9,13 @@ from typing import Any
 import pytest
 import torch
 
-from pteforge.contracts.plan import PlanSpec
-from pteforge.manager import (
-    PartitionerRef,
-    Plan,
-    PlanError,
-    Target,
-    UnknownMethodError,
-    VerifySettings,
-)
+from pteforge.contracts.plan import PartitionerSpec, PlanSpec, TargetSpec, VerifySpec
+from pteforge.manager import PlanError, UnknownMethodError, parse_plan
+from pteforge.manager.plan import calibration_tensors, resolve_targets
 
 
 def test_parses_every_target_form() -> None:
-    plan = Plan.parse(
+    plan = parse_plan(
         {
             "all": {"partitioners": ["xnnpack"]},
             "methods": {
@@ -42,30 +37,35 @@ def test_parses_every_target_form() -> None:
             },
         }
     )
-    targets = plan.resolve(["decode", "encode", "other", "quant", "score"])
-    assert targets["encode"].partitioners == (PartitionerRef("xnnpack", {"per_op_mode": True}),)
+    targets = resolve_targets(plan, ["decode", "encode", "other", "quant", "score"])
+    assert targets["encode"].partitioner_specs() == [
+        PartitionerSpec(name="xnnpack", options={"per_op_mode": True})
+    ]
     assert targets["decode"].delegate is not None
-    assert targets["decode"].delegate["backend_id"] == "XnnpackBackend"
-    assert targets["score"] == Target() and not targets["score"].delegated
-    assert targets["other"].partitioners == (PartitionerRef("xnnpack"),)  # from "all"
-    calibration = targets["quant"].calibration
+    assert targets["decode"].delegate.backend_id == "XnnpackBackend"
+    assert targets["decode"].delegate.compile_specs[0].value() == b"v"
+    assert targets["score"] == TargetSpec() and not targets["score"].delegated
+    assert targets["other"].partitioner_specs() == [PartitionerSpec(name="xnnpack")]  # "all"
+    assert targets["other"].delegated
+    calibration = calibration_tensors("methods.quant", targets["quant"])
     assert calibration is not None
     assert torch.equal(calibration[0][0], torch.tensor([[1.0, 2.0]]))
 
 
 def test_empty_plan_is_portable() -> None:
-    assert Plan.parse(None).resolve(["forward"]) == {"forward": Target()}
-    assert Plan.parse({}).resolve(["forward"]) == {"forward": Target()}
+    assert resolve_targets(parse_plan(None), ["forward"]) == {"forward": TargetSpec()}
+    assert resolve_targets(parse_plan({}), ["forward"]) == {"forward": TargetSpec()}
+    assert calibration_tensors("all", TargetSpec()) is None
 
 
 def test_program_wide_options() -> None:
-    default = Plan.parse({})
+    default = parse_plan({})
     assert not default.share_mutable_buffers
-    assert default.verify == VerifySettings(rtol=1e-4, min_sqnr_db=20.0)
-    plan = Plan.parse({"share_mutable_buffers": True, "verify": {"min_sqnr_db": 30}})
+    assert default.tolerances == VerifySpec(rtol=1e-4, min_sqnr_db=20.0)
+    plan = parse_plan({"share_mutable_buffers": True, "verify": {"min_sqnr_db": 30}})
     assert plan.share_mutable_buffers
-    assert plan.verify == VerifySettings(rtol=1e-4, min_sqnr_db=30.0)
-    assert Plan.parse({"verify": {"rtol": 1e-3}}).verify.rtol == 1e-3
+    assert plan.tolerances == VerifySpec(rtol=1e-4, min_sqnr_db=30.0)
+    assert parse_plan({"verify": {"rtol": 1e-3}}).tolerances.rtol == 1e-3
 
 
 @pytest.mark.parametrize(
@@ -87,12 +87,8 @@ def test_program_wide_options() -> None:
         ),
         ({"all": {"quantize": 1}}, "all.quantize"),
         (
-            {"all": {"calibration": [[{"dtype": "nope", "shape": [1], "data": [1]}]]}},
-            "all.calibration[0][0].dtype",
-        ),
-        (
-            {"all": {"calibration": [[{"shape": [3], "data": [1, 2]}]]}},
-            "all.calibration[0][0].data",
+            {"all": {"calibration": [[{"shape": [-1], "data": [1]}]]}},
+            "all.calibration[0][0].shape[0]",
         ),
         ({"share_mutable_buffers": "yes"}, "share_mutable_buffers"),
         ({"share_mutable_buffers": 1}, "share_mutable_buffers"),
@@ -106,19 +102,37 @@ def test_program_wide_options() -> None:
 )
 def test_bad_fields_are_named(plan: Any, field: str) -> None:
     with pytest.raises(PlanError) as raised:
-        Plan.parse(plan)
+        parse_plan(plan)
     assert raised.value.field == field
     assert field in str(raised.value)
 
 
-def test_parses_a_validated_spec_as_its_json() -> None:
+@pytest.mark.parametrize(
+    ("tensor", "field"),
+    [
+        ({"dtype": "nope", "shape": [1], "data": [1]}, "all.calibration[0][0].dtype"),
+        ({"shape": [3], "data": [1, 2]}, "all.calibration[0][0].data"),
+    ],
+)
+def test_calibration_tensors_that_cannot_be_built_are_named(
+    tensor: dict[str, Any], field: str
+) -> None:
+    target = parse_plan({"all": {"calibration": [[tensor]]}}).all
+    assert target is not None
+    with pytest.raises(PlanError) as raised:
+        calibration_tensors("all", target)
+    assert raised.value.field == field
+
+
+def test_a_validated_spec_is_the_plan_itself() -> None:
     plan = {"all": {"partitioners": ["xnnpack"]}, "verify": {"rtol": 1e-3}}
-    assert Plan.parse(PlanSpec.model_validate(plan)) == Plan.parse(plan)
+    spec = PlanSpec.model_validate(plan)
+    assert parse_plan(spec) is spec and parse_plan(plan) == spec
 
 
 def test_unknown_method_names_known_methods() -> None:
-    plan = Plan.parse({"methods": {"encdoe": {}}})
+    plan = parse_plan({"methods": {"encdoe": {}}})
     with pytest.raises(UnknownMethodError) as raised:
-        plan.resolve(["decode", "encode"])
+        resolve_targets(plan, ["decode", "encode"])
     assert raised.value.method == "encdoe"
     assert "decode, encode" in str(raised.value)

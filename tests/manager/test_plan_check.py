@@ -8,14 +8,14 @@ import pytest
 
 from pteforge.backends import default_catalog
 from pteforge.manager.errors import PlanError, UnknownMethodError
-from pteforge.manager.plan import Plan
+from pteforge.manager.plan import parse_plan
 from pteforge.manager.plan_check import check_plan
 
 METHODS = ["decode", "encode"]
 
 
 def _check(plan: Any) -> None:
-    check_plan(Plan.parse(plan), METHODS, default_catalog())
+    check_plan(parse_plan(plan), METHODS, default_catalog())
 
 
 @pytest.mark.parametrize(
@@ -45,6 +45,15 @@ def _check(plan: Any) -> None:
             {"all": {"partitioners": [{"name": "xnnpack", "options": {"bogus": 1}}]}},
             "all.partitioners[0].options",
             "bogus",
+        ),
+        (
+            {
+                "methods": {
+                    "encode": {"calibration": [[{"dtype": "nope", "shape": [1], "data": [1]}]]}
+                }
+            },
+            "methods.encode.calibration[0][0].dtype",
+            "unknown dtype 'nope'",
         ),
     ],
 )

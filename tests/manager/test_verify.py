@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any
 
 import pytest
 import torch
 
 from pteforge.backends import BackendCatalog
+from pteforge.contracts.plan import VerifySpec
 from pteforge.manager import CompiledProgram, compile_programs, output_error, verify_numerics
 from tests.models import MultiMethod, small_mlp_programs
 
@@ -66,18 +66,13 @@ def test_fp32_plan_passes_on_example_inputs(seq2seq: MultiMethod, mixed: Compile
 
 
 def test_over_tolerance_is_flagged(seq2seq: MultiMethod, mixed: CompiledProgram) -> None:
-    strict = dataclasses.replace(mixed, plan=dataclasses.replace(mixed.plan, verify=_rtol(1e-15)))
+    strict_plan = mixed.plan.model_copy(update={"verify": VerifySpec(rtol=1e-15)})
+    strict = dataclasses.replace(mixed, plan=strict_plan)
     numerics = verify_numerics(seq2seq.programs, strict)
     assert numerics["status"] == "over_tolerance" and numerics["flagged"] is True
     record = numerics["methods"]["encode"]
     assert record["status"] == "over_tolerance"
     assert not record["outputs"][0]["within_tolerance"]
-
-
-def _rtol(value: float) -> Any:
-    from pteforge.manager import VerifySettings
-
-    return VerifySettings(rtol=value)
 
 
 def test_inputs_are_generated_where_the_program_keeps_none(catalog: BackendCatalog) -> None:
