@@ -177,8 +177,8 @@ def _ls(subparsers: Any, common: argparse.ArgumentParser) -> None:
         "list the project's programs, artifacts or jobs, newest first",
         "pteforge ls jobs --status failed",
     )
-    parser.add_argument("what", choices=["programs", "artifacts", "jobs"])
-    parser.add_argument("--limit", type=int, default=20, help="at most this many (newest first)")
+    parser.add_argument("what", choices=["programs", "artifacts", "jobs"], help="what to list")
+    parser.add_argument("--limit", type=int, default=20, help="at most this many (default: 20)")
     parser.add_argument("--status", help="jobs only: queued, running, succeeded, failed, ...")
 
 

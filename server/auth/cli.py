@@ -32,14 +32,20 @@ def register(subparsers: Any) -> None:
         "now). Example: pteforge tokens create --name laptop",
     )
     create.add_argument("--name", required=True, help="what the token is for (shown by list)")
-    create.add_argument("--project", default=DEFAULT_PROJECT, help="project (created if missing)")
+    create.add_argument(
+        "--project",
+        default=DEFAULT_PROJECT,
+        help=f"the project the token works in, created if missing (default: {DEFAULT_PROJECT})",
+    )
     create.set_defaults(handler=create_command)
     listing = actions.add_parser(
         "list",
         help="list a project's tokens (never their values)",
         description="List a project's tokens: id, name, created, revoked (never their values).",
     )
-    listing.add_argument("--project", default=DEFAULT_PROJECT)
+    listing.add_argument(
+        "--project", default=DEFAULT_PROJECT, help=f"whose tokens (default: {DEFAULT_PROJECT})"
+    )
     listing.set_defaults(handler=list_command)
     revoke = actions.add_parser(
         "revoke",
@@ -48,7 +54,11 @@ def register(subparsers: Any) -> None:
         "are refused at once. Example: pteforge tokens revoke tok_...",
     )
     revoke.add_argument("token_id", help="the token's id, as `pteforge tokens list` shows it")
-    revoke.add_argument("--project", default=DEFAULT_PROJECT)
+    revoke.add_argument(
+        "--project",
+        default=DEFAULT_PROJECT,
+        help=f"the token's project (default: {DEFAULT_PROJECT})",
+    )
     revoke.set_defaults(handler=revoke_command)
 
 

@@ -158,6 +158,19 @@ def test_every_command_has_help_and_a_description() -> None:
         assert sub.description and len(sub.description) > len(helps[name]), name
     usage = _cli("rm", "--help", env={})
     assert usage.returncode == 0 and "example:" in usage.stdout and "pteforge rm" in usage.stdout
+    assert _arguments_without_help(parser) == []
+
+
+def _arguments_without_help(parser: argparse.ArgumentParser, path: str = "pteforge") -> list[str]:
+    """Every argument of ``parser`` and of its subcommands, at any depth, that has no help."""
+    missing = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                missing += _arguments_without_help(sub, f"{path} {name}")
+        elif not action.help and not isinstance(action, argparse._HelpAction):
+            missing.append(f"{path} {action.dest}")
+    return missing
 
 
 def test_the_banner_commands_run_as_printed(service: ServiceProcess) -> None:
