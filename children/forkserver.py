@@ -52,11 +52,9 @@ LOWERING_PRELOAD = (
     "pteforge.server.programs.bundle",
     "pteforge.server.jobs.lowering_child",
     "pteforge.server.jobs.warmup",
-    "pteforge.server.jobs.worker",
 )
 """What a compile worker's lowering children import: every module a lowering imports
-lazily (found by diffing ``sys.modules`` around a lowering), and the worker's own
-``__main__`` module, which multiprocessing re-imports in each child. Imports only: warming
+lazily (found by diffing ``sys.modules`` around a lowering). Imports only: warming
 up by lowering in the fork server would save more, but forking a process that has run
 torch's thread pools can deadlock the child."""
 

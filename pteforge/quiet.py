@@ -11,6 +11,9 @@ started interpreters (fork servers, ``pteforge`` itself) call :func:`quiet_third
 from __future__ import annotations
 
 import logging
+import os
+import re
+import sys
 import warnings
 
 _NOISY_LOGGERS = {
@@ -26,8 +29,13 @@ _NOISY_LOG_MESSAGES = {
     "executorch.backends.xnnpack.partition.xnnpack_partitioner": (
         "deprecated 'to_edge() + to_backend()' workflow",
     ),
-    # Version checks at import of an optional converter pteforge never uses.
-    "coremltools": ("scikit-learn version", "has not been tested with coremltools"),
+    # Version checks and the macOS-only native library, at import of an optional converter
+    # pteforge never uses.
+    "coremltools": (
+        "scikit-learn version",
+        "has not been tested with coremltools",
+        "No module named 'coremltools.libcoremlpython'",
+    ),
 }
 
 
@@ -53,3 +61,32 @@ def quiet_third_party() -> None:
         logger = logging.getLogger(name)
         if not any(isinstance(f, _DropMessages) for f in logger.filters):
             logger.addFilter(_DropMessages(fragments))
+
+
+# What ExecuTorch's thread pool logs from C++ while it counts the CPU's performant cores (it
+# reads ARM-only files, then falls back to the core count), once per process at first use.
+_THREADPOOL_PROBE = re.compile(rb"^\[cpuinfo_utils\.cpp:\d+\] ")
+
+
+def start_native_threadpool() -> None:
+    """Create ExecuTorch's native thread pool now, keeping out of stderr only the lines it
+    logs while probing the CPU (anything else it writes still shows). Call it after the
+    process confined itself: threads started before Landlock applies stay unconfined."""
+    from executorch.extension.pybindings import portable_lib
+
+    sys.stderr.flush()
+    captured = os.memfd_create("pteforge-threadpool-log", os.MFD_CLOEXEC)
+    saved = os.dup(2)
+    try:
+        os.dup2(captured, 2)
+        try:
+            portable_lib._threadpool_get_thread_count()
+        finally:
+            os.dup2(saved, 2)
+        lines = os.pread(captured, os.fstat(captured).st_size, 0).splitlines(keepends=True)
+    finally:
+        os.close(saved)
+        os.close(captured)
+    kept = b"".join(line for line in lines if not _THREADPOOL_PROBE.match(line))
+    if kept:
+        os.write(2, kept)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -22,8 +23,13 @@ def register(subparsers: Any) -> None:
         "PTEFORGE_DATABASE_URL. On first start it creates a project and prints an admin "
         "token. Example: pteforge serve --host 0.0.0.0 --port 8000",
     )
-    serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    serve.add_argument("--port", type=int, default=8000, help="port to listen on")
+    serve.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default: 127.0.0.1, this machine only; 0.0.0.0 for "
+        "every interface)",
+    )
+    serve.add_argument("--port", type=int, default=8000, help="port to listen on (default: 8000)")
     serve.add_argument(
         "--no-workers",
         action="store_true",
@@ -33,14 +39,18 @@ def register(subparsers: Any) -> None:
 
     worker = subparsers.add_parser(
         "worker",
-        help="run compile workers only, on any machine that reaches the database",
+        help="compile queued jobs on this machine, for a server started with --no-workers",
         description="Run compile workers in the foreground, without the HTTP service: they "
         "claim jobs from the database that `pteforge serve --no-workers` queues them in "
         "(PostgreSQL via PTEFORGE_DATABASE_URL to share it between machines). "
         "Example: PTEFORGE_DATABASE_URL=postgresql+psycopg://... pteforge worker --count 2",
     )
     worker.add_argument(
-        "--count", type=int, default=None, help="processes (default PTEFORGE_COMPILE_WORKERS)"
+        "--count",
+        type=int,
+        default=None,
+        help="how many jobs to compile at once, one worker process each (default: "
+        "PTEFORGE_COMPILE_WORKERS)",
     )
     worker.set_defaults(handler=worker_command)
 
@@ -68,6 +78,8 @@ def serve_command(args: argparse.Namespace) -> int:
     if args.no_workers:
         settings.compile_workers = 0
     print(startup_help(settings), file=sys.stderr, flush=True)
+    for stop in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(stop, _exit_cleanly)
     uvicorn.run(
         create_app(settings),
         host=args.host,
@@ -76,6 +88,13 @@ def serve_command(args: argparse.Namespace) -> int:
         **uvicorn_options(settings),
     )
     return 0
+
+
+def _exit_cleanly(signum: int, frame: object) -> None:
+    """Ctrl-C or SIGTERM while uvicorn is not serving ends ``serve`` with status 0: before
+    it starts, and after its graceful shutdown, when it raises the signal it caught again
+    (under the handler it found, this one)."""
+    raise SystemExit(0)
 
 
 def startup_help(settings: Settings) -> str:

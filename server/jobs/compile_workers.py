@@ -1,6 +1,6 @@
 """Keeps N compile worker processes alive for the lifetime of their parent.
 
-Workers are plain OS processes (``python -m pteforge.server.jobs.worker``) that share the
+Workers are plain OS processes (running ``pteforge.server.jobs.worker``) that share the
 job queue through storage, so their number is just a setting and other machines can run
 more of them: ``pteforge serve`` supervises its own, ``pteforge worker`` runs only workers
 (:func:`run_workers`). A worker that exits is restarted; on shutdown all get SIGTERM, then
@@ -28,6 +28,9 @@ log = logging.getLogger(__name__)
 _CHECK_SECONDS = 0.5
 _RESTART_BACKOFF_SECONDS = 1.0
 _STOP_GRACE_SECONDS = 5.0
+# Run with -c, not -m: a -m module is its process's __main__, which multiprocessing runs again
+# (runpy) in every lowering child forked from the worker's fork server, with a RuntimeWarning.
+_WORKER_MAIN = "import sys; from pteforge.server.jobs.worker import main; sys.exit(main())"
 
 
 def settings_env(settings: Settings) -> dict[str, str]:
@@ -78,7 +81,7 @@ class WorkerSupervisor:
                     proc.send_signal(signum)
 
     def _spawn(self, slot: int) -> None:
-        cmd = [sys.executable, "-m", "pteforge.server.jobs.worker", "--name", f"w{slot}"]
+        cmd = [sys.executable, "-c", _WORKER_MAIN, "--name", f"w{slot}"]
         # Own session: a terminal's Ctrl+C reaches the server, which then stops the workers
         # in order; a worker notices by itself when the server is gone.
         self._procs[slot] = subprocess.Popen(cmd, env=dict(self._env), start_new_session=True)

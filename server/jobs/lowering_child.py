@@ -39,6 +39,7 @@ from pteforge.children.limits import (
 from pteforge.contracts import jobs as messages
 from pteforge.contracts.errors import ErrorCode, code_of
 from pteforge.contracts.json_types import plain_json
+from pteforge.quiet import start_native_threadpool
 from pteforge.server.jobs.pipe import recv_request, send_message
 from pteforge.server.startup.heap import freeze_startup_heap
 
@@ -96,6 +97,7 @@ def standby_main(conn: Connection, warm_up: bool, scratch: str) -> None:
     starts), warm up, wait for one request, lower it, exit."""
     _detach()
     confine(Confinement(Path(scratch), (Path(scratch),), executable=flatc()))  # XNNPACK's
+    start_native_threadpool()  # now, confined: its CPU probe would log on every job
     if warm_up:
         from pteforge.server.jobs.warmup import warm_up_lowering
 

@@ -1,4 +1,4 @@
-"""A compile worker process: ``python -m pteforge.server.jobs.worker``.
+"""A compile worker process (:mod:`compile_workers` starts it; ``main`` is its entry point).
 
 It claims ``compile`` jobs from storage (so any number of workers, on any machine that
 reaches the database, share the queue), lowers each in a disposable child process and

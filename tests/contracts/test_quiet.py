@@ -49,7 +49,22 @@ def test_coremltools_version_checks_are_dropped() -> None:
     stderr = _stderr_of(
         "import logging, pteforge.quiet_on_import; log = logging.getLogger('coremltools'); "
         "log.warning('Torch version 2.13.0+cpu has not been tested with coremltools.'); "
+        'log.warning("Failed to load _MLModelProxy: No module named '
+        "'coremltools.libcoremlpython'\"); "
         "log.warning('a real conversion warning')"
     )
     assert "has not been tested" not in stderr, stderr
+    assert "_MLModelProxy" not in stderr, stderr
     assert "a real conversion warning" in stderr
+
+
+def test_the_native_thread_pool_starts_without_its_cpu_probe() -> None:
+    """ExecuTorch's thread pool logs how it probed the CPU on first use; started through
+    ``start_native_threadpool`` it does not, and what else goes to stderr still shows."""
+    use = "from executorch.extension.pybindings import portable_lib as p; "
+    assert "cpuinfo_utils" in _stderr_of(f"{use}p._threadpool_get_thread_count()")
+    stderr = _stderr_of(
+        f"import os, pteforge.quiet as q; {use}q.start_native_threadpool(); "
+        "p._threadpool_get_thread_count(); os.write(2, b'ours')"
+    )
+    assert "cpuinfo_utils" not in stderr and "ours" in stderr, stderr
