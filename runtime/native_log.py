@@ -2,23 +2,31 @@
 
 ExecuTorch writes why it failed to stderr (``ET_LOG``: ``[op_embedding.cpp:43] Check
 failed ...: indices_ptr[1] 99 >= weight.size(0) 32``) and hands Python only an error code.
-A runtime worker serves one request at a time, so it points its fd 2 at an in-memory file
-(``NativeLog``) and takes what was written between a request's start and its end; what is
-written between requests belongs to none and is only forwarded. Everything taken is also
-copied to the worker's original stderr, so the server's log keeps it.
+A runtime worker serves one request at a time, so it points its fd 2 at a file in its
+scratch directory (``NativeLog``) and takes what was written between a request's start and
+its end; what is written between requests belongs to none and is only forwarded. Everything
+taken is also copied to the worker's original stderr, so the server's log keeps it; what a
+worker wrote just before it died, the pool forwards when it removes the worker
+(``leftover``).
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
 import re
 import sys
+from pathlib import Path
 
 from pteforge.runtime.et_errors import name_error_codes
 
 MAX_LOG_CHARS = 2000
 """The most characters of native log one error message carries."""
+
+LOG_FILE = "native.log"
+"""The name of the captured stderr in a worker's scratch directory."""
+
+MAX_LEFTOVER_BYTES = 64 * 1024
+"""The most bytes of a dead worker's last log that are forwarded (its tail)."""
 
 # ANSI escape sequences (CSI and two-character ones), then any other control character.
 _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|[@-Z\\-_])")
@@ -26,15 +34,15 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 class NativeLog:
-    """Captures what is written to file descriptor ``fd`` (the process's stderr)."""
+    """Captures what is written to file descriptor ``fd`` (the process's stderr) in the
+    file at ``path``."""
 
-    def __init__(self, fd: int = 2) -> None:
+    def __init__(self, path: Path, fd: int = 2) -> None:
         self._fd = fd
         self._original = os.dup(fd)
-        self._file = os.memfd_create("pteforge-native-log", os.MFD_CLOEXEC)
         # O_APPEND: once truncated, the next write lands at offset 0 again.
-        flags = fcntl.fcntl(self._file, fcntl.F_GETFL)
-        fcntl.fcntl(self._file, fcntl.F_SETFL, flags | os.O_APPEND)
+        flags = os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC
+        self._file = os.open(path, flags, 0o600)
         os.dup2(self._file, fd)
 
     def take(self) -> str:
@@ -56,6 +64,18 @@ class NativeLog:
         os.dup2(self._original, self._fd)
         os.close(self._file)
         os.close(self._original)
+
+
+def leftover(scratch: Path) -> str:
+    """What the worker with scratch directory ``scratch`` wrote to stderr and never took
+    (it died first): at most the last ``MAX_LEFTOVER_BYTES``."""
+    try:
+        with (scratch / LOG_FILE).open("rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, size - MAX_LEFTOVER_BYTES))
+            return fh.read().decode("utf-8", "replace")
+    except FileNotFoundError:  # it died before it started capturing
+        return ""
 
 
 def _write_all(fd: int, data: bytes) -> None:

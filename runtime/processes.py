@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import multiprocessing
 import os
 import shutil
@@ -17,8 +18,11 @@ import numpy as np
 from pteforge.children.forkserver import RUNTIME_WORKER_PRELOAD, start_fork_server
 from pteforge.contracts.runtime_messages import ReadyReply, WorkerReply
 from pteforge.runtime.errors import RuntimeLayerError
+from pteforge.runtime.native_log import leftover
 from pteforge.runtime.wire import recv_reply
 from pteforge.runtime.worker import WorkerConfig, worker_main
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass(eq=False)
@@ -102,6 +106,9 @@ class WorkerProcess:
         if self.process.is_alive():
             self.process.kill()
         self.process.join(timeout=5)
+        last = leftover(self.scratch).rstrip()
+        if last:  # what it wrote before dying (an abort's reason): for the server's log
+            _log.warning("runtime worker %s last wrote to stderr:\n%s", self.process.pid, last)
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 

@@ -45,7 +45,7 @@ from pteforge.runtime.errors import (
 from pteforge.runtime.instances import ProgramInstance, opaque_state
 from pteforge.runtime.lru import ByteLRU
 from pteforge.runtime.metadata import MethodSignature, describe_program, read_dynamism
-from pteforge.runtime.native_log import NativeLog, failure_message
+from pteforge.runtime.native_log import LOG_FILE, NativeLog, failure_message
 from pteforge.runtime.state import ProgramState, read_program_state
 from pteforge.runtime.validation import check_arrays
 from pteforge.runtime.wire import recv_request, send_message
@@ -277,7 +277,7 @@ def worker_main(conn: Connection, config: WorkerConfig, scratch: str) -> None:
     """Entry point of a worker process: confine itself (it runs uploaded programs), then
     serve requests until the connection closes."""
     try:
-        log = NativeLog()  # the native runtime's stderr, read back per request
+        log = NativeLog(Path(scratch) / LOG_FILE)  # the native runtime's, read per request
         confine(config.confinement(scratch))
         executor = Executor(config)
     except Exception as exc:

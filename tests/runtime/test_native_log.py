@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from pteforge.runtime.et_errors import error_name, name_error_codes
-from pteforge.runtime.native_log import MAX_LOG_CHARS, NativeLog, failure_message
+from pteforge.runtime.native_log import (
+    LOG_FILE,
+    MAX_LEFTOVER_BYTES,
+    MAX_LOG_CHARS,
+    NativeLog,
+    failure_message,
+    leftover,
+)
 
 
 def test_error_codes_are_named_as_in_error_h() -> None:
@@ -33,10 +41,10 @@ def test_failure_message_is_cleaned_and_bounded() -> None:
     assert failure_message("plain", "\n \n") == "plain"
 
 
-def test_capture_takes_only_what_was_written_since_the_last_take() -> None:
+def test_capture_takes_only_what_was_written_since_the_last_take(tmp_path: Path) -> None:
     read_end, write_end = os.pipe()
     target = os.dup(write_end)  # stands for the worker's stderr
-    log = NativeLog(target)
+    log = NativeLog(tmp_path / LOG_FILE, target)
     try:
         os.write(target, b"[method.cpp:1] first request\n")
         assert log.take() == "[method.cpp:1] first request\n"
@@ -49,3 +57,17 @@ def test_capture_takes_only_what_was_written_since_the_last_take() -> None:
         os.close(write_end)
     with os.fdopen(read_end, "rb") as forwarded:  # everything also reached the original
         assert forwarded.read() == b"[method.cpp:1] first request\nsecond\n"
+
+
+def test_what_a_dead_worker_never_took_is_left_over(tmp_path: Path) -> None:
+    assert leftover(tmp_path) == ""  # it never started capturing
+    stderr = os.open(tmp_path / "stderr", os.O_WRONLY | os.O_CREAT, 0o600)
+    log = NativeLog(tmp_path / LOG_FILE, stderr)
+    os.write(stderr, b"taken\n")
+    log.take()
+    os.write(stderr, b"x" * MAX_LEFTOVER_BYTES + b"[abort.cpp:1] the last words\n")
+    tail = leftover(tmp_path)  # as the pool reads it, the worker being gone
+    assert tail.endswith("the last words\n") and len(tail) == MAX_LEFTOVER_BYTES
+    assert "taken" not in tail
+    log.close()
+    os.close(stderr)
