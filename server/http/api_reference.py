@@ -21,7 +21,9 @@ by hand: `tests/server/test_api_reference.py` fails when this file and the servi
 
 Every route but the health routes takes `Authorization: Bearer <token>`. `/v1` errors are
 `{"error": {"code", "message"}}`; `/v2` errors are `{"error": "..."}` (Open Inference
-Protocol).
+Protocol). When ExecuTorch refuses a program or fails a run, the `/v2` message names its
+error code (`0x12 (InvalidArgument)`) and ends with `runtime log:` and the lines the native
+runtime logged during that request (control characters removed, bounded in length).
 """
 
 
