@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from multiprocessing import forkserver
 from multiprocessing.context import ForkServerContext
 
-_COMMON = ("pteforge.quiet_on_import",)
+_COMMON = ("pteforge.quiet_on_import", "pteforge.children.ignore_interrupt")
 
 RUNTIME_WORKER_PRELOAD = (*_COMMON, "pteforge.runtime.worker", "executorch.runtime")
 """What a runtime pool worker imports."""
