@@ -24,9 +24,18 @@ def _tensor_specs(meta: Any, count: int, getter: str, prefix: str) -> tuple[Tens
 
 
 def _job(argv: list[str]) -> ProgramDescription:
+    data = read_verified(argv[0], argv[1])
+    try:
+        return _describe(data)
+    except RuntimeError as exc:  # ExecuTorch's bindings quote only the error code's number
+        from pteforge.runtime.et_errors import name_error_codes
+
+        raise RuntimeError(name_error_codes(str(exc))) from exc
+
+
+def _describe(data: bytes) -> ProgramDescription:
     from executorch.runtime import Runtime, Verification
 
-    data = read_verified(argv[0], argv[1])
     program = Runtime.get().load_program(data, verification=Verification.InternalConsistency)
     methods = []
     for name in sorted(program.method_names):
