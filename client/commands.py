@@ -21,7 +21,13 @@ from pteforge.client.files import check_writable
 from pteforge.client.models import Artifact, Program
 from pteforge.client.render import Output
 from pteforge.client.sync import Client
-from pteforge.client.views import artifact_summary, output_rows, program_summary, stage_plan
+from pteforge.client.views import (
+    artifact_summary,
+    infer_answer,
+    output_rows,
+    program_summary,
+    stage_plan,
+)
 from pteforge.contracts.names import parse_method_files
 from pteforge.contracts.plan import PlanSpec
 from pteforge.contracts.plan_problems import plan_problem
@@ -196,11 +202,7 @@ def run(args: argparse.Namespace, out: Output) -> None:
         for name, array in result.outputs.items():
             np.save(args.save / f"{name}.npy", array)
     if out.as_json:
-        outputs = {
-            n: {"dtype": str(a.dtype), "shape": list(a.shape), "data": a.reshape(-1).tolist()}
-            for n, a in result.outputs.items()
-        }
-        out.json({"model": result.model, "outputs": outputs, "parameters": result.parameters})
+        out.json(infer_answer(result))
         return
     output_rows(out, result)
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from pteforge.client.models import Artifact, InferResult, Job, MethodSignature, Program
 from pteforge.client.render import Output, size
+from pteforge.contracts.oip import NUMPY_TO_OIP
 
 
 def stage_plan(plan: Mapping[str, Any], methods: Sequence[str]) -> list[str]:
@@ -147,6 +148,21 @@ def _job_row(job: Job) -> tuple[str, ...]:
 
 def _when(item: Program | Artifact) -> str:
     return item.created_at.strftime("%Y-%m-%d %H:%M:%S") if item.created_at else "-"
+
+
+def infer_answer(result: InferResult) -> dict[str, Any]:
+    """``pteforge run --json``: the outputs as ``/v2`` answers a JSON infer request (Open
+    Inference Protocol tensors with their ``data``), less ``model_version``."""
+    outputs = [
+        {
+            "name": name,
+            "datatype": NUMPY_TO_OIP[array.dtype],
+            "shape": list(array.shape),
+            "data": array.reshape(-1).tolist(),
+        }
+        for name, array in result.outputs.items()
+    ]
+    return {"model_name": result.model, "parameters": result.parameters, "outputs": outputs}
 
 
 def output_rows(out: Output, result: InferResult) -> None:

@@ -17,6 +17,7 @@ import pytest
 
 from pteforge.cli import main
 from pteforge.client import Artifact, Program
+from pteforge.contracts.oip import OIP_TO_NUMPY
 from tests.client.conftest import MIXED_PLAN
 from tests.models import MultiMethod
 from tests.server.service import ServiceProcess
@@ -102,9 +103,11 @@ def test_push_build_pull_run(
     tokens = tmp_path / "tokens.npy"
     np.save(tokens, seq2seq.inputs["encode"][0].numpy())
     ran = _json(capsys, "run", f"{artifact.id}.encode", "--input", str(tokens))
-    (output,) = ran["outputs"].values()
+    assert ran["model_name"] == f"{artifact.id}.encode"
+    (output,) = ran["outputs"]  # /v2's shape: a list of Open Inference Protocol tensors
     expected = seq2seq.eager["encode"](*seq2seq.inputs["encode"]).detach().numpy()
-    got = np.asarray(output["data"], dtype=output["dtype"]).reshape(output["shape"])
+    got = np.asarray(output["data"], dtype=OIP_TO_NUMPY[output["datatype"]])
+    got = got.reshape(output["shape"])
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
 
 

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from pteforge.cli import build_parser, command_name
@@ -95,6 +96,30 @@ def test_ls_json_is_the_api_shape(
         listed = _json(env, "ls", what, "--limit", "5")
         assert list(listed) == [what] and isinstance(listed[what], list)
         assert listed == _api(service, token, f"/v1/{what}?limit=5")
+
+
+def test_run_json_is_the_api_answer(
+    env: dict[str, str],
+    service: ServiceProcess,
+    token: str,
+    artifact: Artifact,
+    seq2seq: MultiMethod,
+    tmp_path: Path,
+) -> None:
+    """``run --json`` prints what ``/v2`` answers a JSON infer request (less its constant
+    ``model_version``): the same outputs, as Open Inference Protocol tensors."""
+    tokens = seq2seq.inputs["encode"][0].numpy()
+    np.save(tmp_path / "tokens.npy", tokens)
+    model = f"{artifact.id}.encode"
+    ran = _json(env, "run", model, "--input", str(tmp_path / "tokens.npy"))
+    with service.client(token) as http:
+        (spec,) = http.get(f"/v2/models/{model}").raise_for_status().json()["inputs"]
+        data = tokens.reshape(-1).tolist()
+        tensor = {"name": spec["name"], "datatype": spec["datatype"], "shape": list(tokens.shape)}
+        body = {"inputs": [{**tensor, "data": data}]}
+        api = http.post(f"/v2/models/{model}/infer", json=body).raise_for_status().json()
+    assert list(ran) == [key for key in api if key != "model_version"]
+    assert ran["model_name"] == api["model_name"] and ran["outputs"] == api["outputs"]
 
 
 @pytest.mark.parametrize("value", ["not a url", "ftp://127.0.0.1:8000", "localhost:port"])
