@@ -23,6 +23,7 @@ from pteforge.runtime.errors import (
     WorkerCrashedError,
     WorkerTimeoutError,
 )
+from pteforge.runtime.native_log import LOG_HEADER
 from pteforge.runtime.processes import WorkerProcess
 
 if TYPE_CHECKING:
@@ -84,9 +85,10 @@ def _raise_if_twice(crashes: list[Crash], request: Request) -> None:
     if len(crashes) < 2:
         return
     codes = ", ".join(str(code) for _, code in crashes)
+    _, header, log = crashes[-1][0].partition(LOG_HEADER)  # the last crash's own lines
     raise CrashingInputError(
         f"these inputs crashed the runtime twice, on two workers (exit codes {codes}), "
-        f"during {request.what}; the method cannot run them"
+        f"during {request.what}; the method cannot run them{header}{log}"
     )
 
 

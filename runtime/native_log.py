@@ -100,9 +100,17 @@ def bounded(lines: list[str], limit: int = MAX_LOG_CHARS) -> str:
     return f"{text[:limit]}... ({len(text) - limit} more characters)"
 
 
+LOG_HEADER = "\nruntime log:\n"
+"""What separates a message from the native log lines it carries."""
+
+
+def log_suffix(log: str) -> str:
+    """``LOG_HEADER`` and the lines of ``log`` (cleaned and bounded); empty if it has none."""
+    lines = clean_lines(log)
+    return f"{LOG_HEADER}{bounded(lines)}" if lines else ""
+
+
 def failure_message(message: str, log: str) -> str:
     """A failed request's message: ``message`` with its ExecuTorch error codes named, then
     the native runtime's own log lines of that request (cleaned and bounded), if any."""
-    named = name_error_codes(message)
-    lines = clean_lines(log)
-    return f"{named}\nruntime log:\n{bounded(lines)}" if lines else named
+    return name_error_codes(message) + log_suffix(log)

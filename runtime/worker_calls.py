@@ -18,6 +18,7 @@ import numpy as np
 from pteforge.contracts.runtime_messages import WorkerReply, WorkerRequest
 from pteforge.runtime import dispatch
 from pteforge.runtime.errors import PoolClosedError, WorkerTimeoutError
+from pteforge.runtime.native_log import leftover, log_suffix
 from pteforge.runtime.processes import WorkerProcess
 from pteforge.runtime.supervisor import Workers
 from pteforge.runtime.wire import encode_message
@@ -77,6 +78,7 @@ class Calls:
         worker.process.join(timeout=5)
         code = worker.process.exitcode
         reason = f"the runtime worker crashed (exit code {code}) during {what}"
+        reason += log_suffix(leftover(worker.scratch))  # e.g. why it aborted
         self.workers.lost(worker, reason)
         return reason, code
 

@@ -67,3 +67,12 @@ def test_a_truncated_program_names_the_error_code(server: Server, embedding: Com
     error = response.json()["error"]
     assert "InvalidProgram" in error and "runtime log" in error, error
     assert _infer(server, "emb.forward", [1, 2, 3]).status_code == 200
+
+
+def test_a_crash_carries_what_the_worker_last_logged(server: Server) -> None:
+    body = {"inputs": [{"name": "input_0", "datatype": "FP32", "shape": [1, 16],
+                        "data": [0.0] * 16}]}  # fmt: skip
+    crashed = httpx.post(f"{server.url}/v2/models/crash.forward/infer", json=body, headers=AUTH)
+    assert crashed.status_code == 422, crashed.text
+    error = crashed.json()["error"]
+    assert "crashed the runtime twice" in error and "\nruntime log:\n" in error, error
