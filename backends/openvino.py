@@ -28,6 +28,7 @@ from torch.export import ExportedProgram
 from pteforge.backends.entry import Options, PartitionerEntry
 from pteforge.backends.errors import BackendCatalogError
 from pteforge.backends.options import OpenvinoOptions
+from pteforge.backends.telemetry import block_openvino_telemetry
 
 OPENVINO_BACKEND_ID = "OpenvinoBackend"
 
@@ -57,6 +58,7 @@ class OpenvinoEntry(PartitionerEntry[OpenvinoOptions]):
     def partitioner(self, options: Options = None) -> Partitioner:
         """An ``OpenvinoPartitioner`` for ``device`` that refuses quantized graphs."""
         parsed = self.validate(options)
+        block_openvino_telemetry()
         from executorch.backends.openvino.partitioner import OpenvinoPartitioner
 
         return FloatOnly(OpenvinoPartitioner(openvino_compile_specs(parsed)))

@@ -6,6 +6,8 @@ import importlib
 
 from executorch.exir.backend.backend_details import BackendDetails
 
+from pteforge.backends.telemetry import block_openvino_telemetry
+
 # Importing these modules defines (and so registers upstream) the BackendDetails we ship.
 LOWERING_BACKEND_MODULES: tuple[str, ...] = (
     "executorch.backends.xnnpack.xnnpack_preprocess",  # XnnpackBackend
@@ -21,6 +23,7 @@ def register_lowering_backends() -> None:
     Upstream finds a backend by scanning ``BackendDetails.__subclasses__()``, so a backend
     is usable for lowering only once its defining module is imported. Idempotent.
     """
+    block_openvino_telemetry()
     for module in LOWERING_BACKEND_MODULES:
         importlib.import_module(module)
 

@@ -7,6 +7,10 @@ MLP against eager included); this file covers what is particular to these two.
 from __future__ import annotations
 
 import base64
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -102,3 +106,16 @@ def test_vulkan_compiles_but_is_not_executable_here(catalog: BackendCatalog) -> 
     assert "VulkanBackend" in record["message"] and "cannot execute" in record["message"]
     with pytest.raises(RuntimeError, match="Failed to load method"):
         run_pte(compiled.pte, "forward", model.inputs["forward"])
+
+
+def test_importing_openvino_sends_no_telemetry(tmp_path: Path) -> None:
+    """A fresh process (pytest itself turns NNCF's telemetry off) writes nothing to ~/intel:
+    a confined lowering child may not, and a compile service must not phone home."""
+    code = (
+        "import sys; from pteforge.backends import register_lowering_backends; "
+        "register_lowering_backends(); import openvino; "
+        "assert sys.modules['openvino_telemetry'] is None"
+    )
+    env = {**os.environ, "HOME": str(tmp_path)}
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=600)
+    assert not (tmp_path / "intel").exists()
