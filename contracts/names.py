@@ -17,7 +17,7 @@ METHOD_NAME_RULE = (
     f"a method name is 1 to {METHOD_NAME_MAX_CHARS} ASCII letters, digits or underscores, "
     "not starting with a digit"
 )
-_METHOD_NAME = re.compile(rf"^{METHOD_NAME_PATTERN}$")
+_METHOD_NAME = re.compile(METHOD_NAME_PATTERN)
 
 
 class InvalidMethodNameError(ValueError):
@@ -26,10 +26,7 @@ class InvalidMethodNameError(ValueError):
 
 def check_method_name(name: str) -> str:
     """``name`` if it follows the method-name rule; raises ``InvalidMethodNameError`` naming it."""
-    if _METHOD_NAME.match(name) is None:
-        shown = name if len(name) <= 40 else f"{name[:40]}... ({len(name)} characters)"
-        raise InvalidMethodNameError(f"invalid method name {shown!r}: {METHOD_NAME_RULE}")
-    return name
+    return _follows(name, "method name", _METHOD_NAME, METHOD_NAME_RULE, InvalidMethodNameError)
 
 
 MODEL_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}"
@@ -46,9 +43,17 @@ class InvalidModelNameError(ValueError):
 
 def check_model_name(name: str) -> str:
     """``name`` if it follows the model-name rule; raises ``InvalidModelNameError`` naming it."""
-    if _MODEL_NAME.fullmatch(name) is None:
+    return _follows(name, "model name", _MODEL_NAME, MODEL_NAME_RULE, InvalidModelNameError)
+
+
+def _follows(
+    name: str, what: str, pattern: re.Pattern[str], rule: str, error: type[ValueError]
+) -> str:
+    """``name`` if ``pattern`` matches all of it; else raises ``error`` with the name (its
+    first 40 characters for a longer one) and the ``rule`` it breaks."""
+    if pattern.fullmatch(name) is None:
         shown = name if len(name) <= 40 else f"{name[:40]}... ({len(name)} characters)"
-        raise InvalidModelNameError(f"invalid model name {shown!r}: {MODEL_NAME_RULE}")
+        raise error(f"invalid {what} {shown!r}: {rule}")
     return name
 
 
