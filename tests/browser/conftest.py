@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, sync_playwright
 
-from tests.server.service import ServiceProcess
+from tests.server.service import ServiceProcess, running_service
 
 CHROMIUM = Path("/usr/bin/chromium")
 # Playwright's own browser download cannot be reached: drive the distribution's build, with
@@ -53,14 +53,10 @@ def ensure_chromium() -> Path:
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
-    svc = ServiceProcess(  # one compile worker: what a 2-core machine affords
-        tmp_path_factory.mktemp("pteforge-home"), env={"PTEFORGE_COMPILE_WORKERS": "1"}
-    )
-    svc.start(timeout=300)  # the other suites may be loading the machine
-    try:
+    # one compile worker: what a 2-core machine affords
+    env = {"PTEFORGE_COMPILE_WORKERS": "1"}
+    with running_service(tmp_path_factory.mktemp("pteforge-home"), env) as svc:
         yield svc
-    finally:
-        svc.stop()
 
 
 @pytest.fixture(scope="module")

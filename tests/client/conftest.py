@@ -10,7 +10,7 @@ import pytest
 from pteforge.client import Artifact, Client, Job, Program
 from tests import fixtures
 from tests.models import MultiMethod, seq2seq_programs
-from tests.server.service import ServiceProcess
+from tests.server.service import ServiceProcess, running_service
 
 MIXED_PLAN = {"methods": {"encode": {"partitioners": ["xnnpack"]}, "decode": {}}}
 
@@ -19,15 +19,9 @@ seq2seq_files = fixtures.seq2seq_files  # this package's, from its ``seq2seq``
 
 @pytest.fixture(scope="package")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
-    svc = ServiceProcess(
-        tmp_path_factory.mktemp("client-home"),
-        env={"PTEFORGE_COMPILE_WORKERS": "1", "PTEFORGE_RUNTIME_POOL_SIZE": "1"},
-    )
-    svc.start(timeout=300)  # a loaded 2-core machine can take minutes to import torch
-    try:
+    env = {"PTEFORGE_COMPILE_WORKERS": "1", "PTEFORGE_RUNTIME_POOL_SIZE": "1"}
+    with running_service(tmp_path_factory.mktemp("client-home"), env) as svc:
         yield svc
-    finally:
-        svc.stop()
 
 
 @pytest.fixture(scope="package")

@@ -6,17 +6,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.server.service import ServiceProcess
+from tests.server.service import ServiceProcess, running_service
 
 
 @pytest.fixture(scope="package")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
-    svc = ServiceProcess(
-        tmp_path_factory.mktemp("docs-home"),
-        env={"PTEFORGE_COMPILE_WORKERS": "1", "PTEFORGE_RUNTIME_POOL_SIZE": "1"},
-    )
-    svc.start(timeout=300)  # a loaded 2-core machine can take minutes to import torch
-    try:
+    env = {"PTEFORGE_COMPILE_WORKERS": "1", "PTEFORGE_RUNTIME_POOL_SIZE": "1"}
+    with running_service(tmp_path_factory.mktemp("docs-home"), env) as svc:
         yield svc
-    finally:
-        svc.stop()

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from tests.postgres import fresh_database
-from tests.server.service import ServiceProcess
+from tests.server.service import ServiceProcess, running_service
 
 CANARY = "PTEFORGE_SECURITY_CANARY"
 CANARY_VALUE = "canary-7f3a9c-never-in-a-child"
@@ -19,20 +19,14 @@ CANARY_VALUE = "canary-7f3a9c-never-in-a-child"
 @pytest.fixture(scope="package")
 def secure_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
     with fresh_database("sec") as url:
-        svc = ServiceProcess(
-            tmp_path_factory.mktemp("sec-home"),
-            env={
-                "PTEFORGE_DATABASE_URL": url,
-                "PTEFORGE_COMPILE_WORKERS": "1",
-                "PTEFORGE_RUNTIME_POOL_SIZE": "1",
-                CANARY: CANARY_VALUE,
-            },
-        )
-        svc.start()
-        try:
+        env = {
+            "PTEFORGE_DATABASE_URL": url,
+            "PTEFORGE_COMPILE_WORKERS": "1",
+            "PTEFORGE_RUNTIME_POOL_SIZE": "1",
+            CANARY: CANARY_VALUE,
+        }
+        with running_service(tmp_path_factory.mktemp("sec-home"), env, timeout=120) as svc:
             yield svc
-        finally:
-            svc.stop()
 
 
 @pytest.fixture(scope="package")

@@ -13,7 +13,7 @@ import pytest
 from tests import fixtures
 from tests.models import MultiMethod, hf_encoder_decoder_programs
 from tests.server.helpers import MIXED_PLAN, read_events, submit, upload_methods, wait_job
-from tests.server.service import ServiceProcess
+from tests.server.service import ServiceProcess, running_service
 
 MAX_UPLOAD_BYTES = 8 * 1024 * 1024
 
@@ -22,15 +22,10 @@ seq2seq_files = fixtures.seq2seq_files  # this package's, from its ``seq2seq``
 
 @pytest.fixture(scope="package")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
-    svc = ServiceProcess(  # one compile worker: what a 2-core machine affords
-        tmp_path_factory.mktemp("pteforge-home"),
-        env={"PTEFORGE_MAX_UPLOAD_BYTES": str(MAX_UPLOAD_BYTES), "PTEFORGE_COMPILE_WORKERS": "1"},
-    )
-    svc.start(timeout=300)  # a loaded 2-core machine can take minutes to import torch
-    try:
+    # one compile worker: what a 2-core machine affords
+    env = {"PTEFORGE_MAX_UPLOAD_BYTES": str(MAX_UPLOAD_BYTES), "PTEFORGE_COMPILE_WORKERS": "1"}
+    with running_service(tmp_path_factory.mktemp("pteforge-home"), env) as svc:
         yield svc
-    finally:
-        svc.stop()
 
 
 @pytest.fixture(scope="package")

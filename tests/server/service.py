@@ -10,7 +10,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -145,6 +146,20 @@ class ServiceProcess:
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+
+@contextmanager
+def running_service(
+    home: Path, env: Mapping[str, str] | None = None, timeout: float = 300.0
+) -> Iterator[ServiceProcess]:
+    """A server started on ``home`` (a loaded 2-core machine can take minutes to import
+    torch), stopped on the way out."""
+    svc = ServiceProcess(home, env)
+    svc.start(timeout=timeout)
+    try:
+        yield svc
+    finally:
+        svc.stop()
 
 
 def process_table() -> dict[int, tuple[int, bytes]]:

@@ -16,7 +16,7 @@ import pytest
 
 from tests.cluster.programs import tiny_program_file
 from tests.server.helpers import submit, upload_methods, wait_job
-from tests.server.service import ServiceProcess
+from tests.server.service import running_service
 
 pytestmark = pytest.mark.server
 
@@ -24,12 +24,8 @@ NOISE = re.compile(r"Warning|WARNING|Traceback|cpuinfo_utils")
 
 
 def test_serve_compiles_and_stops_on_sigterm_with_a_clean_log(tmp_path: Path) -> None:
-    svc = ServiceProcess(
-        tmp_path / "home",
-        env={"PTEFORGE_COMPILE_WORKERS": "1", "PTEFORGE_RUNTIME_POOL_SIZE": "1"},
-    )
-    svc.start(timeout=300)  # a loaded 2-core machine can take minutes to import torch
-    try:
+    env = {"PTEFORGE_COMPILE_WORKERS": "1", "PTEFORGE_RUNTIME_POOL_SIZE": "1"}
+    with running_service(tmp_path / "home", env) as svc:
         with svc.client(svc.admin_token) as client:
             program = upload_methods(client, {"forward": tiny_program_file(tmp_path, 1)})
             job = submit(client, program["id"], {"all": {"partitioners": ["xnnpack"]}})
@@ -38,8 +34,6 @@ def test_serve_compiles_and_stops_on_sigterm_with_a_clean_log(tmp_path: Path) ->
         assert svc.proc is not None
         svc.proc.send_signal(signal.SIGTERM)
         status = svc.proc.wait(timeout=120)
-    finally:
-        svc.stop()
     log = svc.log_path.read_text()
     assert [line for line in log.splitlines() if NOISE.search(line)] == [], log
     assert "Finished server process" in log

@@ -10,7 +10,7 @@ import pytest
 
 from tests.postgres import fresh_database
 from tests.server.helpers import assert_error, submit, upload_methods, wait_job
-from tests.server.service import ServiceProcess
+from tests.server.service import ServiceProcess, running_service
 
 pytestmark = pytest.mark.postgres
 
@@ -26,14 +26,9 @@ def postgres_url() -> Iterator[str]:
 def pg_service(
     postgres_url: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ServiceProcess]:
-    svc = ServiceProcess(
-        tmp_path_factory.mktemp("pg-home"), env={"PTEFORGE_DATABASE_URL": postgres_url}
-    )
-    svc.start()
-    try:
+    env = {"PTEFORGE_DATABASE_URL": postgres_url}
+    with running_service(tmp_path_factory.mktemp("pg-home"), env, timeout=120) as svc:
         yield svc
-    finally:
-        svc.stop()
 
 
 def test_compile_and_isolation_on_postgres(
