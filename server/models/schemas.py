@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from pteforge.storage.domain import Model, ModelVersion
 
@@ -27,12 +27,7 @@ class ModelVersionCreated(BaseModel):
 
     @classmethod
     def of(cls, name: str, version: ModelVersion) -> ModelVersionCreated:
-        return cls(
-            name=name,
-            version=version.version,
-            artifact_id=version.artifact_id,
-            created_at=version.created_at,
-        )
+        return cls(name=name, **ModelVersionOut.of(version).model_dump())
 
 
 class ModelVersionOut(BaseModel):
@@ -42,11 +37,11 @@ class ModelVersionOut(BaseModel):
     artifact_id: str
     created_at: datetime
 
+    model_config = ConfigDict(from_attributes=True)  # the version's fields of the same names
+
     @classmethod
     def of(cls, version: ModelVersion) -> ModelVersionOut:
-        return cls(
-            version=version.version, artifact_id=version.artifact_id, created_at=version.created_at
-        )
+        return cls.model_validate(version)
 
 
 class ModelOut(BaseModel):

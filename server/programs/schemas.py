@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from pydantic import BaseModel, WrapSerializer
+from pydantic import BaseModel, ConfigDict, WrapSerializer
 
 from pteforge.contracts.specs import MethodSignature, methods_to_json
 from pteforge.storage.domain import Program
@@ -28,16 +28,11 @@ class ProgramOut(BaseModel):
     methods: Methods
     created_at: datetime
 
+    model_config = ConfigDict(from_attributes=True)  # the row's fields of the same names
+
     @classmethod
     def of(cls, program: Program) -> ProgramOut:
-        return cls(
-            id=program.id,
-            name=program.name,
-            sha256=program.sha256,
-            size_bytes=program.size_bytes,
-            methods=list(program.methods),
-            created_at=program.created_at,
-        )
+        return cls.model_validate(program)
 
 
 class ProgramList(BaseModel):
