@@ -21,6 +21,25 @@ DIRECTORY_MARKERS = {
     "security": ("server", "postgres"),
 }
 """Suites whose every test belongs to the full tier, whatever its fixtures."""
+SLOW_TESTS = (
+    # CPU seconds measured on the 2-core machine (pytest and the children it reaped):
+    "tests/contracts/test_quiet.py",  # 42 s: each test imports torch in a fresh interpreter
+    "tests/manager/test_cli.py",  # 63 s: pteforge compile in a subprocess per case
+    "tests/manager/test_verify.py",  # 28 s
+    "tests/manager/test_compile.py",  # 26 s: the transformers T5 among them
+    "tests/manager/test_buffers.py",  # 19 s
+    "tests/manager/test_reference_flows.py",  # 11 s
+    "tests/backends/test_quantization.py",  # 32 s: calibrated int8 lowerings
+    "tests/backends/test_openvino.py",  # 21 s
+    "tests/backends/test_coreml.py",  # 16 s
+    "tests/backends/test_catalog.py::test_xnnpack_options_reach_the_partitioner",  # 9 s
+    "tests/backends/test_catalog.py::test_describe_covers_every_entry_in_order",  # 4 s
+    "tests/backends/test_entries.py::test_entry_lowers_and_runs_like_eager[vulkan]",  # 11 s
+    "tests/backends/test_entries.py::test_entry_lowers_and_runs_like_eager[xnnpack_pt2e_int8",
+)
+"""Tests marked ``slow`` here (node id prefixes): the heaviest lowerings and subprocess
+imports, about 300 of the fast tier's 430 measured CPU seconds. Cheaper tests of each layer
+(every catalog entry's portable and XNNPACK lowering, the runtime, the sandbox) stay fast."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -42,6 +61,8 @@ def _implied_markers(item: pytest.Item) -> set[str]:
         found.add("postgres")
     suite = item.path.relative_to(_TESTS).parts[0] if item.path.is_relative_to(_TESTS) else ""
     found.update(DIRECTORY_MARKERS.get(suite, ()))
+    if item.nodeid.startswith(SLOW_TESTS):
+        found.add("slow")
     return found
 
 
