@@ -103,12 +103,14 @@ class WorkerProcess:
     def kill(self) -> None:
         """Stop the process (if still running) and close the connection."""
         self.conn.close()
-        if self.process.is_alive():
+        died = not self.process.is_alive()
+        if not died:
             self.process.kill()
         self.process.join(timeout=5)
         last = leftover(self.scratch).rstrip()
-        if last:  # what it wrote before dying (an abort's reason): for the server's log
-            _log.warning("runtime worker %s last wrote to stderr:\n%s", self.process.pid, last)
+        if last:  # a dying word (an abort's reason) is news; at an orderly stop it is not
+            level = logging.WARNING if died else logging.DEBUG
+            _log.log(level, "runtime worker %s last wrote to stderr:\n%s", self.process.pid, last)
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 
