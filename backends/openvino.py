@@ -29,6 +29,7 @@ from pteforge.backends.entry import Options, PartitionerEntry
 from pteforge.backends.errors import BackendCatalogError
 from pteforge.backends.options import OpenvinoOptions
 from pteforge.backends.telemetry import block_openvino_telemetry
+from pteforge.quiet import OPENVINO_IMPORT_NOTICE, dropping_native_lines
 
 OPENVINO_BACKEND_ID = "OpenvinoBackend"
 
@@ -59,7 +60,8 @@ class OpenvinoEntry(PartitionerEntry[OpenvinoOptions]):
         """An ``OpenvinoPartitioner`` for ``device`` that refuses quantized graphs."""
         parsed = self.validate(options)
         block_openvino_telemetry()
-        from executorch.backends.openvino.partitioner import OpenvinoPartitioner
+        with dropping_native_lines(OPENVINO_IMPORT_NOTICE):
+            from executorch.backends.openvino.partitioner import OpenvinoPartitioner
 
         return FloatOnly(OpenvinoPartitioner(openvino_compile_specs(parsed)))
 

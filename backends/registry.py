@@ -7,6 +7,7 @@ import importlib
 from executorch.exir.backend.backend_details import BackendDetails
 
 from pteforge.backends.telemetry import block_openvino_telemetry
+from pteforge.quiet import OPENVINO_IMPORT_NOTICE, dropping_native_lines
 
 # Importing these modules defines (and so registers upstream) the BackendDetails we ship.
 LOWERING_BACKEND_MODULES: tuple[str, ...] = (
@@ -24,8 +25,9 @@ def register_lowering_backends() -> None:
     is usable for lowering only once its defining module is imported. Idempotent.
     """
     block_openvino_telemetry()
-    for module in LOWERING_BACKEND_MODULES:
-        importlib.import_module(module)
+    with dropping_native_lines(OPENVINO_IMPORT_NOTICE):
+        for module in LOWERING_BACKEND_MODULES:
+            importlib.import_module(module)
 
 
 def registered_backend_ids() -> list[str]:

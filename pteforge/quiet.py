@@ -15,6 +15,8 @@ import os
 import re
 import sys
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 _NOISY_LOGGERS = {
     "torchao": logging.ERROR,  # "Failed to load .../_C_mxfp8...so" on every CPU-only import
@@ -66,6 +68,31 @@ def quiet_third_party() -> None:
 # What ExecuTorch's thread pool logs from C++ while it counts the CPU's performant cores (it
 # reads ARM-only files, then falls back to the core count), once per process at first use.
 _THREADPOOL_PROBE = re.compile(rb"^\[cpuinfo_utils\.cpp:\d+\] ")
+# What the tokenizers library bundled with OpenVINO logs from C++ when it loads.
+OPENVINO_IMPORT_NOTICE = re.compile(rb"^I tokenizers:regex\.cpp:\d+\] Registering override ")
+
+
+@contextmanager
+def dropping_native_lines(pattern: re.Pattern[bytes]) -> Iterator[None]:
+    """Run the body with file descriptor 2 captured, then write back every line it got but
+    those ``pattern`` matches: native libraries log to fd 2 directly, past ``sys.stderr``."""
+    sys.stderr.flush()
+    captured = os.memfd_create("pteforge-native-log", os.MFD_CLOEXEC)
+    saved = os.dup(2)
+    try:
+        os.dup2(captured, 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            lines = os.pread(captured, os.fstat(captured).st_size, 0).splitlines(keepends=True)
+            kept = b"".join(line for line in lines if not pattern.match(line))
+            if kept:
+                os.write(2, kept)
+    finally:
+        os.close(saved)
+        os.close(captured)
 
 
 def start_native_threadpool() -> None:
@@ -74,19 +101,5 @@ def start_native_threadpool() -> None:
     process confined itself: threads started before Landlock applies stay unconfined."""
     from executorch.extension.pybindings import portable_lib
 
-    sys.stderr.flush()
-    captured = os.memfd_create("pteforge-threadpool-log", os.MFD_CLOEXEC)
-    saved = os.dup(2)
-    try:
-        os.dup2(captured, 2)
-        try:
-            portable_lib._threadpool_get_thread_count()
-        finally:
-            os.dup2(saved, 2)
-        lines = os.pread(captured, os.fstat(captured).st_size, 0).splitlines(keepends=True)
-    finally:
-        os.close(saved)
-        os.close(captured)
-    kept = b"".join(line for line in lines if not _THREADPOOL_PROBE.match(line))
-    if kept:
-        os.write(2, kept)
+    with dropping_native_lines(_THREADPOOL_PROBE):
+        portable_lib._threadpool_get_thread_count()

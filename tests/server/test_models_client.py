@@ -82,5 +82,5 @@ def test_deploy_and_run_commands(
     np.save(tmp_path / "x.npy", INPUT)
     argv = ["run", "cli-model.forward", "--input", str(tmp_path / "x.npy"), "--json"]
     assert main(argv) == 0
-    (output,) = json.loads(capsys.readouterr().out)["outputs"].values()
+    (output,) = json.loads(capsys.readouterr().out)["outputs"]
     np.testing.assert_allclose(np.asarray(output["data"]).reshape(2, 3), INPUT * 6.0)
