@@ -46,9 +46,9 @@ typecheck: setup
 	$(BIN)/mypy
 
 # The fast tier: every test that starts no pteforge process, needs no PostgreSQL and builds
-# no model-zoo model (tests/tiers.py).
+# no model-zoo model (tests/tiers.py), on two processes (pytest-xdist).
 pytest-fast: setup
-	$(BIN)/python -m pytest --fast -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest --fast -q -n 2 $(PYTEST_ARGS)
 
 pytest: setup
 	bash tests/run-with-postgres.sh $(BIN)/python -m pytest $(PYTEST_ARGS)
