@@ -1,0 +1,97 @@
+"""Text generation: the one request a caller makes and the one event type streamed back.
+
+The server's OpenAI routes (and any other front end) build a :class:`GenerationRequest`
+and hand it to ``RuntimePool.generate_async``, which yields :class:`GenerationEvent` s as
+the runtime worker produces them::
+
+    async for event in pool.generate_async(
+        sha256, source, request, tokenizer=(tok_sha256, tok_source),
+        tokenizer_config=None, sequence=None,
+    ):
+        ...  # event.text: whole UTF-8; the last event has finish_reason and usage
+
+Everything that reads an upload happens in the confined worker: tokenizing the prompt,
+rendering ``messages`` with the tokenizer config's chat template (a sandboxed Jinja2), and
+turning token ids back into text. Closing the iterator early (a client that disconnects)
+stops the worker's loop at once and frees the worker.
+
+``temperature`` 0 is greedy decoding (argmax): the tokens equal those of an in-process
+greedy loop over the same ``.pte``. Otherwise tokens are sampled from the softmax of the
+logits divided by ``temperature``, restricted to the smallest set of most likely tokens
+whose probability reaches ``top_p``; with ``seed`` the draws repeat exactly.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+FinishReason = Literal["stop", "length"]
+"""Why generation ended: ``stop`` (an end-of-sequence token or a stop string), ``length``
+(``max_tokens`` reached, or the model's context is full)."""
+
+
+class _Contract(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ChatMessage(_Contract):
+    """One message of a chat, as the chat template sees it."""
+
+    role: str = Field(min_length=1, max_length=64)
+    content: str
+
+
+class GenerationRequest(_Contract):
+    """What to generate from: exactly one of ``prompt`` (text, tokenized with the
+    tokenizer's own special-token rules), ``prompt_ids`` (token ids, used as they are) or
+    ``messages`` (rendered by the chat template, with the generation prompt appended, then
+    tokenized); and how.
+
+    ``stop``: strings that end generation where they first appear (the text returned stops
+    before them). ``session``: an optional key under which a multi-turn session keeps the
+    model's KV cache between requests (a later request whose prompt starts with the
+    tokens already in the cache only computes the new ones).
+    """
+
+    prompt: str | None = None
+    prompt_ids: tuple[int, ...] | None = None
+    messages: tuple[ChatMessage, ...] | None = None
+    max_tokens: int = Field(default=16, ge=1, le=1 << 20)
+    temperature: float = Field(default=1.0, ge=0.0, le=2.0)
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
+    seed: int | None = Field(default=None, ge=0, lt=1 << 64)
+    stop: tuple[str, ...] = Field(default=(), max_length=16)
+    session: str | None = Field(default=None, min_length=1, max_length=256)
+
+    @model_validator(mode="after")
+    def _one_prompt(self) -> GenerationRequest:
+        given = [self.prompt is not None, self.prompt_ids is not None, self.messages is not None]
+        if sum(given) != 1:
+            raise ValueError("give exactly one of prompt, prompt_ids or messages")
+        if self.prompt_ids is not None and (not self.prompt_ids or min(self.prompt_ids) < 0):
+            raise ValueError("prompt_ids must be a non-empty list of token ids (>= 0)")
+        if any(not s for s in self.stop):
+            raise ValueError("a stop string must not be empty")
+        return self
+
+
+class Usage(_Contract):
+    """Token counts of one generation, OpenAI's ``usage``."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+class GenerationEvent(_Contract):
+    """A piece of the generation: ``text`` is always whole UTF-8 (bytes of a character
+    split across tokens wait for its last byte), ``token_ids`` the tokens generated since
+    the previous event (an end-of-sequence token included, though it adds no text). The last
+    event carries ``finish_reason`` and ``usage``; every other event has neither."""
+
+    text: str = ""
+    token_ids: tuple[int, ...] = ()
+    finish_reason: FinishReason | None = None
+    usage: Usage | None = None
