@@ -104,6 +104,16 @@ class ModelVersion:
 
 
 @dataclass(frozen=True)
+class ModelTokenizer:
+    """The tokenizer attached to a model version: a ``tokenizer.json`` and, when given, its
+    ``tokenizer_config.json`` (where a chat template comes from), both stored content."""
+
+    tokenizer: BlobRef
+    config: BlobRef | None
+    created_at: datetime
+
+
+@dataclass(frozen=True)
 class Model:
     """A stable name for a series of artifact versions, within one project (``project_name``
     names it). ``latest_version`` is None once every version was deleted: version numbers
@@ -154,6 +164,7 @@ class Job:
     updated_at: datetime
     version: int
     retry_reason: str | None = None  # why the job last went back to the queue, if it did
+    result: JsonObject | None = None  # what it produced besides an artifact (a profile)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import builtins
 from abc import ABC, abstractmethod
 
-from pteforge.storage.domain import Model, ModelVersion
+from pteforge.storage.domain import BlobRef, Model, ModelTokenizer, ModelVersion
 
 
 class ModelRepository(ABC):
@@ -39,3 +39,14 @@ class ModelRepository(ABC):
     @abstractmethod
     def delete_version(self, project_id: str, name: str, version: int) -> bool:
         """Delete one version (its artifact stays); False if there is no such version."""
+
+    @abstractmethod
+    def set_tokenizer(
+        self, project_id: str, name: str, version: int, tokenizer: BlobRef, config: BlobRef | None
+    ) -> ModelTokenizer:
+        """Attach a tokenizer (content already in the blob store) to the version, replacing
+        the one it had; NotFoundError if the project has no such version."""
+
+    @abstractmethod
+    def tokenizer(self, project_id: str, name: str, version: int) -> ModelTokenizer | None:
+        """The tokenizer attached to that version, or None."""

@@ -16,6 +16,7 @@ from sqlalchemy import (
     DateTime,
     Dialect,
     ForeignKey,
+    ForeignKeyConstraint,
     Index,
     Integer,
     LargeBinary,
@@ -171,6 +172,28 @@ class ModelVersionRow(Base):
     created_at: Mapped[datetime] = mapped_column(UtcDateTime())
 
 
+class ModelTokenizerRow(Base):
+    """The tokenizer attached to one model version (a ``tokenizer.json`` and optionally its
+    ``tokenizer_config.json``), stored as content; it goes with its version."""
+
+    __tablename__ = "model_tokenizers"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["model_id", "version"],
+            ["model_versions.model_id", "model_versions.version"],
+            ondelete="CASCADE",
+        ),
+    )
+
+    model_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    version: Mapped[int] = mapped_column(Integer, primary_key=True)
+    tokenizer_sha256: Mapped[str] = mapped_column(ForeignKey("blobs.sha256"), index=True)
+    tokenizer_size: Mapped[int] = mapped_column(BigInteger)
+    config_sha256: Mapped[str | None] = mapped_column(ForeignKey("blobs.sha256"), index=True)
+    config_size: Mapped[int | None] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
+
+
 class JobRow(_ProjectOwned, Base):
     __tablename__ = "jobs"
     __table_args__ = (
@@ -196,6 +219,8 @@ class JobRow(_ProjectOwned, Base):
     version: Mapped[int] = mapped_column(Integer)
     # Why the job went back to the queue last (a stopped worker), None if it never did.
     retry_reason: Mapped[str | None] = mapped_column(Text)
+    # What a succeeded job produced besides an artifact (a profile job's profile), if any.
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
 
 class JobEventRow(Base):

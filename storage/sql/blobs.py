@@ -27,15 +27,10 @@ from pteforge.storage.errors import (
     InvalidRangeError,
 )
 from pteforge.storage.ids import new_id
-from pteforge.storage.models import (
-    ArtifactRow,
-    BlobRow,
-    BlobUploadRow,
-    ProgramRow,
-)
+from pteforge.storage.models import BlobRow, BlobUploadRow
 from pteforge.storage.sql.chunks import chunk_digest, fetch_chunk, insert_chunks, rechunk
 from pteforge.storage.sql.errors import translated
-from pteforge.storage.sql.references import delete_upload, release_blob
+from pteforge.storage.sql.references import delete_upload, referenced, release_blob
 
 __all__ = ["SqlBlobStore", "rechunk"]
 
@@ -214,8 +209,7 @@ class SqlBlobStore(BlobStore):
                 conn.execute(
                     select(BlobRow.sha256).where(
                         BlobRow.created_at < cutoff,
-                        ~exists().where(ProgramRow.blob_sha256 == BlobRow.sha256),
-                        ~exists().where(ArtifactRow.blob_sha256 == BlobRow.sha256),
+                        ~referenced(BlobRow.sha256),
                     )
                 )
                 .scalars()

@@ -19,7 +19,14 @@ from pteforge.storage import domain
 from pteforge.storage.errors import ConflictError, NotFoundError
 from pteforge.storage.ids import new_id
 from pteforge.storage.model_names import ModelRepository
-from pteforge.storage.models import ArtifactRow, ModelRow, ModelVersionRow, ProjectRow
+from pteforge.storage.models import (
+    ArtifactRow,
+    BlobRow,
+    ModelRow,
+    ModelTokenizerRow,
+    ModelVersionRow,
+    ProjectRow,
+)
 from pteforge.storage.sql.errors import insert_row
 
 _LATEST = (
@@ -59,6 +66,15 @@ def versions_serving(session: Session, artifact_id: str) -> list[tuple[str, int]
         .order_by(ModelRow.name, ModelVersionRow.version)
     )
     return [(name, int(version)) for name, version in rows]
+
+
+def _tokenizer(row: ModelTokenizerRow) -> domain.ModelTokenizer:
+    config = None
+    if row.config_sha256 is not None and row.config_size is not None:
+        config = domain.BlobRef(row.config_sha256, row.config_size)
+    return domain.ModelTokenizer(
+        domain.BlobRef(row.tokenizer_sha256, row.tokenizer_size), config, row.created_at
+    )
 
 
 def _version(row: ModelVersionRow) -> domain.ModelVersion:
@@ -152,3 +168,44 @@ class SqlModels(ModelRepository):
             )
         )
         return bool(deleted.rowcount)  # type: ignore[attr-defined]
+
+    def _version_row(self, project_id: str, name: str, version: int) -> ModelVersionRow | None:
+        query = self._versions(project_id, name).where(ModelVersionRow.version == version)
+        return self._session.scalars(query).first()
+
+    def _require_blob(self, blob: domain.BlobRef) -> None:
+        size = self._session.scalar(select(BlobRow.size).where(BlobRow.sha256 == blob.sha256))
+        if size != blob.size:
+            raise NotFoundError(f"blob {blob.sha256} of {blob.size} bytes not found")
+
+    def set_tokenizer(
+        self,
+        project_id: str,
+        name: str,
+        version: int,
+        tokenizer: domain.BlobRef,
+        config: domain.BlobRef | None,
+    ) -> domain.ModelTokenizer:
+        found = self._version_row(project_id, name, version)
+        if found is None:
+            raise NotFoundError(f"model {name!r} has no version {version}")
+        for blob in (tokenizer, config):
+            if blob is not None:
+                self._require_blob(blob)
+        row = self._session.get(ModelTokenizerRow, (found.model_id, version))
+        if row is None:
+            row = ModelTokenizerRow(model_id=found.model_id, version=version)
+            self._session.add(row)
+        row.tokenizer_sha256, row.tokenizer_size = tokenizer.sha256, tokenizer.size
+        row.config_sha256 = None if config is None else config.sha256
+        row.config_size = None if config is None else config.size
+        row.created_at = self._clock()
+        self._session.flush()
+        return _tokenizer(row)
+
+    def tokenizer(self, project_id: str, name: str, version: int) -> domain.ModelTokenizer | None:
+        found = self._version_row(project_id, name, version)
+        if found is None:
+            return None
+        row = self._session.get(ModelTokenizerRow, (found.model_id, version))
+        return None if row is None else _tokenizer(row)

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 
 import pytest
 
 from pteforge.storage import ConflictError, NotFoundError, SqlStore
+from tests.storage.conftest import ManualClock
 
 
 def _artifact(store: SqlStore, project_id: str, source: str) -> str:
@@ -85,3 +87,35 @@ def test_concurrent_creates_never_share_a_number(store: SqlStore) -> None:
     assert sorted(versions) == list(range(1, 25))
     with store.transaction() as tx:
         assert len(tx.models.list(alpha)) == 1
+
+
+def test_tokenizers_attach_to_versions_and_go_with_them(
+    store: SqlStore, clock: ManualClock
+) -> None:
+    alpha, beta = _project(store, "alpha"), _project(store, "beta")
+    _add(store, alpha, "lm", _artifact(store, alpha, "a"))
+    tokenizer, config = store.blobs.write([b'{"model": {}}']), store.blobs.write([b"{}"])
+    with pytest.raises(NotFoundError), store.transaction() as tx:
+        tx.models.set_tokenizer(beta, "lm", 1, tokenizer, None)  # another project's model
+    with store.transaction() as tx:
+        assert tx.models.tokenizer(alpha, "lm", 1) is None
+        tx.models.set_tokenizer(alpha, "lm", 1, tokenizer, config)
+    with store.transaction() as tx:
+        attached = tx.models.tokenizer(alpha, "lm", 1)
+        assert attached is not None and (attached.tokenizer, attached.config) == (tokenizer, config)
+        assert tx.models.tokenizer(beta, "lm", 1) is None
+        tx.models.set_tokenizer(alpha, "lm", 1, tokenizer, None)  # replaced
+    with store.transaction() as tx:
+        replaced = tx.models.tokenizer(alpha, "lm", 1)
+        assert replaced is not None and replaced.config is None
+    clock.advance(timedelta(hours=1))
+    store.blobs.collect_garbage(timedelta(0))
+    assert store.blobs.exists(tokenizer.sha256) and not store.blobs.exists(config.sha256)
+    with store.transaction() as tx:
+        tx.models.delete_version(alpha, "lm", 1)
+    _add(store, alpha, "lm", _artifact(store, alpha, "b"))
+    with store.transaction() as tx:
+        assert tx.models.tokenizer(alpha, "lm", 2) is None
+    clock.advance(timedelta(hours=1))
+    store.blobs.collect_garbage(timedelta(0))
+    assert not store.blobs.exists(tokenizer.sha256)  # its version's row went with the version
