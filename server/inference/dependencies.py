@@ -20,6 +20,7 @@ from pteforge.server.auth.dependencies import Principal
 from pteforge.server.inference.bodies import DEFAULT_MAX_REQUEST_BYTES
 from pteforge.server.inference.metrics import InferenceMetrics
 from pteforge.server.inference.resolver import ArtifactResolver, ResolvedArtifact
+from pteforge.server.inference.statistics import ModelStatistics
 
 DEFAULT_RESOLVE_TTL_S = 1.0
 
@@ -38,6 +39,8 @@ class InferenceState:
     registry: CollectorRegistry
     """What ``/metrics`` serves (the /v2 and pool metrics are added to it)."""
     metrics: InferenceMetrics
+    statistics: ModelStatistics
+    """Per (project, model, version) infer statistics (``/v2/models/{model}/stats``)."""
     artifacts: TtlCache[tuple[Principal, str, str | None], ResolvedArtifact]
     """Resolved artifacts by (principal, artifact id or model name, version); misses and a
     model's latest version are not cached."""
@@ -70,6 +73,7 @@ def new_inference_state(
         authenticate=authenticate,
         registry=registry,
         metrics=InferenceMetrics(registry, pool),
+        statistics=ModelStatistics(),
         artifacts=TtlCache(resolve_ttl_s, clock=clock),
         max_request_bytes=max_request_bytes,
         server_version=server_version,

@@ -9,6 +9,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from pteforge.runtime import RuntimePool
+from pteforge.server.inference.statistics import PHASES, PhaseTimes, StatsKey
 
 _PHASES = ("queue", "load", "execute")
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10)
@@ -66,6 +67,20 @@ class InferenceMetrics:
             buckets=_LATENCY_BUCKETS,
             registry=registry,
         )
+        self.phases = Histogram(
+            "pteforge_inference_phase_seconds",
+            "Successful infer requests' time per phase (queue, compute_input, compute_infer,"
+            " compute_output; see docs/usage.md), by model as addressed and version",
+            ["model", "version", "phase"],
+            buckets=_LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self.outcomes = Counter(
+            "pteforge_inference_requests",
+            "Infer requests of a resolved model by model, version and outcome (success, fail)",
+            ["model", "version", "outcome"],
+            registry=registry,
+        )
         registry.register(_PoolCollector(pool))
         # Label lookups take a lock and hash the labels: bind the hot ones once.
         self._total = self.latency.labels(phase="total")
@@ -85,3 +100,12 @@ class InferenceMetrics:
             value = timings.get(key)
             if value is not None:
                 histogram.observe(value / 1e3)
+
+    def observe_phases(self, key: StatsKey, phases: PhaseTimes | None) -> None:
+        """Count one infer request of ``key``'s model: a success with its ``phases``, or a
+        failure (``None``). Labelled by model and version only, never by project."""
+        outcome = "fail" if phases is None else "success"
+        self.outcomes.labels(key.model, key.version, outcome).inc()
+        if phases is not None:
+            for name, seconds in zip(PHASES, phases, strict=True):
+                self.phases.labels(key.model, key.version, name).observe(seconds)

@@ -1,11 +1,16 @@
 """The work behind the /v2 routes, on the event loop: resolving a model for a caller and
-running an infer request (slow decoding and encoding go to the threadpool)."""
+running an infer request (slow decoding and encoding go to the threadpool).
+
+``run_decoded`` runs a request any frontend has decoded and counts it in the model's
+statistics; ``infer`` is the HTTP frontend's decoding and encoding around it."""
 
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 from starlette.concurrency import run_in_threadpool
 
@@ -21,8 +26,16 @@ from pteforge.server.auth.dependencies import Principal
 from pteforge.server.inference.bodies import decompressed, inline
 from pteforge.server.inference.dependencies import InferenceState
 from pteforge.server.inference.resolver import ResolvedArtifact
-from pteforge.server.inference.sequences import sequence_of
+from pteforge.server.inference.sequences import sequence_of, session_scope
+from pteforge.server.inference.statistics import (
+    PhaseTimes,
+    StatsKey,
+    phase_times,
+    version_label,
+)
 from pteforge.server.inference.statuses import NotFoundError
+
+T = TypeVar("T")
 
 Encoded = tuple[bytes, int | None, dict[str, float]]
 """An encoded infer response: its body, its JSON header length (binary tensors) and the
@@ -83,17 +96,81 @@ async def infer(
     json_length: int | None,
     version: str | None = None,
 ) -> Encoded:
-    """Run one infer request. Decoding a compressed or large-JSON body, and encoding its
-    reply, runs in the threadpool so the event loop is not held up; the rest is async."""
+    """Run one HTTP infer request. Decoding a compressed or large-JSON body, and encoding
+    its reply, runs in the threadpool so the event loop is not held up; the rest is async.
+    A body that fails to decode counts as a failed request of the model."""
     artifact, signature = await model_of(state, principal, model, version)
     cheap = inline(encoding, body, json_length)
+    started = time.perf_counter()
     decode = partial(_decode, body, encoding, json_length, signature, state.max_request_bytes)
-    request = decode() if cheap else await run_in_threadpool(decode)
-    result = await state.pool.infer_async(
-        artifact.sha256, signature.name, request.inputs, artifact.source,
-        profile=bool(request.parameters.get("profile", False)),
-        sequence=sequence_of(principal, request.parameters),
-    )  # fmt: skip
+    try:
+        request = decode() if cheap else await run_in_threadpool(decode)
+    except Exception:
+        _count(state, _key(principal, model, version), time.perf_counter() - started, None)
+        raise
+    encode = partial(_encode, model, request, signature, cheap)
+    return await run_decoded(
+        state, principal, model, version, artifact, signature, request, encode, started=started
+    )
+
+
+async def run_decoded(
+    state: InferenceState,
+    principal: Principal,
+    model: str,
+    version: str | None,
+    artifact: ResolvedArtifact,
+    signature: MethodSignature,
+    request: InferRequest,
+    encode: Callable[[InferResult], Awaitable[T]],
+    *,
+    started: float | None = None,
+) -> T:
+    """Run an already decoded infer request and ``encode`` its result: the one way every
+    frontend (HTTP, gRPC) runs a request, so each counts in the same statistics.
+
+    ``model`` and ``version`` are as the caller addressed them, ``artifact`` and
+    ``signature`` what ``model_of`` answered for them. ``started`` is the
+    ``time.perf_counter()`` at which the frontend began decoding the request (default:
+    now). The request counts in ``state.statistics`` and the Prometheus phase histograms
+    of (project, model, version): a success with its phases (see ``statistics``), or a
+    failure if running or encoding raised (the error propagates).
+    """
+    key = _key(principal, model, version)
+    sent = time.perf_counter()
+    started = sent if started is None else started
+    try:
+        result = await state.pool.infer_async(
+            artifact.sha256, signature.name, request.inputs, artifact.source,
+            profile=bool(request.parameters.get("profile", False)),
+            sequence=sequence_of(principal, request.parameters),
+        )  # fmt: skip
+        ran = time.perf_counter()
+        encoded = await encode(result)
+    except Exception:
+        _count(state, key, time.perf_counter() - started, None)
+        raise
+    done = time.perf_counter()
+    phases = phase_times(result.timings, sent - started, ran - sent, done - ran)
+    _count(state, key, done - started, phases)
+    return encoded
+
+
+def _key(principal: Principal, model: str, version: str | None) -> StatsKey:
+    return StatsKey(session_scope(principal), model, version_label(version))
+
+
+def _count(state: InferenceState, key: StatsKey, total_s: float, phases: PhaseTimes | None) -> None:
+    if phases is None:
+        state.statistics.failed(key, total_s)
+    else:
+        state.statistics.succeeded(key, total_s, phases)
+    state.metrics.observe_phases(key, phases)
+
+
+async def _encode(
+    model: str, request: InferRequest, signature: MethodSignature, cheap: bool, result: InferResult
+) -> Encoded:
     encode = partial(_encoded, model, request, signature, result)
     return encode() if cheap else await run_in_threadpool(encode)
 

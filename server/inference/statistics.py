@@ -1,0 +1,142 @@
+"""Per-model infer statistics: the protocol's statistics extension (``/v2/models/{model}/stats``,
+Triton's shape), kept in memory per (project, model as addressed, version).
+
+Each infer request that got as far as a resolved model counts once, in ``success`` or
+``fail``, with the whole request's duration (from the start of decoding to the end of
+encoding). A successful request also adds to each of the four phases:
+
+- ``queue``: waiting in the runtime pool for a free worker (the pool's ``queue_ms``);
+- ``compute_input``: decoding the request body into tensors, plus the pool's own work
+  around the run that is neither waiting nor executing: describing the artifact, sending
+  the input tensors to the worker and the output tensors back (the pool times that round
+  trip as one), and the worker finding the loaded program and checking the inputs;
+- ``compute_infer``: the worker executing the method (the runtime's ``execute_ms``);
+- ``compute_output``: encoding the outputs into the response body.
+
+The same phases go to Prometheus (``InferenceMetrics.observe_phases``), labelled by model
+and version; one frontend (HTTP today, gRPC next) records through ``work.run_decoded``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+PHASES = ("queue", "compute_input", "compute_infer", "compute_output")
+LATEST = "latest"
+"""The version recorded for a model addressed without ``/versions/{v}`` (its latest)."""
+
+
+class StatsKey(NamedTuple):
+    """Whose statistics: the caller's project, the model as addressed, the version."""
+
+    project_id: str
+    model: str
+    version: str
+
+
+def version_label(version: str | None) -> str:
+    """The version a request counts under: a pinned number, else ``LATEST`` (a version
+    that is not a number only ever reaches an artifact id, which ignores it)."""
+    return version if version is not None and version.isdigit() else LATEST
+
+
+class PhaseTimes(NamedTuple):
+    """Seconds one successful request spent in each phase (see the module docstring)."""
+
+    queue: float
+    compute_input: float
+    compute_infer: float
+    compute_output: float
+
+
+def phase_times(
+    timings: dict[str, float], decode_s: float, pool_s: float, encode_s: float
+) -> PhaseTimes:
+    """The phases of a request from the pool's ``timings`` (milliseconds) and what the
+    frontend measured: decoding, the whole pool call, encoding (seconds)."""
+    queue = timings.get("queue_ms", 0.0) / 1e3
+    execute = timings.get("execute_ms", 0.0) / 1e3
+    around = max(0.0, pool_s - queue - execute)
+    return PhaseTimes(queue, decode_s + around, execute, encode_s)
+
+
+@dataclass
+class Duration:
+    """A count and the nanoseconds it took, as the extension answers each phase."""
+
+    count: int = 0
+    ns: int = 0
+
+    def add(self, seconds: float) -> None:
+        self.count += 1
+        self.ns += int(seconds * 1e9)
+
+
+@dataclass
+class _Model:
+    success: Duration = field(default_factory=Duration)
+    fail: Duration = field(default_factory=Duration)
+    phases: dict[str, Duration] = field(default_factory=lambda: {p: Duration() for p in PHASES})
+    last_inference_ms: int = 0
+
+    def answer(self, key: StatsKey) -> dict[str, Any]:
+        stats = {"success": self.success, "fail": self.fail, **self.phases}
+        return {
+            "name": key.model,
+            "version": key.version,
+            "last_inference": self.last_inference_ms,
+            "inference_count": self.success.count,
+            "execution_count": self.success.count,
+            "inference_stats": {k: {"count": d.count, "ns": d.ns} for k, d in stats.items()},
+            "batch_stats": [],
+        }
+
+
+class ModelStatistics:
+    """The statistics of one running server, by ``StatsKey``; safe from any thread."""
+
+    def __init__(self) -> None:
+        self._models: dict[StatsKey, _Model] = {}
+        self._lock = threading.Lock()
+
+    def _model(self, key: StatsKey) -> _Model:
+        model = self._models.get(key)
+        if model is None:
+            model = self._models.setdefault(key, _Model())
+        return model
+
+    def succeeded(self, key: StatsKey, total_s: float, phases: PhaseTimes) -> None:
+        """Count a successful request of ``total_s`` seconds and its phases."""
+        with self._lock:
+            model = self._model(key)
+            model.success.add(total_s)
+            for name, seconds in zip(PHASES, phases, strict=True):
+                model.phases[name].add(seconds)
+            model.last_inference_ms = int(time.time() * 1e3)
+
+    def failed(self, key: StatsKey, total_s: float) -> None:
+        """Count a failed request that took ``total_s`` seconds."""
+        with self._lock:
+            self._model(key).fail.add(total_s)
+
+    def answer(
+        self, project_id: str, model: str | None = None, version: str | None = None
+    ) -> dict[str, Any]:
+        """``{"model_stats": [...]}`` of the project's models (or of ``model``, at
+        ``version`` if given); a named model nothing has run yet answers zeros."""
+        wanted = None if version is None else version_label(version)
+        with self._lock:
+            stats = [
+                m.answer(k)
+                for k, m in sorted(self._models.items())
+                if k.project_id == project_id
+                and (model is None or k.model == model)
+                and (wanted is None or k.version == wanted)
+            ]
+        if model is not None and not stats:
+            key = StatsKey(project_id, model, version_label(version))
+            stats = [_Model().answer(key)]
+        return {"model_stats": stats}
