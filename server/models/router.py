@@ -8,20 +8,23 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, status
+from fastapi import APIRouter, Query, Request, status
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from pteforge.server.auth.dependencies import CurrentPrincipal
+from pteforge.server.common.multipart_doc import multipart_body
 from pteforge.server.common.services import ServicesDep
 from pteforge.server.http.listing import DEFAULT_LIMIT, MAX_LIMIT
-from pteforge.server.models import service
+from pteforge.server.http.uploads import owned, receive_multipart
+from pteforge.server.models import service, tokenizers
 from pteforge.server.models.schemas import (
     ModelDetail,
     ModelList,
     ModelOut,
     ModelVersionCreated,
     ModelVersionIn,
+    TokenizerOut,
 )
 
 router = APIRouter(prefix="/v1", tags=["models"])
@@ -80,3 +83,64 @@ def delete_version(
     a model whose versions are all deleted stays listed (`latest_version` null) and keeps
     counting, so its next version never takes a number used before."""
     service.delete_version(services, principal.project_id, name, version)
+
+
+_TOKENIZER_DOC = multipart_body(
+    {
+        "type": "object",
+        "required": [tokenizers.TOKENIZER_PART],
+        "properties": {
+            tokenizers.TOKENIZER_PART: {
+                "type": "string",
+                "format": "binary",
+                "description": "A Hugging Face tokenizer.json.",
+            },
+            tokenizers.CONFIG_PART: {
+                "type": "string",
+                "format": "binary",
+                "description": "Optional tokenizer_config.json; its chat_template renders chats.",
+            },
+        },
+    }
+)
+
+
+@router.put(
+    "/models/{name}/versions/{version}/tokenizer",
+    status_code=status.HTTP_201_CREATED,
+    response_model=TokenizerOut,
+    summary="Attach a tokenizer to a model version",
+    openapi_extra=_TOKENIZER_DOC,
+)
+async def put_tokenizer(
+    name: str, version: int, request: Request, services: ServicesDep, principal: CurrentPrincipal
+) -> TokenizerOut:
+    """Replaces the version's tokenizer. The files are checked as JSON only (422 naming what
+    is wrong: not a tokenizer.json, a chat_template that is not a string); the server never
+    runs them. 404 for a version the project does not have."""
+    upload = await receive_multipart(
+        request,
+        services.settings.uploads_dir,
+        min(services.settings.max_upload_bytes, tokenizers.MAX_UPLOAD_BYTES),
+        tokenizers.check_part_name,
+    )
+    with owned(upload):
+        found = await run_in_threadpool(
+            tokenizers.attach_tokenizer, services, principal.project_id, name, version, upload
+        )
+    return TokenizerOut.of(name, version, found)
+
+
+@router.get(
+    "/models/{name}/versions/{version}/tokenizer",
+    response_model=TokenizerOut,
+    summary="The tokenizer of a model version",
+)
+async def get_tokenizer(
+    name: str, version: int, services: ServicesDep, principal: CurrentPrincipal
+) -> TokenizerOut:
+    """404 when the version has none (or the project has no such version)."""
+    found = await run_in_threadpool(
+        tokenizers.get_tokenizer, services, principal.project_id, name, version
+    )
+    return TokenizerOut.of(name, version, found)

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pteforge.storage.domain import Model, ModelVersion
+from pteforge.storage.domain import BlobRef, Model, ModelTokenizer, ModelVersion
 
 
 class ModelVersionIn(BaseModel):
@@ -85,3 +85,37 @@ class ModelList(BaseModel):
 
     object: Literal["list"] = "list"
     data: list[ModelOut]
+
+
+class StoredFile(BaseModel):
+    """A stored file: its content hash and size."""
+
+    sha256: str
+    size_bytes: int
+
+    @classmethod
+    def of(cls, blob: BlobRef) -> StoredFile:
+        return cls(sha256=blob.sha256, size_bytes=blob.size)
+
+
+class TokenizerOut(BaseModel):
+    """The tokenizer attached to a model version."""
+
+    model: str
+    version: int
+    tokenizer: StoredFile = Field(description="The `tokenizer.json`.")
+    tokenizer_config: StoredFile | None = Field(
+        description="The `tokenizer_config.json` (whose `chat_template` chats use), or null."
+    )
+    created_at: datetime
+
+    @classmethod
+    def of(cls, name: str, version: int, found: ModelTokenizer) -> TokenizerOut:
+        config = None if found.config is None else StoredFile.of(found.config)
+        return cls(
+            model=name,
+            version=version,
+            tokenizer=StoredFile.of(found.tokenizer),
+            tokenizer_config=config,
+            created_at=found.created_at,
+        )

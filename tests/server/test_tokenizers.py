@@ -1,0 +1,96 @@
+"""Tokenizers attached to model versions over real HTTP: stored as content, read back,
+replaced, project-scoped; a file that is not a tokenizer.json is refused naming why."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.server.helpers import assert_error
+from tests.server.model_names import upload_scales
+from tests.server.service import ServiceProcess
+
+CONFIG = json.dumps({"chat_template": "{% for m in messages %}{{ m.content }}{% endfor %}"})
+
+
+def _tokenizer_json() -> bytes:
+    """A small byte-level BPE tokenizer.json trained here."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    trainer = trainers.BpeTrainer(vocab_size=300, initial_alphabet=alphabet)
+    tokenizer.train_from_iterator(["the quick brown fox jumps over the lazy dog"] * 4, trainer)
+    return tokenizer.to_str().encode()
+
+
+@pytest.fixture(scope="module")
+def version(admin: httpx.Client) -> str:
+    """The path of version 1 of model ``tok``."""
+    (artifact_id,) = upload_scales(admin, [1.0]).values()
+    answer = admin.post("/v1/models/tok/versions", json={"artifact_id": artifact_id})
+    assert answer.status_code == 201, answer.text
+    return "/v1/models/tok/versions/1"
+
+
+def _put(client: httpx.Client, path: str, **parts: bytes) -> httpx.Response:
+    files = {name: (f"{name}.json", data) for name, data in parts.items()}
+    return client.put(f"{path}/tokenizer", files=files)
+
+
+def test_a_tokenizer_is_stored_read_back_and_replaced(admin: httpx.Client, version: str) -> None:
+    assert_error(admin.get(f"{version}/tokenizer"), 404, "not_found")
+    tokenizer = _tokenizer_json()
+    answer = _put(admin, version, tokenizer=tokenizer, tokenizer_config=CONFIG.encode())
+    assert answer.status_code == 201, answer.text
+    created: dict[str, Any] = answer.json()
+    assert (created["model"], created["version"]) == ("tok", 1)
+    assert created["tokenizer"]["size_bytes"] == len(tokenizer)
+    assert created["tokenizer_config"]["size_bytes"] == len(CONFIG)
+    assert admin.get(f"{version}/tokenizer").json() == created
+    replaced = _put(admin, version, tokenizer=tokenizer)
+    assert replaced.status_code == 201 and replaced.json()["tokenizer_config"] is None
+
+
+@pytest.mark.parametrize(
+    ("parts", "words"),
+    [
+        ({"tokenizer": b"\xff\xfe not json"}, "not JSON"),
+        ({"tokenizer": b"[1, 2]"}, "not a JSON object"),
+        ({"tokenizer": b'{"vocab": {}}'}, "no 'model' object"),
+        ({"tokenizer": b'{"model": {"type": "BPE", "vocab": {}}}'}, "no vocabulary"),
+        ({"tokenizer": b'{"model": {"type": "Tiktoken", "vocab": {"a": 0}}}'}, "model type"),
+        ({"tokenizer_config": CONFIG.encode()}, "no 'tokenizer' part"),
+        ({"tokenizer": b"{}", "merges": b"x"}, "unexpected part 'merges'"),
+    ],
+)
+def test_what_is_not_a_tokenizer_is_refused(
+    admin: httpx.Client, version: str, parts: dict[str, bytes], words: str
+) -> None:
+    answer = _put(admin, version, **parts)
+    assert_error(answer, 422, "invalid_upload")
+    assert words in answer.json()["error"]["message"]
+
+
+def test_a_chat_template_must_be_text(admin: httpx.Client, version: str) -> None:
+    config = json.dumps({"chat_template": {"not": "text"}}).encode()
+    answer = _put(admin, version, tokenizer=_tokenizer_json(), tokenizer_config=config)
+    assert_error(answer, 422, "invalid_upload")
+    assert "chat_template" in answer.json()["error"]["message"]
+
+
+def test_tokenizers_are_project_scoped(
+    service: ServiceProcess, admin: httpx.Client, version: str
+) -> None:
+    assert_error(_put(admin, "/v1/models/tok/versions/9", tokenizer=b"{}"), 404, "not_found")
+    token = service.create_token("tokenizer-outsider", "tokenizer-other-project")
+    with service.client(token) as outsider:
+        assert_error(_put(outsider, version, tokenizer=_tokenizer_json()), 404, "not_found")
+        assert_error(outsider.get(f"{version}/tokenizer"), 404, "not_found")
+    with service.client() as anonymous:
+        assert_error(anonymous.get(f"{version}/tokenizer"), 401, "unauthorized")
