@@ -11,11 +11,12 @@ from functools import partial
 
 from fastapi import APIRouter, FastAPI
 
-from pteforge.server.inference import routes_infer, routes_models
+from pteforge.server.inference import routes_infer, routes_models, routes_stats
 from pteforge.server.inference.dependencies import InferenceState
 
 router = APIRouter()
 """Every /v2 route and ``/metrics``; the app's lifespan must set ``app.state.inference``."""
+router.include_router(routes_stats.router)  # before /v2/models/{model}
 router.include_router(routes_models.router)
 router.include_router(routes_infer.router)
 

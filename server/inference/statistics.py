@@ -7,9 +7,9 @@ encoding). A successful request also adds to each of the four phases:
 
 - ``queue``: waiting in the runtime pool for a free worker (the pool's ``queue_ms``);
 - ``compute_input``: decoding the request body into tensors, plus the pool's own work
-  around the run that is neither waiting nor executing: describing the artifact, sending
-  the input tensors to the worker and the output tensors back (the pool times that round
-  trip as one), and the worker finding the loaded program and checking the inputs;
+  around the run that is neither waiting nor executing: sending the input tensors to the
+  worker, the worker finding the loaded program (loading it on a cache miss) and checking
+  the inputs, and the output tensors coming back (the pool times that round trip as one);
 - ``compute_infer``: the worker executing the method (the runtime's ``execute_ms``);
 - ``compute_output``: encoding the outputs into the response body.
 

@@ -1,0 +1,45 @@
+"""The protocol's statistics extension: ``GET /v2/models/stats``, ``/v2/models/{model}/stats``
+and ``/v2/models/{model}/versions/{version}/stats`` (Triton's shape, see ``statistics``).
+
+Included before the model routes, so that ``/v2/models/stats`` is not read as a model."""
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse, Response
+
+from pteforge.server.auth.dependencies import Principal
+from pteforge.server.inference.dependencies import Caller, InferenceState, State
+from pteforge.server.inference.routes_models import TAG
+from pteforge.server.inference.sequences import session_scope
+from pteforge.server.inference.statuses import answered
+from pteforge.server.inference.work import model_of
+
+router = APIRouter(tags=[TAG])
+
+
+@router.get("/v2/models/stats", summary="Infer statistics of all the project's models")
+async def all_stats(principal: Caller, state: State) -> Response:
+    """The statistics of every model the caller's project has run since the server started."""
+    return JSONResponse(state.statistics.answer(session_scope(principal)))
+
+
+async def _stats(
+    state: InferenceState, principal: Principal, model: str, version: str | None
+) -> Response:
+    await model_of(state, principal, model, version)  # 404 unless the caller has it
+    return JSONResponse(state.statistics.answer(session_scope(principal), model, version))
+
+
+@router.get("/v2/models/{model}/stats", summary="Infer statistics of a model")
+async def model_stats(model: str, principal: Caller, state: State) -> Response:
+    """Counts and nanoseconds of successful and failed requests and of their phases
+    (queue, compute_input, compute_infer, compute_output), per version addressed
+    (`latest` for requests that named no version)."""
+    return await answered(state.metrics, "stats", _stats(state, principal, model, None))
+
+
+@router.get("/v2/models/{model}/versions/{version}/stats", include_in_schema=False)
+async def model_stats_versioned(
+    model: str, version: str, principal: Caller, state: State
+) -> Response:
+    """``model_stats`` of a pinned version of a model name."""
+    return await answered(state.metrics, "stats", _stats(state, principal, model, version))

@@ -1,0 +1,162 @@
+"""The statistics extension and the per-phase Prometheus histograms over real HTTP, read by
+an unmodified tritonclient: per model as addressed and version, project-scoped."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+import torch
+import tritonclient.http as triton
+from prometheus_client.parser import text_string_to_metric_families
+from tritonclient.utils import InferenceServerException
+
+from tests.server.model_names import INPUT, INPUT_NAME, infer_body, upload_scales
+from tests.server.service import ServiceProcess
+
+DASHBOARD = Path(__file__).resolve().parents[2] / "docker" / "grafana-dashboard.json"
+PHASES = ("queue", "compute_input", "compute_infer", "compute_output")
+SCALE = 2.0
+
+
+@pytest.fixture(scope="module")
+def artifact_id(admin: httpx.Client) -> str:
+    """An ``x * 2`` artifact in the admin's project."""
+    return upload_scales(admin, [SCALE])[SCALE]
+
+
+@pytest.fixture(scope="module")
+def triton_client(service: ServiceProcess) -> triton.InferenceServerClient:
+    return triton.InferenceServerClient(url=service.url.removeprefix("http://"))
+
+
+def _deployed(admin: httpx.Client, name: str, artifact_id: str) -> str:
+    answer = admin.post(f"/v1/models/{name}/versions", json={"artifact_id": artifact_id})
+    assert answer.status_code == 201, answer.text
+    return f"{name}.forward"
+
+
+def _infer(
+    client: triton.InferenceServerClient, token: dict[str, str], model: str, version: str = ""
+) -> None:
+    tensor = triton.InferInput(INPUT_NAME, list(INPUT.shape), "FP32")
+    tensor.set_data_from_numpy(INPUT, binary_data=True)
+    result = client.infer(model, [tensor], model_version=version, headers=dict(token))
+    expected = torch.from_numpy(INPUT) * SCALE  # the eager program
+    np.testing.assert_array_equal(result.as_numpy("output_0"), expected.numpy())
+
+
+def _by_version(stats: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {entry["version"]: entry for entry in stats["model_stats"]}
+
+
+def _check_counts(entry: dict[str, Any], success: int, fail: int) -> None:
+    stats = entry["inference_stats"]
+    assert (entry["inference_count"], entry["execution_count"]) == (success, success)
+    assert (stats["success"]["count"], stats["fail"]["count"]) == (success, fail)
+    assert [stats[p]["count"] for p in PHASES] == [success] * 4
+    # The phases split each successful request's time (int ns: < 1 ns lost per phase).
+    phases_ns = sum(stats[p]["ns"] for p in PHASES)
+    assert stats["success"]["ns"] - 4 * success <= phases_ns <= stats["success"]["ns"]
+    assert entry["last_inference"] > 0 if success else entry["last_inference"] == 0
+
+
+def _token(admin: httpx.Client) -> dict[str, str]:
+    return {"Authorization": admin.headers["Authorization"]}
+
+
+def test_tritonclient_reads_counts_per_version(
+    admin: httpx.Client, triton_client: triton.InferenceServerClient, artifact_id: str
+) -> None:
+    model, token = _deployed(admin, "counted", artifact_id), _token(admin)
+    unused = triton_client.get_inference_statistics(model, headers=dict(token))
+    assert [(e["name"], e["version"]) for e in unused["model_stats"]] == [(model, "latest")]
+    _check_counts(unused["model_stats"][0], 0, 0)
+    for _ in range(3):
+        _infer(triton_client, token, model)
+    for _ in range(2):
+        _infer(triton_client, token, model, version="1")
+    versions = _by_version(triton_client.get_inference_statistics(model, headers=dict(token)))
+    assert set(versions) == {"latest", "1"}
+    _check_counts(versions["latest"], 3, 0)
+    _check_counts(versions["1"], 2, 0)
+    pinned = triton_client.get_inference_statistics(model, "1", headers=dict(token))
+    assert [e["version"] for e in pinned["model_stats"]] == ["1"]
+    everything = triton_client.get_inference_statistics(headers=dict(token))
+    assert {(model, "latest"), (model, "1")} <= {
+        (e["name"], e["version"]) for e in everything["model_stats"]
+    }
+
+
+def test_a_failed_request_counts_as_fail(
+    admin: httpx.Client, triton_client: triton.InferenceServerClient, artifact_id: str
+) -> None:
+    model = f"{artifact_id}.forward"  # an artifact id counts under its own name
+    _infer(triton_client, _token(admin), model)
+    wrong = infer_body()
+    wrong["inputs"][0]["shape"] = [3, 2, 1]
+    answer = admin.post(f"/v2/models/{model}/infer", json=wrong)
+    assert answer.status_code == 400, answer.text
+    stats = admin.get(f"/v2/models/{model}/stats").raise_for_status().json()
+    (entry,) = stats["model_stats"]
+    _check_counts(entry, 1, 1)
+
+
+def test_another_projects_model_is_404(
+    service: ServiceProcess,
+    admin: httpx.Client,
+    triton_client: triton.InferenceServerClient,
+    artifact_id: str,
+) -> None:
+    model = _deployed(admin, "private", artifact_id)
+    _infer(triton_client, _token(admin), model)
+    outsider = service.create_token("stats-outsider", "stats-other-project")
+    with service.client(outsider) as client:
+        assert client.get(f"/v2/models/{model}/stats").status_code == 404
+        assert client.get(f"/v2/models/{model}/versions/1/stats").status_code == 404
+        assert client.get("/v2/models/stats").json() == {"model_stats": []}
+    with pytest.raises(InferenceServerException):
+        headers = {"Authorization": f"Bearer {outsider}"}
+        triton_client.get_inference_statistics(model, headers=headers)
+    assert httpx.get(f"{service.url}/v2/models/{model}/stats").status_code == 401
+
+
+def _samples(text: str, family: str) -> dict[tuple[str, ...], float]:
+    (metric,) = [m for m in text_string_to_metric_families(text) if m.name == family]
+    return {(s.name, *sorted(s.labels.items())): s.value for s in metric.samples}
+
+
+def _dashboard_series() -> set[str]:
+    panels = json.loads(DASHBOARD.read_text())["panels"]
+    exprs = [target["expr"] for panel in panels for target in panel["targets"]]
+    return {name for expr in exprs for name in re.findall(r"pteforge_\w+", expr)}
+
+
+def test_metrics_have_phase_histograms_by_model_and_version(
+    service: ServiceProcess,
+    admin: httpx.Client,
+    triton_client: triton.InferenceServerClient,
+    artifact_id: str,
+) -> None:
+    model = _deployed(admin, "scraped", artifact_id)
+    for _ in range(2):
+        _infer(triton_client, _token(admin), model)
+    assert admin.post(f"/v2/models/{model}/infer", json={"inputs": []}).status_code == 400
+    text = httpx.get(f"{service.url}/metrics").raise_for_status().text
+    histograms = _samples(text, "pteforge_inference_phase_seconds")
+    for phase in PHASES:
+        labels = (("model", model), ("phase", phase), ("version", "latest"))
+        assert histograms[("pteforge_inference_phase_seconds_count", *labels)] == 2
+        assert ("pteforge_inference_phase_seconds_bucket", ("le", "+Inf"), *labels) in histograms
+    requests = _samples(text, "pteforge_inference_requests")
+    for outcome, count in (("success", 2), ("fail", 1)):
+        labels = (("model", model), ("outcome", outcome), ("version", "latest"))
+        assert requests[("pteforge_inference_requests_total", *labels)] == count
+    # docker/grafana-dashboard.json reads only series the server serves.
+    served = {s.name for m in text_string_to_metric_families(text) for s in m.samples}
+    assert _dashboard_series() <= served, _dashboard_series() - served
