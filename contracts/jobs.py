@@ -23,6 +23,12 @@ from pteforge.contracts.specs import MethodSignature
 COMPILE_KIND = "compile"
 """The ``kind`` of a compile job row."""
 
+PROFILE_KIND = "profile"
+"""The ``kind`` of a profile job row (``POST /v1/profile-jobs``)."""
+
+MAX_PROFILE_ITERATIONS = 1000
+"""The most timed executions one profile job may ask for."""
+
 
 class _Contract(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -44,6 +50,74 @@ class LoweringRequest(_Contract):
     plan: JsonObject
     output_path: str
     memory_limit_bytes: int | None = None
+
+
+class ProfilePayload(_Contract):
+    """What a queued profile job holds: the artifact and method, how many timed runs, and
+    the inputs as ``/v2`` JSON tensors (None: the artifact's numerics-check inputs)."""
+
+    artifact_id: str
+    method: str
+    iterations: int = Field(ge=1, le=MAX_PROFILE_ITERATIONS)
+    inputs: list[JsonObject] | None = None
+
+
+class ProfileRequest(_Contract):
+    """What one profiling process does: load the ``.pte`` at ``pte_path`` (cold, then warm),
+    run ``method`` once to warm up and ``iterations`` times timed, with ETDump on. Inputs:
+    ``inputs`` (``/v2`` JSON tensors checked against ``signature``), or the numerics-check
+    inputs of the program archive at ``program_path``."""
+
+    kind: Literal["profile"] = "profile"
+    pte_path: str
+    method: str
+    signature: MethodSignature
+    iterations: int = Field(ge=1, le=MAX_PROFILE_ITERATIONS)
+    inputs: list[JsonObject] | None = None
+    program_path: str | None = None
+    memory_limit_bytes: int | None = None
+
+
+class LatencySummary(_Contract):
+    """Wall time of each timed execution (µs), and its order statistics."""
+
+    min: float
+    p50: float
+    p90: float
+    max: float
+    samples: list[float]
+
+
+class LoadTimes(_Contract):
+    """Program and method load (ms): first in a fresh process, then again in the same one."""
+
+    cold: float
+    warm: float
+
+
+class OperatorTime(_Contract):
+    """One operator (or delegate call) summed over the timed runs; ``backend``: the
+    delegate's backend id, or ``portable``; ``share``: of all rows' time."""
+
+    name: str
+    backend: str
+    calls: int
+    total_us: float
+    share: float
+
+
+class ProfileReport(_Contract):
+    """The result of a profile job (``GET /v1/jobs/{id}/profile``); operators sorted by
+    ``total_us``, largest first. ``peak_memory_bytes``: the profiling process's peak
+    resident memory growth over loading and running the method."""
+
+    artifact_id: str
+    method: str
+    iterations: int
+    latency_us: LatencySummary
+    load_ms: LoadTimes
+    peak_memory_bytes: int
+    operators: list[OperatorTime]
 
 
 class LoweringResult(_Contract):
@@ -76,6 +150,14 @@ class ResultMessage(_Contract):
     result: LoweringResult
 
 
+class ProfileMessage(_Contract):
+    """The child's last message when the profiling succeeded (``artifact_id`` left empty:
+    the worker knows it)."""
+
+    kind: Literal["profiled"] = "profiled"
+    profile: ProfileReport
+
+
 class ErrorMessage(_Contract):
     """The child's last message when the lowering failed."""
 
@@ -83,8 +165,13 @@ class ErrorMessage(_Contract):
     error: JobError
 
 
-ChildMessage = Annotated[StageMessage | ResultMessage | ErrorMessage, Field(discriminator="kind")]
+ChildMessage = Annotated[
+    StageMessage | ResultMessage | ProfileMessage | ErrorMessage, Field(discriminator="kind")
+]
 """Any message a lowering child sends its worker."""
+
+ChildRequest = LoweringRequest | ProfileRequest
+"""What a worker asks of a lowering child (a ``ProfileRequest`` says ``kind``)."""
 
 CHILD_MESSAGE: TypeAdapter[ChildMessage] = TypeAdapter(ChildMessage)
 """Parses (``validate_json``) and writes (``dump_json``) :data:`ChildMessage`."""

@@ -8,10 +8,14 @@ from typing import Any
 
 import numpy as np
 
+from pteforge.contracts.jobs import OperatorTime
 from pteforge.contracts.runtime_messages import Profile, ProfileEvent
 from pteforge.runtime.errors import ExecutionError
 
 _OPERATOR_PREFIX = "native_call_"
+_DELEGATE_CALL = "DELEGATE_CALL"
+PORTABLE = "portable"
+"""The backend of an operator no delegate ran."""
 
 
 def _event_entry(event: Any) -> tuple[str, ProfileEvent] | None:
@@ -23,7 +27,7 @@ def _event_entry(event: Any) -> tuple[str, ProfileEvent] | None:
     if event.name and event.name.startswith(_OPERATOR_PREFIX):
         name = event.name[len(_OPERATOR_PREFIX) :]
         return "operators", ProfileEvent(name=name, instruction=instruction, us=us)
-    if event.name == "DELEGATE_CALL":
+    if event.name == _DELEGATE_CALL:
         return "delegate_calls", ProfileEvent(instruction=instruction, us=us)
     label = event.delegate_debug_id_str
     if event.name is None and label is not None:
@@ -31,19 +35,54 @@ def _event_entry(event: Any) -> tuple[str, ProfileEvent] | None:
     return None
 
 
-def summarize_etdump(data: bytes) -> Profile:
-    """Per-operator, per-delegate-call and per-delegate-event times (µs) of the execute runs."""
+def summarize_etdump(data: bytes, skip_runs: int = 0) -> Profile:
+    """Per-operator, per-delegate-call and per-delegate-event times (µs) of the execute
+    runs, leaving out the first ``skip_runs`` (a warm-up)."""
     from executorch.devtools.etdump.serialize import deserialize_from_etdump_flatcc
 
     events: dict[str, list[ProfileEvent]] = {"operators": [], "delegate_calls": [], "delegates": []}
-    for run in deserialize_from_etdump_flatcc(data).run_data:
-        if run.name != "Execute":
-            continue
+    runs = [r for r in deserialize_from_etdump_flatcc(data).run_data if r.name == "Execute"]
+    for run in runs[skip_runs:]:
         for event in run.events or []:
             entry = _event_entry(event.profile_event)
             if entry is not None:
                 events[entry[0]].append(entry[1])
     return Profile.model_validate(events)
+
+
+def delegate_backends(path: Path) -> dict[str, dict[int, str]]:
+    """Per method, the backend id of each instruction that calls a delegate, from the
+    program flatbuffer of the ``.pte`` at ``path`` (read confined: it is untrusted)."""
+    from pteforge.runtime.metadata import _program_flatbuffer
+
+    backends: dict[str, dict[int, str]] = {}
+    for plan in _program_flatbuffer(path).execution_plan:
+        calls = backends.setdefault(plan.name, {})
+        for index, instruction in enumerate(plan.chains[0].instructions if plan.chains else []):
+            delegate = getattr(instruction.instr_args, "delegate_index", None)
+            if delegate is not None:
+                calls[index] = str(plan.delegates[delegate].id)
+    return backends
+
+
+def operator_times(profile: Profile, backends: dict[int, str]) -> list[OperatorTime]:
+    """One row per operator name (backend ``portable``) and per delegate backend id (name
+    ``DELEGATE_CALL``, from ``backends``: instruction -> backend id), summed over the
+    profile's runs, largest ``total_us`` first; ``share`` is of the rows' total."""
+    rows: dict[tuple[str, str], list[float]] = {}
+    for event in profile.operators:
+        rows.setdefault((event.name or "unknown", PORTABLE), []).append(event.us)
+    for event in profile.delegate_calls:
+        instruction = -1 if event.instruction is None else event.instruction
+        backend = backends.get(instruction, "unknown delegate")
+        rows.setdefault((_DELEGATE_CALL, backend), []).append(event.us)
+    total = sum(sum(times) for times in rows.values()) or 1.0
+    table = [
+        OperatorTime(name=name, backend=backend, calls=len(times), total_us=round(sum(times), 3),
+                     share=sum(times) / total)
+        for (name, backend), times in rows.items()
+    ]  # fmt: skip
+    return sorted(table, key=lambda row: (-row.total_us, row.name))
 
 
 def profile_method(

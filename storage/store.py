@@ -137,8 +137,10 @@ class JobRepository(ABC):
         kind: str,
         payload: Mapping[str, Any],
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        artifact_id: str | None = None,
     ) -> Job:
-        """A new queued job with no attempts made."""
+        """A new queued job with no attempts made; ``artifact_id``: the artifact it works
+        on, where that is known from the start (a profile job's)."""
 
     @abstractmethod
     def get(self, project_id: str, job_id: str) -> Job | None:
@@ -175,8 +177,15 @@ class JobRepository(ABC):
         """Record the running job's current stage (bumps ``version``)."""
 
     @abstractmethod
-    def succeed(self, job_id: str, worker_id: str, artifact_id: str | None) -> Job:
-        """Running -> succeeded, naming the artifact it produced."""
+    def succeed(
+        self,
+        job_id: str,
+        worker_id: str,
+        artifact_id: str | None,
+        result: Mapping[str, Any] | None = None,
+    ) -> Job:
+        """Running -> succeeded, naming the artifact it produced (or worked on) and what
+        else it produced (``result``: a profile job's profile)."""
 
     @abstractmethod
     def fail(self, job_id: str, worker_id: str, code: str, message: str) -> Job:

@@ -71,6 +71,8 @@ def _error_statuses(path: str, method: str, operation: dict[str, Any]) -> set[in
         statuses.add(416)
     if method == "delete" and path == "/v1/artifacts/{artifact_id}":
         statuses.add(409)  # a model version serves the artifact
+    if path in ("/v1/profile-jobs", "/v1/jobs/{job_id}/profile"):
+        statuses.add(409)  # no inputs to profile on, or the profile job has not succeeded
     return statuses
 
 

@@ -1,4 +1,5 @@
-"""Executes one claimed ``compile`` job: dedupe, lower in a child process, store the result.
+"""Executes one claimed ``compile`` job: dedupe, lower in a child process, store the result
+(a ``profile`` job goes to :mod:`profile_job`, on the same standby child and watch).
 
 Each storage write is its own short transaction (the task boundary commits), so a crash
 between steps leaves the job running with an expiring lease, never half-written. A lowering
@@ -15,7 +16,13 @@ from datetime import timedelta
 from pathlib import Path
 
 from pteforge.contracts.errors import ErrorCode
-from pteforge.contracts.jobs import COMPILE_KIND, CompilePayload, LoweringRequest, LoweringResult
+from pteforge.contracts.jobs import (
+    COMPILE_KIND,
+    PROFILE_KIND,
+    CompilePayload,
+    LoweringRequest,
+    LoweringResult,
+)
 from pteforge.contracts.json_types import JsonObject
 from pteforge.server.artifacts.schemas import NUMERICS_KEY
 from pteforge.server.common.blob_files import store_file
@@ -86,7 +93,7 @@ class CompileJobRunner:
             self._standby.discard()
             self._standby = None
 
-    def _take_standby(self) -> StandbyLowering:
+    def take_standby(self) -> StandbyLowering:
         self.prepare()
         standby, self._standby = self._standby, None
         assert standby is not None
@@ -94,6 +101,11 @@ class CompileJobRunner:
 
     def run(self, job: Job, scratch: Path) -> None:
         """Take ``job`` to a terminal state (or abandon it if the lease is lost)."""
+        if job.kind == PROFILE_KIND:
+            from pteforge.server.jobs.profile_job import run_profile_job
+
+            run_profile_job(self, job, scratch)
+            return
         payload = CompilePayload.model_validate(job.payload)
         with self.store.transaction() as tx:
             existing = tx.artifacts.find_compiled(payload.program_id, payload.plan_hash)
@@ -102,9 +114,9 @@ class CompileJobRunner:
             self._succeed(job, existing.id)
             return
         if program is None:
-            self._fail(job, ErrorCode.NOT_FOUND, f"program {payload.program_id} no longer exists")
+            self.fail(job, ErrorCode.NOT_FOUND, f"program {payload.program_id} no longer exists")
             return
-        self._set_stage(job.id, "loading")
+        self.set_stage(job.id, "loading")
         program_path = scratch / "program.pt2"
         self.store.blobs.export_to_file(program.sha256, program_path)  # verifies sha256
         request = LoweringRequest(
@@ -113,10 +125,10 @@ class CompileJobRunner:
             output_path=str(scratch / "out.pte"),
             memory_limit_bytes=self.settings.compile_memory_limit_bytes,
         )
-        outcome, verdict = run_lowering(self._take_standby(), request, self._watch(job.id))
+        outcome, verdict = run_lowering(self.take_standby(), request, self.watch(job.id))
         self._finish(job, payload, outcome, verdict, Path(request.output_path))
 
-    def _watch(self, job_id: str) -> Watch:
+    def watch(self, job_id: str) -> Watch:
         def heartbeat() -> str:
             if self.stopping():
                 return Verdict.ABANDON
@@ -132,25 +144,31 @@ class CompileJobRunner:
             tick_seconds=self.settings.heartbeat_seconds,
             timeout_seconds=self.settings.compile_timeout_seconds,
             heartbeat=heartbeat,
-            on_stage=lambda stage: self._set_stage(job_id, stage),
+            on_stage=lambda stage: self.set_stage(job_id, stage),
             interrupt=self.interrupt,
         )
 
     def _finish(
         self, job: Job, payload: CompilePayload, outcome: LoweringOutcome, verdict: str, pte: Path
     ) -> None:
+        if verdict != Verdict.CONTINUE or outcome.result is None:
+            self.settle(job, outcome, verdict)
+        else:
+            self.set_stage(job.id, "store")
+            artifact = self._store_artifact(job, payload, outcome.result, pte)
+            self._succeed(job, artifact.id)
+
+    def settle(self, job: Job, outcome: LoweringOutcome, verdict: str) -> None:
+        """End a job whose child produced nothing to store: abandoned, canceled, failed, or
+        crashed (then retried, see :meth:`_end_attempt`)."""
         if verdict == Verdict.ABANDON:
             log.info("job %s abandoned (lease lost or worker stopping)", job.id)
         elif verdict == Verdict.CANCEL:
             with self.store.transaction() as tx:
                 tx.jobs.acknowledge_cancel(job.id, self.worker_id)
-        elif outcome.result is None:
+        else:
             code = outcome.error_code or ErrorCode.COMPILE_FAILED
             self._end_attempt(job, code, outcome.error_message or code)
-        else:
-            self._set_stage(job.id, "store")
-            artifact = self._store_artifact(job, payload, outcome.result, pte)
-            self._succeed(job, artifact.id)
 
     def _end_attempt(self, job: Job, code: str, message: str) -> None:
         """Fail ``job``, unless its lowering process died without a verdict on the job (a
@@ -158,7 +176,7 @@ class CompileJobRunner:
         remain, or handed back by the worker if it is stopping (its signal may have been
         meant for every process of the worker)."""
         if code != ErrorCode.COMPILE_CRASHED:
-            self._fail(job, code, message)
+            self.fail(job, code, message)
         elif self.stopping():
             log.info("job %s: lowering process ended while stopping: %s", job.id, message)
         else:
@@ -190,7 +208,7 @@ class CompileJobRunner:
                 raise
             return found
 
-    def _set_stage(self, job_id: str, stage: str) -> None:
+    def set_stage(self, job_id: str, stage: str) -> None:
         log.info("job %s: %s", job_id, stage)
         with self.store.transaction() as tx:
             tx.jobs.set_stage(job_id, self.worker_id, stage)
@@ -202,10 +220,10 @@ class CompileJobRunner:
     def fail_quietly(self, job: Job, code: str, message: str) -> None:
         """Fail ``job`` if this worker still holds it; never raises (used on worker errors)."""
         try:
-            self._fail(job, code, message)
+            self.fail(job, code, message)
         except Exception:
             log.exception("job %s: could not record failure", job.id)
 
-    def _fail(self, job: Job, code: str, message: str) -> None:
+    def fail(self, job: Job, code: str, message: str) -> None:
         with self.store.transaction() as tx:
             tx.jobs.fail(job.id, self.worker_id, code, message)

@@ -13,6 +13,7 @@ with a clean environment, so no database URL or ``PTEFORGE_*`` secret is in it).
 touching the job it caps its own address space, so an out-of-memory lowering dies there and
 only fails its job, and it loads programs only after the sandbox validated them, with
 ``TORCH_FORCE_WEIGHTS_ONLY_LOAD=1``.
+A profile job's child measures an artifact's method instead (:mod:`profile_child`).
 Messages both ways are JSON, never pickles: the child reads untrusted programs, so the worker
 must not unpickle what it sends.
 """
@@ -27,6 +28,8 @@ import tempfile
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel
 
 from pteforge.children.confine import Confinement, confine, flatc
 from pteforge.children.death import is_out_of_memory
@@ -92,6 +95,15 @@ def _lower(request: messages.LoweringRequest, conn: Connection) -> messages.Lowe
     return messages.LoweringResult(report=report, methods=tuple(methods), numerics=numerics)
 
 
+def _serve(request: messages.ChildRequest, conn: Connection) -> BaseModel:
+    """The job's last message: a lowering's result or a profile."""
+    if isinstance(request, messages.ProfileRequest):
+        from pteforge.server.jobs.profile_child import profile
+
+        return messages.ProfileMessage(profile=profile(request, _load_programs))
+    return messages.ResultMessage(result=_lower(request, conn))
+
+
 def standby_main(conn: Connection, warm_up: bool, scratch: str) -> None:
     """Entry point of the forked child: confine itself to ``scratch`` (before any thread
     starts), warm up, wait for one request, lower it, exit."""
@@ -112,7 +124,7 @@ def standby_main(conn: Connection, warm_up: bool, scratch: str) -> None:
         return
     _contain(request.memory_limit_bytes)
     try:
-        send_message(conn, messages.ResultMessage(result=_lower(request, conn)))
+        send_message(conn, _serve(request, conn))
     except Exception as exc:
         send_message(conn, messages.ErrorMessage(error=_error(exc, request.memory_limit_bytes)))
     finally:

@@ -1,4 +1,5 @@
-"""Routes of compile jobs: submit, status, cancel and the server-sent event stream."""
+"""Routes of jobs: submit a compile or a profile, status, cancel, the server-sent event
+stream, and a profile job's profile."""
 
 from __future__ import annotations
 
@@ -8,12 +9,13 @@ from fastapi import APIRouter, Header, Query, Request, status
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
+from pteforge.contracts.jobs import ProfileReport
 from pteforge.server.auth.dependencies import CurrentPrincipal
 from pteforge.server.common.services import ServicesDep
 from pteforge.server.http.listing import DEFAULT_LIMIT, LimitQuery
-from pteforge.server.jobs import service
+from pteforge.server.jobs import profile_service, service
 from pteforge.server.jobs.events import job_event_stream
-from pteforge.server.jobs.schemas import CompileJobRequest, JobList, JobOut
+from pteforge.server.jobs.schemas import CompileJobRequest, JobList, JobOut, ProfileJobRequest
 from pteforge.storage.domain import JobStatus
 
 router = APIRouter(prefix="/v1", tags=["jobs"])
@@ -31,6 +33,37 @@ def submit_compile_job(
     """Answers at once; the same program and plan compiled before reuses that artifact."""
     job = service.submit_compile(services, principal.project_id, body.program_id, body.plan)
     return JobOut.of(job)
+
+
+@router.post(
+    "/profile-jobs",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=JobOut,
+    summary="Queue a profile of one method of an artifact",
+)
+def submit_profile_job(
+    body: ProfileJobRequest, services: ServicesDep, principal: CurrentPrincipal
+) -> JobOut:
+    """Answers at once with a job of kind `profile`, run by a compile worker in a confined
+    child; `GET /v1/jobs/{id}/profile` has the profile once it succeeded. Without `inputs`
+    the method runs on the inputs of the artifact's numerics check (an uploaded `.pte` has
+    none: 409)."""
+    return JobOut.of(profile_service.submit_profile(services, principal.project_id, body))
+
+
+@router.get(
+    "/jobs/{job_id}/profile",
+    response_model=ProfileReport,
+    summary="A succeeded profile job's profile",
+)
+async def get_job_profile(
+    job_id: str, services: ServicesDep, principal: CurrentPrincipal
+) -> ProfileReport:
+    """Latency samples, load times, peak memory and per-operator time (409 until the job
+    succeeded)."""
+    return await run_in_threadpool(
+        profile_service.job_profile, services, principal.project_id, job_id
+    )
 
 
 @router.get("/jobs", response_model=JobList, summary="The project's jobs")

@@ -24,7 +24,13 @@ from pathlib import Path
 from pteforge.children.death import DeathReason, death_from_exit
 from pteforge.children.forkserver import LOWERING_PRELOAD, start_fork_server
 from pteforge.contracts.errors import ErrorCode
-from pteforge.contracts.jobs import ChildMessage, ErrorMessage, LoweringRequest, ResultMessage
+from pteforge.contracts.jobs import (
+    ChildMessage,
+    ChildRequest,
+    ErrorMessage,
+    ProfileMessage,
+    ResultMessage,
+)
 from pteforge.server.jobs.lowering_child import standby_main
 from pteforge.server.jobs.pipe import LoweringOutcome, recv_child_message, send_message
 
@@ -105,6 +111,8 @@ def _died_message(exitcode: int | None) -> str:
 def _apply(message: ChildMessage, outcome: LoweringOutcome, watch: Watch) -> None:
     if isinstance(message, ResultMessage):
         outcome.result = message.result
+    elif isinstance(message, ProfileMessage):
+        outcome.profile = message.profile
     elif isinstance(message, ErrorMessage):
         outcome.error_code, outcome.error_message = message.error.code, message.error.message
     else:
@@ -120,7 +128,7 @@ def _reap(proc: BaseProcess, grace_seconds: float) -> None:
 
 
 def run_lowering(
-    standby: StandbyLowering, request: LoweringRequest, watch: Watch
+    standby: StandbyLowering, request: ChildRequest, watch: Watch
 ) -> tuple[LoweringOutcome, str]:
     """Hand ``request`` to ``standby`` and watch it; returns the outcome and the final Verdict.
 
@@ -163,7 +171,7 @@ def run_lowering(
     finally:
         receiver.close()
         _reap(proc, grace)
-    if outcome.result is None and outcome.error_code is None:
+    if outcome.result is None and outcome.profile is None and outcome.error_code is None:
         outcome.error_code = ErrorCode.COMPILE_CRASHED
         outcome.error_message = _died_message(proc.exitcode)
     return outcome, Verdict.CONTINUE

@@ -5,9 +5,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from pteforge.contracts.artifact_report import AS_WRITTEN
+from pteforge.contracts.jobs import MAX_PROFILE_ITERATIONS
+from pteforge.contracts.json_types import JsonObject
 from pteforge.contracts.plan import PlanSpec
 from pteforge.server.startup.toolchain import Toolchain, toolchain
 from pteforge.storage.domain import Job, JobEvent
@@ -24,6 +26,28 @@ class CompileJobRequest(BaseModel):
             "Unknown keys are refused; so are catalog names, backend ids, recipes and methods "
             "that do not exist (422 invalid_plan naming the field)."
         )
+    )
+
+
+class ProfileJobRequest(BaseModel):
+    """``POST /v1/profile-jobs`` body."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    artifact_id: str = Field(description="An artifact of the caller's project.")
+    method: str = Field(description="The method to profile.")
+    iterations: int = Field(
+        default=20,
+        ge=1,
+        le=MAX_PROFILE_ITERATIONS,
+        description="Timed executions after one warm-up run (1 to 1000).",
+    )
+    inputs: list[JsonObject] | None = Field(
+        default=None,
+        description=(
+            "The method's inputs as /v2 JSON tensors ({name, datatype, shape, data}); "
+            "default: the inputs of the artifact's numerics check."
+        ),
     )
 
 

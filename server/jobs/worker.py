@@ -33,6 +33,7 @@ from pathlib import Path
 
 from pteforge.children.identity import hand_to_children
 from pteforge.contracts.errors import ErrorCode
+from pteforge.contracts.jobs import PROFILE_KIND
 from pteforge.server.jobs.compile_job import COMPILE_KIND, CompileJobRunner
 from pteforge.server.jobs.heartbeat import WorkerHeartbeat
 from pteforge.server.jobs.notify import JobNotifications, notifications_for
@@ -44,6 +45,9 @@ from pteforge.storage.errors import LeaseLostError, StorageError
 from pteforge.storage.store import Store
 
 log = logging.getLogger("pteforge.worker")
+
+JOB_KINDS = [COMPILE_KIND, PROFILE_KIND]
+"""The kinds of job a worker claims; both run in its standby lowering child."""
 
 
 class Worker:
@@ -123,7 +127,7 @@ class Worker:
             self._maybe_collect_garbage(store)
             self.wake.clear()  # a wake-up from now on is for a job this claim may miss
             with store.transaction() as tx:
-                job = tx.jobs.claim_next(self.worker_id, lease, kinds=[COMPILE_KIND])
+                job = tx.jobs.claim_next(self.worker_id, lease, kinds=JOB_KINDS)
             if job is None:
                 runner.prepare()  # the standby for the next job warms up while idle
                 self.wake.wait(self._poll_seconds(listener))

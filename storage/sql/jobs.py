@@ -49,6 +49,7 @@ class SqlJobs(JobRepository):
         kind: str,
         payload: Mapping[str, Any],
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        artifact_id: str | None = None,
     ) -> domain.Job:
         if max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
@@ -58,7 +59,7 @@ class SqlJobs(JobRepository):
         row = JobRow(
             id=new_id("job"), project_id=project_id, kind=kind,
             status=JobStatus.QUEUED.value, stage=None, payload=dict(payload),
-            error_code=None, error_message=None, artifact_id=None, attempts=0,
+            error_code=None, error_message=None, artifact_id=artifact_id, attempts=0,
             max_attempts=max_attempts, worker_id=None, lease_expires_at=None,
             cancel_requested=False, created_at=now, started_at=None, finished_at=None,
             updated_at=now, version=1,
@@ -152,10 +153,17 @@ class SqlJobs(JobRepository):
         self._session.flush()
         return convert.job(row)
 
-    def succeed(self, job_id: str, worker_id: str, artifact_id: str | None) -> domain.Job:
+    def succeed(
+        self,
+        job_id: str,
+        worker_id: str,
+        artifact_id: str | None,
+        result: Mapping[str, Any] | None = None,
+    ) -> domain.Job:
         row = self._held(job_id, worker_id)
         self._move(row, JobStatus.SUCCEEDED, self._clock())
         row.artifact_id = artifact_id
+        row.result = None if result is None else dict(result)
         self._session.flush()
         return convert.job(row)
 

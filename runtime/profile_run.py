@@ -1,0 +1,101 @@
+"""A profile of one method of a ``.pte``: load times, latency samples, peak memory and
+per-operator time, measured in the process that calls :func:`profile_program`.
+
+Call it in a fresh, confined process (a compile worker's lowering child): the program is
+untrusted, and the cold load is only cold in a process that never loaded it.
+
+- ``load_ms.cold``: the first ``load_program`` plus ``load_method`` of the process;
+  ``load_ms.warm``: both again, in the same process.
+- ``latency_us``: wall time of each of ``iterations`` executions after one warm-up run, on
+  the program loaded cold (ETDump on: its per-event cost is a timestamp pair).
+- ``peak_memory_bytes``: the growth of this process's peak resident set (``VmHWM``) over
+  the loads and runs, from its resident set just before them; the peak is reset first
+  (``/proc/self/clear_refs``) where the kernel allows it.
+- ``operators``: the ETDump events of the timed runs (the warm-up's left out), by
+  :func:`pteforge.runtime.profiling.operator_times`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pteforge.contracts.jobs import LatencySummary, LoadTimes, ProfileReport
+from pteforge.runtime.errors import ExecutionError
+from pteforge.runtime.profiling import delegate_backends, operator_times, summarize_etdump
+from pteforge.runtime.worker import run_method
+
+
+def _status_kib(key: str) -> int:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith(key):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError(f"{key} not found in /proc/self/status")
+
+
+def _reset_peak() -> None:
+    """Make ``VmHWM`` the current resident set (Linux 4.0+; skipped where refused)."""
+    with contextlib.suppress(OSError), open("/proc/self/clear_refs", "w") as fh:
+        fh.write("5")
+
+
+def latency_summary(samples: list[float]) -> LatencySummary:
+    """Min, p50, p90 and max of ``samples`` (µs), with the samples in run order."""
+    values = np.asarray(samples, dtype=np.float64)
+    p50, p90 = np.percentile(values, [50, 90])
+    return LatencySummary(
+        min=float(values.min()), p50=float(p50), p90=float(p90), max=float(values.max()),
+        samples=[round(s, 3) for s in samples],
+    )  # fmt: skip
+
+
+def _load(runtime: Any, path: Path, method: str, etdump: bool) -> tuple[Any, Any, float]:
+    start = time.perf_counter()
+    program = runtime.load_program(path, enable_etdump=etdump, debug_buffer_size=0)
+    try:
+        loaded = program.load_method(method)
+    except Exception as exc:
+        raise ExecutionError(f"cannot load method {method!r}: {exc}") from exc
+    return program, loaded, (time.perf_counter() - start) * 1e3
+
+
+def _timed_runs(method: Any, inputs: list[np.ndarray], iterations: int) -> list[float]:
+    run_method(method, inputs)  # the warm-up
+    samples = []
+    for _ in range(iterations):
+        start = time.perf_counter()
+        run_method(method, inputs)
+        samples.append((time.perf_counter() - start) * 1e6)
+    return samples
+
+
+def profile_program(
+    path: Path, method: str, inputs: list[np.ndarray], iterations: int
+) -> ProfileReport:
+    """Profile ``method`` of the ``.pte`` at ``path`` on ``inputs`` (see the module
+    docstring); ``artifact_id`` is left empty for the caller to fill in."""
+    from executorch.runtime import Runtime
+
+    runtime = Runtime.get()
+    _reset_peak()
+    before = _status_kib("VmRSS:")
+    program, loaded, cold = _load(runtime, path, method, etdump=True)
+    warm = _load(runtime, path, method, etdump=False)[2]
+    samples = _timed_runs(loaded, inputs, iterations)
+    peak = max(_status_kib("VmHWM:") - before, 0)
+    with tempfile.TemporaryDirectory() as tmp:
+        etdump = Path(tmp, "run.etdp")
+        program.write_etdump_result_to_file(str(etdump), str(Path(tmp, "run.bin")))
+        profile = summarize_etdump(etdump.read_bytes(), skip_runs=1)
+    return ProfileReport(
+        artifact_id="", method=method, iterations=iterations,
+        latency_us=latency_summary(samples), load_ms=LoadTimes(cold=cold, warm=warm),
+        peak_memory_bytes=peak,
+        operators=operator_times(profile, delegate_backends(path).get(method, {})),
+    )  # fmt: skip
