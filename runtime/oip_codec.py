@@ -67,8 +67,7 @@ def _loads(data: memoryview) -> Any:
         return json.loads(bytes(data))
 
 
-def _shape(entry: dict[str, Any], name: str) -> list[int]:
-    shape = entry.get("shape")
+def _shape(shape: object, name: str) -> list[int]:
     if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
         raise ProtocolError(f"input {name!r}: 'shape' must be a list of non-negative integers")
     return shape
@@ -77,8 +76,12 @@ def _shape(entry: dict[str, Any], name: str) -> list[int]:
 def _json_data(entry: dict[str, Any], name: str, dtype: np.dtype, shape: list[int]) -> np.ndarray:
     if "data" not in entry:
         raise ProtocolError(f"input {name!r}: no 'data' and no binary_data_size parameter")
+    return _listed_data(entry["data"], name, dtype, shape)
+
+
+def _listed_data(data: Any, name: str, dtype: np.dtype, shape: list[int]) -> np.ndarray:
     try:
-        array = np.asarray(entry["data"], dtype=dtype)
+        array = np.asarray(data, dtype=dtype)
     except (TypeError, ValueError, OverflowError) as exc:
         raise InvalidInputError(f"input {name!r}: data is not {dtype.name}: {exc}") from None
     if array.size != math.prod(shape):
@@ -119,7 +122,7 @@ class _BinaryCursor:
 def _decode_input(entry: Any, spec: TensorSpec, cursor: _BinaryCursor) -> np.ndarray:
     name = spec.name
     datatype = str(entry.get("datatype"))
-    shape = _shape(entry, name)
+    shape = _shape(entry.get("shape"), name)
     check_tensor(spec, datatype, shape)
     dtype = numpy_dtype(datatype)
     size = (entry.get("parameters") or {}).get("binary_data_size")
@@ -134,8 +137,13 @@ def _input_entries(header: dict[str, Any], signature: MethodSignature) -> list[d
     entries = header.get("inputs")
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
         raise ProtocolError("the request needs an 'inputs' list of tensor objects")
+    check_input_names([str(e.get("name")) for e in entries], signature)
+    return entries
+
+
+def check_input_names(names: list[str], signature: MethodSignature) -> None:
+    """Raise unless ``names`` name each input of ``signature`` once, and nothing else."""
     known = {spec.name for spec in signature.inputs}
-    names = [str(e.get("name")) for e in entries]
     for name in names:
         if name not in known:
             raise InvalidInputError(
@@ -144,8 +152,27 @@ def _input_entries(header: dict[str, Any], signature: MethodSignature) -> list[d
             )
         if names.count(name) > 1:
             raise InvalidInputError(f"input {name!r} is given more than once")
-    check_count(signature, len(entries))
-    return entries
+    check_count(signature, len(names))
+
+
+def input_tensor(
+    signature: MethodSignature, name: str, datatype: str, shape: object, data: bytes | list[Any]
+) -> np.ndarray:
+    """Input ``name`` from its raw bytes or its flat list of values, checked like a /v2
+    tensor (datatype, shape, size) against ``signature``; errors name the input."""
+    spec = _spec(signature, name)
+    shape = _shape(shape, name)
+    check_tensor(spec, datatype, shape)
+    dtype = numpy_dtype(datatype)
+    if not isinstance(data, bytes):
+        return _listed_data(data, name, dtype, shape)
+    expected = math.prod(shape) * dtype.itemsize
+    if len(data) != expected:
+        raise InvalidInputError(
+            f"input {name!r}: raw contents are {len(data)} bytes, shape {shape} of "
+            f"{dtype.name} needs {expected} bytes"
+        )
+    return np.frombuffer(data, dtype=dtype).reshape(shape)
 
 
 def _requested_outputs(header: dict[str, Any], signature: MethodSignature) -> list[RequestedOutput]:
@@ -154,18 +181,23 @@ def _requested_outputs(header: dict[str, Any], signature: MethodSignature) -> li
     wanted = header.get("outputs")
     if not wanted:
         return [RequestedOutput(spec.name, default_binary) for spec in signature.outputs]
-    known = {spec.name for spec in signature.outputs}
     requested = []
     for entry in wanted:
         name = str(entry.get("name")) if isinstance(entry, dict) else str(entry)
-        if name not in known:
-            raise InvalidInputError(
-                f"unknown output {name!r}; method {signature.name!r} has "
-                f"{', '.join(sorted(known)) or 'no outputs'}"
-            )
+        check_output_name(name, signature)
         out_params = (entry.get("parameters") if isinstance(entry, dict) else None) or {}
         requested.append(RequestedOutput(name, bool(out_params.get("binary_data", default_binary))))
     return requested
+
+
+def check_output_name(name: str, signature: MethodSignature) -> None:
+    """Raise unless ``signature`` has an output ``name``."""
+    known = {spec.name for spec in signature.outputs}
+    if name not in known:
+        raise InvalidInputError(
+            f"unknown output {name!r}; method {signature.name!r} has "
+            f"{', '.join(sorted(known)) or 'no outputs'}"
+        )
 
 
 def decode_infer_request(
