@@ -6,7 +6,9 @@ import logging
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 
+import grpc
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 from starlette.concurrency import run_in_threadpool
@@ -19,6 +21,7 @@ from pteforge.server.backends_api.router import router as backends_router
 from pteforge.server.common.services import Services
 from pteforge.server.dashboard.router import mount_dashboard
 from pteforge.server.errors import install_error_handlers
+from pteforge.server.grpc_api import STOP_GRACE_S, start_grpc_server
 from pteforge.server.http import health
 from pteforge.server.http.docs import install_docs
 from pteforge.server.http.openapi import install_openapi
@@ -65,12 +68,23 @@ def operations_registry(services: Services) -> CollectorRegistry:
     return registry
 
 
+async def _start_grpc(settings: Settings, app: FastAPI) -> grpc.aio.Server | None:
+    """The gRPC frontend serving ``app``'s runtime once its lifespan sets it (None: off)."""
+    if settings.grpc_port == 0:
+        return None
+    current = partial(getattr, app.state, "inference", None)
+    return await start_grpc_server(
+        current, settings.grpc_host, settings.grpc_port, settings.max_infer_request_bytes
+    )
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     """A FastAPI app whose lifespan opens the store, bootstraps it and runs the workers."""
     settings = settings or Settings()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        grpc_server = await _start_grpc(settings, app)  # first: a taken port fails at once
         services = _build_services(settings)
         boot = bootstrap_if_empty(services.store)
         if boot is not None:
@@ -94,6 +108,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         try:
             yield
         finally:
+            if grpc_server is not None:
+                await grpc_server.stop(STOP_GRACE_S)
             del app.state.inference
             pool.close()
             supervisor.stop()

@@ -31,6 +31,13 @@ def register(subparsers: Any) -> None:
     )
     serve.add_argument("--port", type=int, default=8000, help="port to listen on (default: 8000)")
     serve.add_argument(
+        "--grpc-port",
+        type=int,
+        default=None,
+        help="port of the gRPC frontend, for tritonclient.grpc (default: PTEFORGE_GRPC_PORT, "
+        "else 8001; 0 turns gRPC off)",
+    )
+    serve.add_argument(
         "--no-workers",
         action="store_true",
         help="API only: compile workers run elsewhere (`pteforge worker`) on the same database",
@@ -77,6 +84,9 @@ def serve_command(args: argparse.Namespace) -> int:
         settings.public_url = f"http://{args.host}:{args.port}"
     if args.no_workers:
         settings.compile_workers = 0
+    settings.grpc_host = args.host
+    if args.grpc_port is not None:
+        settings.grpc_port = args.grpc_port
     print(startup_help(settings), file=sys.stderr, flush=True)
     for stop in (signal.SIGINT, signal.SIGTERM):
         signal.signal(stop, _exit_cleanly)

@@ -27,6 +27,16 @@ class Settings(BaseSettings):
     database_url: str | None = Field(
         default=None, description="SQLAlchemy URL replacing the embedded SQLite default."
     )
+    grpc_port: int = Field(
+        default=8001,
+        ge=0,
+        le=65535,
+        description="Port of the gRPC frontend (inference.GRPCInferenceService, for "
+        "tritonclient.grpc), on the HTTP host; 0 turns it off.",
+    )
+    grpc_host: str = Field(
+        default="127.0.0.1", description="Address gRPC listens on (serve sets it to --host)."
+    )
     max_upload_bytes: int = _positive(2 * 1024**3, "Largest accepted request body (413 above it).")
     http_max_header_bytes: int = Field(
         default=64 * 1024,

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -22,6 +22,15 @@ DEFAULT_TOKEN_TTL_S = 1.0
 accepted for up to this many seconds on the routes that use it (``/v2``)."""
 
 _bearer = HTTPBearer(auto_error=False, description="A token from `pteforge tokens create`.")
+
+
+class HasHeaders(Protocol):
+    """What token auth reads of a call: its headers (a request's, or gRPC metadata)."""
+
+    @property
+    def headers(self) -> Mapping[str, str]:
+        """Lower-case header names to values (``authorization``: ``Bearer <token>``)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -68,17 +77,17 @@ CurrentPrincipal = Annotated[Principal, Depends(require_principal)]
 
 def cached_principal(
     store: Store, cache: TtlCache[str, Principal]
-) -> Callable[[Request], Coroutine[Any, Any, Principal]]:
-    """An async function of the request, for the ``/v2`` routes, that authenticates like
-    ``require_principal`` but remembers each resolved token in ``cache`` (keyed by the
-    token's sha256, never the token itself) for ``cache.ttl_s`` seconds.
+) -> Callable[[HasHeaders], Coroutine[Any, Any, Principal]]:
+    """An async function of the request (or gRPC call), for ``/v2`` and gRPC, that
+    authenticates like ``require_principal`` but remembers each resolved token in ``cache``
+    (keyed by the token's sha256, never the token itself) for ``cache.ttl_s`` seconds.
 
     A hit costs no database transaction and no thread hop; a miss resolves in the
     threadpool. Unknown tokens are not cached, so a new token works at once; a revoked one
     is refused once its entry expires.
     """
 
-    async def principal_of(request: Request) -> Principal:
+    async def principal_of(request: HasHeaders) -> Principal:
         scheme, token = get_authorization_scheme_param(request.headers.get("authorization"))
         if not token or scheme.lower() != "bearer":
             raise UnauthorizedError("missing bearer token (Authorization: Bearer <token>)")

@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry
 
 from pteforge.runtime import RuntimePool
 from pteforge.server.auth.cache import TtlCache
-from pteforge.server.auth.dependencies import Principal
+from pteforge.server.auth.dependencies import HasHeaders, Principal
 from pteforge.server.inference.bodies import DEFAULT_MAX_REQUEST_BYTES
 from pteforge.server.inference.metrics import InferenceMetrics
 from pteforge.server.inference.resolver import ArtifactResolver, ResolvedArtifact
@@ -24,9 +24,9 @@ from pteforge.server.inference.statistics import ModelStatistics
 
 DEFAULT_RESOLVE_TTL_S = 1.0
 
-Authenticate = Callable[[Request], Awaitable[Principal]]
-"""An async function of the request returning the caller, or raising (e.g. an error the
-app's handlers turn into 401): ``pteforge.server.auth.dependencies.cached_principal``."""
+Authenticate = Callable[[HasHeaders], Awaitable[Principal]]
+"""An async function of the request (or gRPC call) returning the caller, or raising (e.g. an
+error the app's handlers turn into 401): ``pteforge.server.auth.dependencies.cached_principal``."""
 
 
 @dataclass(frozen=True)

@@ -106,7 +106,7 @@ async def infer(
     try:
         request = decode() if cheap else await run_in_threadpool(decode)
     except Exception:
-        _count(state, _key(principal, model, version), time.perf_counter() - started, None)
+        count_undecodable(state, principal, model, version, started)
         raise
     encode = partial(_encode, model, request, signature, cheap)
     return await run_decoded(
@@ -156,6 +156,14 @@ async def run_decoded(
     return encoded
 
 
+def count_undecodable(
+    state: InferenceState, principal: Principal, model: str, version: str | None, started: float
+) -> None:
+    """Count a request whose body or message failed to decode (from ``started``, a
+    ``time.perf_counter()``) as a failed request of the model, as ``run_decoded`` would."""
+    _count(state, _key(principal, model, version), time.perf_counter() - started, None)
+
+
 def _key(principal: Principal, model: str, version: str | None) -> StatsKey:
     return StatsKey(session_scope(principal), model, version_label(version))
 
@@ -181,13 +189,20 @@ def _decode(
     return decode_infer_request(decompressed(encoding, body, limit), json_length, signature)
 
 
-def _encoded(
-    model: str, request: InferRequest, signature: MethodSignature, result: InferResult
-) -> Encoded:
+def response_parameters(result: InferResult) -> dict[str, Any]:
+    """The parameters an infer response carries, on every protocol: the runtime's phase
+    timings (ms), ``cache_hit``, and the ``profile`` (JSON) when one was asked for."""
     parameters: dict[str, Any] = {k: round(v, 4) for k, v in result.timings.items()}
     parameters["cache_hit"] = result.cache_hit
     if result.profile is not None:
         parameters["profile"] = json.dumps(result.profile)
+    return parameters
+
+
+def _encoded(
+    model: str, request: InferRequest, signature: MethodSignature, result: InferResult
+) -> Encoded:
+    parameters = response_parameters(result)
     body_out, json_length = encode_infer_response(
         model, request, signature, result.outputs, parameters
     )

@@ -82,7 +82,8 @@ class ApiNode(Node):
 
     def __init__(self, name: str, home: Path, env: Mapping[str, str], workers: bool = False):
         self.port = free_port()
-        args = ["serve", "--port", str(self.port)] + ([] if workers else ["--no-workers"])
+        args = ["serve", "--port", str(self.port), "--grpc-port", "0"]  # gRPC off
+        args += [] if workers else ["--no-workers"]
         super().__init__(name, args, home, env)
 
     @property

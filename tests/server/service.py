@@ -65,6 +65,7 @@ class ServiceProcess:
     def __init__(self, home: Path, env: Mapping[str, str] | None = None) -> None:
         self.home = home
         self.port = free_port()
+        self.grpc_port = free_port()  # never 8001: test servers run side by side
         self.env = {**os.environ, **FAST_JOB_ENV, **(env or {}), "PTEFORGE_HOME": str(home)}
         self.proc: subprocess.Popen[str] | None = None
         self.log_path = home / "server.log"
@@ -74,12 +75,16 @@ class ServiceProcess:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def listen_args(self) -> list[str]:
+        return ["--port", str(self.port), "--grpc-port", str(self.grpc_port)]
+
     def start(self, timeout: float = 120.0) -> None:
         tiers.need("server")
         self.home.mkdir(parents=True, exist_ok=True)
         log = self.log_path.open("a")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "pteforge", "serve", "--port", str(self.port)],
+            [sys.executable, "-m", "pteforge", "serve", *self.listen_args],
             env=self.env,
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -43,7 +43,7 @@ def _infer(client: httpx.Client, model: str, x: np.ndarray) -> np.ndarray:
 @pytest.fixture(scope="module")
 def started(tmp_path_factory: pytest.TempPathFactory) -> tuple[FastAPI, str, Path]:
     root = tmp_path_factory.mktemp("v2-lifespan")
-    settings = Settings(home=root / "home", compile_workers=0, runtime_pool_size=1)
+    settings = Settings(home=root / "home", compile_workers=0, runtime_pool_size=1, grpc_port=0)
     token = _admin_token(settings)
     compiled = compile_pte(small_mlp_programs(), root / "mlp.pte")
     return create_app(settings), token, compiled.path

@@ -1,0 +1,132 @@
+"""Open Inference Protocol gRPC messages to and from the codec's types.
+
+The messages are the ones ``tritonclient`` ships (``tritonclient.grpc.service_pb2``);
+tensors are checked by the same helpers as /v2's JSON and binary bodies
+(``pteforge.runtime.oip_codec``), so both protocols refuse the same inputs the same way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from tritonclient.grpc import service_pb2 as pb
+
+from pteforge.contracts.oip import NUMPY_TO_OIP
+from pteforge.runtime.errors import ProtocolError
+from pteforge.runtime.metadata import MethodSignature
+from pteforge.runtime.oip_codec import (
+    InferRequest,
+    RequestedOutput,
+    check_input_names,
+    check_output_name,
+    input_tensor,
+)
+
+# Which typed ``InferTensorContents`` field carries each datatype (FP16/BF16: raw only).
+CONTENTS_FIELD = {
+    "BOOL": "bool_contents",
+    "INT8": "int_contents",
+    "INT16": "int_contents",
+    "INT32": "int_contents",
+    "INT64": "int64_contents",
+    "UINT8": "uint_contents",
+    "UINT16": "uint_contents",
+    "UINT32": "uint_contents",
+    "UINT64": "uint64_contents",
+    "FP32": "fp32_contents",
+    "FP64": "fp64_contents",
+}
+
+
+def parameters_of(parameters: Any) -> dict[str, Any]:
+    """A protobuf ``map<string, InferParameter>`` as a dict of Python values."""
+    out: dict[str, Any] = {}
+    for key, value in parameters.items():
+        choice = value.WhichOneof("parameter_choice")
+        out[key] = None if choice is None else getattr(value, choice)
+    return out
+
+
+def _set_parameter(target: Any, value: Any) -> None:
+    if isinstance(value, bool):
+        target.bool_param = value
+    elif isinstance(value, int):
+        target.int64_param = value
+    elif isinstance(value, float):
+        target.double_param = value
+    else:
+        target.string_param = str(value)
+
+
+def _contents(tensor: Any) -> list[Any]:
+    field = CONTENTS_FIELD.get(tensor.datatype)
+    if field is None or not tensor.HasField("contents"):
+        raise ProtocolError(
+            f"input {tensor.name!r}: no raw_input_contents and no typed contents for "
+            f"{tensor.datatype}"
+        )
+    return list(getattr(tensor.contents, field))
+
+
+def decode_request(request: Any, signature: MethodSignature) -> InferRequest:
+    """A ``ModelInferRequest`` as the codec's ``InferRequest``, checked against
+    ``signature``: tensors from ``raw_input_contents`` (one per input, in order) or from
+    each input's typed ``contents``."""
+    tensors = list(request.inputs)
+    check_input_names([t.name for t in tensors], signature)
+    raw = list(request.raw_input_contents)
+    if raw and len(raw) != len(tensors):
+        raise ProtocolError(f"{len(raw)} raw_input_contents for {len(tensors)} inputs")
+    decoded = {
+        t.name: input_tensor(
+            signature, t.name, t.datatype, list(t.shape), raw[i] if raw else _contents(t)
+        )
+        for i, t in enumerate(tensors)
+    }
+    for wanted in request.outputs:
+        check_output_name(wanted.name, signature)
+    names = [o.name for o in request.outputs] or [spec.name for spec in signature.outputs]
+    return InferRequest(
+        id=request.id or None,
+        inputs=[decoded[spec.name] for spec in signature.inputs],
+        outputs=[RequestedOutput(name, binary=True) for name in names],
+        parameters=parameters_of(request.parameters),
+    )
+
+
+def encode_response(
+    model: str,
+    request: InferRequest,
+    signature: MethodSignature,
+    outputs: list[np.ndarray],
+    parameters: dict[str, Any],
+) -> Any:
+    """The ``ModelInferResponse`` of ``outputs``: the requested ones, as raw contents."""
+    by_name = {spec.name: array for spec, array in zip(signature.outputs, outputs, strict=False)}
+    response = pb.ModelInferResponse(model_name=model, model_version="1", id=request.id or "")
+    for key, value in parameters.items():
+        _set_parameter(response.parameters[key], value)
+    for wanted in request.outputs:
+        array = np.ascontiguousarray(by_name[wanted.name])
+        datatype = NUMPY_TO_OIP.get(array.dtype, str(array.dtype))
+        response.outputs.add(name=wanted.name, datatype=datatype, shape=list(array.shape))
+        response.raw_output_contents.append(array.tobytes())
+    return response
+
+
+def metadata_response(metadata: dict[str, Any]) -> Any:
+    """A ``ModelMetadataResponse`` from the /v2 metadata object (``oip_codec.model_metadata``)."""
+    tensor = pb.ModelMetadataResponse.TensorMetadata
+
+    def tensors(key: str) -> list[Any]:
+        entries = metadata[key]
+        return [tensor(name=t["name"], datatype=t["datatype"], shape=t["shape"]) for t in entries]
+
+    return pb.ModelMetadataResponse(
+        name=metadata["name"],
+        versions=metadata["versions"],
+        platform=metadata["platform"],
+        inputs=tensors("inputs"),
+        outputs=tensors("outputs"),
+    )

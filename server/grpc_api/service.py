@@ -1,0 +1,178 @@
+"""``inference.GRPCInferenceService``: the Open Inference Protocol over gRPC.
+
+Each call reads the running app's ``InferenceState`` (``None`` outside its lifespan:
+UNAVAILABLE), authenticates with its ``authorization`` metadata entry like /v2 does its
+header, resolves models with ``work.model_of`` and runs requests with ``work.run_decoded``,
+so gRPC serves the same models, with the same checks and statistics, as HTTP.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from google.protobuf import json_format
+from tritonclient.grpc import service_pb2 as pb
+from tritonclient.grpc import service_pb2_grpc as rpc
+
+from pteforge.runtime import InferResult, PoolClosedError
+from pteforge.runtime.oip_codec import BINARY_EXTENSION, model_metadata
+from pteforge.server.auth.dependencies import Principal
+from pteforge.server.grpc_api.codec import decode_request, encode_response, metadata_response
+from pteforge.server.grpc_api.status import grpc_status
+from pteforge.server.inference.dependencies import InferenceState
+from pteforge.server.inference.sequences import SEQUENCE_EXTENSION, session_scope
+from pteforge.server.inference.statuses import NotFoundError
+from pteforge.server.inference.work import (
+    count_undecodable,
+    model_of,
+    response_parameters,
+    run_decoded,
+)
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+CurrentState = Callable[[], InferenceState | None]
+"""The running app's ``InferenceState``, or ``None`` outside its lifespan."""
+
+
+@dataclass(frozen=True)
+class CallHeaders:
+    """A gRPC call's text metadata, as the headers token auth reads."""
+
+    headers: Mapping[str, str]
+
+
+def call_headers(context: Any) -> CallHeaders:
+    """The text metadata of the call ``context`` serves (gRPC keys are lower-case)."""
+    entries = context.invocation_metadata() or ()
+    return CallHeaders({key: value for key, value in entries if isinstance(value, str)})
+
+
+async def infer(state: InferenceState, principal: Principal, request: Any) -> Any:
+    """Run one ``ModelInferRequest`` for ``principal``: its ``ModelInferResponse``."""
+    model, version = request.model_name, request.model_version or None
+    artifact, signature = await model_of(state, principal, model, version)
+    started = time.perf_counter()
+    try:
+        decoded = decode_request(request, signature)
+    except Exception:
+        count_undecodable(state, principal, model, version, started)
+        raise
+
+    async def encode(result: InferResult) -> Any:
+        parameters = response_parameters(result)
+        return encode_response(model, decoded, signature, result.outputs, parameters)
+
+    return await run_decoded(
+        state, principal, model, version, artifact, signature, decoded, encode, started=started
+    )
+
+
+class InferenceService(rpc.GRPCInferenceServiceServicer):
+    """The gRPC service over the running app's state (see the module docstring)."""
+
+    def __init__(self, current: CurrentState) -> None:
+        self.current = current
+
+    def _state(self) -> InferenceState:
+        state = self.current()
+        if state is None:
+            raise PoolClosedError("the inference runtime is not running")
+        return state
+
+    async def _caller(self, context: Any) -> tuple[InferenceState, Principal]:
+        state = self._state()
+        return state, await state.authenticate(call_headers(context))
+
+    async def _answer(self, context: Any, work: Callable[[], Awaitable[T]]) -> T:
+        """``work()``'s answer, or the call aborted with the status its error maps to."""
+        try:
+            return await work()
+        except Exception as exc:
+            code, message = grpc_status(exc)
+        await context.abort(code, message)
+        raise AssertionError("context.abort returned")  # pragma: no cover
+
+    async def ServerLive(self, request: Any, context: Any) -> Any:
+        """The server process answers (no token needed)."""
+        return pb.ServerLiveResponse(live=True)
+
+    async def ServerReady(self, request: Any, context: Any) -> Any:
+        """Whether the runtime pool can serve (no token needed)."""
+        state = self.current()
+        return pb.ServerReadyResponse(ready=state is not None and state.pool.ready)
+
+    async def ServerMetadata(self, request: Any, context: Any) -> Any:
+        """Name, version and the protocol extensions served."""
+
+        async def work() -> Any:
+            state, _ = await self._caller(context)
+            extensions = [BINARY_EXTENSION, SEQUENCE_EXTENSION]
+            return pb.ServerMetadataResponse(
+                name="pteforge", version=state.server_version, extensions=extensions
+            )
+
+        return await self._answer(context, work)
+
+    async def ModelReady(self, request: Any, context: Any) -> Any:
+        """Whether the caller has the model and its method loads (false when it has not)."""
+
+        async def work() -> Any:
+            state, principal = await self._caller(context)
+            try:
+                await model_of(state, principal, request.name, request.version or None)
+            except NotFoundError:
+                return pb.ModelReadyResponse(ready=False)
+            return pb.ModelReadyResponse(ready=True)
+
+        return await self._answer(context, work)
+
+    async def ModelMetadata(self, request: Any, context: Any) -> Any:
+        """The inputs and outputs of a method (``-1`` for dynamic dimensions)."""
+
+        async def work() -> Any:
+            state, principal = await self._caller(context)
+            name, version = request.name, request.version or None
+            _, signature = await model_of(state, principal, name, version)
+            return metadata_response(model_metadata(name, signature))
+
+        return await self._answer(context, work)
+
+    async def ModelInfer(self, request: Any, context: Any) -> Any:
+        """Run a method; ``sequence_*`` parameters run it in a session, as on /v2."""
+
+        async def work() -> Any:
+            return await infer(*await self._caller(context), request)
+
+        return await self._answer(context, work)
+
+    async def ModelStatistics(self, request: Any, context: Any) -> Any:
+        """The statistics extension: the caller's models, or the one named."""
+
+        async def work() -> Any:
+            state, principal = await self._caller(context)
+            name, version = request.name or None, request.version or None
+            if name is not None:
+                await model_of(state, principal, name, version)  # NOT_FOUND unless it has it
+            answer = state.statistics.answer(session_scope(principal), name, version)
+            return json_format.ParseDict(answer, pb.ModelStatisticsResponse())
+
+        return await self._answer(context, work)
+
+    async def ModelStreamInfer(
+        self, requests: AsyncIterator[Any], context: Any
+    ) -> AsyncIterator[Any]:
+        """Each request's response (or ``error_message``), in order; a sequence's steps
+        arrive one after another on the stream, so a decode loop keeps its state."""
+        state, principal = await self._answer(context, lambda: self._caller(context))
+        async for request in requests:
+            try:
+                response = await infer(state, principal, request)
+            except Exception as exc:
+                yield pb.ModelStreamInferResponse(error_message=grpc_status(exc)[1])
+                continue
+            yield pb.ModelStreamInferResponse(infer_response=response)

@@ -1,0 +1,205 @@
+"""The gRPC frontend over a real ``pteforge serve``, with an unmodified ``tritonclient.grpc``:
+health and metadata, raw-tensor infer against eager PyTorch, auth, project scoping and
+input errors as gRPC status codes, a KV-cached decode loop as a sequence over
+``ModelStreamInfer``, a model name, and the statistics extension."""
+
+from __future__ import annotations
+
+import queue
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+import torch
+import tritonclient.grpc as triton
+from tritonclient.utils import InferenceServerException
+
+from tests.models import MultiMethod, save_programs
+from tests.runtime.stateful_models import cached_lm_programs, reset_state
+from tests.server.helpers import submit, upload_methods, wait_job
+from tests.server.service import ServiceProcess
+
+STEPS = 6
+SHARED_PLAN = {"all": {"partitioners": ["xnnpack"]}, "share_mutable_buffers": True}
+
+
+@pytest.fixture(scope="module")
+def lm(admin: httpx.Client, tmp_path_factory: Any) -> tuple[MultiMethod, str]:
+    """The KV-cached decoder-only LM (``prefill``, then ``decode``) and its artifact id."""
+    model = cached_lm_programs()
+    files = save_programs(model.programs, tmp_path_factory.mktemp("grpc-lm"))
+    program = upload_methods(admin, files, name="grpc-lm")
+    done = wait_job(admin, submit(admin, program["id"], SHARED_PLAN)["id"], timeout=600)
+    assert done["status"] == "succeeded", done
+    return model, str(done["artifact_id"])
+
+
+@pytest.fixture(scope="module")
+def client(service: ServiceProcess) -> Iterator[triton.InferenceServerClient]:
+    with triton.InferenceServerClient(f"127.0.0.1:{service.grpc_port}") as grpc_client:
+        yield grpc_client
+
+
+@pytest.fixture(scope="module")
+def headers(admin: httpx.Client) -> dict[str, str]:
+    """The admin's bearer token as ``tritonclient.grpc`` sends it: ``authorization`` metadata."""
+    return {"authorization": str(admin.headers["Authorization"])}
+
+
+class Calls:
+    """Builds a method's inputs under the names its metadata gives, and reads its output."""
+
+    def __init__(self, client: triton.InferenceServerClient, headers: dict[str, str]) -> None:
+        self.client, self.headers = client, headers
+
+    def metadata(self, model: str) -> Any:
+        return self.client.get_model_metadata(model, headers=self.headers, as_json=True)
+
+    def inputs(self, model: str, *arrays: np.ndarray) -> list[triton.InferInput]:
+        specs = self.metadata(model)["inputs"]
+        inputs = []
+        for spec, array in zip(specs, arrays, strict=True):
+            entry = triton.InferInput(spec["name"], list(array.shape), spec["datatype"])
+            entry.set_data_from_numpy(array)  # sent as raw_input_contents
+            inputs.append(entry)
+        return inputs
+
+    def output(self, model: str, result: Any) -> np.ndarray:
+        return result.as_numpy(self.metadata(model)["outputs"][0]["name"])  # type: ignore[no-any-return]
+
+    def infer(self, model: str, *arrays: np.ndarray) -> np.ndarray:
+        inputs = self.inputs(model, *arrays)
+        return self.output(model, self.client.infer(model, inputs, headers=self.headers))
+
+
+@pytest.fixture(scope="module")
+def calls(client: triton.InferenceServerClient, headers: dict[str, str]) -> Calls:
+    return Calls(client, headers)
+
+
+def _eager(model: MultiMethod, method: str, *args: torch.Tensor) -> np.ndarray:
+    with torch.no_grad():
+        return model.eager[method](*args).numpy()  # type: ignore[no-any-return]
+
+
+def _reset(model: MultiMethod) -> None:
+    reset_state(model.eager["prefill"].model)  # type: ignore[union-attr]
+
+
+def _code(error: pytest.ExceptionInfo[InferenceServerException]) -> str:
+    return str(error.value.status()).removeprefix("StatusCode.")
+
+
+def test_health_and_server_metadata(
+    client: triton.InferenceServerClient, headers: dict[str, str]
+) -> None:
+    assert client.is_server_live() and client.is_server_ready()
+    metadata = client.get_server_metadata(headers=headers, as_json=True)
+    assert metadata["name"] == "pteforge" and "sequence" in metadata["extensions"]
+    with pytest.raises(InferenceServerException) as missing:
+        client.get_server_metadata()
+    assert _code(missing) == "UNAUTHENTICATED"
+
+
+def test_infer_with_raw_tensors_matches_eager(
+    client: triton.InferenceServerClient,
+    headers: dict[str, str],
+    calls: Calls,
+    lm: tuple[MultiMethod, str],
+) -> None:
+    model, artifact = lm
+    (prompt,) = model.inputs["prefill"]
+    assert [t["datatype"] for t in calls.metadata(f"{artifact}.prefill")["inputs"]] == ["INT64"]
+    assert client.is_model_ready(f"{artifact}.prefill", headers=headers)
+    got = calls.infer(f"{artifact}.prefill", prompt.numpy())
+    _reset(model)
+    np.testing.assert_allclose(got, _eager(model, "prefill", prompt), atol=1e-4, rtol=1e-4)
+
+
+def test_errors_map_to_status_codes(
+    service: ServiceProcess,
+    client: triton.InferenceServerClient,
+    headers: dict[str, str],
+    calls: Calls,
+    lm: tuple[MultiMethod, str],
+) -> None:
+    _, artifact = lm
+    model = f"{artifact}.decode"
+    step = calls.inputs(model, np.array([[1]]), np.array([0]))
+    with pytest.raises(InferenceServerException) as anonymous:
+        client.infer(model, step)
+    assert _code(anonymous) == "UNAUTHENTICATED"
+    outsider = {"authorization": f"Bearer {service.create_token('grpc-out', 'grpc-other')}"}
+    with pytest.raises(InferenceServerException) as hidden:
+        client.infer(model, step, headers=outsider)
+    assert _code(hidden) == "NOT_FOUND"
+    assert not client.is_model_ready(model, headers=outsider)
+    wrong = calls.inputs(model, np.array([[1, 2]]), np.array([0]))
+    with pytest.raises(InferenceServerException) as shape:
+        client.infer(model, wrong, headers=headers)
+    name = wrong[0].name()
+    assert _code(shape) == "INVALID_ARGUMENT" and repr(name) in str(shape.value.message())
+
+
+class Stream:
+    """A ``ModelStreamInfer`` stream whose responses are read one per request, in order."""
+
+    def __init__(self, calls: Calls) -> None:
+        self.calls = calls
+        self.answers: queue.Queue[tuple[Any, Any]] = queue.Queue()
+        calls.client.start_stream(
+            lambda result, error: self.answers.put((result, error)), headers=calls.headers
+        )
+
+    def __call__(self, model: str, *arrays: np.ndarray, **sequence: Any) -> np.ndarray:
+        self.calls.client.async_stream_infer(model, self.calls.inputs(model, *arrays), **sequence)
+        result, error = self.answers.get(timeout=120)
+        assert error is None, error
+        return self.calls.output(model, result)
+
+
+def test_decode_loop_over_a_stream_carries_its_sequence(
+    calls: Calls, lm: tuple[MultiMethod, str]
+) -> None:
+    """Greedy decoding, one stream request per token: each step reads the KV cache the
+    previous ones wrote, so every step's logits match eager PyTorch's."""
+    model, artifact = lm
+    (prompt,) = model.inputs["prefill"]
+    _reset(model)
+    stream = Stream(calls)
+    try:
+        logits = stream(f"{artifact}.prefill", prompt.numpy(), sequence_id=7, sequence_start=True)
+        expected = _eager(model, "prefill", prompt)
+        for i in range(STEPS):
+            np.testing.assert_allclose(logits, expected, atol=1e-4, rtol=1e-4)
+            token = np.array([[int(logits[0, -1].argmax())]])
+            pos = np.array([prompt.shape[1] + i])
+            end = i == STEPS - 1
+            logits = stream(f"{artifact}.decode", token, pos, sequence_id=7, sequence_end=end)
+            expected = _eager(model, "decode", torch.from_numpy(token), torch.from_numpy(pos))
+        np.testing.assert_allclose(logits, expected, atol=1e-4, rtol=1e-4)
+    finally:
+        calls.client.stop_stream()
+
+
+def test_a_model_name_serves_over_grpc_and_counts_in_its_statistics(
+    admin: httpx.Client,
+    client: triton.InferenceServerClient,
+    headers: dict[str, str],
+    calls: Calls,
+    lm: tuple[MultiMethod, str],
+) -> None:
+    model, artifact = lm
+    answer = admin.post("/v1/models/grpc-named/versions", json={"artifact_id": artifact})
+    assert answer.status_code == 201, answer.text
+    step = (np.array([[3]]), np.array([0]))
+    got = calls.infer("grpc-named.decode", *step)
+    _reset(model)
+    expected = _eager(model, "decode", *map(torch.from_numpy, step))
+    np.testing.assert_allclose(got, expected, atol=1e-4, rtol=1e-4)
+    stats = client.get_inference_statistics("grpc-named.decode", headers=headers, as_json=True)
+    (entry,) = stats["model_stats"]
+    assert entry["name"] == "grpc-named.decode"
+    assert int(entry["inference_stats"]["success"]["count"]) == 1

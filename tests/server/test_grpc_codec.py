@@ -1,0 +1,100 @@
+"""The gRPC frontend's parts on their own: ``ModelInferRequest`` tensors (raw and typed
+contents) checked like /v2 bodies, the response's raw outputs, the one status table, and a
+taken port refused with a clear error."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+import grpc
+import numpy as np
+import pytest
+from tritonclient.grpc import service_pb2 as pb
+
+from pteforge.runtime import InvalidInputError, WorkerTimeoutError
+from pteforge.runtime.errors import SessionLimitError
+from pteforge.runtime.metadata import MethodSignature, TensorSpec
+from pteforge.server.errors import UnauthorizedError
+from pteforge.server.grpc_api import GrpcPortError, start_grpc_server
+from pteforge.server.grpc_api.codec import decode_request, encode_response
+from pteforge.server.grpc_api.status import grpc_status
+from pteforge.server.inference.statuses import NotFoundError
+
+SIG = MethodSignature(
+    "decode",
+    (TensorSpec("tokens", "int64", (1, 2)), TensorSpec("memory", "float32", (2,))),
+    (TensorSpec("logits", "float32", (2,)),),
+)
+
+
+def _request(raw: bool, memory_shape: tuple[int, ...] = (2,)) -> pb.ModelInferRequest:
+    request = pb.ModelInferRequest(model_name="a.decode", id="r1")
+    request.parameters["sequence_id"].int64_param = 9
+    request.parameters["sequence_start"].bool_param = True
+    tokens, memory = np.array([[3, 4]], dtype=np.int64), np.array([0.5, 1.5], dtype=np.float32)
+    for name, datatype, array in (("memory", "FP32", memory), ("tokens", "INT64", tokens)):
+        shape = memory_shape if name == "memory" else array.shape
+        tensor = request.inputs.add(name=name, datatype=datatype, shape=list(shape))
+        if raw:
+            request.raw_input_contents.append(array.tobytes())
+        elif datatype == "FP32":
+            tensor.contents.fp32_contents.extend(array.tolist())
+        else:
+            tensor.contents.int64_contents.extend(array.reshape(-1).tolist())
+    return request
+
+
+@pytest.mark.parametrize("raw", [True, False])
+def test_inputs_are_decoded_in_signature_order(raw: bool) -> None:
+    decoded = decode_request(_request(raw), SIG)
+    np.testing.assert_array_equal(decoded.inputs[0], [[3, 4]])
+    np.testing.assert_array_equal(decoded.inputs[1], np.array([0.5, 1.5], dtype=np.float32))
+    assert decoded.parameters == {"sequence_id": 9, "sequence_start": True}
+    assert decoded.id == "r1" and [o.name for o in decoded.outputs] == ["logits"]
+
+
+def test_a_wrong_shape_or_size_names_the_input() -> None:
+    with pytest.raises(InvalidInputError, match="'memory': expected shape"):
+        decode_request(_request(raw=True, memory_shape=(3,)), SIG)
+    short = _request(raw=True)
+    short.raw_input_contents[0] = b"\0" * 4
+    with pytest.raises(InvalidInputError, match="'memory': raw contents are 4 bytes"):
+        decode_request(short, SIG)
+    unknown = _request(raw=True)
+    unknown.outputs.add(name="nope")
+    with pytest.raises(InvalidInputError, match="unknown output 'nope'"):
+        decode_request(unknown, SIG)
+
+
+def test_outputs_go_back_as_raw_contents() -> None:
+    decoded = decode_request(_request(raw=True), SIG)
+    logits = np.array([1.0, -2.0], dtype=np.float32)
+    response = encode_response("a.decode", decoded, SIG, [logits], {"cache_hit": True})
+    assert response.id == "r1" and response.parameters["cache_hit"].bool_param
+    assert (response.outputs[0].name, response.outputs[0].datatype) == ("logits", "FP32")
+    np.testing.assert_array_equal(np.frombuffer(response.raw_output_contents[0], "<f4"), logits)
+
+
+@pytest.mark.parametrize(
+    ("error", "code"),
+    [
+        (InvalidInputError("x"), grpc.StatusCode.INVALID_ARGUMENT),
+        (NotFoundError("x"), grpc.StatusCode.NOT_FOUND),
+        (UnauthorizedError("x"), grpc.StatusCode.UNAUTHENTICATED),
+        (SessionLimitError("x"), grpc.StatusCode.RESOURCE_EXHAUSTED),
+        (WorkerTimeoutError("x"), grpc.StatusCode.UNAVAILABLE),
+        (ValueError("a bug"), grpc.StatusCode.INTERNAL),
+    ],
+)
+def test_errors_map_to_one_status_each(error: Exception, code: grpc.StatusCode) -> None:
+    assert grpc_status(error)[0] is code
+
+
+def test_a_taken_port_fails_startup_naming_it() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(GrpcPortError, match=f"127.0.0.1:{port}.*--grpc-port 0"):
+            asyncio.run(start_grpc_server(lambda: None, "127.0.0.1", port, 1 << 20))
