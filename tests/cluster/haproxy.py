@@ -24,9 +24,14 @@ def haproxy_binary() -> str:
     return done.stdout.strip().splitlines()[-1]
 
 
-def render(ports: Sequence[int]) -> str:
-    """``docker/haproxy.cfg`` with loopback servers and no Docker DNS."""
+def render(ports: Sequence[int], grpc_ports: Sequence[int] = ()) -> str:
+    """``docker/haproxy.cfg`` with loopback servers and no Docker DNS; the gRPC backend gets
+    ``grpc_ports`` (none: replicas run with gRPC off)."""
     text = re.sub(r"# BEGIN docker-dns.*?# END docker-dns\n", "", CONFIG.read_text(), flags=re.S)
+    grpc = "".join(
+        f"    server grpc{i} 127.0.0.1:{port} proto h2\n" for i, port in enumerate(grpc_ports)
+    )
+    text = re.sub(r"^    server-template grpc .*\n", grpc, text, flags=re.M)
     servers = "\n".join(f"    server api{i} 127.0.0.1:{port}" for i, port in enumerate(ports))
     return re.sub(r"^    server-template .*$", servers, text, flags=re.M)
 
@@ -34,10 +39,10 @@ def render(ports: Sequence[int]) -> str:
 class LoadBalancer:
     """One haproxy process on a free port."""
 
-    def __init__(self, ports: Sequence[int], directory: Path) -> None:
-        self.port = free_port()
+    def __init__(self, ports: Sequence[int], directory: Path, grpc_ports: Sequence[int] = ()):
+        self.port, self.grpc_port = free_port(), free_port()
         self.config = directory / "haproxy.cfg"
-        self.config.write_text(render(ports))
+        self.config.write_text(render(ports, grpc_ports))
         self.log_path = directory / "haproxy.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -46,7 +51,11 @@ class LoadBalancer:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> None:
-        env = {**os.environ, "PTEFORGE_LB_BIND": f"127.0.0.1:{self.port}"}
+        env = {
+            **os.environ,
+            "PTEFORGE_LB_BIND": f"127.0.0.1:{self.port}",
+            "PTEFORGE_LB_GRPC_BIND": f"127.0.0.1:{self.grpc_port}",
+        }
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(
                 [haproxy_binary(), "-db", "-f", str(self.config)],

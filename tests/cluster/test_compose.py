@@ -48,7 +48,7 @@ def test_compose_needs_a_password_and_has_every_role() -> None:
 
 
 def test_the_load_balancer_configuration_is_valid() -> None:
-    env = {**os.environ, "PTEFORGE_LB_BIND": ":8000"}  # checked, not bound
+    env = {**os.environ, "PTEFORGE_LB_BIND": ":8000", "PTEFORGE_LB_GRPC_BIND": ":8001"}  # checked
     checked = subprocess.run(
         [haproxy_binary(), "-c", "-f", str(CONFIG)], env=env, capture_output=True, text=True
     )

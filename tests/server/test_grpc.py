@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import queue
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -16,6 +17,7 @@ import torch
 import tritonclient.grpc as triton
 from tritonclient.utils import InferenceServerException
 
+from tests.cluster.haproxy import LoadBalancer
 from tests.models import MultiMethod, save_programs
 from tests.runtime.stateful_models import cached_lm_programs, reset_state
 from tests.server.helpers import submit, upload_methods, wait_job
@@ -203,3 +205,21 @@ def test_a_model_name_serves_over_grpc_and_counts_in_its_statistics(
     (entry,) = stats["model_stats"]
     assert entry["name"] == "grpc-named.decode"
     assert int(entry["inference_stats"]["success"]["count"]) == 1
+
+
+def test_the_load_balancers_grpc_frontend_reaches_a_replica(
+    service: ServiceProcess, headers: dict[str, str], lm: tuple[MultiMethod, str], tmp_path: Path
+) -> None:
+    """``docker/haproxy.cfg``'s gRPC frontend (HTTP/2 both ways) in front of this server."""
+    model, artifact = lm
+    balancer = LoadBalancer([service.port], tmp_path, grpc_ports=[service.grpc_port])
+    balancer.start()
+    try:
+        with triton.InferenceServerClient(f"127.0.0.1:{balancer.grpc_port}") as through:
+            step = (np.array([[5]]), np.array([0]))
+            got = Calls(through, headers).infer(f"{artifact}.decode", *step)
+    finally:
+        balancer.stop()
+    _reset(model)
+    expected = _eager(model, "decode", *map(torch.from_numpy, step))
+    np.testing.assert_allclose(got, expected, atol=1e-4, rtol=1e-4)
