@@ -10,6 +10,11 @@ The pool sends :class:`DescribeRequest`, :class:`InferRequest` or :class:`DropRe
 worker answers each with its reply (:class:`DescribeReply`, :class:`InferReply`,
 :class:`DropReply`) or an :class:`ErrorReply`. A worker's first message, unasked, is a
 :class:`ReadyReply` (or the :class:`ErrorReply` of why it cannot start).
+
+A :class:`GenerateRequest` is answered by a stream of :class:`GeneratedReply` s, the last
+one carrying a finish reason (or an :class:`ErrorReply`). The pool may interrupt it with a
+:class:`CancelRequest`; the worker stops and answers :class:`CancelledReply` (also when
+the cancel arrives after the stream ended: the pool reads up to that reply).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from pydantic.dataclasses import dataclass
 
+from pteforge.contracts.generation import GenerationEvent, GenerationRequest
 from pteforge.contracts.specs import MethodSignature
 
 
@@ -104,7 +110,39 @@ class DropRequest(_Contract):
     drop: tuple[int, ...]
 
 
-WorkerRequest = Annotated[DescribeRequest | InferRequest | DropRequest, Field(discriminator="op")]
+class BlobFile(_Contract):
+    """A file the worker reads besides the program (a tokenizer): verified by sha256."""
+
+    sha256: str
+    path: str
+
+
+class GenerateRequest(_Contract):
+    """Generate text with ``method`` (``forward(tokens, input_pos)``) of the program, the
+    tokenizer and its optional config; ``session``, ``open``, ``close`` as for infer."""
+
+    op: Literal["generate"] = "generate"
+    sha256: str
+    path: str
+    method: str = "forward"
+    tokenizer: BlobFile
+    tokenizer_config: BlobFile | None = None
+    request: GenerationRequest
+    session: int | None = None
+    open: bool = False
+    close: bool = False
+
+
+class CancelRequest(_Contract):
+    """Stop the generation under way (if any) and answer :class:`CancelledReply`."""
+
+    op: Literal["cancel"] = "cancel"
+
+
+WorkerRequest = Annotated[
+    DescribeRequest | InferRequest | DropRequest | GenerateRequest | CancelRequest,
+    Field(discriminator="op"),
+]
 """Any message the pool sends a worker."""
 
 
@@ -161,8 +199,30 @@ class DropReply(_Contract):
     kind: Literal["dropped"] = "dropped"
 
 
+class GeneratedReply(_Contract):
+    """One event of a generation; the last one has ``event.finish_reason``."""
+
+    kind: Literal["generated"] = "generated"
+    event: GenerationEvent
+
+
+class CancelledReply(_Contract):
+    """The generation was stopped (or had already ended) on a :class:`CancelRequest`."""
+
+    kind: Literal["cancelled"] = "cancelled"
+
+
 WorkerErrorKind = Literal[
-    "integrity", "load", "unknown_method", "invalid_input", "execution", "session", "protocol"
+    "integrity",
+    "load",
+    "unknown_method",
+    "invalid_input",
+    "execution",
+    "session",
+    "protocol",
+    "context_length",
+    "tokenizer",
+    "not_a_language_model",
 ]
 """What failed, as the worker names it; the pool raises the matching runtime-layer error."""
 
@@ -176,7 +236,13 @@ class ErrorReply(_Contract):
 
 
 WorkerReply = Annotated[
-    ReadyReply | DescribeReply | InferReply | DropReply | ErrorReply,
+    ReadyReply
+    | DescribeReply
+    | InferReply
+    | DropReply
+    | GeneratedReply
+    | CancelledReply
+    | ErrorReply,
     Field(discriminator="kind"),
 ]
 """Any message a worker sends the pool."""

@@ -10,7 +10,10 @@ file writes it again.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
+import shutil
 import tempfile
 import threading
 import time
@@ -19,7 +22,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from pteforge.runtime.errors import ArtifactIntegrityError
+
 DEFAULT_GRACE_S = 300.0
+
+# Where an artifact comes from: a local file, or a callable that writes it to the given path.
+ArtifactSource = Path | Callable[[Path], None]
 
 
 @dataclass
@@ -119,3 +127,37 @@ class ArtifactFiles:
             self.path(sha256).unlink(missing_ok=True)
             del self._copies[sha256]
             total -= copy.size
+
+
+def file_sha256(path: Path) -> str:
+    """Hex sha256 of the file at ``path``."""
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        while chunk := fh.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def verified_path(sha256: str, path: str) -> Path:
+    """``path`` as a Path once its content hashes to ``sha256``; raises otherwise."""
+    local = Path(path)
+    if not local.is_file():
+        raise ArtifactIntegrityError(f"artifact file {path} does not exist")
+    actual = file_sha256(local)
+    if actual != sha256:
+        raise ArtifactIntegrityError(
+            f"artifact file {path} has sha256 {actual}, expected {sha256}; refusing to load it"
+        )
+    return local
+
+
+@functools.lru_cache(maxsize=1024)
+def writer_of(source: ArtifactSource) -> Callable[[Path], None]:
+    """How to write ``source`` into a local copy: its own writer, or a copy of its file."""
+    if not isinstance(source, Path):
+        return source
+
+    def copy(target: Path) -> None:
+        shutil.copyfile(source, target)
+
+    return copy

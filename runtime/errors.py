@@ -25,6 +25,18 @@ class InvalidInputError(RuntimeLayerError):
     """The inputs do not match what the method expects (count, dtype or shape)."""
 
 
+class ContextLengthError(InvalidInputError):
+    """A prompt has more tokens than the language model's context holds."""
+
+
+class TokenizerError(InvalidInputError):
+    """The tokenizer, its config or its chat template cannot be read or used."""
+
+
+class NotALanguageModelError(InvalidInputError):
+    """The program does not follow ExecuTorch's LLM runner convention."""
+
+
 class ExecutionError(RuntimeLayerError):
     """The method failed while executing (ExecuTorch returned an error)."""
 
@@ -93,6 +105,9 @@ ERROR_KINDS: dict[WorkerErrorKind, type[RuntimeLayerError]] = {
     "invalid_input": InvalidInputError,
     "execution": ExecutionError,
     "session": SessionLostError,
+    "context_length": ContextLengthError,
+    "tokenizer": TokenizerError,
+    "not_a_language_model": NotALanguageModelError,
 }
 
 

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 import os
-import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
 
+from pteforge.contracts.generation import GenerationEvent, GenerationRequest
 from pteforge.contracts.runtime_messages import (
     DescribeReply,
     DescribeRequest,
@@ -22,9 +21,10 @@ from pteforge.contracts.runtime_messages import (
     InferRequest,
     WorkerReply,
 )
-from pteforge.runtime.artifact_files import ArtifactFiles
+from pteforge.runtime.artifact_files import ArtifactFiles, ArtifactSource, writer_of
 from pteforge.runtime.descriptions import Described, Descriptions
 from pteforge.runtime.errors import ERROR_KINDS, RuntimeLayerError, UnknownMethodError
+from pteforge.runtime.generation_calls import Blob, GenerationCalls, generate
 from pteforge.runtime.metadata import MethodSignature
 from pteforge.runtime.processes import WorkerProcess, process_context
 from pteforge.runtime.session_calls import SessionCalls
@@ -39,9 +39,6 @@ from pteforge.runtime.worker_calls import ASYNC_INLINE_FRAME_BYTES, Calls, Reque
 _WHOLE = float("inf")
 
 _Expected = TypeVar("_Expected", DescribeReply, InferReply)
-
-# Where an artifact comes from: a local file, or a callable that writes it to the given path.
-ArtifactSource = Path | Callable[[Path], None]
 
 
 @dataclass
@@ -109,6 +106,7 @@ class RuntimePool:
         )
         self.calls = Calls(self.workers, self.stats.count, request_timeout_s)
         self.session_calls = SessionCalls(self.calls, self.sessions)
+        self.generation = GenerationCalls(self.calls, self.session_calls)
         self._described = Descriptions()
 
     @property
@@ -133,12 +131,12 @@ class RuntimePool:
 
         Workers are confined to reading the artifact directory, so a file elsewhere is
         copied there too (a worker still checks its sha256 before loading it)."""
-        return self._copy(sha256) or self.files.ensure(sha256, _writer(source))
+        return self._copy(sha256) or self.files.ensure(sha256, writer_of(source))
 
-    async def _local_path_async(self, sha256: str, source: ArtifactSource) -> Path:
+    async def local_path_async(self, sha256: str, source: ArtifactSource) -> Path:
         copy = self._copy(sha256)
         if copy is None:  # evicted, or a corrupt copy was dropped: fetch it again (in a thread)
-            copy = await asyncio.to_thread(self.files.ensure, sha256, _writer(source))
+            copy = await asyncio.to_thread(self.files.ensure, sha256, writer_of(source))
         return copy
 
     def _copy(self, sha256: str) -> Path | None:
@@ -227,7 +225,7 @@ class RuntimePool:
         """
         start = time.perf_counter()
         signature = await self.method_metadata_async(sha256, method, source)
-        path = await self._local_path_async(sha256, source)
+        path = await self.local_path_async(sha256, source)
         message = _infer_request(sha256, method, profile, path)
         if sequence is None:
             request = Request(message, inputs, ASYNC_INLINE_FRAME_BYTES)
@@ -258,6 +256,22 @@ class RuntimePool:
         profile = None if reply.profile is None else reply.profile.model_dump(exclude_none=True)
         return InferResult(outputs, signature, timings, hit, profile)
 
+    def generate_async(
+        self,
+        sha256: str,
+        source: ArtifactSource,
+        request: GenerationRequest,
+        *,
+        tokenizer: Blob,
+        tokenizer_config: Blob | None = None,
+        method: str = "forward",
+        scope: str = "",
+    ) -> AsyncIterator[GenerationEvent]:
+        """Text from LM ``sha256`` and a tokenizer (``(sha256, source)``, with an optional
+        ``tokenizer_config.json``), streamed (:mod:`pteforge.contracts.generation`; sessions
+        among ``scope``'s). Closing the iterator early stops and frees the worker at once."""
+        return generate(self, (sha256, source), request, tokenizer, tokenizer_config, method, scope)
+
     def sweep(self) -> None:
         """Periodic upkeep: replace dead idle workers, end expired sessions and free them."""
         self.workers.sweep()
@@ -278,18 +292,6 @@ class RuntimePool:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-@functools.lru_cache(maxsize=1024)
-def _writer(source: ArtifactSource) -> Callable[[Path], None]:
-    """How to write ``source`` into a local copy: its own writer, or a copy of its file."""
-    if not isinstance(source, Path):
-        return source
-
-    def copy(target: Path) -> None:
-        shutil.copyfile(source, target)
-
-    return copy
 
 
 def _infer_request(sha256: str, method: str, profile: bool, path: Path) -> InferRequest:

@@ -54,7 +54,7 @@ class SessionCalls:
         if sequence.start:
             session, replaced = self.sessions.begin(sequence, message.sha256, nbytes)
             if replaced is not None:
-                self._drop_later(replaced)
+                self.drop_later(replaced)
         else:
             session = self.sessions.find(sequence, message.sha256)
         in_session = {"session": session.id, "open": sequence.start, "close": sequence.end}
@@ -78,7 +78,7 @@ class SessionCalls:
         if sequence.start and answered:
             session.worker = request.served_by
             if not self.sessions.is_active(session):  # restarted meanwhile: free this one
-                self._drop_later(session)
+                self.drop_later(session)
         elif sequence.start:
             self.sessions.end(session, None)  # never established: the worker dropped it
         if sequence.end:
@@ -94,7 +94,8 @@ class SessionCalls:
         reason = self.sessions.ended_reason(session.sequence)
         return reason or f"{session.sequence} ended: {exc}; its state is lost"
 
-    def _drop_later(self, session: Session) -> None:
+    def drop_later(self, session: Session) -> None:
+        """Free ``session``'s instance in its worker at the next sweep."""
         if session.worker is not None:
             with self._lock:
                 self._drops.setdefault(session.worker, []).append(session.id)
@@ -107,7 +108,7 @@ class SessionCalls:
         """Replace dead idle workers; end expired sessions; free ended ones in their workers."""
         self.calls.workers.sweep()
         for session in self.sessions.expire():
-            self._drop_later(session)
+            self.drop_later(session)
         with self._lock:
             pending, self._drops = self._drops, {}
         for worker, ids in pending.items():

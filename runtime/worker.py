@@ -12,7 +12,6 @@ request that says ``open`` and dropped after the one that says ``close`` (or by 
 from __future__ import annotations
 
 import gc
-import hashlib
 import time
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
@@ -23,19 +22,21 @@ import numpy as np
 
 from pteforge.children.confine import Confinement, confine, flatc
 from pteforge.contracts.runtime_messages import (
+    CancelledReply,
     DescribeReply,
     DescribeRequest,
     DropReply,
     DropRequest,
     ErrorReply,
+    GenerateRequest,
     InferReply,
     InferRequest,
     ReadyReply,
     WorkerReply,
     WorkerRequest,
 )
+from pteforge.runtime.artifact_files import verified_path
 from pteforge.runtime.errors import (
-    ArtifactIntegrityError,
     ExecutionError,
     RuntimeLayerError,
     SessionLostError,
@@ -80,28 +81,6 @@ class LoadedProgram:
     spares: dict[str, ProgramInstance] = field(default_factory=dict)
 
 
-def file_sha256(path: Path) -> str:
-    """Hex sha256 of the file at ``path``."""
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        while chunk := fh.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def verified_path(sha256: str, path: str) -> Path:
-    """``path`` as a Path once its content hashes to ``sha256``; raises otherwise."""
-    local = Path(path)
-    if not local.is_file():
-        raise ArtifactIntegrityError(f"artifact file {path} does not exist")
-    actual = file_sha256(local)
-    if actual != sha256:
-        raise ArtifactIntegrityError(
-            f"artifact file {path} has sha256 {actual}, expected {sha256}; refusing to load it"
-        )
-    return local
-
-
 class Executor:
     """Loads, caches and runs programs inside one worker process."""
 
@@ -118,6 +97,9 @@ class Executor:
 
             self.weight_cache = enable_xnnpack_weight_cache(Path(config.weight_cache_library))
         self.runtime._legacy_module._unsafe_reset_threadpool(config.threads)
+        from pteforge.runtime.generation_worker import LanguageModels
+
+        self.language_models = LanguageModels(self)
 
     def program(self, sha256: str, path: str) -> tuple[LoadedProgram, bool]:
         """The cached program for ``sha256`` (True) or a freshly verified and loaded one."""
@@ -154,7 +136,9 @@ class Executor:
         self._refill.append((loaded, name))  # the next one is loaded after replying
         return fresh, fresh.method(name)
 
-    def session(self, request: InferRequest, sid: int, loaded: LoadedProgram) -> ProgramInstance:
+    def session(
+        self, request: InferRequest | GenerateRequest, sid: int, loaded: LoadedProgram
+    ) -> ProgramInstance:
         """The instance of session ``sid``, opened now if the request says so."""
         if request.open:
             instance = ProgramInstance(self.runtime, loaded.path, loaded.state, eager=True)
@@ -198,7 +182,7 @@ class Executor:
             for dropped in request.drop:
                 self.sessions.pop(dropped, None)
             return
-        if not isinstance(request, InferRequest) or request.session is None:
+        if not isinstance(request, InferRequest | GenerateRequest) or request.session is None:
             return
         if request.close or (failed and request.open):
             self.sessions.pop(request.session, None)
@@ -240,21 +224,28 @@ def run_method(method: Any, inputs: list[np.ndarray]) -> list[np.ndarray]:
 _Answer = tuple[WorkerReply, list[np.ndarray]]
 
 
-def _serve(executor: Executor, request: WorkerRequest, arrays: list[np.ndarray]) -> _Answer:
+def _serve(
+    executor: Executor, request: WorkerRequest, arrays: list[np.ndarray], conn: Connection
+) -> _Answer:
     if request.op == "describe":
         return executor.describe(request), []
     if request.op == "drop":
         return DropReply(), []
+    if request.op == "generate":  # streams its events over ``conn``; this is the last
+        return executor.language_models.generate(request, conn), []
+    if request.op == "cancel":  # for a generation that had already ended
+        return CancelledReply(), []
     return executor.infer(request, arrays)
 
 
 def _handle(
-    executor: Executor, log: NativeLog, request: WorkerRequest, arrays: list[np.ndarray]
+    executor: Executor, log: NativeLog, conn: Connection, message: tuple[WorkerRequest, Any]
 ) -> _Answer:
     log.take()  # written before this request started: for the server's log only
+    request, arrays = message
     failed = True
     try:
-        reply, outputs = _serve(executor, request, arrays)
+        reply, outputs = _serve(executor, request, arrays, conn)
         failed = False
         return reply, outputs
     except Exception as exc:  # ours, or anything else from ExecuTorch: the request's failure
@@ -267,10 +258,10 @@ def _handle(
 def _next(conn: Connection, executor: Executor, log: NativeLog) -> _Answer:
     """Read the next request and serve it; ``EOFError`` once the pool went away."""
     try:
-        request, arrays = recv_request(conn)
+        message = recv_request(conn)
     except RuntimeLayerError as exc:  # a malformed frame: refused, the next one may be fine
         return ErrorReply(error="protocol", message=str(exc)), []
-    return _handle(executor, log, request, arrays)
+    return _handle(executor, log, conn, message)
 
 
 def worker_main(conn: Connection, config: WorkerConfig, scratch: str) -> None:

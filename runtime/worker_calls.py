@@ -57,7 +57,9 @@ class Request:
         message = self.message
         if message.op == "drop":
             return f"drop of sessions {list(message.drop)}"
-        method = f" of method {message.method!r}" if message.op == "infer" else ""
+        if message.op == "cancel":
+            return "cancelling a generation"
+        method = f" of method {message.method!r}" if message.op in ("infer", "generate") else ""
         return f"{message.op}{method} of artifact {message.sha256[:12]}"
 
 

@@ -1,0 +1,212 @@
+"""Generation requests from the pool's side: one worker streams a generation's events.
+
+``GenerationCalls.stream`` holds one worker for the whole generation and yields its events
+as they arrive over the pipe. Closing the iterator early (a client that disconnected, a
+cancelled task) sends the worker a ``CancelRequest``: it stops at its next token, and a
+thread reads what it sent meanwhile up to its ``CancelledReply`` and hands the worker
+back. A worker that crashes or hangs mid-stream is replaced like any other
+(``Calls.crashed``, ``Calls.timed_out``); a generation is never retried, its first tokens
+may already be on their way to the client.
+
+With a session key, the generation runs on that session's instance, whose KV cache stays
+between requests: a session that does not exist (never started, expired, or lost with its
+worker) is started, since every request carries its whole prompt and the cache only saves
+recomputing it. Sessions count against the same limits as the sequence extension's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
+
+from pteforge.contracts.generation import GenerationEvent, GenerationRequest
+from pteforge.contracts.runtime_messages import (
+    BlobFile,
+    CancelledReply,
+    CancelRequest,
+    ErrorReply,
+    GeneratedReply,
+    GenerateRequest,
+    WorkerReply,
+)
+from pteforge.runtime.artifact_files import ArtifactSource
+from pteforge.runtime.errors import (
+    ERROR_KINDS,
+    RuntimeLayerError,
+    SessionEndedError,
+    UnknownSessionError,
+    WorkerCrashedError,
+    WorkerTimeoutError,
+)
+from pteforge.runtime.processes import WorkerProcess
+from pteforge.runtime.session_calls import SessionCalls
+from pteforge.runtime.sessions import Sequence, Session
+from pteforge.runtime.wire import encode_message
+from pteforge.runtime.worker_calls import ASYNC_INLINE_FRAME_BYTES, Calls, Request
+
+if TYPE_CHECKING:
+    from pteforge.runtime.pool import RuntimePool
+
+_CANCEL = encode_message(CancelRequest(), [])
+
+Blob = tuple[str, ArtifactSource]
+"""A file by sha256 and where to get it, as the pool takes artifacts."""
+
+
+async def generate(
+    pool: RuntimePool,
+    program: Blob,
+    request: GenerationRequest,
+    tokenizer: Blob,
+    tokenizer_config: Blob | None,
+    method: str,
+    scope: str,
+) -> AsyncIterator[GenerationEvent]:
+    """``RuntimePool.generate_async``: the files reach the workers' directory, then the
+    generation streams (in the request's session, scoped by ``scope``, if it names one)."""
+    sha256, source = program
+    await pool.method_metadata_async(sha256, method, source)  # described: an unknown name fails
+    message = GenerateRequest(
+        sha256=sha256,
+        path=str(await pool.local_path_async(sha256, source)),
+        method=method,
+        tokenizer=await _blob_file(pool, tokenizer),
+        tokenizer_config=await _blob_file(pool, tokenizer_config) if tokenizer_config else None,
+        request=request,
+    )
+    sequence = None if request.session is None else Sequence(scope, request.session)
+    nbytes = pool.described(sha256, source).state.planned_bytes
+    async for event in pool.generation.stream(message, sequence, nbytes):
+        yield event
+
+
+async def _blob_file(pool: RuntimePool, blob: Blob) -> BlobFile:
+    path: Path = await pool.local_path_async(*blob)
+    return BlobFile(sha256=blob[0], path=str(path))
+
+
+class GenerationCalls:
+    """Streams generations through ``calls``; ``session_calls`` keeps their sessions."""
+
+    def __init__(self, calls: Calls, session_calls: SessionCalls) -> None:
+        self.calls = calls
+        self.session_calls = session_calls
+
+    async def stream(
+        self, message: GenerateRequest, sequence: Sequence | None, nbytes: int
+    ) -> AsyncIterator[GenerationEvent]:
+        """The events of ``message``'s generation, in ``sequence``'s session if given."""
+        if sequence is None:
+            async for event in self._events(Request(message, [], ASYNC_INLINE_FRAME_BYTES)):
+                yield event
+            return
+        session, opening = self._session(sequence, message.sha256, nbytes)
+        update = {"session": session.id, "open": opening}
+        request = Request(message.model_copy(update=update), [], ASYNC_INLINE_FRAME_BYTES)
+        try:
+            async for event in self._events(request, None if opening else session.worker):
+                yield event
+        finally:
+            self._settle(session, opening, request)
+
+    def _session(self, sequence: Sequence, sha256: str, nbytes: int) -> tuple[Session, bool]:
+        sessions = self.session_calls.sessions
+        try:
+            return sessions.find(sequence, sha256), False
+        except (UnknownSessionError, SessionEndedError):
+            session, replaced = sessions.begin(sequence, sha256, nbytes)
+            if replaced is not None:
+                self.session_calls.drop_later(replaced)
+            return session, True
+
+    def _settle(self, session: Session, opening: bool, request: Request) -> None:
+        sessions = self.session_calls.sessions
+        if opening and request.served_by is not None:
+            session.worker = request.served_by  # it holds the instance, even if cancelled
+            if not sessions.is_active(session):  # restarted meanwhile: free this one
+                self.session_calls.drop_later(session)
+        elif opening:
+            sessions.end(session, None)  # never established
+        sessions.release(session)
+
+    async def _events(
+        self, request: Request, pinned: WorkerProcess | None = None
+    ) -> AsyncIterator[GenerationEvent]:
+        worker: WorkerProcess | None = await self._acquire(request, pinned)
+        try:
+            while worker is not None:
+                try:
+                    reply = await self._reply(request, worker)
+                except RuntimeLayerError:  # the worker was replaced
+                    worker = None
+                    raise
+                if isinstance(reply, GeneratedReply):
+                    if reply.event.finish_reason is not None:
+                        self.calls.workers.checkout.put(worker)
+                        worker = None
+                    yield reply.event
+                    continue
+                self.calls.workers.checkout.put(worker)
+                worker = None
+                raise _error(reply)
+        finally:
+            if worker is not None:  # closed early: stop the worker's loop, then free it
+                threading.Thread(target=self._cancel, args=(worker,), daemon=True).start()
+
+    async def _acquire(self, request: Request, pinned: WorkerProcess | None) -> WorkerProcess:
+        calls = self.calls
+        calls.workers.check()
+        got = await calls.workers.checkout.get_async(calls.timeout_s, request.start, pinned)
+        if got is None:
+            raise WorkerTimeoutError(f"no runtime worker became free within {calls.timeout_s:.0f}s")
+        if not request.inline:
+            request.error = await asyncio.to_thread(got.send, request.frame)
+        request.served_by = got
+        if request.error is not None:
+            await self._crashed(got, request.what)
+        return got
+
+    async def _reply(self, request: Request, worker: WorkerProcess) -> WorkerReply:
+        """The worker's next message; a crash or hang replaces it and raises."""
+        try:
+            reply, _ = await worker.reply_async(self.calls.timeout_s)
+        except TimeoutError:
+            raise self.calls.timed_out(worker, request.what) from None
+        except (EOFError, OSError):
+            await self._crashed(worker, request.what)
+        return reply
+
+    async def _crashed(self, worker: WorkerProcess, what: str) -> NoReturn:
+        reason, _ = await asyncio.to_thread(self.calls.crashed, worker, what)
+        raise WorkerCrashedError(reason)
+
+    def _cancel(self, worker: WorkerProcess) -> None:
+        """Stop ``worker``'s generation and read up to its ``CancelledReply``; then it is
+        free again (or replaced, if it died or hung meanwhile). Runs in a thread of its
+        own: whatever becomes of the caller's event loop, the worker comes back."""
+        what = "cancelling a generation"
+        try:
+            if worker.send(_CANCEL) is not None:
+                raise EOFError
+            while True:
+                reply, _ = worker.reply(self.calls.timeout_s)
+                if isinstance(reply, CancelledReply):
+                    break
+        except TimeoutError:
+            self.calls.timed_out(worker, what)
+            return
+        except (EOFError, OSError, RuntimeLayerError):
+            with contextlib.suppress(RuntimeLayerError):  # the pool closed meanwhile
+                self.calls.crashed(worker, what)
+            return
+        self.calls.workers.checkout.put(worker)
+
+
+def _error(reply: WorkerReply) -> RuntimeLayerError:
+    if isinstance(reply, ErrorReply):
+        return ERROR_KINDS.get(reply.error, RuntimeLayerError)(reply.message)
+    return RuntimeLayerError(f"a runtime worker answered {reply.kind!r} to a generation")

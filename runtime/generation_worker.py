@@ -1,0 +1,188 @@
+"""Text generation inside a runtime worker: the prefill and decode loop, tokens streamed.
+
+The loop never leaves the worker: each token's event goes back over the worker's pipe as
+a :class:`GeneratedReply` the moment it is chosen, and between tokens the worker looks for
+a :class:`CancelRequest` (the caller went away) and stops at once. Tokenizing, chat
+templates and detokenizing happen here too (``TextCodec``): tokenizers are uploads.
+
+A session keeps its instance's KV cache between requests, and the tokens it holds: a
+request whose prompt starts with them only feeds the rest (at least its last token, whose
+logits pick the next one). Without a session the method starts from its initial state.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import weakref
+from collections.abc import Sequence
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pteforge.contracts.generation import FinishReason, GenerationEvent, GenerationRequest, Usage
+from pteforge.contracts.runtime_messages import (
+    BlobFile,
+    CancelledReply,
+    GeneratedReply,
+    GenerateRequest,
+    WorkerReply,
+)
+from pteforge.runtime.artifact_files import verified_path
+from pteforge.runtime.errors import (
+    ContextLengthError,
+    InvalidInputError,
+    RuntimeLayerError,
+    UnknownMethodError,
+)
+from pteforge.runtime.instances import ProgramInstance
+from pteforge.runtime.language_model import LmInfo, feed, read_lm_info
+from pteforge.runtime.lru import ByteLRU
+from pteforge.runtime.sampling import Sampler
+from pteforge.runtime.text_codec import TextCodec
+from pteforge.runtime.text_stream import TextStream
+from pteforge.runtime.wire import recv_request, send_message
+
+if TYPE_CHECKING:
+    from pteforge.runtime.worker import Executor, LoadedProgram
+
+_CODEC_CACHE_BYTES = 256 << 20
+_INFOS_KEPT = 256
+
+
+class Channel:
+    """The worker's side of a streamed answer: events out, a cancel in."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    def send(self, reply: WorkerReply) -> None:
+        send_message(self.conn, reply, [])
+
+    def cancelled(self) -> bool:
+        """Whether the pool asked to stop (only a cancel is ever sent mid-stream)."""
+        if not self.conn.poll(0):
+            return False
+        with contextlib.suppress(RuntimeLayerError):  # a malformed frame: stop all the same
+            recv_request(self.conn)
+        return True
+
+
+class LanguageModels:
+    """One worker's generation state: tokenizers, model metadata, sessions' tokens."""
+
+    def __init__(self, executor: Executor) -> None:
+        self.executor = executor
+        self.codecs: ByteLRU[tuple[str, str | None], TextCodec] = ByteLRU(_CODEC_CACHE_BYTES)
+        self.infos: ByteLRU[tuple[str, str], LmInfo] = ByteLRU(_INFOS_KEPT)
+        self.cached: weakref.WeakKeyDictionary[ProgramInstance, list[int]] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def generate(self, request: GenerateRequest, conn: Connection) -> WorkerReply:
+        """Run the request's generation, streaming its events; the last reply."""
+        loaded, _ = self.executor.program(request.sha256, request.path)
+        name = request.method
+        if name not in loaded.signatures:
+            raise UnknownMethodError(f"the artifact has no method {name!r}")
+        info = self._info(loaded, name)
+        codec = self._codec(request.tokenizer, request.tokenizer_config)
+        if request.session is None:
+            instance, method = self.executor.stateless(loaded, name)
+            history: list[int] = []
+        else:
+            instance = self.executor.session(request, request.session, loaded)
+            method = instance.method(name)
+            history = self.cached.setdefault(instance, [])
+        return run(Step(method, info), codec, request.request, history, Channel(conn))
+
+    def _info(self, loaded: LoadedProgram, name: str) -> LmInfo:
+        info = self.infos.get((loaded.sha256, name))
+        if info is None:
+            info = read_lm_info(loaded.instance, loaded.signatures[name])
+            self.infos.put((loaded.sha256, name), info, 1)
+        return info
+
+    def _codec(self, tokenizer: BlobFile, config: BlobFile | None) -> TextCodec:
+        key = (tokenizer.sha256, config.sha256 if config else None)
+        codec = self.codecs.get(key)
+        if codec is None:
+            path = verified_path(tokenizer.sha256, tokenizer.path)
+            config_path = verified_path(config.sha256, config.path) if config else None
+            codec = TextCodec(path, config_path)
+            self.codecs.put(key, codec, _size(path) + (_size(config_path) if config_path else 0))
+        return codec
+
+
+def _size(path: Path) -> int:
+    return path.stat().st_size
+
+
+class Step:
+    """The model's method and metadata: feeds tokens, keeping the cache's token count."""
+
+    def __init__(self, method: Any, info: LmInfo) -> None:
+        self.method = method
+        self.info = info
+
+    def feed(self, tokens: Sequence[int], history: list[int]) -> Any:
+        logits = feed(self.method, self.info, tokens, len(history))
+        history.extend(tokens)
+        return logits
+
+
+def check_prompt(prompt: list[int], info: LmInfo) -> None:
+    """Refuse an empty prompt, one longer than the context or with unknown token ids."""
+    if not prompt:
+        raise InvalidInputError("the prompt has no tokens")
+    if len(prompt) > info.max_seq_len:
+        raise ContextLengthError(
+            f"the prompt has {len(prompt)} tokens, more than the model's context of "
+            f"{info.max_seq_len} tokens (get_max_seq_len)"
+        )
+    bad = next((t for t in prompt if t >= info.vocab_size), None)
+    if bad is not None:
+        raise InvalidInputError(
+            f"token id {bad} is outside the model's vocabulary of {info.vocab_size} tokens"
+        )
+
+
+def run(
+    step: Step, codec: TextCodec, request: GenerationRequest, history: list[int], out: Channel
+) -> WorkerReply:
+    """Prefill the prompt, then decode token by token until a stop, the limit or a cancel."""
+    prompt = codec.prompt_ids(request)
+    check_prompt(prompt, step.info)
+    reuse = _common_prefix(history, prompt)
+    del history[reuse:]
+    logits = step.feed(prompt[reuse:], history)
+    sampler = Sampler(request.temperature, request.top_p, request.seed)
+    text = TextStream(codec.decode, request.stop)
+    for count in range(1, request.max_tokens + 1):
+        token = sampler.pick(logits)
+        ended = token in step.info.eos_ids
+        delta = "" if ended else text.push(token)
+        full = len(history) >= step.info.max_seq_len
+        if ended or text.stopped or full or count == request.max_tokens:
+            reason: FinishReason = "stop" if ended or text.stopped else "length"
+            usage = Usage(
+                prompt_tokens=len(prompt), completion_tokens=count, total_tokens=len(prompt) + count
+            )
+            final = GenerationEvent(
+                text=delta + text.finish(), token_ids=(token,), finish_reason=reason, usage=usage
+            )
+            return GeneratedReply(event=final)
+        out.send(GeneratedReply(event=GenerationEvent(text=delta, token_ids=(token,))))
+        if out.cancelled():
+            return CancelledReply()
+        logits = step.feed([token], history)
+    raise AssertionError("unreachable: the last count returns")
+
+
+def _common_prefix(cached: list[int], prompt: list[int]) -> int:
+    """How many of the cached tokens can stay: the shared prefix, short of the whole prompt
+    (its last token is fed again for the logits that pick the next token)."""
+    limit = min(len(cached), len(prompt) - 1)
+    for i in range(limit):
+        if cached[i] != prompt[i]:
+            return i
+    return limit

@@ -1,0 +1,115 @@
+"""A program that follows ExecuTorch's LLM runner convention, as the worker drives it.
+
+The convention: ``forward(tokens, input_pos)`` takes ``tokens`` of shape ``[1, n]`` and
+returns logits (``[1, n, vocab]`` or the last row only, ``[1, vocab]``), its KV cache in
+mutable buffers; the constant methods ``get_max_seq_len`` and ``get_eos_ids`` (among
+others the runner reads) say how long the context is and which tokens end a text.
+``input_pos`` is either the first position (``[1]``: ExecuTorch's Llama export) or one
+position per token (``[n]``: ``transformers``' ``TorchExportableModuleForDecoderOnlyLM``);
+which one is read from its shape. A prompt is fed in chunks of as many tokens as ``tokens``
+takes (its planned maximum when dynamic).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from pteforge.contracts.specs import MethodSignature, TensorSpec
+from pteforge.runtime.errors import ExecutionError, NotALanguageModelError
+from pteforge.runtime.instances import ProgramInstance
+
+_TOKEN_DTYPES = {"int64": "int64", "int32": "int32"}
+
+
+@dataclass(frozen=True)
+class LmInfo:
+    """What the loop needs to know about a language-model method."""
+
+    max_seq_len: int
+    eos_ids: frozenset[int]
+    vocab_size: int
+    chunk: int  # most tokens one call takes
+    per_token_positions: bool  # input_pos is [n] (one per token), not [1] (the start)
+    dtype: str  # of tokens and input_pos
+
+
+def read_lm_info(instance: ProgramInstance, signature: MethodSignature) -> LmInfo:
+    """The runner metadata and the shape rules of ``signature`` (the forward method);
+    ``NotALanguageModelError`` naming what does not fit the convention."""
+    names = set(instance.program.method_names)
+    if "get_max_seq_len" not in names:
+        raise NotALanguageModelError(
+            "the artifact is not a language model in ExecuTorch's LLM runner convention: "
+            "it has no get_max_seq_len method"
+        )
+    max_seq_len = int(_constant(instance, "get_max_seq_len")[0])
+    eos = _constant(instance, "get_eos_ids") if "get_eos_ids" in names else []
+    tokens, positions, logits = _specs(signature)
+    chunk = _bounds(tokens)[1]
+    pos_len = _bounds(positions)[0]
+    return LmInfo(
+        max_seq_len=max_seq_len,
+        eos_ids=frozenset(int(e) for e in eos),
+        vocab_size=_bounds(logits)[-1],
+        chunk=max(1, chunk),
+        per_token_positions=chunk > 1 and pos_len >= chunk,
+        dtype=_TOKEN_DTYPES[tokens.dtype],
+    )
+
+
+def _specs(signature: MethodSignature) -> tuple[TensorSpec, TensorSpec, TensorSpec]:
+    ins, outs = signature.inputs, signature.outputs
+    fits = (
+        len(ins) == 2
+        and len(outs) >= 1
+        and ins[0].dtype in _TOKEN_DTYPES
+        and ins[1].dtype == ins[0].dtype
+        and len(_bounds(ins[0])) == 2
+        and len(_bounds(ins[1])) == 1
+        and outs[0].dtype.startswith(("float", "bfloat"))
+    )
+    if not fits:
+        raise NotALanguageModelError(
+            f"method {signature.name!r} is not forward(tokens [1, n], input_pos) -> logits "
+            "as ExecuTorch's LLM runner expects it"
+        )
+    return ins[0], ins[1], outs[0]
+
+
+def _bounds(spec: TensorSpec) -> tuple[int, ...]:
+    return spec.max_shape if spec.max_shape is not None else spec.shape
+
+
+def _constant(instance: ProgramInstance, name: str) -> list[Any]:
+    try:
+        values = instance.method(name).execute([])
+        return [v.item() if hasattr(v, "item") else v for v in values]
+    except Exception as exc:
+        raise NotALanguageModelError(f"metadata method {name!r} failed: {exc}") from None
+
+
+def feed(method: Any, info: LmInfo, tokens: Sequence[int], start: int) -> np.ndarray:
+    """Run ``tokens`` through the model from position ``start`` (the cache then holds
+    them); the logits after the last one, as a 1-D float array."""
+    import torch
+
+    dtype = getattr(torch, info.dtype)
+    outputs: list[Any] = []
+    for at in range(0, len(tokens), info.chunk):
+        part = tokens[at : at + info.chunk]
+        first = start + at
+        ids = torch.tensor([list(part)], dtype=dtype)
+        if info.per_token_positions:
+            pos = torch.arange(first, first + len(part), dtype=dtype)
+        else:
+            pos = torch.tensor([first], dtype=dtype)
+        try:
+            outputs = method.execute([ids, pos])
+        except Exception as exc:
+            raise ExecutionError(f"forward failed at position {first}: {exc}") from exc
+    logits = outputs[0].detach().reshape(-1, info.vocab_size)[-1]
+    return np.asarray(logits.float().numpy())

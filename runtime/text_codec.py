@@ -1,0 +1,120 @@
+"""A language model's tokenizer and chat template, read in the confined worker.
+
+Both are uploads, so both are only read here: the tokenizer (a Hugging Face
+``tokenizer.json``) by the ``tokenizers`` library, the chat template (``chat_template`` of
+``tokenizer_config.json``) by Jinja2's ``ImmutableSandboxedEnvironment``, which lets a
+template read its variables but call nothing unsafe and change nothing.
+
+Without a config, or a config without ``chat_template``, :data:`DEFAULT_CHAT_TEMPLATE`
+renders each message as ``role: content`` on its own line, then ``assistant:``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pteforge.contracts.generation import ChatMessage, GenerationRequest
+from pteforge.runtime.errors import TokenizerError
+
+DEFAULT_CHAT_TEMPLATE = (
+    "{% for message in messages %}{{ message.role }}: {{ message.content }}{{ '\\n' }}"
+    "{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}"
+)
+"""The chat template used when the tokenizer config has none."""
+
+_SPECIAL = ("bos_token", "eos_token", "unk_token", "pad_token")
+
+
+class TextCodec:
+    """Encodes prompts, renders chats and decodes tokens with one uploaded tokenizer."""
+
+    def __init__(self, tokenizer: Path, config: Path | None) -> None:
+        from tokenizers import Tokenizer
+
+        try:
+            self.tokenizer = Tokenizer.from_file(str(tokenizer))
+        except Exception as exc:
+            raise TokenizerError(f"the tokenizer cannot be read: {exc}") from None
+        settings = _read_config(config) if config is not None else {}
+        self.template_source = _chat_template(settings)
+        self.specials = {k: _token_text(settings.get(k)) for k in _SPECIAL}
+        self._template: Any = None
+
+    def prompt_ids(self, request: GenerationRequest) -> list[int]:
+        """The token ids of the request's prompt, in whichever form it came."""
+        if request.prompt_ids is not None:
+            return list(request.prompt_ids)
+        if request.messages is not None:
+            return self.encode(self.render(request.messages), special=False)
+        return self.encode(request.prompt or "", special=True)
+
+    def encode(self, text: str, *, special: bool) -> list[int]:
+        """``text``'s token ids; ``special``: with the tokenizer's own added tokens (a BOS)."""
+        try:
+            return list(self.tokenizer.encode(text, add_special_tokens=special).ids)
+        except Exception as exc:
+            raise TokenizerError(f"the tokenizer failed on the prompt: {exc}") from None
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """The text of ``ids``, special tokens left out."""
+        try:
+            return str(self.tokenizer.decode(list(ids), skip_special_tokens=True))
+        except Exception as exc:
+            raise TokenizerError(f"the tokenizer failed to decode tokens: {exc}") from None
+
+    def render(self, messages: Sequence[ChatMessage]) -> str:
+        """The chat as one prompt, generation prompt included, by the sandboxed template."""
+        from jinja2 import TemplateError
+
+        try:
+            template = self._compiled()
+            chat = [{"role": m.role, "content": m.content} for m in messages]
+            return str(template.render(messages=chat, add_generation_prompt=True, **self.specials))
+        except (TemplateError, TokenizerError, TypeError, ValueError) as exc:
+            raise TokenizerError(f"the chat template failed: {exc}") from None
+
+    def _compiled(self) -> Any:
+        if self._template is None:
+            from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+            env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+            env.globals["raise_exception"] = _raise
+            self._template = env.from_string(self.template_source)
+        return self._template
+
+
+def _raise(message: str) -> None:
+    raise TokenizerError(str(message))
+
+
+def _read_config(path: Path) -> dict[str, Any]:
+    try:
+        settings = json.loads(path.read_bytes())
+    except (OSError, ValueError) as exc:
+        raise TokenizerError(f"the tokenizer config is not JSON: {exc}") from None
+    if not isinstance(settings, dict):
+        raise TokenizerError("the tokenizer config must be a JSON object")
+    return settings
+
+
+def _chat_template(settings: dict[str, Any]) -> str:
+    """The config's chat template: a string, or the ``default`` of a list of named ones."""
+    template = settings.get("chat_template")
+    if isinstance(template, list):
+        named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
+        template = named.get("default")
+    if template is None:
+        return DEFAULT_CHAT_TEMPLATE
+    if not isinstance(template, str):
+        raise TokenizerError("the tokenizer config's chat_template must be a string")
+    return template
+
+
+def _token_text(value: Any) -> str:
+    """A special token as the config writes it: a string or ``{"content": ...}``."""
+    if isinstance(value, dict):
+        value = value.get("content")
+    return value if isinstance(value, str) else ""

@@ -1,0 +1,118 @@
+"""The text side of generation, as the worker runs it: detokenizing in whole characters,
+stop strings, sampling, and chat templates in Jinja2's sandbox. No model needed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pteforge.contracts.generation import ChatMessage, GenerationRequest
+from pteforge.runtime.errors import TokenizerError
+from pteforge.runtime.sampling import Sampler
+from pteforge.runtime.text_codec import TextCodec
+from pteforge.runtime.text_stream import TextStream
+
+TEXT = "naïve café ☕ 日本語, emoji 🙂 done"
+
+
+@pytest.fixture(scope="module")
+def byte_tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A byte-level BPE with no merges: every byte of a multi-byte character is a token."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    trainer = trainers.BpeTrainer(
+        vocab_size=len(alphabet) + 1, special_tokens=["<eos>"], initial_alphabet=alphabet
+    )
+    tokenizer.train_from_iterator(["plain text"], trainer)
+    path = tmp_path_factory.mktemp("tok") / "tokenizer.json"
+    tokenizer.save(str(path))
+    return path
+
+
+def _stream(codec: TextCodec, ids: list[int], stop: tuple[str, ...] = ()) -> list[str]:
+    text = TextStream(codec.decode, stop)
+    pieces = [text.push(t) for t in ids if not text.stopped]
+    return [*pieces, text.finish()]
+
+
+def test_pieces_are_whole_characters_and_add_up(byte_tokenizer: Path) -> None:
+    codec = TextCodec(byte_tokenizer, None)
+    ids = codec.encode(TEXT, special=False)
+    assert len(ids) == len(TEXT.encode())  # one token per byte: characters do split
+    pieces = _stream(codec, ids)
+    assert "".join(pieces) == TEXT
+    assert all("\ufffd" not in p for p in pieces)
+    assert any(p == "🙂" for p in pieces)  # four tokens, released once whole
+
+
+def test_stop_strings_cut_the_text_and_are_never_half_sent(byte_tokenizer: Path) -> None:
+    codec = TextCodec(byte_tokenizer, None)
+    ids = codec.encode(TEXT, special=False)
+    pieces = _stream(codec, ids, stop=("日本", "zzz"))
+    assert "".join(pieces) == "naïve café ☕ "
+    held = _stream(codec, ids, stop=("café!",))  # a prefix that never completes: flushed
+    assert "".join(held) == TEXT
+
+
+def test_an_unfinished_character_at_the_end_is_flushed_as_a_replacement(
+    byte_tokenizer: Path,
+) -> None:
+    codec = TextCodec(byte_tokenizer, None)
+    ids = codec.encode("ab🙂", special=False)[:-1]
+    assert _stream(codec, ids) == ["a", "b", "", "", "", "\ufffd"]
+
+
+def test_sampler_greedy_seeded_and_top_p() -> None:
+    logits = np.array([0.1, 2.0, 1.9, -1.0], dtype=np.float32)
+    assert Sampler(0.0, 1.0, None).pick(logits) == 1
+    assert Sampler(1.0, 1e-6, None).pick(logits) == 1  # the nucleus is the top token only
+    draws = [Sampler(1.0, 1.0, 7) for _ in range(2)]
+    first, second = ([s.pick(logits) for _ in range(50)] for s in draws)
+    assert first == second and set(first) > {1}
+    two = Sampler(1.5, 0.6, 3)
+    assert {two.pick(logits) for _ in range(200)} == {1, 2}
+
+
+def test_default_and_configured_chat_templates(byte_tokenizer: Path, tmp_path: Path) -> None:
+    chat = (ChatMessage(role="user", content="hi"), ChatMessage(role="assistant", content="yo"))
+    assert TextCodec(byte_tokenizer, None).render(chat) == "user: hi\nassistant: yo\nassistant:"
+    config = tmp_path / "tokenizer_config.json"
+    template = "{{ bos_token }}{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}"
+    config.write_text(json.dumps({"chat_template": template, "bos_token": {"content": "<s>"}}))
+    codec = TextCodec(byte_tokenizer, config)
+    assert codec.render(chat) == "<s><user>hi<assistant>yo"
+    request = GenerationRequest(messages=chat)
+    assert codec.decode(codec.prompt_ids(request)) == "<s><user>hi<assistant>yo"
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "{{ ''.__class__.__mro__[1].__subclasses__() }}",
+        "{{ messages.append(1) }}",
+        "{{ raise_exception('no system role') }}",
+        "{% for m in messages %}",
+    ],
+)
+def test_unsafe_or_broken_templates_are_refused(
+    byte_tokenizer: Path, tmp_path: Path, template: str
+) -> None:
+    config = tmp_path / "tokenizer_config.json"
+    config.write_text(json.dumps({"chat_template": template}))
+    with pytest.raises(TokenizerError, match="chat template"):
+        TextCodec(byte_tokenizer, config).render((ChatMessage(role="user", content="hi"),))
+
+
+@pytest.mark.parametrize("content", [b"not json", b"[1, 2]", b'{"version": 1}'])
+def test_unreadable_tokenizer_files_are_refused(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "tokenizer.json"
+    path.write_bytes(content)
+    with pytest.raises(TokenizerError, match="tokenizer cannot be read"):
+        TextCodec(path, None)
