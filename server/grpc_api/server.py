@@ -34,10 +34,10 @@ async def start_grpc_server(
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     try:
         server.add_insecure_port(address)
-    except RuntimeError as exc:
+    except RuntimeError:
         raise GrpcPortError(
-            f"cannot listen for gRPC on {address} ({exc}): is another server using it? "
-            "Pass --grpc-port PORT (or PTEFORGE_GRPC_PORT), or --grpc-port 0 to turn gRPC off"
+            f"cannot listen for gRPC on {address}: the port is in use (or not allowed); pass "
+            "--grpc-port PORT (or set PTEFORGE_GRPC_PORT), or --grpc-port 0 to turn gRPC off"
         ) from None
     await server.start()
     return server

@@ -8,7 +8,6 @@ so gRPC serves the same models, with the same checks and statistics, as HTTP.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -33,7 +32,6 @@ from pteforge.server.inference.work import (
     run_decoded,
 )
 
-log = logging.getLogger(__name__)
 T = TypeVar("T")
 CurrentState = Callable[[], InferenceState | None]
 """The running app's ``InferenceState``, or ``None`` outside its lifespan."""
