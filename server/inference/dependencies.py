@@ -18,7 +18,7 @@ from pteforge.runtime import RuntimePool
 from pteforge.server.auth.cache import TtlCache
 from pteforge.server.auth.dependencies import HasHeaders, Principal
 from pteforge.server.inference.bodies import DEFAULT_MAX_REQUEST_BYTES
-from pteforge.server.inference.metrics import InferenceMetrics
+from pteforge.server.inference.metrics import LATENCY_BUCKETS, InferenceMetrics
 from pteforge.server.inference.resolver import ArtifactResolver, ResolvedArtifact
 from pteforge.server.inference.statistics import ModelStatistics
 
@@ -67,13 +67,14 @@ def new_inference_state(
     version is resolved on every request, so a new version serves at once. An infer body
     over ``max_request_bytes``, as sent or once decompressed, gets a 413.
     """
+    statistics = ModelStatistics(LATENCY_BUCKETS)
     return InferenceState(
         pool=pool,
         resolver=resolver,
         authenticate=authenticate,
         registry=registry,
-        metrics=InferenceMetrics(registry, pool),
-        statistics=ModelStatistics(),
+        metrics=InferenceMetrics(registry, pool, statistics),
+        statistics=statistics,
         artifacts=TtlCache(resolve_ttl_s, clock=clock),
         max_request_bytes=max_request_bytes,
         server_version=server_version,

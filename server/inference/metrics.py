@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import accumulate
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from pteforge.runtime import RuntimePool
-from pteforge.server.inference.statistics import PHASES, PhaseTimes, StatsKey
+from pteforge.server.inference.statistics import PHASES, ModelStatistics
 
 _PHASES = ("queue", "load", "execute")
-_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10)
+LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10)
 
 
 class _PoolCollector(Collector):
@@ -49,10 +56,46 @@ class _PoolCollector(Collector):
         )
 
 
-class InferenceMetrics:
-    """Request counters and latency histograms of the /v2 routes."""
+class _StatisticsCollector(Collector):
+    """``pteforge_inference_phase_seconds{model,version,phase}`` and
+    ``pteforge_inference_requests_total{model,version,outcome}`` from the model statistics,
+    summed over projects (the labels never name a project)."""
 
-    def __init__(self, registry: CollectorRegistry, pool: RuntimePool) -> None:
+    def __init__(self, statistics: ModelStatistics) -> None:
+        self.statistics = statistics
+        self.bounds = [floatToGoString(b) for b in statistics.bounds] + ["+Inf"]
+
+    def collect(self) -> Iterator[Metric]:
+        phases = HistogramMetricFamily(
+            "pteforge_inference_phase_seconds",
+            "Successful infer requests' time per phase (queue, compute_input, compute_infer,"
+            " compute_output; see docs/usage.md), by model as addressed and version",
+            labels=["model", "version", "phase"],
+        )
+        requests = CounterMetricFamily(
+            "pteforge_inference_requests",
+            "Infer requests of a resolved model by model, version and outcome (success, fail)",
+            labels=["model", "version", "outcome"],
+        )
+        for (model, version), series in sorted(self.statistics.series().items()):
+            requests.add_metric([model, version, "success"], series.success)
+            requests.add_metric([model, version, "fail"], series.fail)
+            for phase in PHASES:
+                cumulative = accumulate(series.buckets[phase])
+                buckets = list(zip(self.bounds, cumulative, strict=True))
+                sum_s = series.ns[phase] / 1e9
+                phases.add_metric([model, version, phase], buckets, sum_s)
+        yield phases
+        yield requests
+
+
+class InferenceMetrics:
+    """Request counters and latency histograms of the /v2 routes; the per-model phase
+    histograms are read from ``statistics`` at scrape time."""
+
+    def __init__(
+        self, registry: CollectorRegistry, pool: RuntimePool, statistics: ModelStatistics
+    ) -> None:
         self.registry = registry
         self.requests = Counter(
             "pteforge_v2_requests",
@@ -64,24 +107,11 @@ class InferenceMetrics:
             "pteforge_v2_infer_seconds",
             "Infer latency by phase (total = HTTP handler, others from the pool)",
             ["phase"],
-            buckets=_LATENCY_BUCKETS,
-            registry=registry,
-        )
-        self.phases = Histogram(
-            "pteforge_inference_phase_seconds",
-            "Successful infer requests' time per phase (queue, compute_input, compute_infer,"
-            " compute_output; see docs/usage.md), by model as addressed and version",
-            ["model", "version", "phase"],
-            buckets=_LATENCY_BUCKETS,
-            registry=registry,
-        )
-        self.outcomes = Counter(
-            "pteforge_inference_requests",
-            "Infer requests of a resolved model by model, version and outcome (success, fail)",
-            ["model", "version", "outcome"],
+            buckets=LATENCY_BUCKETS,
             registry=registry,
         )
         registry.register(_PoolCollector(pool))
+        registry.register(_StatisticsCollector(statistics))
         # Label lookups take a lock and hash the labels: bind the hot ones once.
         self._total = self.latency.labels(phase="total")
         self._phases = [(f"{p}_ms", self.latency.labels(phase=p)) for p in _PHASES]
@@ -100,12 +130,3 @@ class InferenceMetrics:
             value = timings.get(key)
             if value is not None:
                 histogram.observe(value / 1e3)
-
-    def observe_phases(self, key: StatsKey, phases: PhaseTimes | None) -> None:
-        """Count one infer request of ``key``'s model: a success with its ``phases``, or a
-        failure (``None``). Labelled by model and version only, never by project."""
-        outcome = "fail" if phases is None else "success"
-        self.outcomes.labels(key.model, key.version, outcome).inc()
-        if phases is not None:
-            for name, seconds in zip(PHASES, phases, strict=True):
-                self.phases.labels(key.model, key.version, name).observe(seconds)

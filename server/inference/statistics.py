@@ -13,14 +13,17 @@ encoding). A successful request also adds to each of the four phases:
 - ``compute_infer``: the worker executing the method (the runtime's ``execute_ms``);
 - ``compute_output``: encoding the outputs into the response body.
 
-The same phases go to Prometheus (``InferenceMetrics.observe_phases``), labelled by model
-and version; one frontend (HTTP today, gRPC next) records through ``work.run_decoded``.
+The same phases go to Prometheus as histograms labelled by model and version, summed over
+projects (``metrics``, read from here at scrape time); every frontend (HTTP, gRPC)
+records through ``work.run_decoded``.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from bisect import bisect_left
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -76,11 +79,28 @@ class Duration:
 
 
 @dataclass
+class PhaseSeries:
+    """A model version's requests summed over projects, for Prometheus: the success and
+    fail counts, and per phase its total ns and its count in each bucket (not cumulative;
+    the last one past the last bound)."""
+
+    success: int = 0
+    fail: int = 0
+    ns: dict[str, int] = field(default_factory=lambda: dict.fromkeys(PHASES, 0))
+    buckets: dict[str, list[int]] = field(default_factory=dict)
+
+
+@dataclass
 class _Model:
+    bucket_count: int
     success: Duration = field(default_factory=Duration)
     fail: Duration = field(default_factory=Duration)
     phases: dict[str, Duration] = field(default_factory=lambda: {p: Duration() for p in PHASES})
+    buckets: dict[str, list[int]] = field(init=False)
     last_inference_ms: int = 0
+
+    def __post_init__(self) -> None:
+        self.buckets = {p: [0] * self.bucket_count for p in PHASES}
 
     def answer(self, key: StatsKey) -> dict[str, Any]:
         stats = {"success": self.success, "fail": self.fail, **self.phases}
@@ -94,33 +114,55 @@ class _Model:
             "batch_stats": [],
         }
 
+    def add_to(self, series: PhaseSeries) -> None:
+        series.success += self.success.count
+        series.fail += self.fail.count
+        for phase in PHASES:
+            series.ns[phase] += self.phases[phase].ns
+            mine = self.buckets[phase]
+            summed = series.buckets.get(phase, [0] * len(mine))
+            series.buckets[phase] = [a + b for a, b in zip(summed, mine, strict=True)]
+
 
 class ModelStatistics:
-    """The statistics of one running server, by ``StatsKey``; safe from any thread."""
+    """The statistics of one running server, by ``StatsKey``; safe from any thread.
 
-    def __init__(self) -> None:
+    Each phase is also counted in the histogram buckets ``bounds`` (seconds, ascending),
+    read by the ``/metrics`` collector at scrape time (``series``), so that a request is
+    recorded once, under one lock, for both."""
+
+    def __init__(self, bounds: Sequence[float] = ()) -> None:
+        self.bounds = tuple(bounds)
         self._models: dict[StatsKey, _Model] = {}
         self._lock = threading.Lock()
 
     def _model(self, key: StatsKey) -> _Model:
         model = self._models.get(key)
         if model is None:
-            model = self._models.setdefault(key, _Model())
+            model = self._models.setdefault(key, _Model(len(self.bounds) + 1))
         return model
 
-    def succeeded(self, key: StatsKey, total_s: float, phases: PhaseTimes) -> None:
-        """Count a successful request of ``total_s`` seconds and its phases."""
+    def count(self, key: StatsKey, total_s: float, phases: PhaseTimes | None) -> None:
+        """Count a request of ``total_s`` seconds: a success with its ``phases``, or a
+        failure (``None``)."""
         with self._lock:
             model = self._model(key)
+            if phases is None:
+                model.fail.add(total_s)
+                return
             model.success.add(total_s)
             for name, seconds in zip(PHASES, phases, strict=True):
                 model.phases[name].add(seconds)
+                model.buckets[name][bisect_left(self.bounds, seconds)] += 1
             model.last_inference_ms = int(time.time() * 1e3)
 
-    def failed(self, key: StatsKey, total_s: float) -> None:
-        """Count a failed request that took ``total_s`` seconds."""
+    def series(self) -> dict[tuple[str, str], PhaseSeries]:
+        """Every model version's requests by (model, version), summed over projects."""
+        merged: dict[tuple[str, str], PhaseSeries] = {}
         with self._lock:
-            self._model(key).fail.add(total_s)
+            for key, model in self._models.items():
+                model.add_to(merged.setdefault((key.model, key.version), PhaseSeries()))
+        return merged
 
     def answer(
         self, project_id: str, model: str | None = None, version: str | None = None
@@ -138,5 +180,5 @@ class ModelStatistics:
             ]
         if model is not None and not stats:
             key = StatsKey(project_id, model, version_label(version))
-            stats = [_Model().answer(key)]
+            stats = [_Model(0).answer(key)]
         return {"model_stats": stats}

@@ -169,11 +169,7 @@ def _key(principal: Principal, model: str, version: str | None) -> StatsKey:
 
 
 def _count(state: InferenceState, key: StatsKey, total_s: float, phases: PhaseTimes | None) -> None:
-    if phases is None:
-        state.statistics.failed(key, total_s)
-    else:
-        state.statistics.succeeded(key, total_s, phases)
-    state.metrics.observe_phases(key, phases)
+    state.statistics.count(key, total_s, phases)
 
 
 async def _encode(

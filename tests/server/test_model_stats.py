@@ -31,6 +31,12 @@ def artifact_id(admin: httpx.Client) -> str:
 
 
 @pytest.fixture(scope="module")
+def outsider(service: ServiceProcess) -> str:
+    """A token of another project."""
+    return service.create_token("stats-outsider", "stats-other-project")
+
+
+@pytest.fixture(scope="module")
 def triton_client(service: ServiceProcess) -> triton.InferenceServerClient:
     return triton.InferenceServerClient(url=service.url.removeprefix("http://"))
 
@@ -112,18 +118,41 @@ def test_another_projects_model_is_404(
     admin: httpx.Client,
     triton_client: triton.InferenceServerClient,
     artifact_id: str,
+    outsider: str,
 ) -> None:
     model = _deployed(admin, "private", artifact_id)
     _infer(triton_client, _token(admin), model)
-    outsider = service.create_token("stats-outsider", "stats-other-project")
+    assert model in [e["name"] for e in admin.get("/v2/models/stats").json()["model_stats"]]
     with service.client(outsider) as client:
         assert client.get(f"/v2/models/{model}/stats").status_code == 404
         assert client.get(f"/v2/models/{model}/versions/1/stats").status_code == 404
-        assert client.get("/v2/models/stats").json() == {"model_stats": []}
+        theirs = client.get("/v2/models/stats").json()["model_stats"]
+        assert model not in [e["name"] for e in theirs]
     with pytest.raises(InferenceServerException):
         headers = {"Authorization": f"Bearer {outsider}"}
         triton_client.get_inference_statistics(model, headers=headers)
     assert httpx.get(f"{service.url}/v2/models/{model}/stats").status_code == 401
+
+
+def test_one_name_in_two_projects_counts_apart_and_sums_on_metrics(
+    service: ServiceProcess,
+    admin: httpx.Client,
+    triton_client: triton.InferenceServerClient,
+    outsider: str,
+) -> None:
+    with service.client(outsider) as other:
+        model = _deployed(other, "twin", upload_scales(other, [SCALE])[SCALE])
+        _infer(triton_client, _token(other), model)
+        _deployed(admin, "twin", upload_scales(admin, [SCALE])[SCALE])
+        for _ in range(2):
+            _infer(triton_client, _token(admin), model)
+        theirs = other.get(f"/v2/models/{model}/stats").json()["model_stats"]
+    ours = admin.get(f"/v2/models/{model}/stats").json()["model_stats"]
+    assert [e["inference_count"] for e in theirs + ours] == [1, 2]
+    text = httpx.get(f"{service.url}/metrics").raise_for_status().text
+    labels = (("model", model), ("outcome", "success"), ("version", "latest"))
+    requests = _samples(text, "pteforge_inference_requests")
+    assert requests[("pteforge_inference_requests_total", *labels)] == 3  # no project label
 
 
 def _samples(text: str, family: str) -> dict[tuple[str, ...], float]:
