@@ -9,12 +9,14 @@ from pydantic import BaseModel, Field
 
 from pteforge.contracts.artifact_report import AS_WRITTEN, CompileReport, Numerics
 from pteforge.contracts.json_types import JsonValue
+from pteforge.contracts.llm_runner import GenerationInfo
 from pteforge.contracts.plan import PlanSpec
 from pteforge.server.programs.schemas import Methods
 from pteforge.server.startup.toolchain import Toolchain, toolchain
 from pteforge.storage.domain import Artifact
 
 NUMERICS_KEY = "numerics"  # where a compile job stores the numerics check in the report
+GENERATION_KEY = "generation"  # where the runner metadata of a language model is stored
 
 
 class ArtifactOut(BaseModel):
@@ -39,6 +41,15 @@ class ArtifactOut(BaseModel):
             "flagged. Null for uploaded .pte files and artifacts compiled before the check."
         )
     )
+    generation: GenerationInfo | None = Field(
+        default=None,
+        description=(
+            "For a language model in ExecuTorch's LLM runner convention (a forward(tokens, "
+            "input_pos) method and the runner's metadata methods): the generating method and "
+            "what get_max_seq_len, get_bos_id, get_eos_ids, use_kv_cache, get_vocab_size, ... "
+            "answered, read in a confined child. Null for any other program."
+        ),
+    )
     created_at: datetime
     toolchain: Toolchain = Field(
         default_factory=toolchain, description="torch and executorch versions of this server."
@@ -46,7 +57,9 @@ class ArtifactOut(BaseModel):
 
     @classmethod
     def of(cls, artifact: Artifact) -> ArtifactOut:
-        report = {k: v for k, v in artifact.report.items() if k != NUMERICS_KEY}
+        report = {
+            k: v for k, v in artifact.report.items() if k not in (NUMERICS_KEY, GENERATION_KEY)
+        }
         return cls(
             id=artifact.id,
             sha256=artifact.sha256,
@@ -56,12 +69,17 @@ class ArtifactOut(BaseModel):
             methods=list(artifact.methods),
             report=CompileReport.model_validate(report),
             numerics=_numerics(artifact.report.get(NUMERICS_KEY)),
+            generation=_generation(artifact.report.get(GENERATION_KEY)),
             created_at=artifact.created_at,
         )
 
 
 def _numerics(stored: JsonValue) -> Numerics | None:
     return None if stored is None else Numerics.model_validate(stored)
+
+
+def _generation(stored: JsonValue) -> GenerationInfo | None:
+    return None if stored is None else GenerationInfo.model_validate(stored)
 
 
 class ArtifactList(BaseModel):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pteforge.contracts.json_types import JsonObject
+from pteforge.server.artifacts.schemas import GENERATION_KEY
 from pteforge.server.common.blob_files import store_file
 from pteforge.server.common.owned_rows import OwnedRows
 from pteforge.server.common.services import Services
@@ -30,15 +32,19 @@ def _pte_part(upload: MultipartUpload) -> Path:
 def create_uploaded_artifact(
     services: Services, project_id: str, upload: MultipartUpload
 ) -> Artifact:
-    """Verify the `.pte` by loading it in a disposable process, then store it."""
+    """Verify the `.pte` by loading it in a disposable process, then store it (with the
+    runner metadata of a language model, read there too)."""
     from pteforge.server.sandbox import validate_pte_isolated
 
     path = _pte_part(upload)
     described = validate_pte_isolated(
         path, None, services.process_limits, isolation=services.isolation
     )
+    report: JsonObject = {"source": "upload"}
+    if described.generation is not None:
+        report[GENERATION_KEY] = described.generation.model_dump(mode="json")
     blob = store_file(services.store.blobs, path)
     with services.store.transaction() as tx:
         return tx.artifacts.create(
-            project_id, None, blob, {}, UPLOADED_PLAN_HASH, {"source": "upload"}, described.methods
+            project_id, None, blob, {}, UPLOADED_PLAN_HASH, report, described.methods
         )

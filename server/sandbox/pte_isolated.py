@@ -25,7 +25,8 @@ def validate_pte_isolated(
     Loading happens in a child process: a malformed program that crashes (SIGSEGV/SIGABRT),
     hangs or exhausts memory raises ``InvalidPteError`` (reason ``invalid_pte``) here instead of
     taking the caller down.  ``expected_sha256`` (e.g. the stored digest) is checked first and
-    again by the child on the exact bytes it loads.
+    again by the child on the exact bytes it loads. The child also reads the runner metadata
+    of a language model (``generation``, :mod:`pteforge.runtime.runner_metadata`).
     """
     path = Path(path)
     digest = sha256_file(path)
@@ -39,7 +40,7 @@ def validate_pte_isolated(
     try:
         isolation = isolation or SubprocessIsolation()
         reply = isolation.run(_WORKER, [str(path.resolve()), digest], limits or ProcessLimits())
-        methods = read_result(ProgramDescription, reply).methods
+        described = read_result(ProgramDescription, reply)
     except UploadRejectedError as e:
         raise InvalidPteError("invalid_pte", f"{e.reason}: {e.message}") from e
-    return PteDescription(digest, path.stat().st_size, methods)
+    return PteDescription(digest, path.stat().st_size, described.methods, described.generation)

@@ -36,6 +36,8 @@ def _job(argv: list[str]) -> ProgramDescription:
 def _describe(data: bytes) -> ProgramDescription:
     from executorch.runtime import Runtime, Verification
 
+    from pteforge.runtime.runner_metadata import describe_generation
+
     program = Runtime.get().load_program(data, verification=Verification.InternalConsistency)
     methods = []
     for name in sorted(program.method_names):
@@ -47,7 +49,7 @@ def _describe(data: bytes) -> ProgramDescription:
                 _tensor_specs(meta, meta.num_outputs(), "output_tensor_meta", "output"),
             )
         )
-    return ProgramDescription(tuple(methods))
+    return ProgramDescription(tuple(methods), describe_generation(program))
 
 
 JOB = WorkerJob(_job, failure_reason="invalid_pte")

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pydantic import ConfigDict
 from pydantic.dataclasses import dataclass as json_dataclass
 
+from pteforge.contracts.llm_runner import GenerationInfo
 from pteforge.contracts.specs import JsonForm
 
 # The shared spec contracts (the store keeps what a loader reports, as is).
@@ -39,9 +40,11 @@ class ArchiveManifest:
 @json_dataclass(frozen=True, config=_PIPE_CONFIG)
 class ProgramDescription(JsonForm):
     """What a disposable worker reported after really loading a pt2 archive or a ``.pte``:
-    the reply of both loader workers; its JSON form is ``{"methods": [...]}``."""
+    the reply of both loader workers; its JSON form is ``{"methods": [...]}``, plus
+    ``"generation"`` for a ``.pte`` that follows ExecuTorch's LLM runner convention."""
 
     methods: tuple[MethodSignature, ...]
+    generation: GenerationInfo | None = None
 
     @property
     def method_names(self) -> tuple[str, ...]:
@@ -50,11 +53,13 @@ class ProgramDescription(JsonForm):
 
 @json_dataclass(frozen=True, config=_PIPE_CONFIG)
 class PteDescription(JsonForm):
-    """A verified ``.pte``: its digest, size and per-method tensor metadata."""
+    """A verified ``.pte``: its digest, size, per-method tensor metadata and, for a
+    language model, its runner metadata."""
 
     sha256: str
     size_bytes: int
     methods: tuple[MethodSignature, ...]
+    generation: GenerationInfo | None = None
 
     @property
     def method_names(self) -> tuple[str, ...]:
