@@ -17,8 +17,16 @@ from multiprocessing.context import ForkServerContext
 
 _COMMON = ("pteforge.quiet_on_import", "pteforge.children.ignore_interrupt")
 
-RUNTIME_WORKER_PRELOAD = (*_COMMON, "pteforge.runtime.worker", "executorch.runtime")
-"""What a runtime pool worker imports."""
+RUNTIME_WORKER_PRELOAD = (
+    *_COMMON,
+    "pteforge.runtime.worker",
+    "executorch.runtime",
+    "pteforge.runtime.generation_worker",
+    "tokenizers",
+    "jinja2.sandbox",
+)
+"""What a runtime pool worker imports (generation's tokenizers and templates included, so a
+first generation does not import them)."""
 
 SANDBOX_PRELOAD = (
     *_COMMON,
