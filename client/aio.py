@@ -18,6 +18,7 @@ from pteforge.client.calls import Attempts, Call, Reply
 from pteforge.client.core import ClientCore
 from pteforge.client.files import ProgramSource, partial_file, program_files
 from pteforge.client.models import InferResult, Program
+from pteforge.client.generation import generate
 from pteforge.client.operations import Op, Operations, Ref
 from pteforge.client.sessions import SequenceSession, SequenceState, check_sessions
 from pteforge.client.sinks import ProgressCallback
@@ -144,6 +145,9 @@ class AsyncClient(ClientCore[httpx.AsyncClient]):
 
     # inference
     infer = awaited(Operations.infer)
+
+    # text generation (a model version with a tokenizer)
+    generate = awaited(generate)
 
     @asynccontextmanager
     async def session(

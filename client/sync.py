@@ -17,6 +17,7 @@ from pteforge.client.calls import Attempts, Call, Reply
 from pteforge.client.core import ClientCore
 from pteforge.client.files import ProgramSource, partial_file, program_files
 from pteforge.client.models import InferResult, Program
+from pteforge.client.generation import generate
 from pteforge.client.operations import Op, Operations, Ref
 from pteforge.client.sessions import SequenceSession, SequenceState, check_sessions
 from pteforge.client.sinks import ProgressCallback
@@ -141,6 +142,9 @@ class Client(ClientCore[httpx.Client]):
 
     # inference
     infer = blocking(Operations.infer)
+
+    # text generation (a model version with a tokenizer)
+    generate = blocking(generate)
 
     @contextmanager
     def session(self, artifact: Ref, sequence_id: str | int | None = None) -> Iterator[Session]:

@@ -17,6 +17,9 @@ from pteforge.contracts import METHOD_NAME_PATTERN
 
 V1_ERROR = "Error"
 V2_ERROR = "InferenceError"
+OPENAI_ERROR = "OpenAIError"
+OPENAI_PATHS = frozenset({"/v1/completions", "/v1/chat/completions"})
+"""The OpenAI-compatible routes, whose errors are OpenAI's shape (``server/generation``)."""
 _SCHEMAS: dict[str, Any] = {
     V1_ERROR: {
         "type": "object",
@@ -34,6 +37,22 @@ _SCHEMAS: dict[str, Any] = {
         "required": ["error"],
         "properties": {"error": {"type": "string"}},
     },
+    OPENAI_ERROR: {
+        "type": "object",
+        "required": ["error"],
+        "properties": {
+            "error": {
+                "type": "object",
+                "required": ["message", "type", "param", "code"],
+                "properties": {
+                    "message": {"type": "string"},
+                    "type": {"type": "string"},
+                    "param": {"type": ["string", "null"]},
+                    "code": {"type": ["string", "null"]},
+                },
+            }
+        },
+    },
 }
 _REASONS = {
     400: "The request is malformed",
@@ -44,6 +63,7 @@ _REASONS = {
     415: "The body is not of the content type this operation takes",
     416: "The range is outside the content",
     422: "The request is well-formed but its content is refused (the message says why)",
+    429: "Too many requests at once for the caller's project: retry later",
     503: "Not ready, or temporarily out of capacity: retry later",
 }
 MODEL_NAME_DOC = (
@@ -55,6 +75,8 @@ MODEL_NAME_DOC = (
 
 
 def _error_statuses(path: str, method: str, operation: dict[str, Any]) -> set[int]:
+    if path in OPENAI_PATHS:
+        return {400, 401, 404, 413, 422, 429, 503}
     statuses = {401} if operation.get("security") else set()
     if "{" in path:
         statuses.add(404)
@@ -67,11 +89,15 @@ def _error_statuses(path: str, method: str, operation: dict[str, Any]) -> set[in
         statuses.add(415)
     if path.startswith("/v2/models/"):
         statuses |= {400, 404, 422, 503} if path.endswith("/infer") else {404}
-    if method == "get" and path.endswith("/pte"):
+    if method == "get" and path.endswith(("/pte", "/bpte")):
         statuses.add(416)
     if method == "delete" and path == "/v1/artifacts/{artifact_id}":
         statuses.add(409)  # a model version serves the artifact
-    if path in ("/v1/profile-jobs", "/v1/jobs/{job_id}/profile"):
+    if path in (
+        "/v1/profile-jobs",
+        "/v1/jobs/{job_id}/profile",
+        "/v1/artifacts/{artifact_id}/bpte",
+    ):
         statuses.add(409)  # no inputs to profile on, or the profile job has not succeeded
     return statuses
 
@@ -82,7 +108,8 @@ def _fastapi_422(responses: dict[str, Any]) -> set[int]:
 
 def _document_errors(schema: dict[str, Any]) -> None:
     for path, operations in schema["paths"].items():
-        error_ref = f"#/components/schemas/{V2_ERROR if path.startswith('/v2') else V1_ERROR}"
+        error = V2_ERROR if path.startswith("/v2") else V1_ERROR
+        error_ref = f"#/components/schemas/{OPENAI_ERROR if path in OPENAI_PATHS else error}"
         for method, operation in operations.items():
             responses = operation.setdefault("responses", {})
             for status in sorted(

@@ -3,10 +3,16 @@
 ``ZOO`` lists one ``ZooEntry`` per architecture; ``entry.build("small")`` (tests) or
 ``entry.build("bench")`` (``bench/zoo.py``) returns a ``ZooModel`` with ``methods()``
 (``torch.export`` programs), named example inputs per method and eager references.
+
+The zoo's language models in ExecuTorch's LLM runner form (a ``.pte`` with
+``forward(tokens, input_pos)``, its KV cache in mutable buffers and the runner's metadata
+methods, plus a ``tokenizer.json``) are ``RUNNER_LMS``, built by
+``tests.generation.lm_builder.build_tiny_lm(family)``.
 """
 
 from __future__ import annotations
 
+from tests.generation.lm_builder import FAMILIES as RUNNER_LMS
 from tests.zoo import audio, decoders, encoders, seq2seq, vision
 from tests.zoo.base import NamedMethod, Size, ZooEntry, ZooModel
 
@@ -30,4 +36,4 @@ ZOO: tuple[ZooEntry, ...] = (
 )
 BY_NAME: dict[str, ZooEntry] = {entry.name: entry for entry in ZOO}
 
-__all__ = ["BY_NAME", "ZOO", "NamedMethod", "Size", "ZooEntry", "ZooModel"]
+__all__ = ["BY_NAME", "RUNNER_LMS", "ZOO", "NamedMethod", "Size", "ZooEntry", "ZooModel"]

@@ -1,0 +1,105 @@
+"""Text generation with a language model deployed as a model version (``/v1/completions``,
+the OpenAI-compatible route): the whole text at once, or streamed to a callback as the
+server-sent events arrive."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pteforge.client.calls import Call
+from pteforge.client.errors import PteforgeError, error_from_body
+from pteforge.client.operations import Op, Operations
+from pteforge.client.sse import EventParser
+
+TextCallback = Callable[[str], object]
+"""Called with each piece of text as it arrives (always whole UTF-8)."""
+
+
+@dataclass
+class Generation:
+    """A finished generation: its text, why it ended (``stop`` or ``length``) and the
+    token counts (``prompt_tokens``, ``completion_tokens``, ``total_tokens``)."""
+
+    text: str = ""
+    finish_reason: str | None = None
+    usage: dict[str, int] = field(default_factory=dict)
+
+
+class TextSink:
+    """Reads a completions stream: hands each text delta to ``on_text`` until ``[DONE]``."""
+
+    def __init__(self, on_text: TextCallback) -> None:
+        self._parser = EventParser()
+        self._on_text = on_text
+        self.generation = Generation()
+        self.received = 0
+
+    def headers(self) -> dict[str, str]:
+        return {}
+
+    def start(self, status: int, headers: Mapping[str, str]) -> None:
+        pass
+
+    def feed(self, chunk: bytes) -> bool:
+        self.received += len(chunk)
+        for event in self._parser.feed(chunk):
+            if event.data == "[DONE]":
+                return False
+            self._chunk(event.data)
+        return True
+
+    def _chunk(self, data: str) -> None:
+        try:
+            payload = json.loads(data)
+        except ValueError:
+            raise PteforgeError(f"a completion chunk is not JSON: {data[:80]!r}") from None
+        if "error" in payload:  # the generation failed after the answer began
+            raise error_from_body(500, payload, "the generation failed")
+        if payload.get("usage"):
+            self.generation.usage = dict(payload["usage"])
+        for choice in payload.get("choices", []):
+            self.generation.text += choice.get("text", "")
+            self.generation.finish_reason = choice.get("finish_reason") or (
+                self.generation.finish_reason
+            )
+            if choice.get("text"):
+                self._on_text(choice["text"])
+
+
+def generate(
+    ops: Operations,
+    model: str,
+    prompt: str | Sequence[int],
+    *,
+    max_tokens: int = 16,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    seed: int | None = None,
+    stop: Sequence[str] = (),
+    version: int | None = None,
+    on_text: TextCallback | None = None,
+) -> Op[Generation]:
+    """Continue ``prompt`` (text, or token ids) with model ``model`` (its latest version, or
+    ``version``), which needs a tokenizer. ``temperature`` 0 is greedy. With ``on_text``
+    the text is streamed to it piece by piece as it is generated."""
+    body: dict[str, Any] = {
+        "model": model if version is None else f"{model}:{version}",
+        "prompt": prompt if isinstance(prompt, str) else list(prompt),
+        "max_tokens": max_tokens,
+        "temperature": temperature,
+        "top_p": top_p,
+        "seed": seed,
+        "stop": list(stop) or None,
+    }
+    if on_text is None:
+        reply = yield Call("POST", "/v1/completions", json=body)
+        answer = reply.json()
+        choice = answer["choices"][0]
+        return Generation(choice["text"], choice["finish_reason"], dict(answer["usage"]))
+    sink = TextSink(on_text)
+    streamed = {**body, "stream": True, "stream_options": {"include_usage": True}}
+    yield Call("POST", "/v1/completions", json=streamed, sink=sink)
+    return sink.generation

@@ -1,0 +1,167 @@
+"""The OpenAI request bodies these routes take, checked field by field, and how each becomes
+the one :class:`GenerationRequest` of ``contracts/generation.py``.
+
+Fields OpenAI defines but pteforge does not do (``n`` above 1, ``logprobs``, ``echo``,
+penalties, tools, ...) are refused naming the field when set to anything but their
+default; a field OpenAI does not define is refused as OpenAI does ("Unrecognized request
+argument supplied").
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from pteforge.contracts.generation import ChatMessage, GenerationRequest
+
+CHAT_MAX_TOKENS = 1 << 20
+"""A chat without ``max_tokens`` runs until the end of the sequence or of the context."""
+
+
+class StreamOptions(BaseModel):
+    """``stream_options``: ``include_usage`` adds a last chunk with the usage."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    include_usage: bool = False
+
+
+class _Sampling(BaseModel):
+    """The fields both endpoints share."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field(min_length=1, max_length=200)
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    seed: int | None = Field(default=None, ge=0, lt=1 << 64)
+    stop: str | list[str] | None = None
+    stream: bool | None = False
+    stream_options: StreamOptions | None = None
+    n: int | None = 1
+    user: str | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    logit_bias: dict[str, float] | None = None
+    return_token_ids: bool = False
+    """pteforge's extension (as vLLM's): each choice carries the ``token_ids`` generated."""
+
+    UNSUPPORTED: ClassVar[dict[str, tuple[object, ...]]] = {
+        "n": (None, 1),
+        "presence_penalty": (None, 0),
+        "frequency_penalty": (None, 0),
+        "logit_bias": (None, {}),
+    }
+    """Fields pteforge takes only at these values (OpenAI's defaults)."""
+
+    def unsupported(self) -> str | None:
+        """The first field set to a value pteforge does not do, or None."""
+        for name, allowed in self.UNSUPPORTED.items():
+            if getattr(self, name) not in allowed:
+                return name
+        return None
+
+    def stops(self) -> tuple[str, ...]:
+        """``stop`` as a tuple of strings."""
+        if self.stop is None:
+            return ()
+        return (self.stop,) if isinstance(self.stop, str) else tuple(self.stop)
+
+    def include_usage(self) -> bool:
+        """Whether a stream ends with a usage chunk."""
+        return self.stream_options is not None and self.stream_options.include_usage
+
+    def sampling(self, max_tokens: int) -> dict[str, Any]:
+        """The sampling fields of a :class:`GenerationRequest`."""
+        return {
+            "max_tokens": max_tokens,
+            "temperature": 1.0 if self.temperature is None else self.temperature,
+            "top_p": 1.0 if self.top_p is None else self.top_p,
+            "seed": self.seed,
+            "stop": self.stops(),
+        }
+
+
+class CompletionBody(_Sampling):
+    """``POST /v1/completions``: ``prompt`` is text or token ids (one prompt)."""
+
+    prompt: str | list[int] | list[str] | list[list[int]] = Field(min_length=1)
+    max_tokens: int | None = Field(default=16, ge=1, le=CHAT_MAX_TOKENS)
+    echo: bool | None = False
+    logprobs: int | None = None
+    best_of: int | None = 1
+    suffix: str | None = None
+
+    UNSUPPORTED: ClassVar[dict[str, tuple[object, ...]]] = {
+        **_Sampling.UNSUPPORTED,
+        "echo": (None, False),
+        "logprobs": (None,),
+        "best_of": (None, 1),
+        "suffix": (None, ""),
+    }
+
+    def generation(self, session: str | None = None) -> GenerationRequest:
+        """The one generation this body asks for."""
+        prompt: Any = self.prompt
+        if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str | list):
+            prompt = prompt[0]  # a batch of one
+        if isinstance(prompt, list) and not all(isinstance(t, int) for t in prompt):
+            raise ValueError("one prompt per request: a batch of prompts is not supported")
+        source = {"prompt": prompt} if isinstance(prompt, str) else {"prompt_ids": prompt}
+        tokens = 16 if self.max_tokens is None else self.max_tokens
+        return GenerationRequest(**source, **self.sampling(tokens), session=session)
+
+
+class TextPart(BaseModel):
+    """A text part of a message's content."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["text"]
+    text: str
+
+
+class Message(BaseModel):
+    """One chat message: its content is text or text parts."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    role: Literal["system", "developer", "user", "assistant"]
+    content: str | list[TextPart]
+    name: str | None = None
+
+    def as_chat(self) -> ChatMessage:
+        """The message as the chat template sees it."""
+        content = self.content
+        text = content if isinstance(content, str) else "".join(p.text for p in content)
+        return ChatMessage(role=self.role, content=text)
+
+
+class ChatBody(_Sampling):
+    """``POST /v1/chat/completions``."""
+
+    messages: list[Message] = Field(min_length=1)
+    max_tokens: int | None = Field(default=None, ge=1, le=CHAT_MAX_TOKENS)
+    max_completion_tokens: int | None = Field(default=None, ge=1, le=CHAT_MAX_TOKENS)
+    logprobs: bool | None = False
+    top_logprobs: int | None = None
+    tools: list[Any] | None = None
+    tool_choice: Any = None
+    parallel_tool_calls: bool | None = None
+    response_format: dict[str, Any] | None = None
+
+    UNSUPPORTED: ClassVar[dict[str, tuple[object, ...]]] = {
+        **_Sampling.UNSUPPORTED,
+        "logprobs": (None, False),
+        "top_logprobs": (None,),
+        "tools": (None, []),
+        "tool_choice": (None, "none"),
+        "response_format": (None, {"type": "text"}),
+    }
+
+    def generation(self, session: str | None = None) -> GenerationRequest:
+        """The one generation this body asks for."""
+        tokens = self.max_completion_tokens or self.max_tokens or CHAT_MAX_TOKENS
+        messages = tuple(m.as_chat() for m in self.messages)
+        return GenerationRequest(messages=messages, **self.sampling(tokens), session=session)

@@ -1,0 +1,89 @@
+"""What a request's ``model`` names: a model version's ``.pte`` and its tokenizer.
+
+``model`` is a model name from ``/v1/models`` (its latest version) or ``name:version``.
+Everything is read in one transaction, within the caller's project, so the program and the
+tokenizer are of the same version even while a new version is added.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from pteforge.server.generation.errors import OpenAIError
+from pteforge.storage.domain import BlobRef
+from pteforge.storage.store import Store, Transaction
+
+BlobSource = tuple[str, Callable[[Path], None]]
+"""A stored file as the pool takes it: its sha256 and a function writing it to a path."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """The files one generation runs on."""
+
+    name: str
+    version: int
+    program: BlobSource
+    tokenizer: BlobSource
+    tokenizer_config: BlobSource | None
+
+
+def blob_source(store: Store, blob: BlobRef) -> BlobSource:
+    """``blob`` as the pool takes it: verified against its sha256 while it is copied."""
+
+    def write(path: Path) -> None:
+        store.blobs.export_to_file(blob.sha256, path)
+
+    return blob.sha256, write
+
+
+def parse_model(model: str) -> tuple[str, int | None]:
+    """``name`` or ``name:version`` (400 for a version that is not a number)."""
+    name, colon, version = model.partition(":")
+    if not colon:
+        return name, None
+    if not version.isdigit():
+        raise OpenAIError(
+            400, f"model {model!r}: the version after ':' must be a number", "model", None
+        )
+    return name, int(version)
+
+
+def _version(tx: Transaction, project_id: str, name: str, version: int | None) -> int | None:
+    if version is not None:
+        return version
+    found = tx.models.get(project_id, name)
+    return None if found is None else found.latest_version
+
+
+def resolve_target(store: Store, project_id: str, model: str) -> Target:
+    """The files of the version ``model`` names (404 ``model_not_found``; 400 when it has
+    no tokenizer). Runs in a worker thread."""
+    name, asked = parse_model(model)
+    with store.transaction(read_only=True) as tx:
+        version = _version(tx, project_id, name, asked)
+        artifact_id = None if version is None else tx.models.artifact_id(project_id, name, version)
+        artifact = None if artifact_id is None else tx.artifacts.get(project_id, artifact_id)
+        if version is None or artifact is None:
+            raise OpenAIError(
+                404, f"The model {model!r} does not exist", "model", "model_not_found"
+            )
+        tokenizer = tx.models.tokenizer(project_id, name, version)
+    if tokenizer is None:
+        raise OpenAIError(
+            400,
+            f"model {name!r} version {version} has no tokenizer: attach one with "
+            f"PUT /v1/models/{name}/versions/{version}/tokenizer",
+            "model",
+            "tokenizer_missing",
+        )
+    config = tokenizer.config
+    return Target(
+        name=name,
+        version=version,
+        program=blob_source(store, BlobRef(artifact.sha256, artifact.size_bytes)),
+        tokenizer=blob_source(store, tokenizer.tokenizer),
+        tokenizer_config=None if config is None else blob_source(store, config),
+    )

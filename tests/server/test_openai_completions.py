@@ -1,0 +1,191 @@
+"""``/v1/completions`` and ``/v1/chat/completions`` through the unmodified ``openai`` client
+against a real ``pteforge serve``: a tiny Llama-style LM (a real XNNPACK ``.pte`` with the
+runner's metadata methods) and its byte-level BPE tokenizer, deployed as a model version.
+
+Greedy (``temperature`` 0) answers, streamed and not, carry exactly the tokens of the same
+``.pte``'s in-process greedy loop and of eager ``transformers`` ``generate``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from tests.generation.lm_builder import LmFiles, build_tiny_lm, eager_greedy, pte_greedy
+from tests.generation.lm_tokenizer import BOS, CHAT_TEMPLATE
+from tests.server.service import ServiceProcess
+
+MODEL = "tiny-llama"
+PROMPT = "The quick brown fox"
+MAX_TOKENS = 12
+IDS = {"return_token_ids": True}
+CHAT = [{"role": "user", "content": "What is the capital of France?"}]
+
+
+@pytest.fixture(scope="module")
+def lm(tmp_path_factory: pytest.TempPathFactory) -> LmFiles:
+    return build_tiny_lm("llama", tmp_path_factory.mktemp("lm"))
+
+
+def _files(*paths: tuple[str, Path]) -> dict[str, tuple[str, bytes]]:
+    return {field: (path.name, path.read_bytes()) for field, path in paths}
+
+
+@pytest.fixture(scope="module")
+def deployed(admin: httpx.Client, lm: LmFiles) -> str:
+    """The LM as version 1 of :data:`MODEL`, with its tokenizer and chat template."""
+    artifact = admin.post("/v1/artifacts", files=_files(("pte", lm.pte)))
+    assert artifact.status_code == 201, artifact.text
+    version = admin.post(
+        f"/v1/models/{MODEL}/versions", json={"artifact_id": artifact.json()["id"]}
+    )
+    assert version.status_code == 201, version.text
+    parts = _files(("tokenizer", lm.tokenizer_json), ("tokenizer_config", lm.tokenizer_config))
+    tokenizer = admin.put(f"/v1/models/{MODEL}/versions/1/tokenizer", files=parts)
+    assert tokenizer.status_code == 201, tokenizer.text
+    return MODEL
+
+
+@pytest.fixture(scope="module")
+def client(service: ServiceProcess) -> openai.OpenAI:
+    assert service.admin_token
+    return openai.OpenAI(base_url=f"{service.url}/v1", api_key=service.admin_token, max_retries=0)
+
+
+def _expected(lm: LmFiles, prompt_ids: list[int]) -> list[int]:
+    """The greedy tokens of the same ``.pte`` in process, checked against eager PyTorch."""
+    tokens = pte_greedy(lm.pte, prompt_ids, MAX_TOKENS, lm.eos_ids)
+    assert tokens == eager_greedy(lm, prompt_ids, MAX_TOKENS)
+    return tokens
+
+
+def _finish(lm: LmFiles, tokens: list[int]) -> str:
+    return "stop" if tokens[-1] in lm.eos_ids else "length"
+
+
+def _piece(choice: Any) -> str:
+    """The text of one chunk's choice: completions' ``text``, chat's ``delta.content``."""
+    delta = getattr(choice, "delta", None)
+    text = choice.text if delta is None else delta.content
+    return text or ""
+
+
+def _streamed(chunks: list[Any]) -> tuple[str, list[int], list[str | None], Any]:
+    """Text, token ids, finish reasons and usage of a completions stream."""
+    choices = [chunk.choices[0] for chunk in chunks if chunk.choices]
+    text = "".join(_piece(choice) for choice in choices)
+    ids = [t for c in choices for t in c.to_dict().get("token_ids", [])]
+    return text, ids, [c.finish_reason for c in choices], chunks[-1].usage
+
+
+def test_greedy_completions_are_the_pte_tokens(
+    client: openai.OpenAI, deployed: str, lm: LmFiles
+) -> None:
+    prompt_ids = lm.encode(PROMPT)
+    expected = _expected(lm, prompt_ids)
+    arguments: dict[str, Any] = {"max_tokens": MAX_TOKENS, "temperature": 0, "extra_body": IDS}
+    whole = client.completions.create(model=deployed, prompt=PROMPT, **arguments)
+    choice = whole.choices[0]
+    assert choice.to_dict()["token_ids"] == expected
+    assert choice.text == lm.decode(expected)
+    assert choice.finish_reason == _finish(lm, expected)
+    assert whole.usage is not None
+    assert (whole.usage.prompt_tokens, whole.usage.completion_tokens) == (
+        len(prompt_ids),
+        len(expected),
+    )
+    stream = client.completions.create(
+        model=f"{deployed}:1", prompt=prompt_ids, stream=True,
+        stream_options={"include_usage": True}, **arguments,
+    )  # fmt: skip
+    text, ids, finishes, usage = _streamed(list(stream))
+    assert (text, ids) == (choice.text, expected)
+    assert finishes[-1] == choice.finish_reason and set(finishes[:-1]) <= {None}
+    assert usage is not None and usage.completion_tokens == len(expected)
+
+
+def test_greedy_chats_are_the_pte_tokens(client: openai.OpenAI, deployed: str, lm: LmFiles) -> None:
+    template = ImmutableSandboxedEnvironment().from_string(CHAT_TEMPLATE)
+    rendered = template.render(messages=CHAT, bos_token=BOS, add_generation_prompt=True)
+    prompt_ids = lm.encode(rendered.removeprefix(BOS))  # the encoder puts BOS first itself
+    expected = _expected(lm, prompt_ids)
+    arguments: dict[str, Any] = {"max_tokens": MAX_TOKENS, "temperature": 0, "extra_body": IDS}
+    whole = client.chat.completions.create(model=deployed, messages=CHAT, **arguments)  # type: ignore[arg-type]
+    choice = whole.choices[0]
+    assert choice.to_dict()["token_ids"] == expected
+    assert choice.message.role == "assistant" and choice.message.content == lm.decode(expected)
+    assert choice.finish_reason == _finish(lm, expected)
+    assert whole.usage is not None and whole.usage.prompt_tokens == len(prompt_ids)
+    stream = client.chat.completions.create(model=deployed, messages=CHAT, stream=True, **arguments)  # type: ignore[arg-type]
+    text, ids, finishes, _ = _streamed(list(stream))
+    assert (text, ids, finishes[-1]) == (choice.message.content, expected, choice.finish_reason)
+
+
+def test_a_prompt_longer_than_the_context_is_400(
+    client: openai.OpenAI, deployed: str, lm: LmFiles
+) -> None:
+    too_long = [lm.bos_id] + [7] * lm.max_seq_len
+    for stream in (False, True):
+        with pytest.raises(openai.BadRequestError) as raised:
+            client.completions.create(model=deployed, prompt=too_long, stream=stream)
+        error = raised.value.response.json()["error"]
+        assert error["code"] == "context_length_exceeded"
+        assert str(len(too_long)) in error["message"] and str(lm.max_seq_len) in error["message"]
+
+
+def test_a_stream_closed_early_leaves_the_next_generation_right(
+    client: openai.OpenAI, deployed: str, lm: LmFiles
+) -> None:
+    prompt_ids = lm.encode(PROMPT)
+    stream = client.completions.create(
+        model=deployed, prompt=prompt_ids, max_tokens=lm.max_seq_len, temperature=0, stream=True
+    )
+    next(iter(stream))
+    stream.close()  # the client goes away mid-generation
+    whole = client.completions.create(
+        model=deployed, prompt=prompt_ids, max_tokens=MAX_TOKENS, temperature=0, extra_body=IDS
+    )
+    assert whole.choices[0].to_dict()["token_ids"] == _expected(lm, prompt_ids)
+
+
+def _chat(client: openai.OpenAI, messages: list[Any], session: str | None = None) -> list[int]:
+    headers = {} if session is None else {"X-Pteforge-Session": session}
+    whole = client.chat.completions.create(
+        model=MODEL, messages=messages, max_tokens=4, temperature=0,
+        extra_body=IDS, extra_headers=headers,
+    )  # fmt: skip
+    tokens: list[int] = whole.choices[0].to_dict()["token_ids"]
+    return tokens
+
+
+def test_a_session_keeps_the_chat_between_turns(
+    client: openai.OpenAI, deployed: str, lm: LmFiles
+) -> None:
+    hello = [{"role": "user", "content": "Hello!"}]
+    first = _chat(client, hello, session="chat-1")
+    assert first == _chat(client, hello)
+    turns = [*hello, {"role": "assistant", "content": lm.decode(first)}]
+    turns.append({"role": "user", "content": "Paris?"})
+    assert _chat(client, turns, session="chat-1") == _chat(client, turns)  # the cache reused
+
+
+def test_the_python_client_generates_and_streams(
+    service: ServiceProcess, deployed: str, lm: LmFiles
+) -> None:
+    from pteforge.client import Client
+
+    expected = lm.decode(_expected(lm, lm.encode(PROMPT)))
+    pieces: list[str] = []
+    arguments: dict[str, Any] = {"max_tokens": MAX_TOKENS, "temperature": 0}
+    with Client(service.url, service.admin_token) as pteforge:
+        whole = pteforge.generate(deployed, PROMPT, **arguments)
+        streamed = pteforge.generate(
+            deployed, PROMPT, version=1, on_text=pieces.append, **arguments
+        )
+    assert whole.text == streamed.text == "".join(pieces) == expected
+    assert (whole.finish_reason, whole.usage) == (streamed.finish_reason, streamed.usage)

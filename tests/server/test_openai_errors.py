@@ -1,0 +1,89 @@
+"""The OpenAI routes refuse what the OpenAI API would, in OpenAI's error shape, through the
+unmodified ``openai`` client: no token (401), an unknown model (404), a body it does not
+accept (400 naming the field), a version without a tokenizer (400)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from tests.server.model_names import upload_scales
+from tests.server.service import ServiceProcess
+
+
+@pytest.fixture(scope="module")
+def client(service: ServiceProcess, admin: httpx.Client) -> openai.OpenAI:
+    assert service.admin_token
+    return openai.OpenAI(base_url=f"{service.url}/v1", api_key=service.admin_token, max_retries=0)
+
+
+@pytest.fixture(scope="module")
+def untokenized(admin: httpx.Client) -> str:
+    """A model name whose only version has no tokenizer."""
+    (artifact_id,) = upload_scales(admin, [1.0]).values()
+    answer = admin.post("/v1/models/no-tokenizer/versions", json={"artifact_id": artifact_id})
+    assert answer.status_code == 201, answer.text
+    return "no-tokenizer"
+
+
+def _error(raised: pytest.ExceptionInfo[openai.APIStatusError]) -> dict[str, Any]:
+    body = raised.value.response.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"message", "type", "param", "code"}
+    assert body["error"]["message"]
+    error: dict[str, Any] = body["error"]
+    return error
+
+
+def test_no_token_is_401(service: ServiceProcess) -> None:
+    anonymous = openai.OpenAI(base_url=f"{service.url}/v1", api_key="wrong", max_retries=0)
+    with pytest.raises(openai.AuthenticationError) as raised:
+        anonymous.completions.create(model="any", prompt="hi")
+    assert _error(raised)["type"] == "authentication_error"
+
+
+def test_an_unknown_model_is_404(client: openai.OpenAI) -> None:
+    with pytest.raises(openai.NotFoundError) as raised:
+        client.chat.completions.create(model="ghost", messages=[{"role": "user", "content": "hi"}])
+    assert (_error(raised)["code"], _error(raised)["param"]) == ("model_not_found", "model")
+    with pytest.raises(openai.BadRequestError) as raised:
+        client.completions.create(model="ghost:latest", prompt="hi")
+    assert _error(raised)["param"] == "model"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "param", "words"),
+    [
+        ({"n": 2}, "n", "not supported"),
+        ({"logprobs": 2}, "logprobs", "not supported"),
+        ({"temperature": 3}, "temperature", "less than or equal to 2"),
+        ({"extra_body": {"colour": "red"}}, "colour", "Unrecognized request argument"),
+        ({"prompt": ["one", "two"]}, "prompt", "one prompt per request"),
+        ({"stop": [""]}, None, "stop string"),
+    ],
+)
+def test_a_body_openai_refuses_is_400(
+    client: openai.OpenAI, untokenized: str, arguments: dict[str, Any], param: str, words: str
+) -> None:
+    with pytest.raises(openai.BadRequestError) as raised:
+        client.completions.create(**{"model": untokenized, "prompt": "hi", **arguments})
+    error = _error(raised)
+    assert error["type"] == "invalid_request_error" and words in error["message"], error
+    if param is not None:
+        assert error["param"] == param
+
+
+def test_a_version_without_a_tokenizer_is_400(client: openai.OpenAI, untokenized: str) -> None:
+    with pytest.raises(openai.BadRequestError) as raised:
+        client.completions.create(model=f"{untokenized}:1", prompt="hi", stream=True)
+    error = _error(raised)
+    assert error["code"] == "tokenizer_missing"
+    assert f"/v1/models/{untokenized}/versions/1/tokenizer" in error["message"]
+
+
+def test_a_body_that_is_not_json_is_400(service: ServiceProcess, admin: httpx.Client) -> None:
+    answer = admin.post("/v1/chat/completions", content=b"{not json")
+    assert answer.status_code == 400
+    assert answer.json()["error"]["type"] == "invalid_request_error"
