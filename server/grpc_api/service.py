@@ -157,7 +157,9 @@ class InferenceService(rpc.GRPCInferenceServiceServicer):
             if name is not None:
                 await model_of(state, principal, name, version)  # NOT_FOUND unless it has it
             answer = state.statistics.answer(session_scope(principal), name, version)
-            return json_format.ParseDict(answer, pb.ModelStatisticsResponse())
+            return json_format.ParseDict(
+                answer, pb.ModelStatisticsResponse(), ignore_unknown_fields=True
+            )
 
         return await self._answer(context, work)
 
