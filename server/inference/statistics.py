@@ -30,6 +30,11 @@ from typing import Any, NamedTuple
 PHASES = ("queue", "compute_input", "compute_infer", "compute_output")
 LATEST = "latest"
 """The version recorded for a model addressed without ``/versions/{v}`` (its latest)."""
+MAX_VERSIONS = 64
+OTHER = "other"
+"""The version a model's requests count under once ``MAX_VERSIONS`` versions of it have
+counted (an artifact id ignores the version a caller names, so without a bound a caller
+could grow the statistics and the Prometheus series without end)."""
 
 
 class StatsKey(NamedTuple):
@@ -134,11 +139,19 @@ class ModelStatistics:
     def __init__(self, bounds: Sequence[float] = ()) -> None:
         self.bounds = tuple(bounds)
         self._models: dict[StatsKey, _Model] = {}
+        self._versions: dict[tuple[str, str], int] = {}
         self._lock = threading.Lock()
 
     def _model(self, key: StatsKey) -> _Model:
         model = self._models.get(key)
+        if model is not None:
+            return model
+        pair = (key.project_id, key.model)
+        if self._versions.get(pair, 0) >= MAX_VERSIONS:
+            key = key._replace(version=OTHER)
+            model = self._models.get(key)
         if model is None:
+            self._versions[pair] = self._versions.get(pair, 0) + 1
             model = self._models.setdefault(key, _Model(len(self.bounds) + 1))
         return model
 

@@ -16,6 +16,13 @@ import tritonclient.http as triton
 from prometheus_client.parser import text_string_to_metric_families
 from tritonclient.utils import InferenceServerException
 
+from pteforge.server.inference.statistics import (
+    MAX_VERSIONS,
+    OTHER,
+    ModelStatistics,
+    PhaseTimes,
+    StatsKey,
+)
 from tests.server.model_names import INPUT, INPUT_NAME, infer_body, upload_scales
 from tests.server.service import ServiceProcess
 
@@ -189,3 +196,13 @@ def test_metrics_have_phase_histograms_by_model_and_version(
     # docker/grafana-dashboard.json reads only series the server serves.
     served = {s.name for m in text_string_to_metric_families(text) for s in m.samples}
     assert _dashboard_series() <= served, _dashboard_series() - served
+
+
+def test_a_model_counts_a_bounded_number_of_versions() -> None:
+    statistics = ModelStatistics()
+    for version in range(MAX_VERSIONS + 10):
+        key = StatsKey("project", "art_x.forward", str(version))
+        statistics.count(key, 0.001, PhaseTimes(0.0, 0.0005, 0.0004, 0.0001))
+    versions = _by_version(statistics.answer("project", "art_x.forward"))
+    assert len(versions) == MAX_VERSIONS + 1
+    assert versions[OTHER]["inference_count"] == 10
