@@ -1,5 +1,5 @@
 """The remote commands of ``pteforge``: ``login``, ``push``, ``build``, ``pull``, ``deploy``,
-``run``, ``ls``, ``show``, ``rm`` and ``cancel``, each talking to a server through
+``run``, ``profile``, ``ls``, ``show``, ``rm`` and ``cancel``, each talking to a server through
 :class:`pteforge.client.Client`.
 
 Every command takes ``--json`` (machine-readable output on stdout); progress goes to stderr;
@@ -39,10 +39,12 @@ def register(subparsers: Any) -> None:
     _pull(subparsers, common)
     _deploy(subparsers, common)
     _run(subparsers, common)
+    _profile(subparsers, common)
     _ls(subparsers, common)
     _show(subparsers, common)
     _rm(subparsers, common)
     _cancel(subparsers, common)
+    _chat(subparsers, common)
 
 
 def _command(
@@ -144,6 +146,21 @@ def _deploy(subparsers: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument("name", help="the model name: [A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 
 
+def _chat(subparsers: Any, common: argparse.ArgumentParser) -> None:
+    parser = _command(
+        subparsers,
+        common,
+        "chat",
+        "chat with a language model (a model version with a tokenizer), answers streamed",
+        "pteforge chat tiny-llama --temperature 0",
+    )
+    parser.add_argument("name", help="a model name (its latest version), or NAME:VERSION")
+    parser.add_argument("--system", help="a system message that opens the chat")
+    parser.add_argument("--max-tokens", type=int, help="at most this many tokens per answer")
+    parser.add_argument("--temperature", type=float, default=1.0, help="0 is greedy")
+    parser.add_argument("--seed", type=int, help="repeat the same sampling")
+
+
 def _run(subparsers: Any, common: argparse.ArgumentParser) -> None:
     parser = _command(
         subparsers,
@@ -167,6 +184,29 @@ def _run(subparsers: Any, common: argparse.ArgumentParser) -> None:
         help="an input tensor; repeat in order, or name each",
     )
     parser.add_argument("--save", type=Path, metavar="DIR", help="write each output as NAME.npy")
+
+
+def _profile(subparsers: Any, common: argparse.ArgumentParser) -> None:
+    parser = _command(
+        subparsers,
+        common,
+        "profile",
+        "profile a method of an artifact on the server: latency, load times, memory, operators",
+        "pteforge profile art_... forward --iterations 50",
+    )
+    parser.add_argument("artifact", help="an artifact id")
+    parser.add_argument("method", help="the method to profile")
+    parser.add_argument(
+        "--iterations", "-n", type=int, default=20, help="timed runs after a warm-up (1-1000)"
+    )
+    parser.add_argument(
+        "--input",
+        "-i",
+        action="append",
+        default=[],
+        metavar="[NAME=]FILE.npy",
+        help="an input tensor; repeat in order, or name each (default: the numerics check's)",
+    )
 
 
 def _ls(subparsers: Any, common: argparse.ArgumentParser) -> None:

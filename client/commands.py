@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from pteforge.client.browse import cancel, connect, ls, rm, show
+from pteforge.client.chat_command import chat
 from pteforge.client.cli import EXIT_BAD_INPUT, EXIT_ERROR, BadInputError
 from pteforge.client.config import ENV_TOKEN, InvalidURLError, save_credentials
 from pteforge.client.errors import NotFoundError, PteforgeError, UnauthorizedError
@@ -40,6 +41,7 @@ TOKEN_HINT = (
 
 
 MAX_LIST = 1000  # the most one list call returns
+PROFILE_ROWS = 15  # the operators `pteforge profile` shows, largest first (--json: all)
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -188,6 +190,27 @@ def deploy(args: argparse.Namespace, out: Output) -> None:
     out.line(f"{created.name} version {created.version}: {created.artifact_id}")
 
 
+def profile(args: argparse.Namespace, out: Output) -> None:
+    inputs = _read_inputs(args.input) if args.input else None
+    with connect() as client:
+        report = client.profile(args.artifact, args.method, args.iterations, inputs)
+    if out.as_json:
+        out.json(report.model_dump(mode="json"))
+        return
+    latency, load = report.latency_us, report.load_ms
+    out.line(
+        f"{report.artifact_id}.{report.method}: {report.iterations} runs, p50 "
+        f"{latency.p50:.1f} us (min {latency.min:.1f}, p90 {latency.p90:.1f}, max "
+        f"{latency.max:.1f}); load {load.cold:.2f} ms cold, {load.warm:.2f} ms warm; "
+        f"peak memory {report.peak_memory_bytes / 2**20:.2f} MiB"
+    )
+    rows = [
+        (row.name, row.backend, row.calls, f"{row.total_us:.1f}", f"{row.share:.1%}")
+        for row in report.operators[:PROFILE_ROWS]
+    ]
+    out.table(None, ["operator", "backend", "calls", "total us", "share"], rows)
+
+
 def run(args: argparse.Namespace, out: Output) -> None:
     artifact, dot, method = args.model.rpartition(".")
     if not dot or not artifact or not method:
@@ -232,6 +255,8 @@ _COMMANDS: Mapping[str, Callable[[argparse.Namespace, Output], None]] = {
     "pull": pull,
     "deploy": deploy,
     "run": run,
+    "chat": chat,
+    "profile": profile,
     "ls": ls,
     "show": show,
     "rm": rm,

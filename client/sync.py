@@ -19,6 +19,7 @@ from pteforge.client.files import ProgramSource, partial_file, program_files
 from pteforge.client.models import InferResult, Program
 from pteforge.client.generation import generate
 from pteforge.client.operations import Op, Operations, Ref
+from pteforge.client.profiles import profile
 from pteforge.client.sessions import SequenceSession, SequenceState, check_sessions
 from pteforge.client.sinks import ProgressCallback
 from pteforge.client.tensors import Inputs
@@ -142,6 +143,9 @@ class Client(ClientCore[httpx.Client]):
 
     # inference
     infer = blocking(Operations.infer)
+
+    # profiles (a profile job, followed to its profile)
+    profile = blocking(profile)
 
     # text generation (a model version with a tokenizer)
     generate = blocking(generate)

@@ -43,6 +43,19 @@ def named_inputs(inputs: Inputs, names: Sequence[str] | None) -> dict[str, np.nd
     return {name: to_numpy(v, name) for name, v in zip(names, items, strict=True)}
 
 
+def json_tensors(arrays: Mapping[str, np.ndarray]) -> list[dict[str, Any]]:
+    """``arrays`` as Open Inference Protocol JSON tensors (``data``: the flat values)."""
+    return [
+        {
+            "name": name,
+            "datatype": NUMPY_TO_OIP[array.dtype],
+            "shape": list(array.shape),
+            "data": array.reshape(-1).tolist(),
+        }
+        for name, array in arrays.items()
+    ]
+
+
 def encode_request(
     arrays: Mapping[str, np.ndarray], parameters: Mapping[str, Any] | None = None
 ) -> tuple[bytes, dict[str, str]]:

@@ -50,6 +50,7 @@ class LoweringRequest(_Contract):
     plan: JsonObject
     output_path: str
     memory_limit_bytes: int | None = None
+    bundle_path: str | None = None  # where to write the BundledProgram (.bpte), if anywhere
 
 
 class ProfilePayload(_Contract):
@@ -127,6 +128,7 @@ class LoweringResult(_Contract):
     report: JsonObject
     methods: tuple[MethodSignature, ...]
     numerics: JsonObject | None = None
+    bundled: bool = False  # a BundledProgram was written to the request's ``bundle_path``
 
 
 class JobError(_Contract):

@@ -199,10 +199,19 @@ def _compare(
     return outputs
 
 
+NumericsCase = tuple[list[Any], list[Any]]
+"""The flat inputs a method ran on in the numerics check, and the exported program's outputs."""
+
+
 def verify_method(
-    program: ExportedProgram, compiled: CompiledProgram, method: str, settings: VerifySpec
+    program: ExportedProgram,
+    compiled: CompiledProgram,
+    method: str,
+    settings: VerifySpec,
+    cases: dict[str, NumericsCase] | None = None,
 ) -> dict[str, Any]:
-    """The numerics record of one method (see the module docstring)."""
+    """The numerics record of one method (see the module docstring); the inputs and the
+    exported program's outputs go into ``cases`` when the method ran."""
     metric, limit = _check(compiled.targets.get(method, TargetSpec()), settings)
     record: dict[str, Any] = {"check": {"metric": metric, "limit": limit}}
     missing = _unavailable_backends(compiled, method)
@@ -216,6 +225,8 @@ def verify_method(
         actual = runtime_outputs(compiled.pte, method, flat)
         names = [spec.name for spec in compiled.methods[method].outputs]
         record["outputs"] = _compare(names, actual, reference, metric, limit)
+        if cases is not None:
+            cases[method] = (flat, reference)
     except Exception as exc:  # any failure to run is reported on the artifact, not raised
         message = " ".join(f"{type(exc).__name__}: {exc}".split())[:1000]
         return {**record, "status": "error", "message": message}
@@ -224,7 +235,9 @@ def verify_method(
 
 
 def verify_numerics(
-    programs: Mapping[str, ExportedProgram], compiled: CompiledProgram
+    programs: Mapping[str, ExportedProgram],
+    compiled: CompiledProgram,
+    cases: dict[str, NumericsCase] | None = None,
 ) -> dict[str, Any]:
     """Run every method of ``compiled`` in the runtime and compare it with ``programs`` (the
     exported programs it was compiled from, before quantization).
@@ -233,10 +246,13 @@ def verify_numerics(
     ``status`` (the worst of the methods': ``error``, ``over_tolerance``, ``not_executable``,
     ``passed``), ``flagged`` (an error or a method over tolerance), ``tolerance``,
     ``seconds``, and per method its ``status``, ``check``, ``inputs`` and ``outputs``.
+    ``cases`` (if given) receives each method's inputs and expected outputs, for a bundle.
     """
     start = time.perf_counter()
     settings = compiled.plan.tolerances
-    methods = {m: verify_method(programs[m], compiled, m, settings) for m in sorted(programs)}
+    methods = {
+        m: verify_method(programs[m], compiled, m, settings, cases) for m in sorted(programs)
+    }
     statuses = {record["status"] for record in methods.values()}
     status = next((s for s in _STATUS_ORDER if s in statuses), "passed")
     return {

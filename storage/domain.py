@@ -92,6 +92,7 @@ class Artifact:
     report: JsonObject
     methods: tuple[MethodSignature, ...]
     created_at: datetime
+    bundle_sha256: str | None = None  # its BundledProgram (.bpte), if its compile stored one
 
 
 @dataclass(frozen=True)

@@ -145,6 +145,9 @@ class ArtifactRow(_StoredContent, Base):
     plan: Mapped[dict[str, Any]] = mapped_column(JSON)
     plan_hash: Mapped[str] = mapped_column(String(64))
     report: Mapped[dict[str, Any]] = mapped_column(JSON)
+    # The artifact as an ExecuTorch BundledProgram (.bpte: its numerics check's inputs and
+    # expected outputs), where its compile stored one.
+    bundle_sha256: Mapped[str | None] = mapped_column(ForeignKey("blobs.sha256"), index=True)
 
 
 class ModelRow(_ProjectOwned, Base):

@@ -107,8 +107,10 @@ class ArtifactRepository(ContentRepository[Artifact]):
         plan_hash: str,
         report: Mapping[str, Any],
         methods: Sequence[MethodSignature],
+        bundle: BlobRef | None = None,
     ) -> Artifact:
-        """Record a `.pte`; ConflictError if (program_id, plan_hash) already has one."""
+        """Record a `.pte` (and ``bundle``, the same program as a BundledProgram with its
+        test suite); ConflictError if (program_id, plan_hash) already has one."""
 
     @abstractmethod
     def get_any(self, artifact_id: str) -> Artifact | None:

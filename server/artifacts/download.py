@@ -1,5 +1,5 @@
-"""Streaming a stored `.pte` with ``ETag`` (its sha256), ``Range`` and ``If-None-Match``;
-``HEAD`` answers the same status and headers without the body."""
+"""Streaming a stored `.pte` (or `.bpte`) with ``ETag`` (its sha256), ``Range`` and
+``If-None-Match``; ``HEAD`` answers the same status and headers without the body."""
 
 from __future__ import annotations
 
@@ -10,22 +10,28 @@ from starlette.responses import Response, StreamingResponse
 
 from pteforge.server.http.ranges import etag_matches, parse_range, quoted_etag
 from pteforge.storage.blobs import BlobStore
-from pteforge.storage.domain import Artifact
+from pteforge.storage.domain import Artifact, BlobRef
 
 PTE_MEDIA_TYPE = "application/octet-stream"
 
 
 def pte_response(request: Request, blobs: BlobStore, artifact: Artifact) -> Response:
-    """200 / 206 / 304 for the artifact's bytes; chunks are verified as they stream. A
-    ``HEAD`` request gets the status and headers ``GET`` would, and no content is read."""
+    """200 / 206 / 304 for the artifact's bytes (see :func:`content_response`)."""
+    ref = BlobRef(artifact.sha256, artifact.size_bytes)
+    return content_response(request, blobs, ref, f"{artifact.id}.pte")
+
+
+def content_response(request: Request, blobs: BlobStore, ref: BlobRef, filename: str) -> Response:
+    """200 / 206 / 304 for stored content; chunks are verified as they stream. A ``HEAD``
+    request gets the status and headers ``GET`` would, and no content is read."""
     headers = {
-        "ETag": quoted_etag(artifact.sha256),
+        "ETag": quoted_etag(ref.sha256),
         "Accept-Ranges": "bytes",
-        "Content-Disposition": f'attachment; filename="{artifact.id}.pte"',
+        "Content-Disposition": f'attachment; filename="{filename}"',
     }
-    if etag_matches(request.headers.get("if-none-match"), artifact.sha256):
+    if etag_matches(request.headers.get("if-none-match"), ref.sha256):
         return Response(status_code=304, headers=headers)
-    wanted = parse_range(request.headers.get("range"), artifact.size_bytes)
+    wanted = parse_range(request.headers.get("range"), ref.size)
     if_range = request.headers.get("if-range")
     if wanted is not None and (if_range is None or if_range == headers["ETag"]):
         headers["Content-Range"] = wanted.content_range()
@@ -34,10 +40,10 @@ def pte_response(request: Request, blobs: BlobStore, artifact: Artifact) -> Resp
             request,
             206,
             headers,
-            lambda: blobs.read_range(artifact.sha256, wanted.start, wanted.length),
+            lambda: blobs.read_range(ref.sha256, wanted.start, wanted.length),
         )
-    headers["Content-Length"] = str(artifact.size_bytes)
-    return _answer(request, 200, headers, lambda: blobs.open(artifact.sha256))
+    headers["Content-Length"] = str(ref.size)
+    return _answer(request, 200, headers, lambda: blobs.open(ref.sha256))
 
 
 def _answer(

@@ -1,4 +1,5 @@
-"""Routes of artifacts: metadata, listing, deletion, `.pte` download, `.pte` upload."""
+"""Routes of artifacts: metadata, listing, deletion, `.pte` and `.bpte` download, `.pte`
+upload."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from pteforge.server.artifacts import service
-from pteforge.server.artifacts.download import pte_response
+from pteforge.server.artifacts.download import content_response, pte_response
 from pteforge.server.artifacts.schemas import ArtifactList, ArtifactOut
 from pteforge.server.auth.dependencies import CurrentPrincipal
 from pteforge.server.common.multipart_doc import multipart_body
@@ -40,6 +41,23 @@ def download_pte(
 ) -> Response:
     artifact = service.get_artifact(services, principal.project_id, artifact_id)
     return pte_response(request, services.store.blobs, artifact)
+
+
+@router.get(
+    "/artifacts/{artifact_id}/bpte",
+    summary="Download the artifact as an ExecuTorch BundledProgram (.bpte)",
+    response_class=Response,
+    responses={200: {"content": {"application/octet-stream": {}}}, 206: {}, 304: {}, 416: {}},
+)
+def download_bpte(
+    artifact_id: str, request: Request, services: ServicesDep, principal: CurrentPrincipal
+) -> Response:
+    """The `.pte` with each method's numerics-check inputs and expected outputs (eager's),
+    verifiable with ExecuTorch's bundled-program loader; 409 for an artifact without a test
+    suite (an uploaded `.pte`, or one compiled before bundles were stored)."""
+    artifact = service.get_artifact(services, principal.project_id, artifact_id)
+    ref = service.bundle_of(services, artifact)
+    return content_response(request, services.store.blobs, ref, f"{artifact.id}.bpte")
 
 
 @router.head(

@@ -9,9 +9,9 @@ from pteforge.server.artifacts.schemas import GENERATION_KEY
 from pteforge.server.common.blob_files import store_file
 from pteforge.server.common.owned_rows import OwnedRows
 from pteforge.server.common.services import Services
-from pteforge.server.errors import InvalidUploadError
+from pteforge.server.errors import ConflictError, InvalidUploadError
 from pteforge.server.http.uploads import MultipartUpload
-from pteforge.storage.domain import Artifact
+from pteforge.storage.domain import Artifact, BlobRef
 
 PTE_PART = "pte"
 UPLOADED_PLAN_HASH = "uploaded"
@@ -20,6 +20,22 @@ UPLOADED_PLAN_HASH = "uploaded"
 # Deleting an artifact deletes its content too, unless another row references it.
 ARTIFACTS: OwnedRows[Artifact] = OwnedRows("artifact", lambda tx: tx.artifacts)
 get_artifact = ARTIFACTS.get
+
+
+def bundle_of(services: Services, artifact: Artifact) -> BlobRef:
+    """The stored BundledProgram of ``artifact``; 409 if it has none."""
+    ref = (
+        None
+        if artifact.bundle_sha256 is None
+        else services.store.blobs.stat(artifact.bundle_sha256)
+    )
+    if ref is None:
+        why = "an uploaded .pte" if artifact.program_id is None else "compiled without one"
+        raise ConflictError(
+            f"artifact {artifact.id!r} has no test suite ({why}): no numerics-check inputs "
+            "and expected outputs to bundle"
+        )
+    return ref
 
 
 def _pte_part(upload: MultipartUpload) -> Path:

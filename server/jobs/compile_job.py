@@ -124,6 +124,7 @@ class CompileJobRunner:
             plan=payload.plan,
             output_path=str(scratch / "out.pte"),
             memory_limit_bytes=self.settings.compile_memory_limit_bytes,
+            bundle_path=str(scratch / "out.bpte"),
         )
         outcome, verdict = run_lowering(self.take_standby(), request, self.watch(job.id))
         self._finish(job, payload, outcome, verdict, Path(request.output_path))
@@ -190,6 +191,7 @@ class CompileJobRunner:
         self, job: Job, payload: CompilePayload, result: LoweringResult, pte: Path
     ) -> Artifact:
         blob = store_file(self.store.blobs, pte)
+        bundle = store_file(self.store.blobs, pte.with_suffix(".bpte")) if result.bundled else None
         try:
             with self.store.transaction() as tx:
                 return tx.artifacts.create(
@@ -200,6 +202,7 @@ class CompileJobRunner:
                     payload.plan_hash,
                     stored_report(result),
                     result.methods,
+                    bundle,
                 )
         except ConflictError:  # an identical job finished first: share its artifact
             with self.store.transaction() as tx:

@@ -27,7 +27,7 @@ import sys
 import tempfile
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
@@ -45,6 +45,9 @@ from pteforge.contracts.json_types import plain_json
 from pteforge.quiet import start_native_threadpool
 from pteforge.server.jobs.pipe import recv_request, send_message
 from pteforge.server.startup.heap import freeze_startup_heap
+
+if TYPE_CHECKING:
+    from pteforge.manager.verify import NumericsCase
 
 _PR_SET_PDEATHSIG = 1
 
@@ -91,8 +94,25 @@ def _lower(request: messages.LoweringRequest, conn: Connection) -> messages.Lowe
     result.write(request.output_path)
     on_stage("verify")
     methods = [result.methods[name] for name in sorted(result.methods)]
-    report, numerics = plain_json(result.report), plain_json(verify_numerics(programs, result))
-    return messages.LoweringResult(report=report, methods=tuple(methods), numerics=numerics)
+    cases: dict[str, NumericsCase] = {}
+    numerics = plain_json(verify_numerics(programs, result, cases))
+    bundled = request.bundle_path is not None and _bundle(request, cases)
+    return messages.LoweringResult(
+        report=plain_json(result.report), methods=tuple(methods), numerics=numerics,
+        bundled=bundled,
+    )  # fmt: skip
+
+
+def _bundle(request: messages.LoweringRequest, cases: dict[str, NumericsCase]) -> bool:
+    """Write the BundledProgram of the job's ``.pte`` and numerics-check cases; False if
+    no method ran."""
+    from pteforge.manager.bundle import bundled_program
+
+    data = bundled_program(Path(request.output_path), cases)
+    if data is None or request.bundle_path is None:
+        return False
+    Path(request.bundle_path).write_bytes(data)
+    return True
 
 
 def _serve(request: messages.ChildRequest, conn: Connection) -> BaseModel:

@@ -34,10 +34,12 @@ def _delete_releasing_content(session: Session, row: ProgramRow | ArtifactRow | 
     """Delete ``row`` and release its content, which goes only if no other row references it."""
     if row is None:
         return False
-    sha256 = row.blob_sha256
+    contents = [row.blob_sha256, getattr(row, "bundle_sha256", None)]
     session.delete(row)
     session.flush()
-    release_blob(session, sha256)
+    for sha256 in contents:
+        if sha256 is not None:
+            release_blob(session, sha256)
     return True
 
 
@@ -126,8 +128,11 @@ class SqlArtifacts(_ContentRows[ArtifactRow, domain.Artifact], ArtifactRepositor
         plan_hash: str,
         report: Mapping[str, Any],
         methods: Sequence[domain.MethodSignature],
+        bundle: domain.BlobRef | None = None,
     ) -> domain.Artifact:
         _check_owner_and_blob(self._session, project_id, blob)
+        if bundle is not None:
+            _check_owner_and_blob(self._session, project_id, bundle)
         if program_id is not None and self._session.get(ProgramRow, program_id) is None:
             raise NotFoundError(f"program {program_id} not found")
         what = f"artifact of program {program_id} plan {plan_hash}"
@@ -141,6 +146,7 @@ class SqlArtifacts(_ContentRows[ArtifactRow, domain.Artifact], ArtifactRepositor
             plan_hash=plan_hash,
             report=dict(report),
             methods=domain.methods_to_json(methods),
+            bundle_sha256=None if bundle is None else bundle.sha256,
         )
 
     def delete(self, project_id: str, row_id: str) -> bool:

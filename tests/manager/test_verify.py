@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -11,6 +12,8 @@ import torch
 from pteforge.backends import BackendCatalog
 from pteforge.contracts.plan import VerifySpec
 from pteforge.manager import CompiledProgram, compile_programs, output_error, verify_numerics
+from pteforge.manager.bundle import bundled_program
+from pteforge.manager.verify import NumericsCase
 from tests.models import MultiMethod, small_mlp_programs
 
 MIXED = {"methods": {"encode": {"partitioners": ["xnnpack"]}, "decode": {}}}
@@ -47,6 +50,23 @@ def test_non_finite_mismatch_and_zero_reference() -> None:
     zeros = output_error(torch.tensor([0.0, 1e-3]), torch.zeros(2))
     assert zeros["max_abs_error"] == pytest.approx(1e-3)
     assert zeros["max_rel_error"] is not None and zeros["max_rel_error"] > 1e30
+
+
+def test_numerics_cases_bundle_into_a_program_executorch_verifies(
+    seq2seq: MultiMethod, mixed: CompiledProgram, tmp_path: Path
+) -> None:
+    from executorch.extension.pybindings.portable_lib import _load_bundled_program_from_buffer
+
+    cases: dict[str, NumericsCase] = {}
+    verify_numerics(seq2seq.programs, mixed, cases)
+    assert set(cases) == {"encode", "decode"}
+    mixed.write(tmp_path / "mixed.pte")
+    data = bundled_program(tmp_path / "mixed.pte", cases)
+    assert data is not None
+    bundle = _load_bundled_program_from_buffer(data)
+    for method in cases:
+        bundle.verify_result_with_bundled_expected_output(method, 0, 1e-3, 1e-4)
+    assert bundled_program(tmp_path / "mixed.pte", {}) is None
 
 
 def test_fp32_plan_passes_on_example_inputs(seq2seq: MultiMethod, mixed: CompiledProgram) -> None:

@@ -3,14 +3,18 @@ XNNPACK, ``decode`` portable) profiled through the job queue, and the requests i
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
 import pytest
 
+from pteforge.cli import main
+from pteforge.client import Client
 from pteforge.contracts.specs import OIP_DATATYPES
 from tests.models import MultiMethod
 from tests.server.helpers import assert_error, wait_job
+from tests.server.service import ServiceProcess
 
 ITERATIONS = 3
 
@@ -123,3 +127,24 @@ def test_profile_is_there_only_once_the_job_succeeded(
     answer = admin.get(f"/v1/jobs/{job['id']}/profile")
     assert_error(answer, 409, "conflict")
     assert "canceled" in answer.json()["error"]["message"]
+
+
+def test_client_and_cli_profile(
+    service: ServiceProcess,
+    compiled: dict[str, Any],
+    seq2seq: MultiMethod,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert service.admin_token
+    artifact = compiled["artifact"]["id"]
+    with Client(service.url, service.admin_token) as client:  # torch tensors, in order
+        report = client.profile(artifact, "decode", 2, list(seq2seq.inputs["decode"]))
+    assert report.artifact_id == artifact and len(report.latency_us.samples) == 2
+    assert {row.backend for row in report.operators} == {"portable"}
+    monkeypatch.setenv("PTEFORGE_URL", service.url)
+    monkeypatch.setenv("PTEFORGE_TOKEN", service.admin_token)
+    assert main(["profile", artifact, "encode", "-n", "2", "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["iterations"] == 2 and printed["method"] == "encode"
+    assert any(row["backend"] == "XnnpackBackend" for row in printed["operators"])

@@ -1,0 +1,68 @@
+"""Profile jobs from the client: ``Client.profile`` / ``AsyncClient.profile`` run
+:func:`profile` (one sans-IO operation for both, like every call of :mod:`operations`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal, overload
+
+from pteforge.client.calls import Call
+from pteforge.client.models import Job
+from pteforge.client.operations import Op, Operations, Ref, raise_for_job, ref
+from pteforge.client.sinks import StageCallback
+from pteforge.client.tensors import Inputs, json_tensors, named_inputs
+from pteforge.contracts.jobs import ProfileReport
+
+__all__ = ["ProfileReport", "profile"]
+
+
+@overload
+def profile(
+    ops: Operations,
+    artifact: Ref,
+    method: str,
+    iterations: int = 20,
+    inputs: Inputs | None = None,
+    wait: Literal[True] = True,
+    on_stage: StageCallback | None = None,
+) -> Op[ProfileReport]: ...
+@overload
+def profile(
+    ops: Operations,
+    artifact: Ref,
+    method: str,
+    iterations: int = 20,
+    inputs: Inputs | None = None,
+    *,
+    wait: Literal[False],
+    on_stage: StageCallback | None = None,
+) -> Op[Job]: ...
+def profile(
+    ops: Operations,
+    artifact: Ref,
+    method: str,
+    iterations: int = 20,
+    inputs: Inputs | None = None,
+    wait: bool = True,
+    on_stage: StageCallback | None = None,
+) -> Op[ProfileReport] | Op[Job]:
+    """Queue a profile of ``method`` of ``artifact`` (``iterations`` timed runs after a
+    warm-up) on ``inputs`` (numpy arrays or torch tensors, in order or by name; default:
+    the inputs of the artifact's numerics check). With ``wait``, follow the job and return
+    its profile (latency samples, load times, peak memory, per-operator rows), or raise the
+    error it failed with; else return the queued job."""
+    body: dict[str, Any] = {"artifact_id": ref(artifact), "method": method}
+    body["iterations"] = iterations
+    if inputs is not None:
+        names = None
+        if not isinstance(inputs, Mapping):
+            names = yield from ops._names(artifact, method, f"{ref(artifact)}.{method}")
+        body["inputs"] = json_tensors(named_inputs(inputs, names))
+    reply = yield Call("POST", "/v1/profile-jobs", ok=(202,), json=body)
+    job = Job.from_json(reply.json())
+    if not wait:
+        return job
+    final = yield from ops.follow(job, on_stage)
+    raise_for_job(final)
+    answer = yield Call("GET", f"/v1/jobs/{job.id}/profile", idempotent=True)
+    return ProfileReport.model_validate(answer.json())
