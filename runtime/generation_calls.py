@@ -45,7 +45,7 @@ from pteforge.runtime.errors import (
 from pteforge.runtime.processes import WorkerProcess
 from pteforge.runtime.session_calls import SessionCalls
 from pteforge.runtime.sessions import Sequence, Session
-from pteforge.runtime.wire import encode_message
+from pteforge.runtime.wire import encode_message, recv_reply
 from pteforge.runtime.worker_calls import ASYNC_INLINE_FRAME_BYTES, Calls, Request
 
 if TYPE_CHECKING:
@@ -173,7 +173,10 @@ class GenerationCalls:
     async def _reply(self, request: Request, worker: WorkerProcess) -> WorkerReply:
         """The worker's next message; a crash or hang replaces it and raises."""
         try:
-            reply, _ = await worker.reply_async(self.calls.timeout_s)
+            if worker.conn.poll(0):  # already there (the worker runs ahead): no reader dance
+                reply, _ = recv_reply(worker.conn)
+            else:
+                reply, _ = await worker.reply_async(self.calls.timeout_s)
         except TimeoutError:
             raise self.calls.timed_out(worker, request.what) from None
         except (EOFError, OSError):

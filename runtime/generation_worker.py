@@ -7,7 +7,8 @@ templates and detokenizing happen here too (``TextCodec``): tokenizers are uploa
 
 A session keeps its instance's KV cache between requests, and the tokens it holds: a
 request whose prompt starts with them only feeds the rest (at least its last token, whose
-logits pick the next one). Without a session the method starts from its initial state.
+logits pick the next one). Without a session a generation starts at position 0 of an
+instance kept for that (its cache is not cleared, as upstream's runner does not clear it).
 """
 
 from __future__ import annotations
@@ -77,6 +78,7 @@ class LanguageModels:
         self.cached: weakref.WeakKeyDictionary[ProgramInstance, list[int]] = (
             weakref.WeakKeyDictionary()
         )
+        self.instances: ByteLRU[str, ProgramInstance] = ByteLRU(executor.cache_bytes)
 
     def generate(self, request: GenerateRequest, conn: Connection) -> WorkerReply:
         """Run the request's generation, streaming its events; the last reply."""
@@ -87,13 +89,24 @@ class LanguageModels:
         info = self._info(loaded, name)
         codec = self._codec(request.tokenizer, request.tokenizer_config)
         if request.session is None:
-            instance, method = self.executor.stateless(loaded, name)
-            history: list[int] = []
+            instance, history = self._instance(loaded), []
         else:
             instance = self.executor.session(request, request.session, loaded)
-            method = instance.method(name)
             history = self.cached.setdefault(instance, [])
-        return run(Step(method, info), codec, request.request, history, Channel(conn))
+        step = Step(instance.method(name), info)
+        return run(step, codec, request.request, history, Channel(conn))
+
+    def _instance(self, loaded: LoadedProgram) -> ProgramInstance:
+        """The program's instance for generations without a session. Each starts at
+        position 0 without clearing the cache, as ExecuTorch's ``TextLLMRunner.reset``
+        does: the convention masks attention by position, so what lies beyond the tokens
+        fed so far is never read."""
+        instance = self.instances.get(loaded.sha256)
+        if instance is None:
+            runtime = self.executor.runtime
+            instance = ProgramInstance(runtime, loaded.path, loaded.state, eager=True)
+            self.instances.put(loaded.sha256, instance, max(1, loaded.state.planned_bytes))
+        return instance
 
     def _info(self, loaded: LoadedProgram, name: str) -> LmInfo:
         info = self.infos.get((loaded.sha256, name))

@@ -88,6 +88,7 @@ class Executor:
         from executorch.runtime import Runtime
 
         self.runtime = Runtime.get()
+        self.cache_bytes = config.cache_bytes
         self.programs: ByteLRU[str, LoadedProgram] = ByteLRU(config.cache_bytes)
         self.sessions: dict[int, tuple[str, ProgramInstance]] = {}
         self._refill: list[tuple[LoadedProgram, str]] = []
