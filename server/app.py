@@ -85,7 +85,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        grpc_server = await _start_grpc(settings, app)  # first: a taken port fails at once
         services = _build_services(settings)
         boot = bootstrap_if_empty(services.store)
         if boot is not None:
@@ -105,6 +104,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.inference = store_inference_state(
             services.store, pool, registry, max_request_bytes=settings.max_infer_request_bytes
         )
+        grpc_server = await _start_grpc(settings, app)  # last: nothing after it can fail
         freeze_startup_heap()
         try:
             yield
