@@ -44,6 +44,7 @@ def register(subparsers: Any) -> None:
     _show(subparsers, common)
     _rm(subparsers, common)
     _cancel(subparsers, common)
+    _chat(subparsers, common)
 
 
 def _command(
@@ -143,6 +144,21 @@ def _deploy(subparsers: Any, common: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("artifact", help="an artifact id")
     parser.add_argument("name", help="the model name: [A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+
+
+def _chat(subparsers: Any, common: argparse.ArgumentParser) -> None:
+    parser = _command(
+        subparsers,
+        common,
+        "chat",
+        "chat with a language model (a model version with a tokenizer), answers streamed",
+        "pteforge chat tiny-llama --temperature 0",
+    )
+    parser.add_argument("name", help="a model name (its latest version), or NAME:VERSION")
+    parser.add_argument("--system", help="a system message that opens the chat")
+    parser.add_argument("--max-tokens", type=int, help="at most this many tokens per answer")
+    parser.add_argument("--temperature", type=float, default=1.0, help="0 is greedy")
+    parser.add_argument("--seed", type=int, help="repeat the same sampling")
 
 
 def _run(subparsers: Any, common: argparse.ArgumentParser) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from pteforge.client.browse import cancel, connect, ls, rm, show
+from pteforge.client.chat_command import chat
 from pteforge.client.cli import EXIT_BAD_INPUT, EXIT_ERROR, BadInputError
 from pteforge.client.config import ENV_TOKEN, InvalidURLError, save_credentials
 from pteforge.client.errors import NotFoundError, PteforgeError, UnauthorizedError
@@ -254,6 +255,7 @@ _COMMANDS: Mapping[str, Callable[[argparse.Namespace, Output], None]] = {
     "pull": pull,
     "deploy": deploy,
     "run": run,
+    "chat": chat,
     "profile": profile,
     "ls": ls,
     "show": show,

@@ -1,6 +1,6 @@
-"""Text generation with a language model deployed as a model version (``/v1/completions``,
-the OpenAI-compatible route): the whole text at once, or streamed to a callback as the
-server-sent events arrive."""
+"""Text generation with a language model deployed as a model version (``/v1/completions``
+and ``/v1/chat/completions``, the OpenAI-compatible routes): the whole text at once, or
+streamed to a callback as the server-sent events arrive."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from pteforge.client.errors import PteforgeError, error_from_body
 from pteforge.client.operations import Op, Operations
 from pteforge.client.sse import EventParser
 
+SESSION_HEADER = "X-Pteforge-Session"
 TextCallback = Callable[[str], object]
 """Called with each piece of text as it arrives (always whole UTF-8)."""
 
@@ -61,12 +62,42 @@ class TextSink:
         if payload.get("usage"):
             self.generation.usage = dict(payload["usage"])
         for choice in payload.get("choices", []):
-            self.generation.text += choice.get("text", "")
+            text = _text(choice, "delta")
+            self.generation.text += text
             self.generation.finish_reason = choice.get("finish_reason") or (
                 self.generation.finish_reason
             )
-            if choice.get("text"):
-                self._on_text(choice["text"])
+            if text:
+                self._on_text(text)
+
+
+def _text(choice: dict[str, Any], chat_key: str) -> str:
+    """A choice's text: completions' ``text``, or chat's ``message``/``delta`` content."""
+    if "text" in choice:
+        return str(choice["text"] or "")
+    return str((choice.get(chat_key) or {}).get("content") or "")
+
+
+def _complete(
+    path: str, body: dict[str, Any], on_text: TextCallback | None, headers: dict[str, str]
+) -> Op[Generation]:
+    """One completion of ``path``: buffered, or streamed to ``on_text``."""
+    if on_text is None:
+        reply = yield Call("POST", path, json=body, headers=headers)
+        answer = reply.json()
+        choice = answer["choices"][0]
+        text = _text(choice, "message")
+        return Generation(text, choice["finish_reason"], dict(answer["usage"]))
+    sink = TextSink(on_text)
+    streamed = {**body, "stream": True, "stream_options": {"include_usage": True}}
+    yield Call("POST", path, json=streamed, headers=headers, sink=sink)
+    return sink.generation
+
+
+def _sampling(
+    temperature: float, top_p: float, seed: int | None, stop: Sequence[str]
+) -> dict[str, Any]:
+    return {"temperature": temperature, "top_p": top_p, "seed": seed, "stop": list(stop) or None}
 
 
 def generate(
@@ -89,17 +120,34 @@ def generate(
         "model": model if version is None else f"{model}:{version}",
         "prompt": prompt if isinstance(prompt, str) else list(prompt),
         "max_tokens": max_tokens,
-        "temperature": temperature,
-        "top_p": top_p,
-        "seed": seed,
-        "stop": list(stop) or None,
+        **_sampling(temperature, top_p, seed, stop),
     }
-    if on_text is None:
-        reply = yield Call("POST", "/v1/completions", json=body)
-        answer = reply.json()
-        choice = answer["choices"][0]
-        return Generation(choice["text"], choice["finish_reason"], dict(answer["usage"]))
-    sink = TextSink(on_text)
-    streamed = {**body, "stream": True, "stream_options": {"include_usage": True}}
-    yield Call("POST", "/v1/completions", json=streamed, sink=sink)
-    return sink.generation
+    return (yield from _complete("/v1/completions", body, on_text, {}))
+
+
+def chat(
+    ops: Operations,
+    model: str,
+    messages: Sequence[Mapping[str, str]],
+    *,
+    max_tokens: int | None = None,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    seed: int | None = None,
+    stop: Sequence[str] = (),
+    version: int | None = None,
+    session: str | None = None,
+    on_text: TextCallback | None = None,
+) -> Op[Generation]:
+    """The assistant's answer to ``messages`` (``{"role", "content"}``), rendered by the
+    model's chat template; without ``max_tokens`` it runs to the end of the sequence or the
+    context. ``session`` keeps the model's KV cache between turns on the server (a later
+    turn computes only its new tokens). ``on_text`` streams the answer as in ``generate``."""
+    body: dict[str, Any] = {
+        "model": model if version is None else f"{model}:{version}",
+        "messages": [dict(message) for message in messages],
+        "max_tokens": max_tokens,
+        **_sampling(temperature, top_p, seed, stop),
+    }
+    headers = {} if session is None else {SESSION_HEADER: session}
+    return (yield from _complete("/v1/chat/completions", body, on_text, headers))

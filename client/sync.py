@@ -17,7 +17,7 @@ from pteforge.client.calls import Attempts, Call, Reply
 from pteforge.client.core import ClientCore
 from pteforge.client.files import ProgramSource, partial_file, program_files
 from pteforge.client.models import InferResult, Program
-from pteforge.client.generation import generate
+from pteforge.client.generation import chat, generate
 from pteforge.client.operations import Op, Operations, Ref
 from pteforge.client.profiles import profile
 from pteforge.client.sessions import SequenceSession, SequenceState, check_sessions
@@ -149,6 +149,7 @@ class Client(ClientCore[httpx.Client]):
 
     # text generation (a model version with a tokenizer)
     generate = blocking(generate)
+    chat = blocking(chat)
 
     @contextmanager
     def session(self, artifact: Ref, sequence_id: str | int | None = None) -> Iterator[Session]:

@@ -8,6 +8,9 @@ Greedy (``temperature`` 0) answers, streamed and not, carry exactly the tokens o
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +67,13 @@ def _expected(lm: LmFiles, prompt_ids: list[int]) -> list[int]:
     return tokens
 
 
+def _chat_prompt(lm: LmFiles, messages: list[dict[str, str]]) -> list[int]:
+    """The prompt ids of a chat, rendered by the tokenizer config's template."""
+    template = ImmutableSandboxedEnvironment().from_string(CHAT_TEMPLATE)
+    rendered = template.render(messages=messages, bos_token=BOS, add_generation_prompt=True)
+    return lm.encode(rendered.removeprefix(BOS))  # the encoder puts BOS first itself
+
+
 def _finish(lm: LmFiles, tokens: list[int]) -> str:
     return "stop" if tokens[-1] in lm.eos_ids else "length"
 
@@ -110,9 +120,7 @@ def test_greedy_completions_are_the_pte_tokens(
 
 
 def test_greedy_chats_are_the_pte_tokens(client: openai.OpenAI, deployed: str, lm: LmFiles) -> None:
-    template = ImmutableSandboxedEnvironment().from_string(CHAT_TEMPLATE)
-    rendered = template.render(messages=CHAT, bos_token=BOS, add_generation_prompt=True)
-    prompt_ids = lm.encode(rendered.removeprefix(BOS))  # the encoder puts BOS first itself
+    prompt_ids = _chat_prompt(lm, CHAT)
     expected = _expected(lm, prompt_ids)
     arguments: dict[str, Any] = {"max_tokens": MAX_TOKENS, "temperature": 0, "extra_body": IDS}
     whole = client.chat.completions.create(model=deployed, messages=CHAT, **arguments)  # type: ignore[arg-type]
@@ -189,3 +197,23 @@ def test_the_python_client_generates_and_streams(
         )
     assert whole.text == streamed.text == "".join(pieces) == expected
     assert (whole.finish_reason, whole.usage) == (streamed.finish_reason, streamed.usage)
+
+
+def test_pteforge_chat_streams_the_greedy_answers(
+    service: ServiceProcess, deployed: str, lm: LmFiles, tmp_path: Path
+) -> None:
+    expected = lm.decode(_expected(lm, _chat_prompt(lm, CHAT)))
+    env = {
+        **os.environ,
+        "PTEFORGE_CONFIG": str(tmp_path / "none.json"),
+        "PTEFORGE_URL": service.url,
+        "PTEFORGE_TOKEN": str(service.admin_token),
+    }
+    command = [sys.executable, "-m", "pteforge", "chat", f"{deployed}:1", "--temperature", "0"]
+    done = subprocess.run(
+        [*command, "--max-tokens", str(MAX_TOKENS)],
+        input=f"{CHAT[0]['content']}\n\n", env=env, capture_output=True, text=True,
+        timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"{expected}\n"

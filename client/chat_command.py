@@ -1,0 +1,68 @@
+"""``pteforge chat NAME``: an interactive chat with a language model deployed as a model
+version, its answers streamed token by token as they are generated.
+
+Each line read from stdin is a user turn; the conversation is kept here and sent whole each
+turn, in one server session (``X-Pteforge-Session``) so the server computes only the new
+tokens. End with an empty line or end of input. ``--json`` prints one JSON object per turn
+(the answer, why it ended, the token counts) instead of streaming.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import uuid
+from typing import TextIO
+
+from pteforge.client.browse import connect
+from pteforge.client.generation import Generation
+from pteforge.client.render import Output
+from pteforge.client.sync import Client
+
+
+def _turn(
+    client: Client,
+    args: argparse.Namespace,
+    messages: list[dict[str, str]],
+    session: str,
+    out: Output,
+) -> Generation:
+    def show(text: str) -> None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+    return client.chat(
+        args.name,
+        messages,
+        max_tokens=args.max_tokens,
+        temperature=args.temperature,
+        seed=args.seed,
+        session=session,
+        on_text=None if out.as_json else show,
+    )
+
+
+def chat(args: argparse.Namespace, out: Output, lines: TextIO = sys.stdin) -> None:
+    """Read user turns from ``lines`` until an empty line or its end; stream each answer."""
+    messages: list[dict[str, str]] = []
+    if args.system:
+        messages.append({"role": "system", "content": args.system})
+    session = f"chat-{uuid.uuid4().hex}"
+    with connect() as client:
+        for line in lines:
+            text = line.rstrip("\n")
+            if not text:
+                break
+            messages.append({"role": "user", "content": text})
+            answer = _turn(client, args, messages, session, out)
+            messages.append({"role": "assistant", "content": answer.text})
+            if out.as_json:
+                out.json(
+                    {
+                        "text": answer.text,
+                        "finish_reason": answer.finish_reason,
+                        "usage": answer.usage,
+                    }
+                )
+            else:
+                sys.stdout.write("\n")
