@@ -11,7 +11,9 @@ may already be on their way to the client.
 With a session key, the generation runs on that session's instance, whose KV cache stays
 between requests: a session that does not exist (never started, expired, or lost with its
 worker) is started, since every request carries its whole prompt and the cache only saves
-recomputing it. Sessions count against the same limits as the sequence extension's.
+recomputing it. Sessions count against the same limits as the sequence extension's, and
+so do the generations under way of one scope (a project): one more is refused with
+``SessionLimitError`` (429) rather than queued without bound.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
@@ -38,6 +40,7 @@ from pteforge.runtime.errors import (
     ERROR_KINDS,
     RuntimeLayerError,
     SessionEndedError,
+    SessionLimitError,
     UnknownSessionError,
     WorkerCrashedError,
     WorkerTimeoutError,
@@ -65,7 +68,7 @@ async def generate(
     tokenizer_config: Blob | None,
     method: str,
     scope: str,
-) -> AsyncIterator[GenerationEvent]:
+) -> AsyncGenerator[GenerationEvent, None]:
     """``RuntimePool.generate_async``: the files reach the workers' directory, then the
     generation streams (in the request's session, scoped by ``scope``, if it names one)."""
     sha256, source = program
@@ -80,8 +83,11 @@ async def generate(
     )
     sequence = None if request.session is None else Sequence(scope, request.session)
     nbytes = pool.described(sha256, source).state.planned_bytes
-    async for event in pool.generation.stream(message, sequence, nbytes):
-        yield event
+    async with contextlib.aclosing(
+        pool.generation.stream(message, scope, sequence, nbytes)
+    ) as events:
+        async for event in events:  # closed with this one: the worker stops at once
+            yield event
 
 
 async def _blob_file(pool: RuntimePool, blob: Blob) -> BlobFile:
@@ -95,21 +101,54 @@ class GenerationCalls:
     def __init__(self, calls: Calls, session_calls: SessionCalls) -> None:
         self.calls = calls
         self.session_calls = session_calls
+        self._streams: dict[str, int] = {}  # generations under way, per scope
+        self._lock = threading.Lock()
 
     async def stream(
-        self, message: GenerateRequest, sequence: Sequence | None, nbytes: int
-    ) -> AsyncIterator[GenerationEvent]:
-        """The events of ``message``'s generation, in ``sequence``'s session if given."""
+        self, message: GenerateRequest, scope: str, sequence: Sequence | None, nbytes: int
+    ) -> AsyncGenerator[GenerationEvent, None]:
+        """The events of ``message``'s generation, in ``sequence``'s session if given;
+        ``SessionLimitError`` if ``scope`` already has as many under way (or waiting for
+        a worker) as it may hold sessions."""
         if sequence is None:
-            async for event in self._events(Request(message, [], ASYNC_INLINE_FRAME_BYTES)):
-                yield event
-            return
+            events = self._events(Request(message, [], ASYNC_INLINE_FRAME_BYTES))
+        else:
+            events = self._in_session(message, sequence, nbytes)
+        with self._slot(scope):
+            async with contextlib.aclosing(events):
+                async for event in events:
+                    yield event
+
+    @contextlib.contextmanager
+    def _slot(self, scope: str) -> Iterator[None]:
+        limit = self.session_calls.sessions.limits.per_scope
+        with self._lock:
+            held = self._streams.get(scope, 0)
+            if held >= limit:
+                raise SessionLimitError(
+                    f"this project already has {held} generations under way, the limit per "
+                    f"project ({limit}); retry once one has ended"
+                )
+            self._streams[scope] = held + 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._streams[scope] -= 1
+                if not self._streams[scope]:
+                    del self._streams[scope]
+
+    async def _in_session(
+        self, message: GenerateRequest, sequence: Sequence, nbytes: int
+    ) -> AsyncGenerator[GenerationEvent, None]:
         session, opening = self._session(sequence, message.sha256, nbytes)
         update = {"session": session.id, "open": opening}
         request = Request(message.model_copy(update=update), [], ASYNC_INLINE_FRAME_BYTES)
+        events = self._events(request, None if opening else session.worker)
         try:
-            async for event in self._events(request, None if opening else session.worker):
-                yield event
+            async with contextlib.aclosing(events):
+                async for event in events:
+                    yield event
         finally:
             self._settle(session, opening, request)
 
@@ -135,7 +174,7 @@ class GenerationCalls:
 
     async def _events(
         self, request: Request, pinned: WorkerProcess | None = None
-    ) -> AsyncIterator[GenerationEvent]:
+    ) -> AsyncGenerator[GenerationEvent, None]:
         worker: WorkerProcess | None = await self._acquire(request, pinned)
         try:
             while worker is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -266,7 +266,7 @@ class RuntimePool:
         tokenizer_config: Blob | None = None,
         method: str = "forward",
         scope: str = "",
-    ) -> AsyncIterator[GenerationEvent]:
+    ) -> AsyncGenerator[GenerationEvent, None]:
         """Text from LM ``sha256`` and a tokenizer (``(sha256, source)``, with an optional
         ``tokenizer_config.json``), streamed (:mod:`pteforge.contracts.generation`; sessions
         among ``scope``'s). Closing the iterator early stops and frees the worker at once."""

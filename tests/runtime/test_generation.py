@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Iterator
+from collections.abc import AsyncGenerator, Iterator
 from multiprocessing import Pipe
 from pathlib import Path
 
@@ -22,7 +22,8 @@ from pteforge.contracts.runtime_messages import (
     GenerateRequest,
 )
 from pteforge.runtime import RuntimePool
-from pteforge.runtime.errors import ContextLengthError, InvalidInputError
+from pteforge.runtime.errors import ContextLengthError, InvalidInputError, SessionLimitError
+from pteforge.runtime.sessions import SessionLimits
 from pteforge.runtime.wire import WORKER_REPLY, decode_message, encode_message
 from pteforge.runtime.worker import Executor, WorkerConfig
 from tests.generation.lm_builder import Family, LmFiles, build_tiny_lm, eager_greedy, pte_greedy
@@ -48,18 +49,22 @@ def gen_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RuntimePool]:
         yield pool
 
 
+def _stream(
+    pool: RuntimePool, lm: LmFiles, scope: str = "project-a", **fields: object
+) -> AsyncGenerator[GenerationEvent, None]:
+    return pool.generate_async(
+        _sha(lm.pte),
+        lm.pte,
+        GenerationRequest.model_validate(fields),
+        tokenizer=(_sha(lm.tokenizer_json), lm.tokenizer_json),
+        tokenizer_config=(_sha(lm.tokenizer_config), lm.tokenizer_config),
+        scope=scope,
+    )
+
+
 def _generate(pool: RuntimePool, lm: LmFiles, **fields: object) -> list[GenerationEvent]:
     async def collect() -> list[GenerationEvent]:
-        request = GenerationRequest.model_validate(fields)
-        stream = pool.generate_async(
-            _sha(lm.pte),
-            lm.pte,
-            request,
-            tokenizer=(_sha(lm.tokenizer_json), lm.tokenizer_json),
-            tokenizer_config=(_sha(lm.tokenizer_config), lm.tokenizer_config),
-            scope="project-a",
-        )
-        return [event async for event in stream]
+        return [event async for event in _stream(pool, lm, **fields)]
 
     return asyncio.run(collect())
 
@@ -154,6 +159,52 @@ def test_a_session_keeps_its_cache_between_turns(gen_pool: RuntimePool, lm: LmFi
         gen_pool, lm, prompt_ids=first[:3], max_tokens=4, temperature=0, session="chat-1"
     )  # a diverging prompt rewinds the cache
     assert _tokens(other) == pte_greedy(lm.pte, first[:3], 4, lm.eos_ids)
+
+
+def test_two_projects_chats_interleave_without_leaking(gen_pool: RuntimePool, lm: LmFiles) -> None:
+    """The same session key in two projects names two sessions, each with its own cache."""
+    prompts = {"project-a": lm.encode(PROMPTS[0]), "project-b": lm.encode(PROMPTS[2])}
+
+    async def turns() -> dict[str, list[list[int]]]:
+        said: dict[str, list[list[int]]] = {scope: [] for scope in prompts}
+        for _ in range(2):
+            for scope, prompt in prompts.items():
+                events = _stream(
+                    gen_pool,
+                    lm,
+                    scope,
+                    prompt_ids=prompt,
+                    max_tokens=4,
+                    temperature=0,
+                    session="chat",
+                )
+                said[scope].append([t async for e in events for t in e.token_ids])
+                prompt.extend(said[scope][-1])
+        return said
+
+    said = asyncio.run(turns())
+    for scope, prompt in prompts.items():
+        first = prompt[: len(prompt) - 8]
+        assert said[scope][0] == pte_greedy(lm.pte, first, 4, lm.eos_ids)
+        second = prompt[: len(prompt) - 4]
+        assert said[scope][1] == pte_greedy(lm.pte, second, 4, lm.eos_ids)
+
+
+def test_a_flood_of_streams_is_refused_per_project(
+    gen_pool: RuntimePool, lm: LmFiles, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(gen_pool.sessions, "limits", SessionLimits(per_scope=1))
+
+    async def flood() -> None:
+        held = _stream(gen_pool, lm, prompt=PROMPTS[0], max_tokens=30)
+        await anext(held)
+        with pytest.raises(SessionLimitError, match="1 generations under way"):
+            await anext(_stream(gen_pool, lm, prompt=PROMPTS[1]))
+        await held.aclose()
+        other = [e async for e in _stream(gen_pool, lm, prompt=PROMPTS[1], max_tokens=2)]
+        assert other[-1].finish_reason is not None
+
+    asyncio.run(flood())
 
 
 def test_closing_the_stream_frees_the_worker(gen_pool: RuntimePool, lm: LmFiles) -> None:
