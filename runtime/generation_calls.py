@@ -38,6 +38,7 @@ from pteforge.contracts.runtime_messages import (
 from pteforge.runtime.artifact_files import ArtifactSource
 from pteforge.runtime.errors import (
     ERROR_KINDS,
+    ArtifactIntegrityError,
     RuntimeLayerError,
     SessionEndedError,
     SessionLimitError,
@@ -83,11 +84,17 @@ async def generate(
     )
     sequence = None if request.session is None else Sequence(scope, request.session)
     nbytes = pool.described(sha256, source).state.planned_bytes
-    async with contextlib.aclosing(
-        pool.generation.stream(message, scope, sequence, nbytes)
-    ) as events:
-        async for event in events:  # closed with this one: the worker stops at once
-            yield event
+    try:
+        async with contextlib.aclosing(
+            pool.generation.stream(message, scope, sequence, nbytes)
+        ) as events:
+            async for event in events:  # closed with this one: the worker stops at once
+                yield event
+    except ArtifactIntegrityError:  # a corrupt copy: fetched again next time
+        for blob in (program, tokenizer, tokenizer_config):
+            if blob is not None:
+                pool.files.drop(blob[0])
+        raise
 
 
 async def _blob_file(pool: RuntimePool, blob: Blob) -> BlobFile:
