@@ -17,8 +17,8 @@ import httpx
 from pteforge.client.calls import Attempts, Call, Reply
 from pteforge.client.core import ClientCore
 from pteforge.client.files import ProgramSource, partial_file, program_files
-from pteforge.client.models import InferResult, Program
 from pteforge.client.generation import chat, generate
+from pteforge.client.models import InferResult, Program
 from pteforge.client.operations import Op, Operations, Ref
 from pteforge.client.profiles import profile
 from pteforge.client.sessions import SequenceSession, SequenceState, check_sessions
