@@ -5,7 +5,8 @@ lists its program-wide options from its fields, and :func:`canonical_plan` gives
 form and the hash under which compiled artifacts are reused.
 
 ``{"methods": {METHOD: TARGET}, "all": TARGET}`` plus program-wide options
-(:meth:`PlanSpec.program_wide`: ``"share_mutable_buffers"``, ``"verify"``). TARGET is
+(:meth:`PlanSpec.program_wide`: ``"share_mutable_buffers"``, ``"constant_methods"``,
+``"verify"``). TARGET is
 ``{"partitioners": [...]}``, ``{"delegate": {...}}`` or ``{}``, each optionally with
 ``"quantize"`` and ``"calibration"``.
 Every level refuses keys it does not know. What needs the backend catalog or the program
@@ -39,6 +40,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError, PydanticUndefined
 
 from pteforge.contracts.json_types import JsonObject, JsonValue
+from pteforge.contracts.names import METHOD_NAME_PATTERN
 
 __all__ = [
     "DEFAULT_VERIFY_MIN_SQNR_DB",
@@ -213,6 +215,11 @@ class VerifySpec(PlanPart):
     )
 
 
+ConstantName = Annotated[str, Field(pattern=f"^{METHOD_NAME_PATTERN}$")]
+ConstantValue = StrictBool | StrictInt | Number | Annotated[list[StrictInt], Field(max_length=256)]
+"""What a constant method answers: a boolean, an integer, a number or a list of integers."""
+
+
 class PlanSpec(PlanPart):
     """A lowering plan: a target per method and/or one for "all" (a method entry
     overrides "all"; a method named by neither is not delegated), plus program-wide
@@ -232,6 +239,16 @@ class PlanSpec(PlanPart):
         "program addresses the same state, e.g. prefill writes the KV cache decode reads. "
         "Buffers with a non-zero initial value keep it in the .pte and get it back whenever "
         "a method is loaded: load every method before running any.",
+    )
+    constant_methods: dict[ConstantName, ConstantValue] | None = Field(
+        default=None,
+        max_length=64,
+        description="methods without inputs that answer a fixed value, added to the program "
+        "as upstream to_edge(constant_methods=...) adds them: the metadata ExecuTorch's LLM "
+        'runner reads, e.g. {"get_max_seq_len": 128, "get_bos_id": 1, "get_eos_ids": [2], '
+        '"use_kv_cache": true}; with a forward method and get_max_seq_len the artifact '
+        'describes itself as a language model ("generation"). A name follows the method-name '
+        "rule and is not one of the program's methods.",
     )
     verify: VerifySpec | None = Field(
         default=None,

@@ -13,6 +13,7 @@ from executorch.exir.backend.partitioner import Partitioner
 from torch.export import ExportedProgram
 
 from pteforge.backends import BackendCatalog, BackendCatalogError, UnknownBackendError
+from pteforge.contracts.llm_runner import generation_info
 from pteforge.contracts.plan import PlanSpec, TargetSpec
 from pteforge.manager.buffers import executorch_config
 from pteforge.manager.errors import PlanError, ProgramInputError, UnknownBackendIdError
@@ -39,8 +40,15 @@ class CompiledProgram:
 
     @cached_property
     def report(self) -> dict[str, Any]:
-        """``ProgramManager.report()`` of the lowered program."""
-        return self.manager.report()
+        """``ProgramManager.report()`` of the lowered program, with ``generation`` when the
+        plan's constant methods make it a language model in the LLM runner convention."""
+        report = self.manager.report()
+        constants = self.plan.constant_methods or {}
+        answers = {k: v if isinstance(v, list) else [v] for k, v in constants.items()}
+        info = generation_info([*self.methods, *constants], answers)
+        if info is not None:
+            report["generation"] = info.model_dump(mode="json")
+        return report
 
     def write(self, path: str | Path) -> None:
         """Write the ``.pte`` bytes to ``path``."""
@@ -68,7 +76,10 @@ def compile_programs(
     signatures = {m: method_signature(m, p) for m, p in sorted(programs.items())}
     quantized = _quantize(programs, targets, catalog, on_stage)
     requests = {m: _lowering_target(m, t, catalog) for m, t in targets.items() if t.delegated}
-    manager = to_edge_transform_and_lower(quantized, requests, on_stage=on_stage)
+    constants = _constant_methods(parsed, programs)
+    manager = to_edge_transform_and_lower(
+        quantized, requests, on_stage=on_stage, constant_methods=constants
+    )
     if on_stage is not None:
         on_stage("emit")
     edge = {m: manager.exported_program(m) for m in manager.methods}
@@ -76,6 +87,17 @@ def compile_programs(
     with torch.no_grad():  # config's passes retrace graphs whose parameters require grad
         pte = manager.to_executorch(config).buffer
     return CompiledProgram(pte, signatures, manager, parsed, targets)
+
+
+def _constant_methods(
+    plan: PlanSpec, programs: Mapping[str, ExportedProgram]
+) -> dict[str, Any] | None:
+    """The plan's constant methods; a name that is also a program method is refused."""
+    constants = plan.constant_methods
+    clash = sorted(set(constants or ()) & set(programs))
+    if clash:
+        raise PlanError(f"constant_methods.{clash[0]}", "the program has a method of this name")
+    return dict(constants) if constants else None
 
 
 def _quantize(

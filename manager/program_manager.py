@@ -135,8 +135,10 @@ def to_edge_transform_and_lower(
     *,
     on_stage: StageCallback | None = None,
     compile_config: EdgeCompileConfig | None = None,
+    constant_methods: dict[str, Any] | None = None,
 ) -> ProgramManager:
-    """``to_edge`` then ``to_backend(targets)``, keeping the ops partitioners ask to preserve.
+    """``to_edge`` then ``to_backend(targets)``, keeping the ops partitioners ask to preserve;
+    ``constant_methods`` are emitted with the program (as upstream's ``to_edge`` takes them).
 
     This is upstream ``to_edge_transform_and_lower`` with our per-method partitioners, so
     XNNPACK sees e.g. ``linear`` undecomposed, with the same one-call-per-backend guarantee.
@@ -153,7 +155,7 @@ def to_edge_transform_and_lower(
         ),
         lambda: _edge_programs_of(named, job.whole_graph, compile_config),
     )
-    return ProgramManager(edge)
+    return ProgramManager(edge, constant_methods)
 
 
 def _edge_programs_of(

@@ -22,7 +22,8 @@ class CompileJobRequest(BaseModel):
     plan: PlanSpec = Field(
         description=(
             'Lowering plan: {"methods": {METHOD: TARGET}} and/or {"all": TARGET}; optionally '
-            '"share_mutable_buffers": true and "verify": {"rtol": 1e-4, "min_sqnr_db": 20}. '
+            '"share_mutable_buffers": true, "verify": {"rtol": 1e-4, "min_sqnr_db": 20} and '
+            '"constant_methods" (e.g. the LLM runner\'s {"get_max_seq_len": 128}). '
             "Unknown keys are refused; so are catalog names, backend ids, recipes and methods "
             "that do not exist (422 invalid_plan naming the field)."
         )

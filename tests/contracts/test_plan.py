@@ -60,7 +60,7 @@ def test_integers_are_numbers_but_booleans_and_strings_are_not() -> None:
 @pytest.mark.parametrize(
     ("plan", "field", "owner"),
     [
-        ({"al": {}}, "al", "a plan has all, methods, share_mutable_buffers, verify"),
+        ({"al": {}}, "al", "a plan has all, constant_methods, methods, share_mutable_buffers"),
         ({"all": {"partitioner": []}}, "all.partitioner", "a target has calibration, delegate"),
         ({"methods": {"m": {"x": 1}}}, "methods.m.x", "a target has"),
         ({"all": {"partitioners": [{"name": "x", "o": 1}]}}, "all.partitioners[0].o", "name"),
@@ -146,4 +146,4 @@ def test_each_method_gets_its_own_target_else_all_else_portable() -> None:
     assert spec.target_of("other") == spec.all
     assert spec.target_of("score").model_dump(exclude_unset=True) == {}  # its own {} wins
     assert not PlanSpec().target_of("forward").delegated
-    assert list(PlanSpec.program_wide()) == ["share_mutable_buffers", "verify"]
+    assert list(PlanSpec.program_wide()) == ["share_mutable_buffers", "constant_methods", "verify"]
