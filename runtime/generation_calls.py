@@ -210,7 +210,11 @@ class GenerationCalls:
         if got is None:
             raise WorkerTimeoutError(f"no runtime worker became free within {calls.timeout_s:.0f}s")
         if not request.inline:
-            request.error = await asyncio.to_thread(got.send, request.frame)
+            try:
+                request.error = await asyncio.to_thread(got.send, request.frame)
+            except BaseException:  # cancelled mid-write: the worker's state is unknown
+                calls.workers.lost(got, "the conversation with it broke off")
+                raise
         request.served_by = got
         if request.error is not None:
             await self._crashed(got, request.what)

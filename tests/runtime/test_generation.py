@@ -137,6 +137,8 @@ def test_prompts_beyond_the_context_or_vocabulary_are_refused(
     too_long = [5] * (lm.max_seq_len + 1)
     with pytest.raises(ContextLengthError, match=f"{len(too_long)} tokens.*{lm.max_seq_len}"):
         _generate(gen_pool, lm, prompt_ids=too_long)
+    with pytest.raises(ContextLengthError, match="the prompt has"):  # a frame over 64 KiB
+        _generate(gen_pool, lm, prompt="word " * 20_000)
     vocab = int(lm.metadata["get_vocab_size"])
     with pytest.raises(InvalidInputError, match=f"token id {vocab} is outside"):
         _generate(gen_pool, lm, prompt_ids=[1, vocab])
