@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import anyio
@@ -38,7 +38,7 @@ TAG = "generation"
 SESSION_HEADER = "X-Pteforge-Session"
 """An optional header naming a multi-turn session whose KV cache is kept between turns."""
 
-Events = AsyncIterator[GenerationEvent]
+Events = AsyncGenerator[GenerationEvent, None]
 
 
 def _doc(what: str) -> dict[str, Any]:
@@ -79,7 +79,7 @@ def _start(
 async def _close(events: Events) -> None:
     """Close the engine's iterator even from a cancelled task (a client that went away)."""
     with anyio.CancelScope(shield=True):
-        await events.aclose()  # type: ignore[attr-defined]
+        await events.aclose()
 
 
 def _data(payload: dict[str, Any]) -> bytes:
