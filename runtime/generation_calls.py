@@ -82,7 +82,8 @@ async def generate(
         tokenizer_config=await _blob_file(pool, tokenizer_config) if tokenizer_config else None,
         request=request,
     )
-    sequence = None if request.session is None else Sequence(scope, request.session)
+    # Apart from /v2 sequence ids, but in the same scope: the same per-project limits.
+    sequence = None if request.session is None else Sequence(scope, f"generate:{request.session}")
     nbytes = pool.described(sha256, source).state.planned_bytes
     try:
         async with contextlib.aclosing(
