@@ -1,12 +1,18 @@
-"""An uploaded language-model ``.pte`` says so on its artifact: ``generation`` carries what
-its runner metadata methods answered (read in the sandbox child that verifies it)."""
+"""A language-model artifact says so: ``generation`` carries what its runner metadata methods
+answered (an uploaded ``.pte``: read in the sandbox child that verifies it; a compiled one:
+the plan's ``constant_methods``)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import httpx
 import pytest
+import torch
 
+from tests.generation import lm_export
 from tests.generation.lm_builder import build_tiny_lm
+from tests.server.helpers import submit, upload_methods, wait_job
 from tests.server.model_names import scale_pte
 
 pytestmark = pytest.mark.zoo
@@ -31,3 +37,18 @@ def test_other_programs_have_no_generation(admin: httpx.Client) -> None:
     pte = scale_pte(2.0)
     created = admin.post("/v1/artifacts", files={"pte": ("scale.pte", pte)}).raise_for_status()
     assert created.json()["generation"] is None
+
+
+def test_compiled_lm_is_described(admin: httpx.Client, tmp_path: Path) -> None:
+    lm = build_tiny_lm("llama")
+    archive = tmp_path / "forward.pt2"
+    torch.export.save(lm_export.export_lm(lm.eager, lm.max_seq_len, dynamic=True), archive)
+    program = upload_methods(admin, {"forward": archive}, name="tiny-llama")
+    constants = {**lm.metadata, "enable_dynamic_shape": False}
+    plan = {"all": {"partitioners": ["xnnpack"]}, "constant_methods": constants}
+    done = wait_job(admin, submit(admin, program["id"], plan)["id"], timeout=600)
+    assert done["status"] == "succeeded", done
+    artifact = admin.get(f"/v1/artifacts/{done['artifact_id']}").raise_for_status().json()
+    assert artifact["generation"]["metadata"] == constants
+    assert artifact["generation"]["eos_ids"] == lm.eos_ids
+    assert "generation" not in artifact["report"]
