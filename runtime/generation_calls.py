@@ -153,12 +153,17 @@ class GenerationCalls:
         update = {"session": session.id, "open": opening}
         request = Request(message.model_copy(update=update), [], ASYNC_INLINE_FRAME_BYTES)
         events = self._events(request, None if opening else session.worker)
+        failed = True  # unless it ends well or is closed early (the worker keeps it then)
         try:
             async with contextlib.aclosing(events):
                 async for event in events:
                     yield event
+            failed = False
+        except (GeneratorExit, asyncio.CancelledError):
+            failed = False
+            raise
         finally:
-            self._settle(session, opening, request)
+            self._settle(session, opening, request, failed)
 
     def _session(self, sequence: Sequence, sha256: str, nbytes: int) -> tuple[Session, bool]:
         sessions = self.session_calls.sessions
@@ -170,14 +175,15 @@ class GenerationCalls:
                 self.session_calls.drop_later(replaced)
             return session, True
 
-    def _settle(self, session: Session, opening: bool, request: Request) -> None:
+    def _settle(self, session: Session, opening: bool, request: Request, failed: bool) -> None:
         sessions = self.session_calls.sessions
-        if opening and request.served_by is not None:
-            session.worker = request.served_by  # it holds the instance, even if cancelled
+        worker = request.served_by
+        if opening and not failed and worker in self.calls.workers.live:
+            session.worker = worker  # it holds the instance
             if not sessions.is_active(session):  # restarted meanwhile: free this one
                 self.session_calls.drop_later(session)
         elif opening:
-            sessions.end(session, None)  # never established
+            sessions.end(session, None)  # never established: the worker dropped it, or died
         sessions.release(session)
 
     async def _events(

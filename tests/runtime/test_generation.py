@@ -6,7 +6,12 @@ limits, the context and sessions' KV caches; a closed stream frees its worker.""
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import hashlib
+import os
+import signal
+import termios
+import time
 from collections.abc import AsyncGenerator, Iterator
 from multiprocessing import Pipe
 from pathlib import Path
@@ -22,7 +27,12 @@ from pteforge.contracts.runtime_messages import (
     GenerateRequest,
 )
 from pteforge.runtime import RuntimePool
-from pteforge.runtime.errors import ContextLengthError, InvalidInputError, SessionLimitError
+from pteforge.runtime.errors import (
+    ContextLengthError,
+    InvalidInputError,
+    SessionLimitError,
+    WorkerCrashedError,
+)
 from pteforge.runtime.sessions import SessionLimits
 from pteforge.runtime.wire import WORKER_REPLY, decode_message, encode_message
 from pteforge.runtime.worker import Executor, WorkerConfig
@@ -227,6 +237,38 @@ def test_closing_the_stream_frees_the_worker(gen_pool: RuntimePool, lm: LmFiles)
     assert events[-1].finish_reason is not None
     assert gen_pool.stats.worker_crashes == 0 and gen_pool.stats.worker_restarts == 0
     assert gen_pool.workers.live == workers  # the same worker, freed, served the next one
+
+
+def test_a_worker_dying_mid_stream_fails_that_stream_and_is_replaced(
+    gen_pool: RuntimePool, lm: LmFiles
+) -> None:
+    """The worker is stopped (SIGSTOP) before the request, killed once the request waits
+    unread in its socket (SIOCOUTQ), so the stream has started and cannot have finished."""
+    (worker,) = gen_pool.workers.live
+
+    async def killed() -> None:
+        stream = _stream(gen_pool, lm, prompt=PROMPTS[0], max_tokens=8, session="doomed")
+        os.kill(worker.process.pid, signal.SIGSTOP)
+        first = asyncio.ensure_future(anext(stream))
+        deadline = time.monotonic() + 30
+        while _unread(worker.conn.fileno()) == 0 and not first.done():
+            assert time.monotonic() < deadline, "the request never reached the worker"
+            await asyncio.sleep(0.01)
+        os.kill(worker.process.pid, signal.SIGKILL)
+        with pytest.raises(WorkerCrashedError, match="crashed"):
+            await first
+
+    asyncio.run(killed())
+    assert worker not in gen_pool.workers.live and gen_pool.stats.worker_crashes >= 1
+    ids = lm.encode(PROMPTS[0])
+    again = _generate(gen_pool, lm, prompt_ids=ids, max_tokens=4, temperature=0, session="doomed")
+    assert _tokens(again) == pte_greedy(lm.pte, ids, 4, lm.eos_ids)
+
+
+def _unread(fd: int) -> int:
+    """Bytes this socket sent that its peer has not read yet (Linux SIOCOUTQ)."""
+    out = fcntl.ioctl(fd, termios.TIOCOUTQ, b"\0\0\0\0")
+    return int.from_bytes(out, "little")
 
 
 def test_the_worker_loop_stops_at_a_cancel(lm: LmFiles, tmp_path: Path) -> None:
