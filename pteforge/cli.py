@@ -17,7 +17,8 @@ from pathlib import Path
 DESCRIPTION = """\
 Compile torch.export programs to ExecuTorch .pte files and run them: on this machine
 (compile), as a service (serve, worker, migrate, tokens), or as a client of a running
-service (login, push, build, pull, deploy, run, ls, show, rm, cancel)."""
+service (login, push, build, pull, deploy, run, profile, chat, ls, show, rm,
+cancel)."""
 EPILOG = """first hour:
   pteforge serve                                  # prints an admin token on first start
   pteforge login 127.0.0.1:8000 --token ptf_...   # saves the server and token

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Generator
 from pathlib import Path
 
@@ -48,6 +49,26 @@ SLOW_TESTS = (
 imports (about 300 of the fast tier's 430 measured CPU seconds), then the longest tests
 under ``-n 2``, which set how long ``make check`` takes. Cheaper tests of each layer
 (every catalog entry's portable and XNNPACK lowering, the runtime, the sandbox) stay fast."""
+
+
+def _share_the_inference_protos() -> None:
+    """Let KServe's client and tritonclient.grpc live in one test process.
+
+    Both ship generated modules for the Open Inference Protocol's protobuf package
+    ``inference`` under different file names (KServe's ``grpc_predict_v2.proto``,
+    tritonclient's ``grpc_service.proto``), and protobuf's default pool refuses the second
+    one to load ("duplicate symbol 'inference.ServerLiveRequest'"). The tests use KServe's
+    REST client only, so its gRPC modules become tritonclient's (a superset with the same
+    names), which the server loads too. The server never imports KServe.
+    """
+    from tritonclient.grpc import service_pb2, service_pb2_grpc
+
+    sys.modules.setdefault("kserve.protocol.grpc.grpc_predict_v2_pb2", service_pb2)
+    sys.modules.setdefault("kserve.protocol.grpc.grpc_predict_v2_pb2_grpc", service_pb2_grpc)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _share_the_inference_protos()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -25,7 +25,7 @@ from tests.server.service import ServiceProcess, free_port
 
 COMMANDS = [
     *("compile", "serve", "worker", "migrate", "tokens", "login", "push", "build", "pull"),
-    *("deploy", "run", "ls", "show", "rm", "cancel"),
+    *("deploy", "run", "ls", "show", "rm", "cancel", "chat", "profile"),
 ]
 
 

@@ -96,6 +96,7 @@ def _open_dict_json(artifact: Artifact) -> dict[str, Any]:
         "methods": [m.to_json() for m in artifact.methods],
         "report": report,
         "numerics": artifact.report.get(NUMERICS_KEY),
+        "generation": None,  # only a language model's artifact has one (GENERATION_KEY)
         "created_at": "2026-01-01T00:00:00Z",
     }
 
