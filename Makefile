@@ -50,8 +50,10 @@ typecheck: setup
 pytest-fast: setup
 	$(BIN)/python -m pytest --fast -q -n 2 $(PYTEST_ARGS)
 
+# The full tier on two processes too; --dist loadfile keeps each module (and the server its
+# module-scoped fixture starts) on one of them.
 pytest: setup
-	bash tests/run-with-postgres.sh $(BIN)/python -m pytest $(PYTEST_ARGS)
+	bash tests/run-with-postgres.sh $(BIN)/python -m pytest -n 2 --dist loadfile $(PYTEST_ARGS)
 
 check: lint typecheck pytest-fast
 
