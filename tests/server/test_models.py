@@ -113,6 +113,7 @@ def test_switching_the_latest_version_fails_no_request(
 ) -> None:
     _deploy(admin, "rolling", scales[1.0])
     stop, failures, served = threading.Event(), [], set()
+    answers = threading.Semaphore(0)  # one release per answer, so switches interleave with them
 
     def keep_inferring() -> None:
         with service.client(admin.headers["Authorization"].removeprefix("Bearer ")) as client:
@@ -122,6 +123,7 @@ def test_switching_the_latest_version_fails_no_request(
                     failures.append(answer.text)
                 else:
                     served.add(served_scale(answer))
+                answers.release()
 
     inferring = [threading.Thread(target=keep_inferring) for _ in range(2)]
     for thread in inferring:
@@ -129,7 +131,10 @@ def test_switching_the_latest_version_fails_no_request(
     try:
         for _ in range(3):
             for scale in (2.0, 3.0, 1.0):
+                # each switch waits for an answer since the last one: requests are in flight
+                assert answers.acquire(timeout=120), "no infer answer within 120 s"
                 _deploy(admin, "rolling", scales[scale])
+        assert answers.acquire(timeout=120), "no infer answer after the last switch"
     finally:
         stop.set()
         for thread in inferring:
