@@ -204,3 +204,46 @@ def test_pages_have_urls_back_forward_and_reload(
     expect(other.locator("#sign-in")).to_be_visible()
     _sign_in(other, token)
     expect(other.locator("#artifact-id")).to_have_text(artifact, timeout=WAIT_MS)
+
+
+def test_the_models_page_lists_versions_and_opens_their_artifacts(
+    service: ServiceProcess, browser: Browser, compiled: dict[str, Any], tmp_path: Path
+) -> None:
+    token = service.admin_token
+    assert token
+    artifacts = [compiled["jobs"][name]["artifact_id"] for name in ("xnnpack", "portable")]
+    with service.client(token) as api:
+        for artifact in artifacts:  # version 1, then 2: the latest
+            answer = api.post("/v1/models/pages-mlp/versions", json={"artifact_id": artifact})
+            assert answer.status_code == 201, answer.text
+        model = api.get("/v1/models/pages-mlp").json()
+    page = _page(browser)
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(f"{service.url}/#/models")
+    _sign_in(page, token)
+    rows = page.locator("#models .model[data-model='pages-mlp'] tr[data-version]")
+    expect(rows).to_have_count(2, timeout=WAIT_MS)
+    shown = rows.evaluate_all(
+        "rows => rows.map(r => [r.dataset.version, r.dataset.latest,"
+        " ...['artifact', 'created'].map(f => r.querySelector(`[data-field=${f}]`).innerText)])"
+    )
+    versions = sorted(model["versions"], key=lambda v: -v["version"])  # newest first
+    latest = model["latest_version"]
+    assert latest == 2
+    assert shown == [
+        [str(v["version"]), str(v["version"] == latest).lower(), v["artifact_id"], v["created_at"]]
+        for v in versions
+    ]
+    _shot(page, tmp_path, "models")
+
+    page.click("#models tr[data-latest=true] [data-field=artifact] a")
+    expect(page).to_have_url(re.compile(f"#/artifacts/{artifacts[1]}$"))
+    expect(page.locator("#artifact-id")).to_have_text(artifacts[1], timeout=WAIT_MS)
+    page.go_back()
+    expect(page).to_have_url(re.compile(r"#/models$"))
+    page.click("#models .model[data-model='pages-mlp'] h3 a")
+    expect(page).to_have_url(re.compile(r"#/models/pages-mlp$"))
+    expect(page.locator("#model-name")).to_have_text("pages-mlp", timeout=WAIT_MS)
+    expect(page.locator("#models tr[data-version]")).to_have_count(2)
+    assert not errors, errors

@@ -5,6 +5,7 @@ import { api, token } from "./api.js";
 import { showArtifact, showArtifacts } from "./artifacts.js";
 import { el, say } from "./dom.js";
 import { showJob, showJobs, stopWatching } from "./jobs.js";
+import { showModel, showModels } from "./models.js";
 import { showPrograms } from "./programs.js";
 import { TABS, parseRoute, routeHash } from "./routes.js";
 
@@ -23,12 +24,14 @@ const nav = {
   job: (job) => go("jobs", job.id),
   artifacts: () => go("artifacts"),
   artifact: (id) => go("artifacts", id),
+  models: () => go("models"),
 };
 
 const PAGES = {
   programs: (view) => showPrograms(view, nav.job),
   jobs: (view, id) => (id ? showJob(view, id, nav) : showJobs(view, nav)),
   artifacts: (view, id) => (id ? showArtifact(view, id) : showArtifacts(view, nav)),
+  models: (view, id) => (id ? showModel(view, id) : showModels(view)),
 };
 
 function activate(tab) {

@@ -1,7 +1,8 @@
-// Hash routes, one per page: #/programs, #/jobs, #/jobs/ID, #/artifacts, #/artifacts/ID.
-// The page at / serves them all, so a route can be bookmarked, reloaded and shared, and
-// the browser's Back and Forward move between pages. The token never goes in a URL.
-export const TABS = ["programs", "jobs", "artifacts"];
+// Hash routes, one per page: #/programs, #/jobs, #/jobs/ID, #/artifacts, #/artifacts/ID,
+// #/models, #/models/NAME. The page at / serves them all, so a route
+// can be bookmarked, reloaded and shared, and the browser's Back and Forward move between
+// pages. The token never goes in a URL.
+export const TABS = ["programs", "jobs", "artifacts", "models"];
 
 /** {tab, id} of a location hash; anything unknown is the Programs tab. */
 export function parseRoute(hash) {
@@ -10,7 +11,7 @@ export function parseRoute(hash) {
   return { tab, id: id ? decodeURIComponent(id) : null };
 }
 
-/** The hash of a page: a tab, or one job or artifact of it. */
+/** The hash of a page: a tab, or one job, artifact or model of it. */
 export function routeHash(tab, id = null) {
   return id ? `#/${tab}/${encodeURIComponent(id)}` : `#/${tab}`;
 }
