@@ -55,8 +55,9 @@ Public API (stable; the server codes against it)::
 Errors (``pteforge.storage.errors``): StorageError > NotFoundError > BlobNotFoundError;
 ConflictError; BlobIntegrityError (content does not match its hash: never serve it);
 InvalidRangeError; IllegalTransitionError > LeaseLostError. Domain objects (frozen dataclasses)
-are in ``pteforge.storage.domain``; the interfaces in ``pteforge.storage.store`` and
-``pteforge.storage.blobs``; the SQL implementation in ``pteforge.storage.sql``.
+are in ``pteforge.storage.domain``; the interfaces in ``pteforge.storage.store`` (with
+``jobs`` and ``model_names``) and ``pteforge.storage.blobs``; the SQL implementation in
+``pteforge.storage.sql``.
 """
 
 from __future__ import annotations

@@ -7,20 +7,19 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import bindparam, delete, func, select
+from sqlalchemy import bindparam, delete, select
 from sqlalchemy.orm import Session
 
 from pteforge.storage import domain
 from pteforge.storage.domain import JobStatus
 from pteforge.storage.errors import IllegalTransitionError, LeaseLostError, NotFoundError
 from pteforge.storage.ids import new_id
+from pteforge.storage.jobs import DEFAULT_MAX_ATTEMPTS, JobRepository
 from pteforge.storage.jobstate import check_transition
 from pteforge.storage.models import JobEventRow, JobRow, ProjectRow, WorkerRow
 from pteforge.storage.notifications import JOB_CANCEL_CHANNEL, JOB_QUEUED_CHANNEL
 from pteforge.storage.sql import convert
-from pteforge.storage.store import DEFAULT_MAX_ATTEMPTS, JobRepository
-
-LEASE_EXPIRED = "lease_expired"
+from pteforge.storage.sql.job_changes import JobChanges, touch
 
 # The API's job reads, built once as Core statements over the table's columns: they skip the
 # ORM's statement compilation and entity bookkeeping, most of a /v1 job read's CPU.
@@ -42,6 +41,7 @@ class SqlJobs(JobRepository):
     def __init__(self, session: Session, clock: Callable[[], datetime]) -> None:
         self._session = session
         self._clock = clock
+        self._changes = JobChanges(session)
 
     def enqueue(
         self,
@@ -66,9 +66,9 @@ class SqlJobs(JobRepository):
         )  # fmt: skip
         self._session.add(row)
         self._session.flush()  # the event's foreign key needs the job row first
-        self._log(row)
+        self._changes.log(row)
         self._session.flush()
-        self._notify(JOB_QUEUED_CHANNEL, kind)
+        self._changes.notify(JOB_QUEUED_CHANNEL, kind)
         return convert.job(row)
 
     def get(self, project_id: str, job_id: str) -> domain.Job | None:
@@ -120,7 +120,7 @@ class SqlJobs(JobRepository):
         row.lease_expires_at = now + lease
         row.attempts += 1
         row.started_at = now
-        self._move(row, JobStatus.RUNNING, now)  # logs the change with the new attempt
+        self._changes.move(row, JobStatus.RUNNING, now)  # logs the change with the new attempt
         self._session.flush()
         return convert.job(row)
 
@@ -148,8 +148,8 @@ class SqlJobs(JobRepository):
     def set_stage(self, job_id: str, worker_id: str, stage: str) -> domain.Job:
         row = self._held(job_id, worker_id)
         row.stage = stage
-        _touch(row, self._clock())
-        self._log(row)
+        touch(row, self._clock())
+        self._changes.log(row)
         self._session.flush()
         return convert.job(row)
 
@@ -161,7 +161,7 @@ class SqlJobs(JobRepository):
         result: Mapping[str, Any] | None = None,
     ) -> domain.Job:
         row = self._held(job_id, worker_id)
-        self._move(row, JobStatus.SUCCEEDED, self._clock())
+        self._changes.move(row, JobStatus.SUCCEEDED, self._clock())
         row.artifact_id = artifact_id
         row.result = None if result is None else dict(result)
         self._session.flush()
@@ -169,7 +169,7 @@ class SqlJobs(JobRepository):
 
     def fail(self, job_id: str, worker_id: str, code: str, message: str) -> domain.Job:
         row = self._held(job_id, worker_id)
-        self._move(row, JobStatus.FAILED, self._clock())
+        self._changes.move(row, JobStatus.FAILED, self._clock())
         row.error_code, row.error_message = code, message
         self._session.flush()
         return convert.job(row)
@@ -178,7 +178,7 @@ class SqlJobs(JobRepository):
         row = self._held(job_id, worker_id)
         if not row.cancel_requested:
             raise IllegalTransitionError(f"job {job_id} has no cancel request to acknowledge")
-        self._move(row, JobStatus.CANCELED, self._clock())
+        self._changes.move(row, JobStatus.CANCELED, self._clock())
         self._session.flush()
         return convert.job(row)
 
@@ -188,11 +188,11 @@ class SqlJobs(JobRepository):
             return None
         status = JobStatus(row.status)
         if status is JobStatus.QUEUED:
-            self._move(row, JobStatus.CANCELED, self._clock())
+            self._changes.move(row, JobStatus.CANCELED, self._clock())
         elif status is JobStatus.RUNNING and not row.cancel_requested:
             row.cancel_requested = True
-            _touch(row, self._clock())
-            self._notify(JOB_CANCEL_CHANNEL, row.id)
+            touch(row, self._clock())
+            self._changes.notify(JOB_CANCEL_CHANNEL, row.id)
         elif status.terminal and status is not JobStatus.CANCELED:
             check_transition(job_id, status, JobStatus.CANCELED)
         self._session.flush()
@@ -220,13 +220,13 @@ class SqlJobs(JobRepository):
             .execution_options(populate_existing=True)
         ).all()
         for row in rows:
-            self._expire(row, now, self._silence(row, now))
+            self._changes.expire(row, now, self._silence(row, now))
         self._session.flush()
         return [convert.job(r) for r in rows]
 
     def retry(self, job_id: str, worker_id: str, code: str, reason: str) -> domain.Job:
         row = self._held(job_id, worker_id)
-        self._expire(row, self._clock(), reason, code)
+        self._changes.expire(row, self._clock(), reason, code)
         self._session.flush()
         return convert.job(row)
 
@@ -237,11 +237,11 @@ class SqlJobs(JobRepository):
             return None
         now = self._clock()
         if row.cancel_requested:
-            self._expire(row, now, reason)  # canceled: nothing to hand back
+            self._changes.expire(row, now, reason)  # canceled: nothing to hand back
         else:
             attempt = f"attempt {row.attempts} of {row.max_attempts}"
             row.attempts -= 1  # not counted: the job gets this attempt again
-            self._requeue(row, now, f"{attempt} handed back (not counted): {reason}")
+            self._changes.requeue(row, now, f"{attempt} handed back (not counted): {reason}")
         self._session.flush()
         return convert.job(row)
 
@@ -252,56 +252,3 @@ class SqlJobs(JobRepository):
         )
         last = f"{(now - beat).total_seconds():.1f}s ago" if beat is not None else "unknown"
         return f"worker {row.worker_id} stopped heartbeating (last heartbeat {last})"
-
-    def _expire(self, row: JobRow, now: datetime, why: str, code: str = LEASE_EXPIRED) -> None:
-        """What happens to a running job whose attempt ended without a verdict (its holder
-        stopped, or its attempt crashed): retried while attempts remain, else failed."""
-        if row.cancel_requested:
-            self._move(row, JobStatus.CANCELED, now)
-        elif row.attempts < row.max_attempts:
-            reason = f"attempt {row.attempts} of {row.max_attempts} abandoned: {why}"
-            self._requeue(row, now, reason)
-        else:
-            self._move(row, JobStatus.FAILED, now)
-            row.error_code = code
-            row.error_message = f"{why}; the job used all {row.max_attempts} attempts"
-        row.worker_id = None
-        row.lease_expires_at = None
-
-    def _requeue(self, row: JobRow, now: datetime, reason: str) -> None:
-        """Running -> queued, the next attempt starting from the beginning."""
-        row.stage, row.started_at = None, None
-        row.worker_id, row.lease_expires_at = None, None
-        row.retry_reason = reason
-        self._move(row, JobStatus.QUEUED, now)
-        self._notify(JOB_QUEUED_CHANNEL, row.kind)
-
-    def _move(self, row: JobRow, target: JobStatus, now: datetime) -> None:
-        """The one place a job's status changes: rejects moves the state machine forbids
-        and logs the others."""
-        check_transition(row.id, JobStatus(row.status), target)
-        row.status = target.value
-        if target.terminal:
-            row.finished_at = now
-            row.lease_expires_at = None
-        _touch(row, now)
-        self._log(row)
-
-    def _log(self, row: JobRow) -> None:
-        """Add the job's change log entry for the change just made (status or stage)."""
-        event = JobEventRow(
-            job_id=row.id, version=row.version, status=row.status, stage=row.stage,
-            at=row.updated_at, attempt=row.attempts, started_at=row.started_at,
-            retry_reason=row.retry_reason,
-        )  # fmt: skip
-        self._session.add(event)
-
-    def _notify(self, channel: str, payload: str) -> None:
-        """Publish on a PostgreSQL channel; delivered when this transaction commits."""
-        if self._session.get_bind().dialect.name == "postgresql":
-            self._session.execute(select(func.pg_notify(channel, payload)))
-
-
-def _touch(row: JobRow, now: datetime) -> None:
-    row.updated_at = now
-    row.version += 1
