@@ -14,7 +14,7 @@ from pteforge.server.auth.dependencies import CurrentPrincipal
 from pteforge.server.common.multipart_doc import multipart_body
 from pteforge.server.common.services import ServicesDep
 from pteforge.server.http.listing import DEFAULT_LIMIT, LimitQuery
-from pteforge.server.http.uploads import owned, receive_multipart
+from pteforge.server.http.uploads import store_upload
 
 router = APIRouter(prefix="/v1", tags=["artifacts"])
 
@@ -88,12 +88,9 @@ def head_pte(
 async def upload_artifact(
     request: Request, services: ServicesDep, principal: CurrentPrincipal
 ) -> ArtifactOut:
-    settings = services.settings
-    upload = await receive_multipart(request, settings.uploads_dir, settings.max_upload_bytes)
-    with owned(upload):
-        artifact = await run_in_threadpool(
-            service.create_uploaded_artifact, services, principal.project_id, upload
-        )
+    artifact = await store_upload(
+        request, services.settings, service.create_uploaded_artifact, services, principal.project_id
+    )
     return ArtifactOut.of(artifact)
 
 

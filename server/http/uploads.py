@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, TypeVar
 
 from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
@@ -25,6 +25,9 @@ from pteforge.server.errors import (
     PayloadTooLargeError,
     UnsupportedMediaTypeError,
 )
+from pteforge.server.settings import Settings
+
+T = TypeVar("T")
 
 _MAX_FIELD_BYTES = 64 * 1024
 _MAX_PARTS = 64
@@ -217,3 +220,21 @@ def owned(upload: MultipartUpload) -> Iterator[MultipartUpload]:
         yield upload
     finally:
         upload.cleanup()
+
+
+async def store_upload(
+    request: Request,
+    settings: Settings,
+    store: Callable[..., T],
+    *args: object,
+    check_name: FieldNameCheck | None = None,
+    cap: int | None = None,
+) -> T:
+    """Receive the request's multipart body under ``settings.uploads_dir`` (413 over
+    ``settings.max_upload_bytes``, or over ``cap`` where that is lower), call
+    ``store(*args, upload)`` in a worker thread and return its result; the upload's files are
+    deleted when it returns or raises."""
+    limit = settings.max_upload_bytes if cap is None else min(settings.max_upload_bytes, cap)
+    upload = await receive_multipart(request, settings.uploads_dir, limit, check_name)
+    with owned(upload):
+        return await run_in_threadpool(store, *args, upload)

@@ -16,7 +16,7 @@ from pteforge.server.auth.dependencies import CurrentPrincipal
 from pteforge.server.common.multipart_doc import multipart_body
 from pteforge.server.common.services import ServicesDep
 from pteforge.server.http.listing import DEFAULT_LIMIT, MAX_LIMIT
-from pteforge.server.http.uploads import owned, receive_multipart
+from pteforge.server.http.uploads import store_upload
 from pteforge.server.models import service, tokenizers
 from pteforge.server.models.schemas import (
     ModelDetail,
@@ -118,16 +118,17 @@ async def put_tokenizer(
     """Replaces the version's tokenizer. The files are checked as JSON only (422 naming what
     is wrong: not a tokenizer.json, a chat_template that is not a string); the server never
     runs them. 404 for a version the project does not have."""
-    upload = await receive_multipart(
+    found = await store_upload(
         request,
-        services.settings.uploads_dir,
-        min(services.settings.max_upload_bytes, tokenizers.MAX_UPLOAD_BYTES),
-        tokenizers.check_part_name,
+        services.settings,
+        tokenizers.attach_tokenizer,
+        services,
+        principal.project_id,
+        name,
+        version,
+        check_name=tokenizers.check_part_name,
+        cap=tokenizers.MAX_UPLOAD_BYTES,
     )
-    with owned(upload):
-        found = await run_in_threadpool(
-            tokenizers.attach_tokenizer, services, principal.project_id, name, version, upload
-        )
     return TokenizerOut.of(name, version, found)
 
 

@@ -11,7 +11,7 @@ from pteforge.server.auth.dependencies import CurrentPrincipal
 from pteforge.server.common.multipart_doc import multipart_body
 from pteforge.server.common.services import ServicesDep
 from pteforge.server.http.listing import DEFAULT_LIMIT, LimitQuery
-from pteforge.server.http.uploads import owned, receive_multipart
+from pteforge.server.http.uploads import store_upload
 from pteforge.server.programs import service
 from pteforge.server.programs.schemas import ProgramList, ProgramOut
 
@@ -39,14 +39,14 @@ async def upload_program(
     request: Request, services: ServicesDep, principal: CurrentPrincipal
 ) -> ProgramOut:
     """Streams each part to disk (413 over the size limit), validates, describes, stores."""
-    settings = services.settings
-    upload = await receive_multipart(
-        request, settings.uploads_dir, settings.max_upload_bytes, service.check_part_name
+    program = await store_upload(
+        request,
+        services.settings,
+        service.create_program,
+        services,
+        principal.project_id,
+        check_name=service.check_part_name,
     )
-    with owned(upload):
-        program = await run_in_threadpool(
-            service.create_program, services, principal.project_id, upload
-        )
     return ProgramOut.of(program)
 
 
