@@ -21,7 +21,7 @@ from pteforge.server.backends_api.router import router as backends_router
 from pteforge.server.common.services import Services
 from pteforge.server.dashboard.router import mount_dashboard
 from pteforge.server.errors import install_error_handlers
-from pteforge.server.generation.routes import router as generation_router
+from pteforge.server.generation import router as generation_router
 from pteforge.server.grpc_api import STOP_GRACE_S, start_grpc_server
 from pteforge.server.http import health
 from pteforge.server.http.docs import install_docs

@@ -1,2 +1,15 @@
-"""OpenAI-compatible text generation: ``POST /v1/completions`` and ``/v1/chat/completions``
-over the runtime pool's generation engine (``RuntimePool.generate_async``)."""
+"""Text generation over the runtime pool's generation engine (``RuntimePool.generate_async``):
+OpenAI-compatible ``POST /v1/completions`` and ``/v1/chat/completions`` (``routes.py``), and
+Triton's generate extension ``POST /v2/models/{model}/generate[_stream]`` (``v2_routes.py``),
+as one ``router``."""
+
+from fastapi import APIRouter
+
+from pteforge.server.generation import routes, v2_routes
+
+router = APIRouter()
+"""Every text generation route."""
+router.include_router(routes.router)
+router.include_router(v2_routes.router)
+
+__all__ = ["router"]

@@ -9,6 +9,7 @@ table (``error_map.answer``) for the service's own errors (401, 404, ...) and
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from http import HTTPStatus
 from typing import Any
@@ -21,6 +22,8 @@ from pteforge.runtime import RuntimeLayerError
 from pteforge.runtime.errors import ContextLengthError
 from pteforge.server import error_map
 from pteforge.server.inference.statuses import http_status
+
+log = logging.getLogger(__name__)
 
 _TYPES: Mapping[int, str] = {
     401: "authentication_error",
@@ -89,3 +92,13 @@ def as_openai(exc: Exception) -> OpenAIError | None:
     if answer is None:
         return None
     return OpenAIError(answer.status, answer.message, code=answer.code)
+
+
+def answer_of(exc: Exception) -> OpenAIError:
+    """The answer of any exception raised while serving a generation: a bug is a 500 whose
+    message names only its type (and is logged)."""
+    answer = as_openai(exc)
+    if answer is None:
+        log.error("generation failed", exc_info=exc)
+        return OpenAIError(500, f"internal error ({type(exc).__name__})")
+    return answer

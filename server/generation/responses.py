@@ -41,6 +41,8 @@ class Shape:
     chat: bool
     token_ids: bool = False
     """Whether each choice carries its ``token_ids`` (the ``return_token_ids`` extension)."""
+    include_usage: bool = False
+    """Whether a stream ends with a chunk of the usage (``stream_options.include_usage``)."""
     id: str = field(default="")
     created: int = field(default_factory=lambda: int(time.time()))
 
@@ -90,11 +92,14 @@ class Shape:
             yield chunk
 
     def chunks(self, event: GenerationEvent) -> Iterator[dict[str, Any]]:
-        """The chunks of one event: its text, then its finish reason when it is the last."""
+        """The chunks of one event: its text, then its finish reason when it is the last,
+        and the usage chunk after it when asked for."""
         if event.text or (self.token_ids and event.token_ids):
             yield self._chunk(event.text, None, event.token_ids)
         if event.finish_reason is not None:
             yield self._chunk(None, event.finish_reason)
+            if self.include_usage and event.usage is not None:
+                yield self.usage_chunk(event.usage)
 
     def usage_chunk(self, usage: Usage) -> dict[str, Any]:
         """The last chunk of a stream that asked for the usage."""

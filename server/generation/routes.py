@@ -3,42 +3,37 @@
 Each request is authenticated like ``/v2`` (cached bearer tokens), its body checked against
 what OpenAI accepts, its ``model`` resolved to a model version's ``.pte`` and tokenizer,
 and handed to the runtime pool's generation engine, whose worker tokenizes, runs the
-prefill and decode loop and detokenizes. A stream's first event is awaited before the
-answer starts, so a refused prompt (longer than the context) is a 400, not a broken
-stream; a client that disconnects mid-stream closes the engine's iterator, which frees
-its worker at once. Every error is in OpenAI's shape (``errors.py``).
+prefill and decode loop and detokenizes (``streaming.py``: a refused prompt is a 400, not
+a broken stream; a client that disconnects mid-stream frees its worker at once). Every
+error is in OpenAI's shape (``errors.py``).
 """
 
 from __future__ import annotations
 
-import json
-import logging
-from collections.abc import AsyncGenerator
 from typing import Any
 
-import anyio
 from fastapi import APIRouter, Request
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from pteforge.contracts.generation import GenerationEvent, GenerationRequest
+from pteforge.contracts.generation import GenerationRequest
 from pteforge.server.common.services import get_services
-from pteforge.server.generation.errors import OpenAIError, as_openai
-from pteforge.server.generation.responses import Collected, Shape
+from pteforge.server.generation import streaming
+from pteforge.server.generation.errors import OpenAIError, answer_of
+from pteforge.server.generation.responses import Shape
 from pteforge.server.generation.schemas import ChatBody, CompletionBody
-from pteforge.server.generation.target import Target, resolve_target
+from pteforge.server.generation.target import resolve_target
 from pteforge.server.inference.bodies import read_body
 from pteforge.server.inference.dependencies import InferenceState, inference_state
 from pteforge.server.inference.routes_infer import BareRoute
-
-log = logging.getLogger(__name__)
 
 TAG = "generation"
 SESSION_HEADER = "X-Pteforge-Session"
 """An optional header naming a multi-turn session whose KV cache is kept between turns."""
 
-Events = AsyncGenerator[GenerationEvent, None]
+DONE = b"data: [DONE]\n\n"
+"""The last event of an OpenAI stream."""
 
 
 def _doc(what: str) -> dict[str, Any]:
@@ -61,67 +56,9 @@ async def _parse(
         raise OpenAIError(400, str(exc), "prompt") from None
 
 
-def _start(
-    state: InferenceState, project_id: str, target: Target, generation: GenerationRequest
-) -> Events:
-    """The engine's events; a session key names a session among the project's only."""
-    sha256, source = target.program
-    return state.pool.generate_async(
-        sha256,
-        source,
-        generation,
-        tokenizer=target.tokenizer,
-        tokenizer_config=target.tokenizer_config,
-        scope=project_id,
-    )
-
-
-async def _close(events: Events) -> None:
-    """Close the engine's iterator even from a cancelled task (a client that went away)."""
-    with anyio.CancelScope(shield=True):
-        await events.aclose()
-
-
-def _data(payload: dict[str, Any]) -> bytes:
-    return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
-
-
-async def _stream(shape: Shape, first: GenerationEvent, events: Events, usage: bool) -> Any:
-    try:
-        for chunk in shape.opening():
-            yield _data(chunk)
-        event: GenerationEvent | None = first
-        while event is not None:
-            for chunk in shape.chunks(event):
-                yield _data(chunk)
-            if event.finish_reason is not None:
-                if usage and event.usage is not None:
-                    yield _data(shape.usage_chunk(event.usage))
-                break
-            event = await anext(events, None)
-    except Exception as exc:  # the answer has started: the error becomes the last event
-        yield _data(_openai_error(exc).body())
-    finally:
-        await _close(events)
-    yield b"data: [DONE]\n\n"
-
-
-async def _whole(shape: Shape, events: Events) -> Response:
-    done = Collected()
-    try:
-        async for event in events:
-            done.add(event)
-    finally:
-        await _close(events)
-    return JSONResponse(shape.whole(done))
-
-
-def _openai_error(exc: Exception) -> OpenAIError:
-    answer = as_openai(exc)
-    if answer is None:
-        log.error("generation failed", exc_info=exc)
-        return OpenAIError(500, f"internal error ({type(exc).__name__})")
-    return answer
+def _failed(exc: Exception) -> dict[str, Any]:
+    """The last event of a stream that failed once its answer started."""
+    return answer_of(exc).body()
 
 
 async def _generate(request: Request, body_type: type[CompletionBody | ChatBody]) -> Response:
@@ -130,16 +67,18 @@ async def _generate(request: Request, body_type: type[CompletionBody | ChatBody]
     body, generation = await _parse(request, state, body_type)
     store = get_services(request).store
     target = await run_in_threadpool(resolve_target, store, principal.project_id, body.model)
-    shape = Shape(model=body.model, chat=body_type is ChatBody, token_ids=body.return_token_ids)
-    events = _start(state, principal.project_id, target, generation)
+    shape = Shape(
+        model=body.model,
+        chat=body_type is ChatBody,
+        token_ids=body.return_token_ids,
+        include_usage=body.include_usage(),
+    )
+    events = streaming.start(state, principal.project_id, target, generation)
     if not body.stream:
-        return await _whole(shape, events)
-    try:
-        first = await anext(events)
-    except BaseException:
-        await _close(events)
-        raise
-    stream = _stream(shape, first, events, body.include_usage())
+        return JSONResponse(shape.whole(await streaming.collect(events)))
+    first = await streaming.first_event(events)
+    opening = shape.opening()
+    stream = streaming.relay(first, events, shape.chunks, _failed, opening=opening, ending=DONE)
     return StreamingResponse(stream, media_type="text/event-stream")
 
 
@@ -147,7 +86,7 @@ async def _answer(request: Request, body_type: type[CompletionBody | ChatBody]) 
     try:
         return await _generate(request, body_type)
     except Exception as exc:
-        return _openai_error(exc).response()
+        return answer_of(exc).response()
 
 
 async def completions(request: Request) -> Response:

@@ -27,16 +27,38 @@ class StreamOptions(BaseModel):
     include_usage: bool = False
 
 
-class _Sampling(BaseModel):
-    """The fields both endpoints share."""
+class SamplingFields(BaseModel):
+    """How to sample, as every text route takes it (the OpenAI bodies and the ``/v2``
+    generate parameters): ``temperature`` 0 is greedy."""
 
     model_config = ConfigDict(extra="forbid")
 
-    model: str = Field(min_length=1, max_length=200)
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
     seed: int | None = Field(default=None, ge=0, lt=1 << 64)
     stop: str | list[str] | None = None
+
+    def stops(self) -> tuple[str, ...]:
+        """``stop`` as a tuple of strings."""
+        if self.stop is None:
+            return ()
+        return (self.stop,) if isinstance(self.stop, str) else tuple(self.stop)
+
+    def sampling(self, max_tokens: int) -> dict[str, Any]:
+        """The sampling fields of a :class:`GenerationRequest`."""
+        return {
+            "max_tokens": max_tokens,
+            "temperature": 1.0 if self.temperature is None else self.temperature,
+            "top_p": 1.0 if self.top_p is None else self.top_p,
+            "seed": self.seed,
+            "stop": self.stops(),
+        }
+
+
+class _Sampling(SamplingFields):
+    """The fields both OpenAI endpoints share."""
+
+    model: str = Field(min_length=1, max_length=200)
     stream: bool | None = False
     stream_options: StreamOptions | None = None
     n: int | None = 1
@@ -62,25 +84,9 @@ class _Sampling(BaseModel):
                 return name
         return None
 
-    def stops(self) -> tuple[str, ...]:
-        """``stop`` as a tuple of strings."""
-        if self.stop is None:
-            return ()
-        return (self.stop,) if isinstance(self.stop, str) else tuple(self.stop)
-
     def include_usage(self) -> bool:
         """Whether a stream ends with a usage chunk."""
         return self.stream_options is not None and self.stream_options.include_usage
-
-    def sampling(self, max_tokens: int) -> dict[str, Any]:
-        """The sampling fields of a :class:`GenerationRequest`."""
-        return {
-            "max_tokens": max_tokens,
-            "temperature": 1.0 if self.temperature is None else self.temperature,
-            "top_p": 1.0 if self.top_p is None else self.top_p,
-            "seed": self.seed,
-            "stop": self.stops(),
-        }
 
 
 class CompletionBody(_Sampling):

@@ -1,6 +1,7 @@
 """What a request's ``model`` names: a model version's ``.pte`` and its tokenizer.
 
-``model`` is a model name from ``/v1/models`` (its latest version) or ``name:version``.
+``model`` is a model name from ``/v1/models`` (its latest version) or ``name:version``; the
+``/v2`` generate routes name the version in their path instead.
 Everything is read in one transaction, within the caller's project, so the program and the
 tokenizer are of the same version even while a new version is added.
 """
@@ -59,14 +60,20 @@ def _version(tx: Transaction, project_id: str, name: str, version: int | None) -
 
 
 def resolve_target(store: Store, project_id: str, model: str) -> Target:
-    """The files of the version ``model`` names (404 ``model_not_found``; 400 when it has
-    no tokenizer). Runs in a worker thread."""
-    name, asked = parse_model(model)
+    """The files of the version ``model`` (``name`` or ``name:version``) names. Runs in a
+    worker thread."""
+    return resolve_version(store, project_id, *parse_model(model))
+
+
+def resolve_version(store: Store, project_id: str, name: str, asked: int | None) -> Target:
+    """The files of version ``asked`` of model ``name`` (None: its latest): 404
+    ``model_not_found``; 400 when it has no tokenizer. Runs in a worker thread."""
     with store.transaction(read_only=True) as tx:
         version = _version(tx, project_id, name, asked)
         artifact_id = None if version is None else tx.models.artifact_id(project_id, name, version)
         artifact = None if artifact_id is None else tx.artifacts.get(project_id, artifact_id)
         if version is None or artifact is None:
+            model = name if asked is None else f"{name}:{asked}"
             raise OpenAIError(
                 404, f"The model {model!r} does not exist", "model", "model_not_found"
             )

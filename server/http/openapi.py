@@ -20,6 +20,8 @@ V2_ERROR = "InferenceError"
 OPENAI_ERROR = "OpenAIError"
 OPENAI_PATHS = frozenset({"/v1/completions", "/v1/chat/completions"})
 """The OpenAI-compatible routes, whose errors are OpenAI's shape (``server/generation``)."""
+GENERATE_SUFFIXES = ("/generate", "/generate_stream")
+"""The /v2 generate extension's routes, whose ``{model}`` is a model name."""
 _SCHEMAS: dict[str, Any] = {
     V1_ERROR: {
         "type": "object",
@@ -75,7 +77,7 @@ MODEL_NAME_DOC = (
 
 
 def _error_statuses(path: str, method: str, operation: dict[str, Any]) -> set[int]:
-    if path in OPENAI_PATHS:
+    if path in OPENAI_PATHS or path.endswith(GENERATE_SUFFIXES):
         return {400, 401, 404, 413, 422, 429, 503}
     statuses = {401} if operation.get("security") else set()
     if "{" in path:
@@ -122,7 +124,7 @@ def _document_errors(schema: dict[str, Any]) -> None:
                 }
             for parameter in operation.get("parameters", []):
                 if parameter.get("name") == "model" and parameter.get("in") == "path":
-                    parameter["description"] = MODEL_NAME_DOC
+                    parameter.setdefault("description", MODEL_NAME_DOC)
 
 
 def install_openapi(app: FastAPI) -> None:

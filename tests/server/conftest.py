@@ -11,8 +11,10 @@ import httpx
 import pytest
 
 from tests import fixtures
+from tests.generation.lm_builder import LmFiles, build_tiny_lm
 from tests.models import MultiMethod, hf_encoder_decoder_programs
 from tests.server.helpers import MIXED_PLAN, read_events, submit, upload_methods, wait_job
+from tests.server.lm_serving import deploy_lm
 from tests.server.service import ServiceProcess, running_service
 
 MAX_UPLOAD_BYTES = 8 * 1024 * 1024
@@ -59,3 +61,15 @@ def compiled(admin: httpx.Client, seq2seq_program: dict[str, Any]) -> dict[str, 
     assert done["status"] == "succeeded", done
     artifact = admin.get(f"/v1/artifacts/{done['artifact_id']}").raise_for_status().json()
     return {"program": program, "job": done, "events": events, "artifact": artifact}
+
+
+@pytest.fixture(scope="package")
+def lm(tmp_path_factory: pytest.TempPathFactory) -> LmFiles:
+    """The tiny Llama-style LM (built once per machine, cached) and its tokenizer files."""
+    return build_tiny_lm("llama", tmp_path_factory.mktemp("lm"))
+
+
+@pytest.fixture(scope="package")
+def deployed(admin: httpx.Client, lm: LmFiles) -> str:
+    """:data:`lm_serving.MODEL`: the LM as its version 1, with its tokenizer."""
+    return deploy_lm(admin, lm)

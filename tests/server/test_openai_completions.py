@@ -14,44 +14,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import httpx
 import openai
 import pytest
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from tests.generation.lm_builder import LmFiles, build_tiny_lm, eager_greedy, pte_greedy
+from tests.generation.lm_builder import LmFiles
 from tests.generation.lm_tokenizer import BOS, CHAT_TEMPLATE
+from tests.server.lm_serving import MODEL, greedy_reference
 from tests.server.service import ServiceProcess
 
-MODEL = "tiny-llama"
 PROMPT = "The quick brown fox"
 MAX_TOKENS = 12
 IDS = {"return_token_ids": True}
 CHAT = [{"role": "user", "content": "What is the capital of France?"}]
-
-
-@pytest.fixture(scope="module")
-def lm(tmp_path_factory: pytest.TempPathFactory) -> LmFiles:
-    return build_tiny_lm("llama", tmp_path_factory.mktemp("lm"))
-
-
-def _files(*paths: tuple[str, Path]) -> dict[str, tuple[str, bytes]]:
-    return {field: (path.name, path.read_bytes()) for field, path in paths}
-
-
-@pytest.fixture(scope="module")
-def deployed(admin: httpx.Client, lm: LmFiles) -> str:
-    """The LM as version 1 of :data:`MODEL`, with its tokenizer and chat template."""
-    artifact = admin.post("/v1/artifacts", files=_files(("pte", lm.pte)))
-    assert artifact.status_code == 201, artifact.text
-    version = admin.post(
-        f"/v1/models/{MODEL}/versions", json={"artifact_id": artifact.json()["id"]}
-    )
-    assert version.status_code == 201, version.text
-    parts = _files(("tokenizer", lm.tokenizer_json), ("tokenizer_config", lm.tokenizer_config))
-    tokenizer = admin.put(f"/v1/models/{MODEL}/versions/1/tokenizer", files=parts)
-    assert tokenizer.status_code == 201, tokenizer.text
-    return MODEL
 
 
 @pytest.fixture(scope="module")
@@ -62,9 +37,7 @@ def client(service: ServiceProcess) -> openai.OpenAI:
 
 def _expected(lm: LmFiles, prompt_ids: list[int]) -> list[int]:
     """The greedy tokens of the same ``.pte`` in process, checked against eager PyTorch."""
-    tokens = pte_greedy(lm.pte, prompt_ids, MAX_TOKENS, lm.eos_ids)
-    assert tokens == eager_greedy(lm, prompt_ids, MAX_TOKENS)
-    return tokens
+    return greedy_reference(lm, prompt_ids, MAX_TOKENS)
 
 
 def _chat_prompt(lm: LmFiles, messages: list[dict[str, str]]) -> list[int]:

@@ -1,0 +1,101 @@
+"""The generation plumbing every text route shares: start the engine, gather its events into
+one answer, or relay them as server-sent events, always closing the engine's iterator.
+
+A stream's first event is awaited before the answer starts (``first_event``), so a refused
+prompt is an error status, not a broken stream. A client that disconnects mid-stream closes
+the relay, whose ``finally`` closes the engine's iterator (shielded from the cancellation),
+which stops the worker's loop and frees the worker at once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
+from typing import Any
+
+import anyio
+
+from pteforge.contracts.generation import GenerationEvent, GenerationRequest
+from pteforge.server.generation.responses import Collected
+from pteforge.server.generation.target import Target
+from pteforge.server.inference.dependencies import InferenceState
+
+Events = AsyncGenerator[GenerationEvent, None]
+Payload = dict[str, Any]
+
+
+def start(
+    state: InferenceState, project_id: str, target: Target, generation: GenerationRequest
+) -> Events:
+    """The engine's events; a session key names a session among the project's only."""
+    sha256, source = target.program
+    return state.pool.generate_async(
+        sha256,
+        source,
+        generation,
+        tokenizer=target.tokenizer,
+        tokenizer_config=target.tokenizer_config,
+        scope=project_id,
+    )
+
+
+async def close(events: Events) -> None:
+    """Close the engine's iterator even from a cancelled task (a client that went away)."""
+    with anyio.CancelScope(shield=True):
+        await events.aclose()
+
+
+async def collect(events: Events) -> Collected:
+    """Every event of a generation, gathered into one answer."""
+    done = Collected()
+    try:
+        async for event in events:
+            done.add(event)
+    finally:
+        await close(events)
+    return done
+
+
+async def first_event(events: Events) -> GenerationEvent:
+    """The first event of a stream, before its answer starts (the iterator is closed when
+    it raises: a prompt longer than the context, a project over its limits, ...)."""
+    try:
+        return await anext(events)
+    except BaseException:
+        await close(events)
+        raise
+
+
+def sse(payload: Payload) -> bytes:
+    """One server-sent event carrying ``payload`` as JSON."""
+    return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
+
+
+async def relay(
+    first: GenerationEvent,
+    events: Events,
+    render: Callable[[GenerationEvent], Iterable[Payload]],
+    fail: Callable[[Exception], Payload],
+    *,
+    opening: Iterable[Payload] = (),
+    ending: bytes = b"",
+) -> AsyncIterator[bytes]:
+    """The events from ``first`` to the last (the one with a ``finish_reason``) as
+    server-sent events: ``opening``, what ``render`` makes of each event, then ``ending``.
+    An error once the answer has started becomes its last event (``fail``)."""
+    try:
+        for payload in opening:
+            yield sse(payload)
+        event: GenerationEvent | None = first
+        while event is not None:
+            for payload in render(event):
+                yield sse(payload)
+            if event.finish_reason is not None:
+                break
+            event = await anext(events, None)
+    except Exception as exc:
+        yield sse(fail(exc))
+    finally:
+        await close(events)
+    if ending:
+        yield ending

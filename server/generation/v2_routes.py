@@ -1,0 +1,183 @@
+"""Triton's (and KServe's) generate extension over the same engine as the OpenAI routes:
+``POST /v2/models/{model}/generate`` and ``/generate_stream`` (and the pinned
+``/v2/models/{model}/versions/{version}/...``), where ``{model}`` is a model name whose
+version has a tokenizer.
+
+``generate`` answers ``{"model_name", "model_version", "text_output", "finish_reason",
+"usage"}`` (the last two are pteforge's extra output fields; ``id`` is echoed when the
+request has one); ``generate_stream`` answers server-sent events ``data: {...}`` of the
+same object, each ``text_output`` a piece of the text, the last with ``finish_reason`` and
+``usage``. Errors are the ``/v2`` shape ``{"error": "..."}``: with their status before the
+answer starts, as the last event after. Authentication, the model's resolution, project
+scoping and limits, sessions (``X-Pteforge-Session``) and the stream plumbing are the OpenAI
+routes' own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http import HTTPStatus
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Request
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from pteforge.contracts.generation import GenerationEvent, Usage
+from pteforge.server.common.services import get_services
+from pteforge.server.generation import streaming
+from pteforge.server.generation.errors import OpenAIError, answer_of
+from pteforge.server.generation.responses import Collected
+from pteforge.server.generation.routes import SESSION_HEADER, TAG
+from pteforge.server.generation.target import resolve_version
+from pteforge.server.generation.v2_schemas import GenerateBody, parse_generate
+from pteforge.server.inference.bodies import read_body
+from pteforge.server.inference.dependencies import InferenceState, running_state
+from pteforge.server.inference.routes_infer import BareRoute
+from pteforge.server.inference.statuses import error_response
+
+SSE = "text/event-stream"
+ModelName = Annotated[str, Path(description="A model name from `/v1/models` with a tokenizer")]
+
+
+@dataclass(frozen=True)
+class GenerateShape:
+    """The answer objects of one generate request."""
+
+    model_name: str
+    model_version: str
+    request_id: str | None = None
+
+    def _object(self, text: str, usage: Usage | None, finish: str | None) -> dict[str, Any]:
+        answer: dict[str, Any] = {} if self.request_id is None else {"id": self.request_id}
+        answer.update(model_name=self.model_name, model_version=self.model_version)
+        answer["text_output"] = text
+        if finish is not None:
+            answer.update(finish_reason=finish, usage=None if usage is None else usage.model_dump())
+        return answer
+
+    def whole(self, done: Collected) -> dict[str, Any]:
+        """The answer of a finished generation."""
+        return self._object(done.text, done.usage, done.finish_reason)
+
+    def pieces(self, event: GenerationEvent) -> Iterator[dict[str, Any]]:
+        """The stream event of one engine event (none for one with no text yet)."""
+        if event.text or event.finish_reason is not None:
+            yield self._object(event.text, event.usage, event.finish_reason)
+
+
+def _failed(exc: Exception) -> dict[str, Any]:
+    """The last event of a stream that failed once its answer started."""
+    return {"error": answer_of(exc).message}
+
+
+def _version(version: str | None) -> int | None:
+    if version is not None and not version.isdigit():
+        raise OpenAIError(400, f"model version {version!r} must be a number")
+    return None if version is None else int(version)
+
+
+async def _answer(shape: GenerateShape, events: streaming.Events, stream: bool) -> Response:
+    if not stream:
+        return JSONResponse(shape.whole(await streaming.collect(events)))
+    first = await streaming.first_event(events)
+    return StreamingResponse(streaming.relay(first, events, shape.pieces, _failed), media_type=SSE)
+
+
+async def _generate(
+    request: Request, state: InferenceState, model: str, version: str | None, stream: bool
+) -> Response:
+    principal = await state.authenticate(request)
+    asked = _version(version)
+    raw = await read_body(request, state.max_request_bytes)
+    body: GenerateBody = parse_generate(raw, request.headers.get(SESSION_HEADER))
+    store = get_services(request).store
+    target = await run_in_threadpool(resolve_version, store, principal.project_id, model, asked)
+    shape = GenerateShape(model, str(target.version), body.id)
+    events = streaming.start(state, principal.project_id, target, body.generation)
+    if stream and body.parameters.stream is False:  # one event: the whole answer
+        whole = shape.whole(await streaming.collect(events))
+        return StreamingResponse(iter([streaming.sse(whole)]), media_type=SSE)
+    return await _answer(shape, events, stream)
+
+
+def _error(error: OpenAIError) -> Response:
+    response = error_response(error.status, error.message)
+    response.headers.update(error.headers)
+    if error.status == HTTPStatus.UNAUTHORIZED:
+        response.headers["WWW-Authenticate"] = "Bearer"
+    return response
+
+
+async def _serve(request: Request, model: str, version: str | None, stream: bool) -> Response:
+    state = running_state(request)
+    if state is None:
+        return error_response(503, "the inference runtime is not running")
+    try:
+        response = await _generate(request, state, model, version, stream)
+    except Exception as exc:
+        response = _error(answer_of(exc))
+    state.metrics.observe_request("generate_stream" if stream else "generate", response.status_code)
+    return response
+
+
+async def generate(request: Request, model: ModelName) -> Response:
+    """Triton's generate extension: `text_input` continued by the latest version of the
+    model name `model`, with its tokenizer; `parameters` (or top-level keys) `max_tokens`,
+    `temperature` (0 is greedy), `top_p`, `seed`, `stop`. Answers `model_name`,
+    `model_version`, `text_output`, `finish_reason` and `usage`. A header
+    `X-Pteforge-Session: KEY` keeps the KV cache between turns, as on `/v1/completions`."""
+    return await _serve(request, model, None, stream=False)
+
+
+async def generate_stream(request: Request, model: ModelName) -> Response:
+    """`generate` as server-sent events `data: {...}`, each `text_output` the next piece
+    of the text; the last has `finish_reason` and `usage`, or is `{"error": "..."}`."""
+    return await _serve(request, model, None, stream=True)
+
+
+async def generate_versioned(request: Request, model: str, version: str) -> Response:
+    """``generate`` of a pinned version."""
+    return await _serve(request, model, version, stream=False)
+
+
+async def generate_stream_versioned(request: Request, model: str, version: str) -> Response:
+    """``generate_stream`` of a pinned version."""
+    return await _serve(request, model, version, stream=True)
+
+
+def _doc() -> dict[str, Any]:
+    what = 'A generate request: {"text_input": "...", "parameters": {"max_tokens": 16, ...}}'
+    schema = {"type": "object", "description": what}
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
+
+
+router = APIRouter(tags=[TAG], route_class=BareRoute)
+router.add_api_route(
+    "/v2/models/{model}/generate",
+    generate,
+    methods=["POST"],
+    summary="Generate text (Triton's generate extension)",
+    openapi_extra=_doc(),
+)
+router.add_api_route(
+    "/v2/models/{model}/generate_stream",
+    generate_stream,
+    methods=["POST"],
+    summary="Generate text as server-sent events",
+    openapi_extra=_doc(),
+    responses={200: {"content": {SSE: {}}}},
+)
+router.add_api_route(
+    "/v2/models/{model}/versions/{version}/generate",
+    generate_versioned,
+    methods=["POST"],
+    include_in_schema=False,
+)
+router.add_api_route(
+    "/v2/models/{model}/versions/{version}/generate_stream",
+    generate_stream_versioned,
+    methods=["POST"],
+    include_in_schema=False,
+)
