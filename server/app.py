@@ -124,13 +124,25 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         docs_url=None,  # install_docs serves /docs and /redoc from local files, not a CDN
         redoc_url=None,
     )
+    _install_routes(app)
+    return app
+
+
+def _install_routes(app: FastAPI) -> None:
+    """What ``app`` answers: its error handlers, the OpenAPI document and its pages, the
+    dashboard, then every router."""
     install_error_handlers(app, error_map.answer, error_map.ROOTS)
     install_openapi(app)
     install_docs(app)
     mount_dashboard(app)
-    for router in (health.router, programs_router, jobs_router, artifacts_router, backends_router):
+    for router in (
+        health.router,
+        programs_router,
+        jobs_router,
+        artifacts_router,
+        backends_router,
+        models_router,
+        inference_router,
+        generation_router,
+    ):
         app.include_router(router)
-    app.include_router(models_router)
-    app.include_router(inference_router)
-    app.include_router(generation_router)
-    return app
