@@ -9,11 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 import torch
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Browser, Locator, Page, expect
+from torch import nn
 
 from pteforge.client import Client
-from tests.models import small_mlp_programs
+from tests.models import export_methods, small_mlp_programs
 from tests.server.service import ServiceProcess
 
 PLAN = {"all": {"partitioners": ["xnnpack"]}}
@@ -134,8 +136,6 @@ def test_compile_and_report_in_the_browser(
         artifact = api.get(f"/v1/artifacts/{job['artifact_id']}").json()
     _check_report(page, artifact)
     assert page.inner_text("#artifact-toolchain").startswith(f"torch {torch.__version__}")
-    page.click("button[data-profile=forward]")
-    page.wait_for_selector("#profile-forward", timeout=WAIT_MS)
     _shot(page, tmp_path, "artifact")
 
     with page.expect_download() as download:
@@ -187,3 +187,80 @@ def test_cancel_compile_again_and_errors_in_the_browser(
     page.fill("#compile-plan", "{not json")
     page.click("#compile-submit")
     expect(page.locator("#message")).to_contain_text("the plan is not JSON", timeout=WAIT_MS)
+
+
+class ManyKinds(nn.Module):
+    """Linear layers around a dozen elementwise kinds, most of which XNNPACK leaves to the
+    portable kernels: a profile with more operator rows than the page shows at first."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(16, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.fc(x)
+        y = torch.cumsum(torch.sin(y) + torch.cos(y), dim=-1).flip(-1)
+        y = torch.log1p(torch.abs(torch.atan(y) * torch.erf(y)))
+        y = torch.tan(y) - torch.asin(torch.tanh(y) * 0.5) + torch.acos(torch.tanh(y) * 0.5)
+        return self.fc(torch.round(y * 3) + torch.sign(y) + torch.sinh(y))  # type: ignore[no-any-return]
+
+
+def _bars(rows: Locator) -> list[list[Any]]:
+    return rows.evaluate_all(
+        "rows => rows.map(r => [r.dataset.operator, r.dataset.backend, Number(r.dataset.totalUs)])"
+    )
+
+
+def test_profile_of_an_xnnpack_method_in_the_browser(
+    service: ServiceProcess, browser: Browser, tmp_path: Path
+) -> None:
+    token = service.admin_token
+    assert token
+    torch.manual_seed(0)
+    programs = export_methods(ManyKinds().eval(), {"forward": (torch.randn(1, 16),)}).programs
+    with Client(service.url, token) as client:
+        program = client.upload_program(programs, name="many-kinds")
+        artifact = client.compile(program, PLAN)
+    page = browser.new_page(viewport={"width": 1200, "height": 900})
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    _sign_in(page, service.url, token)
+    page.goto(f"{service.url}/#/artifacts/{artifact.id}")
+    page.click("button[data-profile=forward]")
+    view = page.locator("#profile-forward")
+    expect(view).to_be_visible(timeout=WAIT_MS)
+    with service.client(token) as api:
+        profile = api.get(f"/v1/jobs/{view.get_attribute('data-job')}/profile").json()
+        report = api.get(f"/v1/artifacts/{artifact.id}").json()["report"]["methods"]["forward"]
+    operators = [[o["name"], o["backend"], o["total_us"]] for o in profile["operators"]]
+    assert len(operators) > 11, operators  # enough rows to collapse some
+    top = _bars(page.locator("#profile-operators > .bar-row"))
+    assert top == operators[:10]  # the API's order: by time, largest first
+    assert [us for *_, us in top] == sorted((us for *_, us in top), reverse=True)
+    assert {"XnnpackBackend", "portable"} <= {backend for _, backend, _ in operators}
+    other = page.locator("#profile-rest > summary")
+    label = other.locator(".bar-label").text_content()
+    assert label == f"{len(operators) - 10} other operators"
+    assert float(other.get_attribute("data-total-us") or 0) == pytest.approx(
+        sum(us for *_, us in operators[10:])
+    )
+    for field in ("p50", "p90"):
+        shown = view.locator(f"[data-field={field}]").get_attribute("data-value")
+        assert float(shown or "nan") == profile["latency_us"][field]
+    rest = page.locator("#profile-rest > div.bar-row")
+    expect(rest.first).to_be_hidden()  # collapsed: the page stays short
+    collapsed = view.bounding_box()
+    _shot(page, tmp_path, "profile")
+    other.click()
+    expect(rest.first).to_be_visible()
+    assert _bars(rest) == operators[10:]
+    expanded = view.bounding_box()
+    assert collapsed and expanded and collapsed["height"] < expanded["height"]
+    kinds = page.locator("#delegation-forward tr[data-operator]").evaluate_all(
+        "rows => rows.map(r => r.dataset.operator)"
+    )
+    expected = {k for k, c in report["operators"].items() if c["non_delegated"] and k != "getitem"}
+    assert set(kinds) == expected and "aten_cumsum_default" in kinds
+    summary = page.inner_text("#delegation-forward-summary")
+    assert summary.startswith(f"{report['delegated_subgraphs']} delegate subgraphs")
+    assert not errors, errors

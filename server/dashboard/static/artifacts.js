@@ -1,8 +1,9 @@
-// Artifacts tab: the report as tables and charts, the numerics check, a profiled run, download.
+// Artifacts tab: the report as tables and charts, the numerics check, a profile, download.
 import { api, download } from "./api.js";
 import { PALETTE, stackedBars } from "./charts.js";
 import { bytes, el, pairs, say, table, toolchainText } from "./dom.js";
 import { routeHash } from "./routes.js";
+import { profileCard } from "./profile.js";
 import { planCell, planSummary, programCell, programIndex } from "./summaries.js";
 
 const fmt = (v) => (typeof v === "number" && !Number.isInteger(v) ? v.toPrecision(4) : String(v));
@@ -89,35 +90,6 @@ function numericsCard(numerics) {
   return el("div", { class: "card" },
     el("h3", {}, "Numerics ", el("span", { id: "numerics-status", class: `status-${numerics.status}` }, numerics.status)),
     table(["method", "output", "max abs error", "max rel error", "SQNR dB", "status"], rows, { id: "numerics-table" }));
-}
-
-const ZERO = { BOOL: false, BYTES: "" };
-
-async function profile(artifact, method, target) {
-  target.replaceChildren(el("p", { class: "muted" }, `profiling ${method}…`));
-  try {
-    const model = `${artifact.id}.${method}`;
-    const meta = await api(`/v2/models/${model}`);
-    const inputs = meta.inputs.map((t) => ({ name: t.name, shape: t.shape, datatype: t.datatype,
-      data: new Array(t.shape.reduce((a, b) => a * b, 1)).fill(ZERO[t.datatype] ?? 0) }));
-    const answer = await api(`/v2/models/${model}/infer`, { method: "POST", body: { inputs, parameters: { profile: true } } });
-    const result = JSON.parse(answer.parameters.profile);
-    const entries = [...result.operators.map((o) => [`${o.name} #${o.instruction}`, o.us]),
-      ...result.delegate_calls.map((d) => [`delegate call #${d.instruction}`, d.us]),
-      ...result.delegates.map((d) => [`${d.name} (in delegate #${d.instruction})`, d.us])];
-    target.replaceChildren(el("h4", {}, `Profile of ${method} (µs, zero inputs)`),
-      stackedBars(entries.map(([label, us]) => ({ label, values: [us] })), [{ name: "µs", color: PALETTE[0] }], (v) => v.toFixed(1)),
-      table(["event", "µs"], entries.map(([label, us]) => [label, Number(us.toFixed(2))]), { id: `profile-${method}` }));
-  } catch (error) {
-    target.replaceChildren(el("p", { class: "error" }, error.message));
-  }
-}
-
-function profileCard(artifact) {
-  const target = el("div", { id: "profile-result" });
-  return el("div", { class: "card" }, el("h3", {}, "Per-operator profile"),
-    ...artifact.methods.map((m) => el("button", { "data-profile": m.name, onclick: () => profile(artifact, m.name, target) }, `Profile ${m.name}`)),
-    target);
 }
 
 /** Show one artifact's report. */
