@@ -79,6 +79,17 @@ def test_a_stream_closed_early_leaves_the_next_generation_right(
     assert whole.json()["text_output"] == _greedy_text(lm, PROMPT)[0]
 
 
+def test_stream_false_sends_the_whole_answer_as_one_event(
+    admin: httpx.Client, deployed: str
+) -> None:
+    body = {"id": "req-7", "text_input": PROMPT, "parameters": GREEDY}
+    whole = admin.post(f"/v2/models/{deployed}/generate", json=body)
+    assert whole.status_code == 200 and whole.json()["id"] == "req-7"
+    once = {**body, "parameters": {**GREEDY, "stream": False}}
+    with admin.stream("POST", f"/v2/models/{deployed}/generate_stream", json=once) as stream:
+        assert _events(stream) == [whole.json()]
+
+
 def test_a_session_continues_from_its_cache(admin: httpx.Client, deployed: str) -> None:
     url = f"/v2/models/{deployed}/generate"
     session = {"X-Pteforge-Session": "v2-chat"}
