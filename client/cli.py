@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pteforge.cli import add_command
+
 EXIT_ERROR = 1
 EXIT_BAD_INPUT = 2
 
@@ -55,17 +57,17 @@ class Command:
 
     def add_to(self, subparsers: Any, common: argparse.ArgumentParser) -> None:
         """Add this command's parser (with the ``common`` options) to ``subparsers``."""
-        description = (
-            f"{self.help[0].upper()}{self.help[1:]}.\n\nexample:\n  {self.example}\n\n{self.footer}"
-        )
-        parser = subparsers.add_parser(
+        description = f"{self.help[0].upper()}{self.help[1:]}."
+        parser = add_command(
+            subparsers,
             self.name,
-            help=self.help,
-            description=description,
+            self.help,
+            description,
+            self.example,
+            _dispatch,
+            self.footer,
             parents=[common],
-            formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-        parser.set_defaults(handler=_dispatch)
         for flags, options in self.arguments:
             parser.add_argument(*flags, **options)
 

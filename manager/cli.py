@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
+from pteforge.cli import add_command
 from pteforge.contracts.names import parse_method_files
 from pteforge.manager.errors import ManagerError, ProgramInputError
 
@@ -29,13 +30,15 @@ _THIRD_PARTY_NOISE = ("torchao", "torch.utils._pytree", "coremltools")
 
 def register(subparsers: Any) -> None:
     """Add the ``compile`` subcommand to the top-level ``pteforge`` parser."""
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "compile",
-        help="compile local torch.export programs to a .pte",
-        description="Lower torch.export programs (one per method) to one ExecuTorch .pte on "
-        "this machine, without a server, and check its numerics against the exported program. "
-        "Example: pteforge compile --method forward=model.pt2 --plan "
+        "compile local torch.export programs to a .pte",
+        "Lower torch.export programs (one per method) to one ExecuTorch .pte on this machine, "
+        "without a server, and check its numerics against the exported program.",
+        "pteforge compile --method forward=model.pt2 --plan "
         '\'{"all": {"partitioners": ["xnnpack"]}}\' -o model.pte',
+        run,
     )
     parser.add_argument(
         "--method",
@@ -48,7 +51,6 @@ def register(subparsers: Any) -> None:
         "--plan", help="lowering plan: a JSON file or inline JSON (default: portable)"
     )
     parser.add_argument("-o", "--output", type=Path, required=True, help="the .pte to write")
-    parser.set_defaults(handler=run)
 
 
 class _Progress:

@@ -11,8 +11,10 @@ import importlib
 import os
 import shutil
 import sys
-from collections.abc import Sequence
+import textwrap
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 DESCRIPTION = """\
 Compile torch.export programs to ExecuTorch .pte files and run them: on this machine
@@ -39,6 +41,35 @@ _COMMAND_MODULES: dict[str, str] = {
         "pteforge.client.cli",
     ),
 }
+
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def add_command(
+    subparsers: Any,
+    name: str,
+    help: str,
+    description: str,
+    example: str,
+    handler: Handler | None = None,
+    footer: str = "",
+    parents: Sequence[argparse.ArgumentParser] = (),
+) -> argparse.ArgumentParser:
+    """Add subcommand ``name`` (run by ``handler``) and return its parser: ``help`` in the
+    list of commands; its ``--help`` shows ``description`` (wrapped), ``example`` on a line
+    of its own, then ``footer`` as written; it takes the options of ``parents`` too."""
+    blocks = [textwrap.fill(description, 88), f"example:\n  {example}", footer]
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        name,
+        help=help,
+        description="\n\n".join(block for block in blocks if block),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=list(parents),
+    )
+    if handler is not None:
+        parser.set_defaults(handler=handler)
+    return parser
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -9,19 +9,53 @@ import signal
 import sys
 from typing import TYPE_CHECKING, Any
 
+from pteforge.cli import add_command
+
 if TYPE_CHECKING:
     from pteforge.server.settings import Settings
 
 
 def register(subparsers: Any) -> None:
     """Add ``serve``, ``worker`` and ``migrate`` to the top-level parser."""
-    serve = subparsers.add_parser(
+    _add_serve(subparsers)
+    worker = add_command(
+        subparsers,
+        "worker",
+        "compile queued jobs on this machine, for a server started with --no-workers",
+        "Run compile workers in the foreground, without the HTTP service: they claim jobs from "
+        "the database that `pteforge serve --no-workers` queues them in (PostgreSQL via "
+        "PTEFORGE_DATABASE_URL to share it between machines).",
+        "PTEFORGE_DATABASE_URL=postgresql+psycopg://... pteforge worker --count 2",
+        worker_command,
+    )
+    worker.add_argument(
+        "--count",
+        type=int,
+        default=None,
+        help="how many jobs to compile at once, one worker process each (default: "
+        "PTEFORGE_COMPILE_WORKERS)",
+    )
+    add_command(
+        subparsers,
+        "migrate",
+        "bring the database schema up to date",
+        "Apply the database's pending schema migrations and exit (serve and worker also do it "
+        "when they start; a deployment runs it once before starting its replicas).",
+        "PTEFORGE_DATABASE_URL=postgresql+psycopg://... pteforge migrate",
+        migrate_command,
+    )
+
+
+def _add_serve(subparsers: Any) -> None:
+    serve = add_command(
+        subparsers,
         "serve",
-        help="run the HTTP service and its compile workers",
-        description="Run the HTTP service (API, dashboard, metrics) with its compile workers "
-        "and runtime workers, on the database of PTEFORGE_HOME (default ~/.pteforge) or "
-        "PTEFORGE_DATABASE_URL. On first start it creates a project and prints an admin "
-        "token. Example: pteforge serve --host 0.0.0.0 --port 8000",
+        "run the HTTP service and its compile workers",
+        "Run the HTTP service (API, dashboard, metrics) with its compile workers and runtime "
+        "workers, on the database of PTEFORGE_HOME (default ~/.pteforge) or "
+        "PTEFORGE_DATABASE_URL. On first start it creates a project and prints an admin token.",
+        "pteforge serve --host 0.0.0.0 --port 8000",
+        serve_command,
     )
     serve.add_argument(
         "--host",
@@ -42,33 +76,6 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="API only: compile workers run elsewhere (`pteforge worker`) on the same database",
     )
-    serve.set_defaults(handler=serve_command)
-
-    worker = subparsers.add_parser(
-        "worker",
-        help="compile queued jobs on this machine, for a server started with --no-workers",
-        description="Run compile workers in the foreground, without the HTTP service: they "
-        "claim jobs from the database that `pteforge serve --no-workers` queues them in "
-        "(PostgreSQL via PTEFORGE_DATABASE_URL to share it between machines). "
-        "Example: PTEFORGE_DATABASE_URL=postgresql+psycopg://... pteforge worker --count 2",
-    )
-    worker.add_argument(
-        "--count",
-        type=int,
-        default=None,
-        help="how many jobs to compile at once, one worker process each (default: "
-        "PTEFORGE_COMPILE_WORKERS)",
-    )
-    worker.set_defaults(handler=worker_command)
-
-    migrate = subparsers.add_parser(
-        "migrate",
-        help="bring the database schema up to date",
-        description="Apply the database's pending schema migrations and exit (serve and worker "
-        "also do it when they start; a deployment runs it once before starting its replicas). "
-        "Example: PTEFORGE_DATABASE_URL=postgresql+psycopg://... pteforge migrate",
-    )
-    migrate.set_defaults(handler=migrate_command)
 
 
 def serve_command(args: argparse.Namespace) -> int:

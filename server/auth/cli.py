@@ -12,54 +12,57 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from pteforge.cli import add_command
 from pteforge.server.startup.bootstrap import DEFAULT_PROJECT
 
 
 def register(subparsers: Any) -> None:
     """Add ``tokens`` with its ``create``, ``list`` and ``revoke`` actions."""
-    tokens = subparsers.add_parser(
+    tokens = add_command(
+        subparsers,
         "tokens",
-        help="manage API tokens (in the service database)",
-        description="Create, list and revoke API tokens, directly in the service's database: "
-        "run it with the same PTEFORGE_HOME (or PTEFORGE_DATABASE_URL) as `pteforge serve`. "
-        "Example: pteforge tokens create --name laptop",
+        "manage API tokens (in the service database)",
+        "Create, list and revoke API tokens, directly in the service's database: run it with "
+        "the same PTEFORGE_HOME (or PTEFORGE_DATABASE_URL) as `pteforge serve`.",
+        "pteforge tokens create --name laptop",
     )
     actions = tokens.add_subparsers(dest="tokens_action", required=True)
-    create = actions.add_parser(
+    create = add_command(
+        actions,
         "create",
-        help="create a token; prints it as the last line",
-        description="Create a token for a project and print it as the last line (shown only "
-        "now). Example: pteforge tokens create --name laptop",
+        "create a token; prints it as the last line",
+        "Create a token for a project and print it as the last line (shown only now).",
+        "pteforge tokens create --name laptop",
+        create_command,
     )
     create.add_argument("--name", required=True, help="what the token is for (shown by list)")
-    create.add_argument(
-        "--project",
-        default=DEFAULT_PROJECT,
-        help=f"the project the token works in, created if missing (default: {DEFAULT_PROJECT})",
-    )
-    create.set_defaults(handler=create_command)
-    listing = actions.add_parser(
+    _project_option(create, "the project the token works in, created if missing")
+    listing = add_command(
+        actions,
         "list",
-        help="list a project's tokens (never their values)",
-        description="List a project's tokens: id, name, created, revoked (never their values).",
+        "list a project's tokens (never their values)",
+        "List a project's tokens: id, name, created, revoked (never their values).",
+        "pteforge tokens list --project default",
+        list_command,
     )
-    listing.add_argument(
-        "--project", default=DEFAULT_PROJECT, help=f"whose tokens (default: {DEFAULT_PROJECT})"
-    )
-    listing.set_defaults(handler=list_command)
-    revoke = actions.add_parser(
+    _project_option(listing, "whose tokens")
+    revoke = add_command(
+        actions,
         "revoke",
-        help="revoke a token by id; it stops working at once",
-        description="Revoke a token by its id (from `pteforge tokens list`); requests with it "
-        "are refused at once. Example: pteforge tokens revoke tok_...",
+        "revoke a token by id; it stops working at once",
+        "Revoke a token by its id (from `pteforge tokens list`); requests with it are refused "
+        "at once.",
+        "pteforge tokens revoke tok_...",
+        revoke_command,
     )
     revoke.add_argument("token_id", help="the token's id, as `pteforge tokens list` shows it")
-    revoke.add_argument(
-        "--project",
-        default=DEFAULT_PROJECT,
-        help=f"the token's project (default: {DEFAULT_PROJECT})",
+    _project_option(revoke, "the token's project")
+
+
+def _project_option(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--project", default=DEFAULT_PROJECT, help=f"{what} (default: {DEFAULT_PROJECT})"
     )
-    revoke.set_defaults(handler=revoke_command)
 
 
 @contextmanager
