@@ -69,3 +69,25 @@ def browser() -> Iterator[Browser]:
             yield launched
         finally:
             launched.close()
+
+
+@pytest.fixture(scope="module")
+def chat_model(service: ServiceProcess) -> str:
+    """The tiny Llama of ``tests.generation.lm_builder`` (cached per machine) uploaded as a
+    ``.pte``, deployed as version 1 of a model with its tokenizer and chat template: the
+    name of that model. Its users carry the ``zoo`` marker."""
+    from tests.generation.lm_builder import build_tiny_lm
+
+    lm = build_tiny_lm("llama")  # the cache's own files, only read
+    name = "browser-lm"
+    files = {"tokenizer": lm.tokenizer_json, "tokenizer_config": lm.tokenizer_config}
+    with service.client(service.admin_token) as api:
+        artifact = api.post("/v1/artifacts", files={"pte": ("model.pte", lm.pte.read_bytes())})
+        assert artifact.status_code == 201, artifact.text
+        body = {"artifact_id": artifact.json()["id"]}
+        version = api.post(f"/v1/models/{name}/versions", json=body)
+        assert version.status_code == 201, version.text
+        parts = {part: (path.name, path.read_bytes()) for part, path in files.items()}
+        tokenizer = api.put(f"/v1/models/{name}/versions/1/tokenizer", files=parts)
+        assert tokenizer.status_code == 201, tokenizer.text
+    return name

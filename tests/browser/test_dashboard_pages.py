@@ -12,29 +12,16 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Browser, Locator, Page, expect
 
 from pteforge.client import Client
+from tests.browser.pages import new_page, script_errors, shot, sign_in
 from tests.models import small_mlp_programs
 from tests.server.service import ServiceProcess
 
 WAIT_MS = 300_000  # a compile on a loaded 2-core machine
 XNNPACK = {"all": {"partitioners": ["xnnpack"]}}
 PORTABLE = {"methods": {"forward": {}}}
-
-
-def _page(browser: Browser) -> Page:
-    """A page in a context of its own: an empty sessionStorage, so no token yet."""
-    return browser.new_page(viewport={"width": 1400, "height": 900})
-
-
-def _shot(page: Page, directory: Path, name: str) -> None:
-    page.screenshot(path=str(directory / f"{name}.png"), full_page=True)
-
-
-def _sign_in(page: Page, token: str) -> None:
-    page.fill("#token", token)
-    page.click("#sign-in button[type=submit]")
 
 
 def _job_events(api: httpx.Client, job_id: str) -> list[dict[str, Any]]:
@@ -74,9 +61,9 @@ def test_a_wrong_token_says_it_was_not_accepted(service: ServiceProcess, browser
     with service.client("ptf_not-a-real-token") as api:
         refused = api.get("/v1/programs")
     assert refused.status_code == 401
-    page = _page(browser)
+    page = new_page(browser)
     page.goto(f"{service.url}/")
-    _sign_in(page, "ptf_not-a-real-token")
+    sign_in(page, "ptf_not-a-real-token")
     message = page.locator("#message")
     expect(message).to_contain_text("That token was not accepted (401):")
     expect(message).to_contain_text(refused.json()["error"]["message"])
@@ -91,9 +78,9 @@ def test_a_refused_token_or_a_lost_server_mid_session_says_so(
 ) -> None:
     token = service.admin_token
     assert token
-    page = _page(browser)
+    page = new_page(browser)
     page.goto(f"{service.url}/")
-    _sign_in(page, token)
+    sign_in(page, token)
     expect(page.locator("#programs h2")).to_be_visible(timeout=WAIT_MS)
 
     page.route("**/v1/jobs*", lambda route: route.abort("internetdisconnected"))
@@ -108,7 +95,7 @@ def test_a_refused_token_or_a_lost_server_mid_session_says_so(
     expect(page.locator("#message")).to_contain_text("Your token is no longer accepted (401)")
     expect(page.locator("#sign-in")).to_be_visible()
     assert page.url.endswith("#/artifacts")  # signing in again comes back here
-    _sign_in(page, token)
+    sign_in(page, token)
     expect(page.locator("#artifacts h2")).to_be_visible(timeout=WAIT_MS)
 
 
@@ -122,9 +109,9 @@ def test_the_lists_show_program_plan_and_attempts(
     token = service.admin_token
     assert token
     jobs = compiled["jobs"]
-    page = _page(browser)
+    page = new_page(browser)
     page.goto(f"{service.url}/#/artifacts")
-    _sign_in(page, token)
+    sign_in(page, token)
     for name, plan in (("xnnpack", "forward: xnnpack"), ("portable", "forward: portable")):
         artifact = jobs[name]["artifact_id"]
         expect(page.locator(f"#artifacts-table tr[data-artifact='{artifact}']")).to_be_visible(
@@ -132,7 +119,7 @@ def test_the_lists_show_program_plan_and_attempts(
         )
         assert _row_field(page, "artifacts-table", "artifact", artifact, "plan") == plan
         assert _row_field(page, "artifacts-table", "artifact", artifact, "program") == "pages-mlp"
-    _shot(page, tmp_path, "artifacts")
+    shot(page, tmp_path, "artifacts")
 
     page.click("#tabs button[data-tab=jobs]")
     expect(page).to_have_url(re.compile(r"#/jobs$"))
@@ -143,7 +130,7 @@ def test_the_lists_show_program_plan_and_attempts(
         assert _row_field(page, "jobs-table", "job", job["id"], "program") == "pages-mlp"
         assert _row_field(page, "jobs-table", "job", job["id"], "attempt") == str(job["attempt"])
         assert _row_field(page, "jobs-table", "job", job["id"], "reason") == ""
-    _shot(page, tmp_path, "jobs")
+    shot(page, tmp_path, "jobs")
 
 
 def _seconds(event: dict[str, Any], following: dict[str, Any]) -> float:
@@ -173,16 +160,16 @@ def test_pages_have_urls_back_forward_and_reload(
     token = service.admin_token
     assert token
     job = compiled["jobs"]["xnnpack"]
-    page = _page(browser)
+    page = new_page(browser)
     page.goto(f"{service.url}/")
-    _sign_in(page, token)
+    sign_in(page, token)
     expect(page.locator("#programs h2")).to_be_visible(timeout=WAIT_MS)
     page.click("#tabs button[data-tab=jobs]")
     page.click(f"#jobs-table tr[data-job='{job['id']}'] td[data-field=plan]")
     expect(page).to_have_url(re.compile(f"#/jobs/{job['id']}$"))
     expect(page.locator("#job-id")).to_have_text(job["id"])
     _check_timings(page, compiled["events"]["xnnpack"])
-    _shot(page, tmp_path, "job")
+    shot(page, tmp_path, "job")
 
     page.go_back()  # back to the list, the URL with it
     expect(page).to_have_url(re.compile(r"#/jobs$"))
@@ -199,10 +186,10 @@ def test_pages_have_urls_back_forward_and_reload(
     artifact = job["artifact_id"]
     expect(page).to_have_url(re.compile(f"#/artifacts/{artifact}$"))
     shared = page.url
-    other = _page(browser)  # a shared link, opened where no one has signed in yet
+    other = new_page(browser)  # a shared link, opened where no one has signed in yet
     other.goto(shared)
     expect(other.locator("#sign-in")).to_be_visible()
-    _sign_in(other, token)
+    sign_in(other, token)
     expect(other.locator("#artifact-id")).to_have_text(artifact, timeout=WAIT_MS)
 
 
@@ -217,11 +204,10 @@ def test_the_models_page_lists_versions_and_opens_their_artifacts(
             answer = api.post("/v1/models/pages-mlp/versions", json={"artifact_id": artifact})
             assert answer.status_code == 201, answer.text
         model = api.get("/v1/models/pages-mlp").json()
-    page = _page(browser)
-    errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
+    page = new_page(browser)
+    errors = script_errors(page)
     page.goto(f"{service.url}/#/models")
-    _sign_in(page, token)
+    sign_in(page, token)
     rows = page.locator("#models .model[data-model='pages-mlp'] tr[data-version]")
     expect(rows).to_have_count(2, timeout=WAIT_MS)
     shown = rows.evaluate_all(
@@ -235,7 +221,7 @@ def test_the_models_page_lists_versions_and_opens_their_artifacts(
         [str(v["version"]), str(v["version"] == latest).lower(), v["artifact_id"], v["created_at"]]
         for v in versions
     ]
-    _shot(page, tmp_path, "models")
+    shot(page, tmp_path, "models")
 
     page.click("#models tr[data-latest=true] [data-field=artifact] a")
     expect(page).to_have_url(re.compile(f"#/artifacts/{artifacts[1]}$"))
@@ -246,4 +232,61 @@ def test_the_models_page_lists_versions_and_opens_their_artifacts(
     expect(page).to_have_url(re.compile(r"#/models/pages-mlp$"))
     expect(page.locator("#model-name")).to_have_text("pages-mlp", timeout=WAIT_MS)
     expect(page.locator("#models tr[data-version]")).to_have_count(2)
+    assert not errors, errors
+
+
+def _answered(stats: Locator) -> None:
+    """Wait for the turn under way to end; it must have succeeded."""
+    expect(stats).not_to_have_attribute("data-state", "streaming", timeout=WAIT_MS)
+    assert stats.get_attribute("data-state") == "done", stats.inner_text()
+
+
+@pytest.mark.zoo  # the tiny LM of tests.generation.lm_builder
+def test_the_chat_page_streams_the_greedy_answer(
+    service: ServiceProcess, browser: Browser, chat_model: str, tmp_path: Path
+) -> None:
+    token = service.admin_token
+    assert token
+    first = [{"role": "user", "content": "Hi"}]  # two turns fit the tiny LM's 64 tokens
+    with service.client(token) as api:
+        answer = api.post(
+            "/v1/chat/completions",
+            json={"model": chat_model, "messages": first, "max_tokens": 6, "temperature": 0},
+        )
+    assert answer.status_code == 200, answer.text
+    expected = answer.json()
+    page = new_page(browser)
+    errors = script_errors(page)
+    sent: list[Any] = []
+    page.on("request", lambda r: sent.append(r) if "/chat/completions" in r.url else None)
+    page.goto(f"{service.url}/#/chat")
+    sign_in(page, token)
+    page.click(f"#chat-models li[data-model='{chat_model}'] a", timeout=WAIT_MS)
+    expect(page).to_have_url(re.compile(f"#/chat/{chat_model}$"))
+    page.fill("#chat-max-tokens", "6")
+    page.fill("#chat-input", first[0]["content"])
+    page.press("#chat-input", "Enter")
+    stats = page.locator("#chat-stats")
+    _answered(stats)
+    replies = page.locator("#chat-log [data-role=assistant] .chat-text")
+    text = expected["choices"][0]["message"]["content"]
+    assert replies.first.text_content() == text  # streamed, the API's greedy answer
+    tokens = expected["usage"]["completion_tokens"]
+    assert page.get_attribute("#chat-tokens", "data-value") == str(tokens)
+    assert float(page.get_attribute("#chat-ttft", "data-value") or "nan") > 0
+    if tokens > 1:
+        assert float(page.get_attribute("#chat-tps", "data-value") or "nan") > 0
+    shot(page, tmp_path, "chat")
+
+    page.fill("#chat-input", "More")  # a second turn, in the same session
+    page.click("#chat-send")
+    expect(replies).to_have_count(2)
+    _answered(stats)
+    assert [r.method for r in sent] == ["POST", "POST"]
+    bodies = [r.post_data_json for r in sent]
+    assert bodies[0]["stream"] is True and bodies[0]["messages"] == first
+    turns = [{"role": "assistant", "content": text}, {"role": "user", "content": "More"}]
+    assert bodies[1]["messages"] == [*first, *turns]
+    sessions = {r.headers.get("x-pteforge-session") for r in sent}
+    assert len(sessions) == 1 and None not in sessions, sessions
     assert not errors, errors

@@ -95,13 +95,17 @@ async function read(reader) {
 
 /**
  * Server-sent events read with fetch (EventSource cannot send the Authorization header).
- * Calls onEvent(name, data) for each message until the stream ends or signal aborts.
+ * Calls onEvent(name, data) for each message until the stream ends or signal aborts; a
+ * JSON body makes it a POST, with extra headers (a chat's session, say).
  */
-export async function streamEvents(path, onEvent, signal) {
-  const response = await send(path, {
-    headers: headers({ Accept: "text/event-stream" }),
-    signal,
-  });
+export async function streamEvents(path, onEvent, signal, { body, headers: extra = {} } = {}) {
+  const init = { headers: headers({ Accept: "text/event-stream", ...extra }), signal };
+  if (body !== undefined) {
+    init.method = "POST";
+    init.headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  const response = await send(path, init);
   if (!response.ok) throw await failure(response);
   const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = "";

@@ -3,6 +3,7 @@
 // before its data arrived draws into a detached view, never over the page now shown.
 import { api, token } from "./api.js";
 import { showArtifact, showArtifacts } from "./artifacts.js";
+import { showChat, showChats } from "./chat.js";
 import { el, say } from "./dom.js";
 import { showJob, showJobs, stopWatching } from "./jobs.js";
 import { showModel, showModels } from "./models.js";
@@ -25,6 +26,7 @@ const nav = {
   artifacts: () => go("artifacts"),
   artifact: (id) => go("artifacts", id),
   models: () => go("models"),
+  chat: () => go("chat"),
 };
 
 const PAGES = {
@@ -32,6 +34,7 @@ const PAGES = {
   jobs: (view, id) => (id ? showJob(view, id, nav) : showJobs(view, nav)),
   artifacts: (view, id) => (id ? showArtifact(view, id) : showArtifacts(view, nav)),
   models: (view, id) => (id ? showModel(view, id) : showModels(view)),
+  chat: (view, id) => (id ? showChat(view, id) : showChats(view)),
 };
 
 function activate(tab) {

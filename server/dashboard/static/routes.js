@@ -1,8 +1,8 @@
 // Hash routes, one per page: #/programs, #/jobs, #/jobs/ID, #/artifacts, #/artifacts/ID,
-// #/models, #/models/NAME. The page at / serves them all, so a route
+// #/models, #/models/NAME, #/chat, #/chat/NAME. The page at / serves them all, so a route
 // can be bookmarked, reloaded and shared, and the browser's Back and Forward move between
 // pages. The token never goes in a URL.
-export const TABS = ["programs", "jobs", "artifacts", "models"];
+export const TABS = ["programs", "jobs", "artifacts", "models", "chat"];
 
 /** {tab, id} of a location hash; anything unknown is the Programs tab. */
 export function parseRoute(hash) {
