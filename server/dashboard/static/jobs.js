@@ -20,6 +20,7 @@ export function stopWatching() {
 function summary(job) {
   const rows = [
     ["job", el("span", { id: "job-id" }, job.id)],
+    ["kind", job.kind],
     ["program", job.program_id ?? ""],
     ["plan", el("code", { id: "job-plan", title: JSON.stringify(job.plan) }, planSummary(job.plan))],
     ["status", el("span", { id: "job-status" }, statusCell(job.status))],
@@ -129,6 +130,7 @@ function jobRow(job, programs, nav) {
     "tr",
     { class: "clickable", "data-job": job.id, onclick: open },
     el("td", {}, el("a", { href: routeHash("jobs", job.id) }, job.id)),
+    el("td", { "data-field": "kind" }, job.kind),
     programCell(programs, job.program_id),
     planCell(planSummary(job.plan, methods), job.plan),
     el("td", {}, statusCell(job.status)),
@@ -145,7 +147,7 @@ function jobRow(job, programs, nav) {
 export async function showJobs(section, nav) {
   stopWatching();
   const [{ jobs }, programs] = await Promise.all([api("/v1/jobs"), programIndex()]);
-  const head = ["job", "program", "plan", "status", "reason", "attempt", "stage", "created", "queue wait", "duration"];
+  const head = ["job", "kind", "program", "plan", "status", "reason", "attempt", "stage", "created", "queue wait", "duration"];
   section.replaceChildren(
     el("h2", {}, `Jobs (${jobs.length})`),
     table(head, jobs.map((job) => jobRow(job, programs, nav)), { id: "jobs-table" }),

@@ -75,7 +75,8 @@ export function delegationSummary(method, report) {
     .sort((a, b) => b[1].non_delegated - a[1].non_delegated || a[0].localeCompare(b[0]));
   const perBackend = Object.entries(report.backends ?? {}).map(([b, c]) => `${b} ${c.delegated_subgraphs ?? 0}`).join(", ");
   const subgraphs = `${report.delegated_subgraphs ?? 0} delegate subgraphs${perBackend ? ` (${perBackend})` : ""}`;
-  const text = `${subgraphs}; ${report.non_delegated_operators ?? 0} operators not delegated (portable kernels)`;
+  const portable = kinds.reduce((sum, [, c]) => sum + c.non_delegated, 0);
+  const text = `${subgraphs}; ${portable} operators not delegated (portable kernels)${kinds.length ? ", by kind:" : ""}`;
   return el("div", { class: "delegation" },
     el("h4", {}, `Delegation of ${method}`),
     el("p", { id: `delegation-${method}-summary` }, text),
