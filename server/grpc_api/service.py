@@ -23,11 +23,12 @@ from pteforge.server.auth.dependencies import Principal
 from pteforge.server.grpc_api.codec import decode_request, encode_response, metadata_response
 from pteforge.server.grpc_api.status import grpc_status
 from pteforge.server.inference.dependencies import InferenceState
-from pteforge.server.inference.sequences import SEQUENCE_EXTENSION, session_scope
+from pteforge.server.inference.sequences import SEQUENCE_EXTENSION
 from pteforge.server.inference.statuses import NotFoundError
 from pteforge.server.inference.work import (
     count_undecodable,
     model_of,
+    model_statistics,
     response_parameters,
     run_decoded,
 )
@@ -58,7 +59,7 @@ async def infer(state: InferenceState, principal: Principal, request: Any) -> An
     try:
         decoded = decode_request(request, signature)
     except Exception:
-        count_undecodable(state, principal, model, version, started)
+        count_undecodable(state, principal, model, version, artifact, started)
         raise
 
     async def encode(result: InferResult) -> Any:
@@ -154,9 +155,7 @@ class InferenceService(rpc.GRPCInferenceServiceServicer):
         async def work() -> Any:
             state, principal = await self._caller(context)
             name, version = request.name or None, request.version or None
-            if name is not None:
-                await model_of(state, principal, name, version)  # NOT_FOUND unless it has it
-            answer = state.statistics.answer(session_scope(principal), name, version)
+            answer = await model_statistics(state, principal, name, version)  # NOT_FOUND too
             return json_format.ParseDict(
                 answer, pb.ModelStatisticsResponse(), ignore_unknown_fields=True
             )

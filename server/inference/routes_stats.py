@@ -11,7 +11,7 @@ from pteforge.server.inference.dependencies import Caller, InferenceState, State
 from pteforge.server.inference.routes_models import TAG
 from pteforge.server.inference.sequences import session_scope
 from pteforge.server.inference.statuses import answered
-from pteforge.server.inference.work import model_of
+from pteforge.server.inference.work import model_statistics
 
 router = APIRouter(tags=[TAG])
 
@@ -25,15 +25,14 @@ async def all_stats(principal: Caller, state: State) -> Response:
 async def _stats(
     state: InferenceState, principal: Principal, model: str, version: str | None
 ) -> Response:
-    await model_of(state, principal, model, version)  # 404 unless the caller has it
-    return JSONResponse(state.statistics.answer(session_scope(principal), model, version))
+    return JSONResponse(await model_statistics(state, principal, model, version))
 
 
 @router.get("/v2/models/{model}/stats", summary="Infer statistics of a model")
 async def model_stats(model: str, principal: Caller, state: State) -> Response:
     """Counts and nanoseconds of successful and failed requests and of their phases
-    (queue, compute_input, compute_infer, compute_output), per version addressed
-    (`latest` for requests that named no version)."""
+    (queue, compute_input, compute_infer, compute_output), per version: the one a request
+    named, else the version the model name resolved to (`latest` for an artifact id)."""
     return await answered(state.metrics, "stats", _stats(state, principal, model, None))
 
 

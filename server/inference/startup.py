@@ -44,24 +44,29 @@ class StoreArtifactResolver:
         version (or ``version``), if the caller's project has one. Resolved once per
         request, so a new latest version never fails a request already resolved."""
         project_id = principal.project_id
+        number = None
         with self.store.transaction(read_only=True) as tx:
             artifact = tx.artifacts.get(project_id, model)
             if artifact is None:
-                artifact_id = _model_artifact_id(tx, project_id, model, version)
-                if artifact_id is None:
+                found = _model_version(tx, project_id, model, version)
+                if found is None:
                     return None
+                number, artifact_id = found
                 artifact = tx.artifacts.get(project_id, artifact_id)
         if artifact is None:
             return None
-        return self._resolved(artifact, cacheable=artifact.id == model or version is not None)
+        return self._resolved(artifact, artifact.id == model or version is not None, number)
 
-    def _resolved(self, artifact: Artifact, cacheable: bool) -> ResolvedArtifact:
+    def _resolved(
+        self, artifact: Artifact, cacheable: bool, version: int | None
+    ) -> ResolvedArtifact:
         return ResolvedArtifact(
             sha256=artifact.sha256,
             source=self._writer(artifact.sha256),
             methods=tuple(m.name for m in artifact.methods),
             names={m.name: tensor_names(m) for m in artifact.methods},
             cacheable=cacheable,
+            version=version,
         )
 
     def _writer(self, sha256: str) -> Callable[[Path], None]:
@@ -71,15 +76,20 @@ class StoreArtifactResolver:
         return write
 
 
-def _model_artifact_id(
+def _model_version(
     tx: Transaction, project_id: str, name: str, version: str | None
-) -> str | None:
-    """The artifact of the model's latest version, or of ``version`` (None unless a number)."""
+) -> tuple[int, str] | None:
+    """The number and artifact of the model's latest version, or of ``version`` (None unless
+    a number)."""
     if version is None:
-        return tx.models.artifact_id(project_id, name)
-    if not version.isdigit():
+        model = tx.models.get(project_id, name)
+        number = None if model is None else model.latest_version
+    else:
+        number = int(version) if version.isdigit() else None
+    if number is None:
         return None
-    return tx.models.artifact_id(project_id, name, int(version))
+    artifact_id = tx.models.artifact_id(project_id, name, number)
+    return None if artifact_id is None else (number, artifact_id)
 
 
 def tensor_names(method: MethodSignature) -> TensorNames:

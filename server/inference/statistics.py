@@ -29,7 +29,8 @@ from typing import Any, NamedTuple
 
 PHASES = ("queue", "compute_input", "compute_infer", "compute_output")
 LATEST = "latest"
-"""The version recorded for a model addressed without ``/versions/{v}`` (its latest)."""
+"""The version recorded for an artifact id addressed without ``/versions/{v}`` (a model name
+counts under the version it resolved to)."""
 MAX_VERSIONS = 64
 OTHER = "other"
 """The version a model's requests count under once ``MAX_VERSIONS`` versions of it have
@@ -49,6 +50,15 @@ def version_label(version: str | None) -> str:
     """The version a request counts under: a pinned number, else ``LATEST`` (a version
     that is not a number only ever reaches an artifact id, which ignores it)."""
     return version if version is not None and version.isdigit() else LATEST
+
+
+def counted_version(version: str | None, resolved: int | None) -> str:
+    """The version a request counts under: ``version`` as named (``version_label``), else
+    the model version the model name ``resolved`` to (its latest when the request came),
+    else ``LATEST`` (an artifact id)."""
+    if version is None and resolved is not None:
+        return str(resolved)
+    return version_label(version)
 
 
 class PhaseTimes(NamedTuple):
@@ -178,10 +188,15 @@ class ModelStatistics:
         return merged
 
     def answer(
-        self, project_id: str, model: str | None = None, version: str | None = None
+        self,
+        project_id: str,
+        model: str | None = None,
+        version: str | None = None,
+        resolved: int | None = None,
     ) -> dict[str, Any]:
         """``{"model_stats": [...]}`` of the project's models (or of ``model``, at
-        ``version`` if given); a named model nothing has run yet answers zeros."""
+        ``version`` if given); a named model nothing has run yet answers zeros, under the
+        version it would count under (``resolved``: see ``counted_version``)."""
         wanted = None if version is None else version_label(version)
         with self._lock:
             stats = [
@@ -192,6 +207,6 @@ class ModelStatistics:
                 and (wanted is None or k.version == wanted)
             ]
         if model is not None and not stats:
-            key = StatsKey(project_id, model, version_label(version))
+            key = StatsKey(project_id, model, counted_version(version, resolved))
             stats = [_Model(0).answer(key)]
         return {"model_stats": stats}

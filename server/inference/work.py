@@ -30,8 +30,8 @@ from pteforge.server.inference.sequences import sequence_of, session_scope
 from pteforge.server.inference.statistics import (
     PhaseTimes,
     StatsKey,
+    counted_version,
     phase_times,
-    version_label,
 )
 from pteforge.server.inference.statuses import NotFoundError
 
@@ -106,7 +106,7 @@ async def infer(
     try:
         request = decode() if cheap else await run_in_threadpool(decode)
     except Exception:
-        count_undecodable(state, principal, model, version, started)
+        count_undecodable(state, principal, model, version, artifact, started)
         raise
     encode = partial(_encode, model, request, signature, cheap)
     return await run_decoded(
@@ -133,10 +133,11 @@ async def run_decoded(
     ``signature`` what ``model_of`` answered for them. ``started`` is the
     ``time.perf_counter()`` at which the frontend began decoding the request (default:
     now). The request counts in ``state.statistics`` and the Prometheus phase histograms
-    of (project, model, version): a success with its phases (see ``statistics``), or a
-    failure if running or encoding raised (the error propagates).
+    of (project, model, version; a model name without a version: the version it resolved
+    to): a success with its phases (see ``statistics``), or a failure if running or
+    encoding raised (the error propagates).
     """
-    key = _key(principal, model, version)
+    key = _key(principal, model, version, artifact)
     sent = time.perf_counter()
     started = sent if started is None else started
     try:
@@ -157,15 +158,35 @@ async def run_decoded(
 
 
 def count_undecodable(
-    state: InferenceState, principal: Principal, model: str, version: str | None, started: float
+    state: InferenceState,
+    principal: Principal,
+    model: str,
+    version: str | None,
+    artifact: ResolvedArtifact,
+    started: float,
 ) -> None:
     """Count a request whose body or message failed to decode (from ``started``, a
     ``time.perf_counter()``) as a failed request of the model, as ``run_decoded`` would."""
-    _count(state, _key(principal, model, version), time.perf_counter() - started, None)
+    key = _key(principal, model, version, artifact)
+    _count(state, key, time.perf_counter() - started, None)
 
 
-def _key(principal: Principal, model: str, version: str | None) -> StatsKey:
-    return StatsKey(session_scope(principal), model, version_label(version))
+def _key(
+    principal: Principal, model: str, version: str | None, artifact: ResolvedArtifact
+) -> StatsKey:
+    return StatsKey(session_scope(principal), model, counted_version(version, artifact.version))
+
+
+async def model_statistics(
+    state: InferenceState, principal: Principal, model: str | None, version: str | None
+) -> dict[str, Any]:
+    """The statistics extension's answer: the caller's models, or ``model`` (at ``version``
+    if given; 404 unless the caller has it), as every frontend answers it."""
+    resolved = None
+    if model is not None:
+        artifact, _ = await model_of(state, principal, model, version)
+        resolved = artifact.version
+    return state.statistics.answer(session_scope(principal), model, version, resolved)
 
 
 def _count(state: InferenceState, key: StatsKey, total_s: float, phases: PhaseTimes | None) -> None:

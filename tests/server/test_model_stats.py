@@ -86,22 +86,26 @@ def _token(admin: httpx.Client) -> dict[str, str]:
 def test_tritonclient_reads_counts_per_version(
     admin: httpx.Client, triton_client: triton.InferenceServerClient, artifact_id: str
 ) -> None:
+    """A request through ``{name}.{method}`` counts under the version the name resolved to
+    (as a pinned request does), not under ``latest``."""
     model, token = _deployed(admin, "counted", artifact_id), _token(admin)
     unused = triton_client.get_inference_statistics(model, headers=dict(token))
-    assert [(e["name"], e["version"]) for e in unused["model_stats"]] == [(model, "latest")]
+    assert [(e["name"], e["version"]) for e in unused["model_stats"]] == [(model, "1")]
     _check_counts(unused["model_stats"][0], 0, 0)
     for _ in range(3):
         _infer(triton_client, token, model)
     for _ in range(2):
         _infer(triton_client, token, model, version="1")
+    _deployed(admin, "counted", artifact_id)  # version 2 becomes the latest
+    _infer(triton_client, token, model)
     versions = _by_version(triton_client.get_inference_statistics(model, headers=dict(token)))
-    assert set(versions) == {"latest", "1"}
-    _check_counts(versions["latest"], 3, 0)
-    _check_counts(versions["1"], 2, 0)
+    assert set(versions) == {"1", "2"}
+    _check_counts(versions["1"], 5, 0)
+    _check_counts(versions["2"], 1, 0)
     pinned = triton_client.get_inference_statistics(model, "1", headers=dict(token))
     assert [e["version"] for e in pinned["model_stats"]] == ["1"]
     everything = triton_client.get_inference_statistics(headers=dict(token))
-    assert {(model, "latest"), (model, "1")} <= {
+    assert {(model, "1"), (model, "2")} <= {
         (e["name"], e["version"]) for e in everything["model_stats"]
     }
 
@@ -157,7 +161,7 @@ def test_one_name_in_two_projects_counts_apart_and_sums_on_metrics(
     ours = admin.get(f"/v2/models/{model}/stats").json()["model_stats"]
     assert [e["inference_count"] for e in theirs + ours] == [1, 2]
     text = httpx.get(f"{service.url}/metrics").raise_for_status().text
-    labels = (("model", model), ("outcome", "success"), ("version", "latest"))
+    labels = (("model", model), ("outcome", "success"), ("version", "1"))
     requests = _samples(text, "pteforge_inference_requests")
     assert requests[("pteforge_inference_requests_total", *labels)] == 3  # no project label
 
@@ -185,13 +189,13 @@ def test_metrics_have_phase_histograms_by_model_and_version(
     assert admin.post(f"/v2/models/{model}/infer", json={"inputs": []}).status_code == 400
     text = httpx.get(f"{service.url}/metrics").raise_for_status().text
     histograms = _samples(text, "pteforge_inference_phase_seconds")
-    for phase in PHASES:
-        labels = (("model", model), ("phase", phase), ("version", "latest"))
+    for phase in PHASES:  # the version "scraped.forward" resolved to, not "latest"
+        labels = (("model", model), ("phase", phase), ("version", "1"))
         assert histograms[("pteforge_inference_phase_seconds_count", *labels)] == 2
         assert ("pteforge_inference_phase_seconds_bucket", ("le", "+Inf"), *labels) in histograms
     requests = _samples(text, "pteforge_inference_requests")
     for outcome, count in (("success", 2), ("fail", 1)):
-        labels = (("model", model), ("outcome", outcome), ("version", "latest"))
+        labels = (("model", model), ("outcome", outcome), ("version", "1"))
         assert requests[("pteforge_inference_requests_total", *labels)] == count
     # docker/grafana-dashboard.json reads only series the server serves.
     served = {s.name for m in text_string_to_metric_families(text) for s in m.samples}
