@@ -184,13 +184,14 @@ class Profile(_Contract):
 class InferReply(_Contract):
     """The method ran: its outputs are the frame's tensors. ``load_ms``: getting the
     program and method ready (``hit``: the program was already loaded); ``execute_ms``:
-    running it."""
+    running it; ``threads``: the XNNPACK threads it ran with."""
 
     kind: Literal["inferred"] = "inferred"
     load_ms: float
     execute_ms: float
     hit: bool
     profile: Profile | None = None
+    threads: int = 1
 
 
 class DropReply(_Contract):

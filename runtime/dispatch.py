@@ -43,7 +43,19 @@ Attempts = Generator[Step, object, Answer]
 
 def attempts(calls: Calls, request: Request, pinned: WorkerProcess | None) -> Attempts:
     """Send ``request`` to ``pinned`` (a session's worker, never retried) or to any worker
-    (retried once after a crash); yields the steps, returns the reply and its queue time."""
+    (retried once after a crash); yields the steps, returns the reply and its queue time.
+    The request counts as in flight (``calls.in_flight``: a lone request goes to the wide
+    worker, see ``threads``) from now until it ends, however it ends."""
+    if calls.in_flight is None:
+        return (yield from _attempts(calls, request, pinned))
+    calls.in_flight.add(1)
+    try:
+        return (yield from _attempts(calls, request, pinned))
+    finally:
+        calls.in_flight.add(-1)
+
+
+def _attempts(calls: Calls, request: Request, pinned: WorkerProcess | None) -> Attempts:
     crashes: list[Crash] = []
     while True:
         try:

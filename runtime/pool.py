@@ -32,6 +32,7 @@ from pteforge.runtime.sessions import Sequence as SequenceRef
 from pteforge.runtime.sessions import SessionLimits, Sessions
 from pteforge.runtime.stats import PoolStats
 from pteforge.runtime.supervisor import RestartPolicy, Workers
+from pteforge.runtime.threads import InFlight, routes
 from pteforge.runtime.worker import WorkerConfig
 from pteforge.runtime.worker_calls import ASYNC_INLINE_FRAME_BYTES, Calls, Request
 
@@ -50,6 +51,7 @@ class InferResult:
     timings: dict[str, float]
     cache_hit: bool
     profile: dict[str, Any] | None = None
+    threads: int = 1  # the XNNPACK threads the worker ran it with
 
 
 class RuntimePool:
@@ -78,6 +80,7 @@ class RuntimePool:
         artifact_dir: Path,
         *,
         threads_per_worker: int = 1,
+        request_threads: int | None = 1,  # a lone request's; None: every core (threads)
         weight_cache_library: Path | None = None,
         request_timeout_s: float = 60.0,
         start_timeout_s: float = 120.0,
@@ -87,12 +90,8 @@ class RuntimePool:
     ) -> None:
         self.size = size or os.cpu_count() or 1
         self.stats = PoolStats()
-        config = WorkerConfig(
-            cache_bytes,
-            threads_per_worker,
-            str(weight_cache_library) if weight_cache_library else None,
-            readable=(str(artifact_dir),),
-        )
+        library = str(weight_cache_library) if weight_cache_library else None
+        config = WorkerConfig(cache_bytes, threads_per_worker, library, (str(artifact_dir),))
         self.sessions = Sessions(session_limits or SessionLimits())
         self.files = ArtifactFiles(artifact_dir, disk_cache_bytes)  # before workers confine
         self.workers = Workers(
@@ -104,7 +103,8 @@ class RuntimePool:
             on_start=self._started,
             on_lost=self._lost,
         )
-        self.calls = Calls(self.workers, self.stats.count, request_timeout_s)
+        self.calls = Calls(self.workers, self.stats.count, request_timeout_s, InFlight())
+        self.routes = routes(self.calls, config, request_threads, start_timeout_s, self._lost)
         self.session_calls = SessionCalls(self.calls, self.sessions)
         self.generation = GenerationCalls(self.calls, self.session_calls)
         self._described = Descriptions()
@@ -115,7 +115,7 @@ class RuntimePool:
 
     @request_timeout_s.setter
     def request_timeout_s(self, value: float) -> None:
-        self.calls.timeout_s = value
+        self.routes.set_timeout(value)
 
     def _started(self, worker: WorkerProcess) -> None:
         self.stats.weight_cache_enabled = worker.info is not None and worker.info.weight_cache
@@ -202,7 +202,7 @@ class RuntimePool:
         signature = self.method_metadata(sha256, method, source)
         path = self.local_path(sha256, source)
         request = Request(_infer_request(sha256, method, profile, path), inputs, _WHOLE)
-        (reply, outputs), queue_ms = self.calls.call(request)
+        (reply, outputs), queue_ms = self.routes.stateless().call(request)
         checked = self._checked(reply, InferReply, path)
         return self._result(checked, outputs, signature, queue_ms, start)
 
@@ -229,7 +229,7 @@ class RuntimePool:
         message = _infer_request(sha256, method, profile, path)
         if sequence is None:
             request = Request(message, inputs, ASYNC_INLINE_FRAME_BYTES)
-            (reply, outputs), queue_ms = await self.calls.call_async(request)
+            (reply, outputs), queue_ms = await self.routes.stateless().call_async(request)
         else:
             nbytes = self.described(sha256, source).state.planned_bytes
             call = self.session_calls.call(message, inputs, sequence, nbytes)
@@ -254,7 +254,7 @@ class RuntimePool:
             "total_ms": (time.perf_counter() - start) * 1e3,
         }
         profile = None if reply.profile is None else reply.profile.model_dump(exclude_none=True)
-        return InferResult(outputs, signature, timings, hit, profile)
+        return InferResult(outputs, signature, timings, hit, profile, reply.threads)
 
     def generate_async(
         self,
@@ -274,7 +274,7 @@ class RuntimePool:
 
     def sweep(self) -> None:
         """Periodic upkeep: replace dead idle workers, end expired sessions and free them."""
-        self.workers.sweep()
+        self.routes.sweep()
         self.session_calls.sweep()
 
     @property
@@ -285,7 +285,7 @@ class RuntimePool:
     def close(self) -> None:
         """Stop every worker; later calls raise ``PoolClosedError``."""
         self.session_calls.close()
-        self.workers.close()
+        self.routes.close()
 
     def __enter__(self) -> RuntimePool:
         return self

@@ -57,7 +57,7 @@ class WorkerConfig:
     """What a worker needs; plain data so it crosses the spawn boundary safely."""
 
     cache_bytes: int
-    threads: int = 1
+    threads: int = 1  # XNNPACK threads, set before anything loads (see ``runtime.threads``)
     weight_cache_library: str | None = None
     readable: tuple[str, ...] = ()  # what a confined worker may read: the artifact copies
 
@@ -98,6 +98,7 @@ class Executor:
 
             self.weight_cache = enable_xnnpack_weight_cache(Path(config.weight_cache_library))
         self.runtime._legacy_module._unsafe_reset_threadpool(config.threads)
+        self.threads = int(self.runtime._legacy_module._threadpool_get_thread_count())
         from pteforge.runtime.generation_worker import LanguageModels
 
         self.language_models = LanguageModels(self)
@@ -174,7 +175,9 @@ class Executor:
             outputs, profile = run_method(method, inputs), None
         done = time.perf_counter()
         load_ms, execute_ms = (loaded_at - start) * 1e3, (done - loaded_at) * 1e3
-        reply = InferReply(load_ms=load_ms, execute_ms=execute_ms, hit=hit, profile=profile)
+        reply = InferReply(
+            load_ms=load_ms, execute_ms=execute_ms, hit=hit, profile=profile, threads=self.threads
+        )
         return reply, outputs
 
     def end_sessions(self, request: WorkerRequest, failed: bool) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -22,6 +23,9 @@ from pteforge.runtime.native_log import leftover, log_suffix
 from pteforge.runtime.processes import WorkerProcess
 from pteforge.runtime.supervisor import Workers
 from pteforge.runtime.wire import encode_message
+
+if TYPE_CHECKING:
+    from pteforge.runtime.threads import InFlight
 
 # Frames up to this size go into the pipe without waiting on the worker to read them.
 ASYNC_INLINE_FRAME_BYTES = 64 * 1024
@@ -66,10 +70,17 @@ class Request:
 class Calls:
     """Sends requests to the workers of ``workers``; ``count`` records crashes and timeouts."""
 
-    def __init__(self, workers: Workers, count: Callable[..., None], timeout_s: float) -> None:
+    def __init__(
+        self,
+        workers: Workers,
+        count: Callable[..., None],
+        timeout_s: float,
+        in_flight: InFlight | None = None,
+    ) -> None:
         self.workers = workers
         self.count = count
         self.timeout_s = timeout_s
+        self.in_flight = in_flight  # requests waiting or running (``threads.Routes``)
 
     def crashed(self, worker: WorkerProcess, what: str) -> tuple[str, int | None]:
         """Replace a worker whose connection broke mid-request: what happened, in words,

@@ -113,6 +113,7 @@ def start_runtime_pool(settings: Settings) -> RuntimePool:
         settings.runtime_pool_size,
         settings.runtime_cache_bytes,
         settings.home / "runtime-cache",
+        request_threads=settings.runtime_request_threads or None,
         request_timeout_s=settings.runtime_request_timeout_seconds,
         disk_cache_bytes=settings.runtime_disk_cache_bytes,
         weight_cache_library=_weight_cache_library(settings),
