@@ -21,12 +21,14 @@ RUNTIME_WORKER_PRELOAD = (
     *_COMMON,
     "pteforge.runtime.worker",
     "executorch.runtime",
+    "executorch.extension.llm.custom_ops.custom_ops",
     "pteforge.runtime.generation_worker",
     "tokenizers",
     "jinja2.sandbox",
 )
 """What a runtime pool worker imports (generation's tokenizers and templates included, so a
-first generation does not import them)."""
+first generation does not import them; upstream's LLM custom operators, ``llama::custom_sdpa``
+and ``llama::update_cache``, register their kernels for programs from ``export_llama``)."""
 
 SANDBOX_PRELOAD = (
     *_COMMON,
@@ -34,8 +36,10 @@ SANDBOX_PRELOAD = (
     "pteforge.server.sandbox.pte_worker",
     "torch.export.pt2_archive._package",
     "executorch.runtime",
+    "executorch.extension.llm.custom_ops.custom_ops",
 )
-"""What the sandbox's loader children import (pt2 archives, ``.pte`` validation)."""
+"""What the sandbox's loader children import (pt2 archives, ``.pte`` validation: loading a
+method of an ``export_llama`` program needs upstream's LLM custom operators' kernels)."""
 
 LOWERING_PRELOAD = (
     *_COMMON,

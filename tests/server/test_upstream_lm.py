@@ -1,0 +1,78 @@
+"""A tiny Llama exported with upstream's ``export_llama`` (KV cache, ``use_sdpa_with_kv_cache``
+and its ``llama::`` custom operators, XNNPACK, each recipe of :data:`RECIPES`), served
+through ``/v1/completions`` by a real ``pteforge serve`` and the unmodified ``openai`` client.
+
+The artifact is described as an LM on upload, and greedy answers, streamed and not, carry
+exactly the tokens of the same ``.pte``'s in-process greedy loop; for fp32 those equal
+eager PyTorch (upstream's ``Transformer`` on the same checkpoint) as well.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from tests.generation import lm_upstream
+from tests.generation.lm_builder import LmFiles
+from tests.server.lm_serving import deploy_lm
+from tests.server.service import ServiceProcess
+
+pytestmark = pytest.mark.zoo
+
+PROMPT = "The quick brown fox"
+MAX_TOKENS = 12
+RECIPES: tuple[str | None, ...] = (None,)
+"""The export recipes served here (None: fp32)."""
+
+
+@pytest.fixture(scope="module")
+def client(service: ServiceProcess) -> openai.OpenAI:
+    assert service.admin_token
+    return openai.OpenAI(base_url=f"{service.url}/v1", api_key=service.admin_token, max_retries=0)
+
+
+@pytest.fixture(scope="module", params=RECIPES, ids=lambda q: q or "fp32")
+def upstream(
+    request: pytest.FixtureRequest, admin: httpx.Client, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[str, LmFiles]:
+    """The upstream-exported LM of one recipe, deployed with its tokenizer."""
+    quantization: str | None = request.param
+    lm = lm_upstream.build_upstream_llama(tmp_path_factory.mktemp("upstream"), quantization)
+    return deploy_lm(admin, lm, model=f"upstream-llama-{quantization or 'fp32'}"), lm
+
+
+def test_the_upstream_export_is_described(
+    admin: httpx.Client, upstream: tuple[str, LmFiles]
+) -> None:
+    model, lm = upstream
+    versions = admin.get(f"/v1/models/{model}").raise_for_status().json()["versions"]
+    artifact_id = versions[0]["artifact_id"]
+    artifact = admin.get(f"/v1/artifacts/{artifact_id}").raise_for_status().json()
+    generation = artifact["generation"]
+    assert generation["convention"] == "executorch_llm_runner"
+    assert generation["method"] == "forward"
+    assert (generation["max_seq_len"], generation["eos_ids"]) == (lm.max_seq_len, lm.eos_ids)
+    assert generation["metadata"]["use_sdpa_with_kv_cache"] is True
+
+
+def test_greedy_completions_are_the_pte_tokens(
+    client: openai.OpenAI, upstream: tuple[str, LmFiles]
+) -> None:
+    model, lm = upstream
+    prompt_ids = lm.encode(PROMPT)
+    expected = lm_upstream.pte_greedy(lm, prompt_ids, MAX_TOKENS)
+    if "8da4w" not in model:
+        assert expected == lm_upstream.eager_greedy(lm, prompt_ids, MAX_TOKENS)
+    arguments: dict[str, Any] = {
+        "max_tokens": MAX_TOKENS, "temperature": 0, "extra_body": {"return_token_ids": True},
+    }  # fmt: skip
+    whole = client.completions.create(model=model, prompt=PROMPT, **arguments)
+    assert whole.choices[0].to_dict()["token_ids"] == expected
+    assert whole.choices[0].text == lm.decode(expected)
+    stream = client.completions.create(model=model, prompt=prompt_ids, stream=True, **arguments)
+    chunks = [chunk.choices[0] for chunk in stream if chunk.choices]
+    assert [t for c in chunks for t in c.to_dict().get("token_ids", [])] == expected
+    assert "".join(c.text or "" for c in chunks) == lm.decode(expected)
