@@ -13,6 +13,7 @@ Run: ``.venv/bin/python bench/service.py [--rounds 3] [--big-mib 512] [--layers 
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
 import sys
 import tempfile
@@ -187,13 +188,23 @@ def main() -> int:
     return 0
 
 
-def wait_for_standbys(svc: ServiceProcess, jobs_done: int) -> None:
-    """Until the server log shows a warmed-up lowering process for the next job."""
+# The line each standby lowering process logs once it can take a job (before issue 20's warm
+# fork server: once its own warm-up finished).
+_READY = re.compile(r"lowering process \d+ (?:warmed up|ready) in")
+
+
+def ready_standbys(svc: ServiceProcess) -> int:
+    """How many lowering processes so far reported themselves ready for a job."""
+    return len(_READY.findall(svc.log_path.read_text()))
+
+
+def wait_for_standbys(svc: ServiceProcess, jobs_done: int, timeout: float = 300) -> None:
+    """Until the server log shows a ready lowering process for the next job."""
     wait_until(
-        lambda: svc.log_path.read_text().count("warmed up in") > jobs_done,
-        300,
-        "the standby lowering process to warm up",
-        every=0.2,
+        lambda: ready_standbys(svc) > jobs_done,
+        timeout,
+        "the standby lowering process to be ready",
+        every=0.1,
     )
 
 

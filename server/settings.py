@@ -80,8 +80,9 @@ class Settings(BaseSettings):
     )
     compile_warmup: bool = Field(
         default=True,
-        description="Warm each standby lowering process up with a tiny lowering while the "
-        "worker is idle, so a job does not pay the first-lowering cost (about 2 s).",
+        description="Warm each compile worker's lowering fork server up with a tiny lowering "
+        "when it starts, so every lowering process forked from it starts warm and a job, "
+        "even one right after another, does not pay the first-lowering cost (about 2 s).",
     )
     compile_timeout_seconds: float = _positive(1800.0, "Wall-clock limit of one compile job.")
     validate_timeout_seconds: float = _positive(120.0, "Wall-clock limit of validating one upload.")

@@ -70,7 +70,7 @@ class CompileJobRunner:
         self.worker_id = worker_id
         self.stopping = stopping
         self.lease = timedelta(seconds=settings.job_lease_seconds)
-        self.ctx = lowering_context()
+        self.ctx = lowering_context(settings.compile_warmup)
         self._standby: StandbyLowering | None = None
         self.prepare()
 
@@ -83,9 +83,8 @@ class CompileJobRunner:
             )
             self.close()
         if self._standby is None:
-            self._standby = StandbyLowering.start(
-                self.ctx, self.settings.compile_warmup, self.scratch_root
-            )
+            # warm already: its fork server warmed up (with settings.compile_warmup)
+            self._standby = StandbyLowering.start(self.ctx, False, self.scratch_root)
 
     def close(self) -> None:
         """Stop the waiting standby, if any (the worker is stopping, or it died)."""

@@ -1,13 +1,14 @@
 """Runs one lowering child for a claimed job and watches it.
 
 A worker keeps one *standby* lowering process (:class:`StandbyLowering`): forked before the
-job arrives, it warms up while the worker is idle, lowers exactly one job and exits; the
-worker then starts the next standby. The worker thread that calls :func:`run_lowering`
-heartbeats the job's lease every tick (or at once when interrupted: a cancel notification),
-forwards stage messages to storage, and kills the child on cancel, lease loss, timeout or
-worker shutdown. A child that dies without a result (crash, SIGKILL by the kernel's OOM
-killer, RLIMIT_AS) becomes a clear ``compile_crashed`` outcome of this job only, which the
-job runner retries at once while the job has attempts left.
+job arrives from a fork server that warmed up once (:mod:`warmup`), so it is ready in
+milliseconds, it lowers exactly one job and exits; the worker then starts the next standby.
+The worker thread that calls :func:`run_lowering` heartbeats the job's lease every tick (or at
+once when interrupted: a cancel notification), forwards stage messages to storage, and kills
+the child on cancel, lease loss, timeout or worker shutdown. A child that dies without a
+result (crash, SIGKILL by the kernel's OOM killer, RLIMIT_AS) becomes a clear
+``compile_crashed`` outcome of this job only, which the job runner retries at once while the
+job has attempts left.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from pteforge.contracts.jobs import (
 )
 from pteforge.server.jobs.lowering_child import standby_main
 from pteforge.server.jobs.pipe import LoweringOutcome, recv_child_message, send_message
+from pteforge.server.jobs.warmup import FORK_SERVER_WARM_UP
 
 _EXIT_GRACE_SECONDS = 10.0
 
@@ -69,10 +71,13 @@ class Watch:
         return True
 
 
-def lowering_context() -> ForkServerContext:
+def lowering_context(warm_up: bool = False) -> ForkServerContext:
     """The worker's fork server, started now (with a clean environment) so the first job
-    does not pay for imports. Lowering keeps torch's own thread count."""
-    return start_fork_server(LOWERING_PRELOAD, single_threaded=False)
+    does not pay for imports; with ``warm_up`` it also lowers a tiny program once before it
+    forks its first child, so every lowering process starts warm. Lowering keeps torch's own
+    thread count. (A process has one fork server: only its first start chooses.)"""
+    warm = (FORK_SERVER_WARM_UP,) if warm_up else ()
+    return start_fork_server(LOWERING_PRELOAD, warm, single_threaded=False)
 
 
 @dataclass
@@ -85,7 +90,8 @@ class StandbyLowering:
     @classmethod
     def start(cls, ctx: ForkServerContext, warm_up: bool, scratch: Path) -> StandbyLowering:
         """Fork a standby now; it confines itself to ``scratch`` (where its job's program
-        and output will be), warms up (if asked) and then waits for its one job."""
+        and output will be), warms up itself if asked (for a fork server that did not) and
+        then waits for its one job."""
         conn, child_end = ctx.Pipe(duplex=True)
         proc = ctx.Process(
             target=standby_main, args=(child_end, warm_up, str(scratch)), name="pteforge-lowering"
