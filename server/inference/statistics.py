@@ -75,8 +75,10 @@ def phase_times(
 ) -> PhaseTimes:
     """The phases of a request from the pool's ``timings`` (milliseconds) and what the
     frontend measured: decoding, the whole pool call, encoding (seconds)."""
-    queue = timings.get("queue_ms", 0.0) / 1e3
-    execute = timings.get("execute_ms", 0.0) / 1e3
+    # The pool's timings come from its own clock: clamped to the round trip measured
+    # here, so that the phases never add up to more than the request took.
+    queue = min(timings.get("queue_ms", 0.0) / 1e3, pool_s)
+    execute = min(timings.get("execute_ms", 0.0) / 1e3, pool_s - queue)
     around = max(0.0, pool_s - queue - execute)
     return PhaseTimes(queue, decode_s + around, execute, encode_s)
 

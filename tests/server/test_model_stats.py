@@ -22,6 +22,7 @@ from pteforge.server.inference.statistics import (
     ModelStatistics,
     PhaseTimes,
     StatsKey,
+    phase_times,
 )
 from tests.server.model_names import INPUT, INPUT_NAME, infer_body, upload_scales
 from tests.server.service import ServiceProcess
@@ -210,3 +211,16 @@ def test_a_model_counts_a_bounded_number_of_versions() -> None:
     versions = _by_version(statistics.answer("project", "art_x.forward"))
     assert len(versions) == MAX_VERSIONS + 1
     assert versions[OTHER]["inference_count"] == 10
+
+
+@pytest.mark.parametrize(("queue_ms", "execute_ms"), [(1.0, 2.0), (4.0, 2.0), (0.5, 9.0)])
+def test_phases_never_add_up_to_more_than_the_request(queue_ms: float, execute_ms: float) -> None:
+    """The pool's queue and execute times come from another process's clock and may exceed
+    the round trip measured around them; the phases stay within the request's time."""
+    decode_s, pool_s, encode_s = 0.001, 0.004, 0.0005
+    timings = {"queue_ms": queue_ms, "execute_ms": execute_ms}
+    phases = phase_times(timings, decode_s, pool_s, encode_s)
+    assert sum(phases) <= decode_s + pool_s + encode_s + 1e-12
+    assert min(phases) >= 0.0
+    if queue_ms + execute_ms <= pool_s * 1e3:  # consistent timings are kept as measured
+        assert (phases.queue, phases.compute_infer) == (queue_ms / 1e3, execute_ms / 1e3)
