@@ -28,7 +28,8 @@ from tests.models import small_mlp_programs
 from tests.server.service import BENCH_ENV, ServiceProcess
 
 
-def _upload(svc: ServiceProcess, token: str, pte: Path) -> str:
+def upload_pte(svc: ServiceProcess, token: str, pte: Path) -> str:
+    """The id of the artifact ``pte`` uploaded to ``svc`` with ``token``."""
     with svc.client(token) as client:
         answer = client.post("/v1/artifacts", files={"pte": ("mlp.pte", pte.read_bytes())})
         answer.raise_for_status()
@@ -48,7 +49,8 @@ def _grpc_calls(port: int, token: str, model: str, inputs: list[np.ndarray]) -> 
     return (lambda: client.infer(model, tensors, headers=headers)), client.is_server_live
 
 
-def _http_calls(url: str, token: str, model: str, inputs: list[np.ndarray]) -> tuple[Any, Any]:
+def http_calls(url: str, token: str, model: str, inputs: list[np.ndarray]) -> tuple[Any, Any]:
+    """``tritonclient.http`` calls (binary tensors): infer ``model`` on ``inputs``, and live."""
     import tritonclient.http as httpclient
 
     client = httpclient.InferenceServerClient(url.removeprefix("http://"))
@@ -72,9 +74,9 @@ def _rows(runs: dict[str, list[float]], base: float) -> None:
 def measure(
     workload: Workload, svc: ServiceProcess, token: str, iterations: int, warmup: int
 ) -> None:
-    model = f"{_upload(svc, token, workload.path)}.forward"
+    model = f"{upload_pte(svc, token, workload.path)}.forward"
     grpc_infer, grpc_live = _grpc_calls(svc.grpc_port, token, model, workload.inputs)
-    http_infer, http_live = _http_calls(svc.url, token, model, workload.inputs)
+    http_infer, http_live = http_calls(svc.url, token, model, workload.inputs)
     timed: dict[str, Callable[[], Any]] = {
         "(a) executorch.runtime in-process": in_process_method(workload),
         "(b) gRPC ModelInfer, raw tensors": grpc_infer,

@@ -1,6 +1,7 @@
 """The /v2 server the runtime and session benchmarks measure, in a subprocess of its own.
 
-The /v2 router over a ``RuntimePool`` of ``--workers`` single-threaded workers, with an
+The /v2 router over a ``RuntimePool`` of ``--workers`` single-threaded workers (and a wide
+one for lone requests with ``--request-threads`` other than 1), with an
 allow-all auth dependency (like the service's bearer check on a cache hit: no database, no
 thread hop), on uvicorn with httptools and uvloop. Artifacts are served by name.
 
@@ -23,8 +24,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
-def serve(port: int, workers: int, artifacts: Mapping[str, str], home: Path) -> None:
-    """Serve ``artifacts`` (name -> ``.pte`` path) on ``port`` until killed."""
+def serve(
+    port: int, workers: int, artifacts: Mapping[str, str], home: Path, request_threads: int = 1
+) -> None:
+    """Serve ``artifacts`` (name -> ``.pte`` path) on ``port`` until killed; a lone request
+    gets ``request_threads`` XNNPACK threads (0: every core; 1: one, as under load)."""
     import hashlib
 
     import uvicorn
@@ -56,7 +60,7 @@ def serve(port: int, workers: int, artifacts: Mapping[str, str], home: Path) -> 
     async def allow_all(request: Any) -> str:
         return "bench"
 
-    pool = RuntimePool(workers, 1 << 30, home)
+    pool = RuntimePool(workers, 1 << 30, home, request_threads=request_threads or None)
     app = FastAPI()
     state = new_inference_state(Resolver(), pool, allow_all, CollectorRegistry())
     app.include_router(build_inference_router(state))
@@ -80,15 +84,16 @@ def _ready(port: int) -> bool:
 
 
 def start_server(
-    artifacts: Mapping[str, Path], home: Path, workers: int = 1
+    artifacts: Mapping[str, Path], home: Path, workers: int = 1, request_threads: int = 1
 ) -> tuple[subprocess.Popen[bytes], int]:
     """The server process serving ``artifacts`` once it answers ready, and its port."""
     port = _free_port()
     spec = json.dumps({name: str(path) for name, path in artifacts.items()})
     command = [sys.executable, __file__, "--port", str(port), "--workers", str(workers),
-               "--artifacts", spec, "--home", str(home)]  # fmt: skip
+               "--artifacts", spec, "--home", str(home),
+               "--request-threads", str(request_threads)]  # fmt: skip
     process = subprocess.Popen(command)
-    deadline = time.monotonic() + 180
+    deadline = time.monotonic() + 600  # a loaded machine takes minutes to import torch
     while time.monotonic() < deadline:
         if _ready(port):
             return process, port
@@ -106,8 +111,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--artifacts", required=True, help="JSON: name -> .pte path")
     parser.add_argument("--home", type=Path, required=True)
+    parser.add_argument("--request-threads", type=int, default=1, help="0: every core")
     args = parser.parse_args()
-    serve(args.port, args.workers, json.loads(args.artifacts), args.home)
+    serve(args.port, args.workers, json.loads(args.artifacts), args.home, args.request_threads)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,164 @@
+"""Full-speed single requests (issue 20): /v2 on a lone request against in-process ExecuTorch
+on every core, and 16 clients against the in-process pool, in one run.
+
+1. The zoo's Whisper encoder (bench size), lowered to XNNPACK, run in this process with
+   ExecuTorch's threadpool at 1 thread and at every core (its cost to resize, too: the pool
+   is per process, and a method loaded before a resize must not run after it), then
+   through a real ``pteforge serve`` (``BENCH_ENV``: one runtime worker) with unmodified
+   ``tritonclient.http`` (binary tensors): once with ``PTEFORGE_RUNTIME_REQUEST_THREADS=1``
+   (one thread, as before) and once with the default (a lone request on the wide worker,
+   every core). Target: /v2 p50 / in-process every-core p50 <= 1.10.
+2. The small encoder of ``bench/runtime.py`` with 16 concurrent clients: ``/v2``
+   (``bench/v2_server.py``) against the same ``RuntimePool`` called from 16 threads in this
+   process, pools of ``--workers`` workers. Target: ratio >= 0.9.
+
+Run: ``.venv/bin/python bench/v2_threads.py [--iterations 50] [--warmup 5] [--seconds 5]
+[--part 1|2]``
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.grpc_overhead import http_calls, upload_pte
+from bench.runtime import V2Client, build_workloads
+from bench.timing import latencies, measured, pct, single_threaded_bench
+from bench.v2_server import start_server
+from pteforge.runtime import RuntimePool
+from pteforge.runtime.threads import usable_cores
+from tests.server.service import BENCH_ENV, ServiceProcess
+from tests.zoo import BY_NAME
+
+
+def whisper_encoder(path: Path) -> list[np.ndarray]:
+    """The zoo's bench-size Whisper encoder lowered to XNNPACK at ``path``; its inputs."""
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+
+    model = BY_NAME["whisper"].build("bench")
+    program = {"encode": model.methods()["encode"]}
+    lowered = to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()])
+    path.write_bytes(lowered.to_executorch().buffer)
+    return [t.numpy() for t in model.example_inputs("encode")]
+
+
+def in_process(path: Path, inputs: list[np.ndarray], args: Any) -> dict[str, float]:
+    """p50 ms at 1 thread and at every core, and the mean ms of one threadpool resize.
+
+    The method is loaded again after each resize: XNNPACK binds a method to the threadpool
+    it loads under, and a resize frees that pool (executing it after one corrupts the heap).
+    """
+    import torch
+    from executorch.runtime import Runtime
+
+    runtime = Runtime.get()
+    module = runtime._legacy_module  # executorch.extension.pybindings.portable_lib
+    tensors = [torch.from_numpy(a) for a in inputs]
+    p50s = {}
+    for threads in (1, usable_cores()):
+        module._unsafe_reset_threadpool(threads)
+        assert module._threadpool_get_thread_count() == threads
+        program = runtime.load_program(path)  # loaded under this size, held while it runs
+        execute = partial(program.load_method("encode").execute, tensors)
+        p50s[f"in-process, {threads} thread(s)"] = pct(
+            latencies(execute, args.iterations, args.warmup), 50
+        )
+        del execute, program
+    start = time.perf_counter()
+    for i in range(100):
+        module._unsafe_reset_threadpool(1 + i % 2 * (usable_cores() - 1))
+    p50s["threadpool resize, no method loaded (mean)"] = (time.perf_counter() - start) / 100 * 1e3
+    return p50s
+
+
+def over_v2(path: Path, inputs: list[np.ndarray], work: Path, threads: str, args: Any) -> float:
+    """p50 ms of /v2 infer on a real ``pteforge serve`` (one runtime worker) with
+    ``PTEFORGE_RUNTIME_REQUEST_THREADS=threads``."""
+    env = {**BENCH_ENV, "PTEFORGE_RUNTIME_REQUEST_THREADS": threads}
+    svc = ServiceProcess(work / f"home-{threads}", env=env)
+    svc.start(timeout=600)
+    try:
+        assert svc.admin_token, "the server printed no admin token"
+        model = f"{upload_pte(svc, svc.admin_token, path)}.encode"
+        infer, _ = http_calls(svc.url, svc.admin_token, model, inputs)
+        return pct(latencies(infer, args.iterations, args.warmup), 50)
+    finally:
+        svc.stop()
+
+
+def single_request(work: Path, args: Any) -> None:
+    path = work / "whisper-encoder.pte"
+    inputs = whisper_encoder(path)
+    p50s = in_process(path, inputs, args)
+    p50s["/v2, 1 thread (PTEFORGE_RUNTIME_REQUEST_THREADS=1)"] = over_v2(
+        path, inputs, work, "1", args
+    )
+    p50s["/v2, every core while idle (default)"] = over_v2(path, inputs, work, "0", args)
+    base = p50s[f"in-process, {usable_cores()} thread(s)"]
+    print(f"\nWhisper encoder (zoo, bench size), XNNPACK, {usable_cores()} cores\n")
+    print("| path | p50 ms | / in-process every core |")
+    print("|---|---|---|")
+    for label, p50 in p50s.items():
+        print(f"| {label} | {p50:.3f} | {p50 / base:.2f} |")
+
+
+def concurrent_clients(work: Path, args: Any, request_threads: int) -> str:
+    """The row of 16 clients, /v2 against the in-process pool, both with ``request_threads``
+    (0: a wide worker for lone requests; 1: one-thread workers only, as before)."""
+    encoder = build_workloads(work)[1]
+    model = f"{encoder.path.stem}.{encoder.method}"
+    artifacts = {encoder.path.stem: encoder.path}
+    home = work / f"v2-{request_threads}"
+    server, port = start_server(artifacts, home, args.workers, request_threads=request_threads)
+
+    def pool_call(pool: RuntimePool) -> Callable[[], Callable[[], bool]]:
+        def call() -> bool:
+            pool.infer(encoder.sha256, encoder.method, encoder.inputs, encoder.path)
+            return True
+
+        return lambda: call
+
+    try:
+        v2 = measured(lambda: V2Client(port, model, encoder.inputs).infer, 16, args.seconds,
+                      server.pid)  # fmt: skip
+        threads = request_threads or None
+        with RuntimePool(args.workers, 1 << 30, home / "pool", request_threads=threads) as pool:
+            local = measured(pool_call(pool), 16, args.seconds, None)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    ratio = v2.per_second / local.per_second
+    return (f"| {request_threads} | {local.per_second:.0f} | {v2.per_second:.0f} | "
+            f"{v2.errors} | {ratio:.2f} |")  # fmt: skip
+
+
+def clients_table(work: Path, args: Any) -> None:
+    rows = [concurrent_clients(work, args, threads) for threads in (1, 0)]
+    print(f"\nseq2seq encoder (bench/runtime.py), 16 clients, pools of {args.workers} worker(s)\n")
+    print("| request threads | in-process pool req/s | /v2 req/s | errors | ratio |")
+    print("|---|---|---|---|---|")
+    print("\n".join(rows))
+
+
+def main() -> None:
+    args, work = single_threaded_bench(
+        __doc__.splitlines()[0], "v2-threads-", iterations=50, warmup=5, seconds=5,
+        workers=max(1, usable_cores() - 1), part=0,  # 1 or 2: that part alone
+    )  # fmt: skip
+    if args.part in (0, 1):
+        single_request(work, args)
+    if args.part in (0, 2):
+        clients_table(work, args)
+
+
+if __name__ == "__main__":
+    main()
