@@ -24,8 +24,9 @@ pytestmark = pytest.mark.zoo
 
 PROMPT = "The quick brown fox"
 MAX_TOKENS = 12
-RECIPES: tuple[str | None, ...] = (None,)
-"""The export recipes served here (None: fp32)."""
+RECIPES: tuple[str | None, ...] = (None, "8da4w")
+"""The export recipes served here (None: fp32; ``8da4w``: int8 dynamic activations, int4
+weights, whose greedy tokens are checked against the .pte only, not eager)."""
 
 
 @pytest.fixture(scope="module")
