@@ -113,11 +113,12 @@ class Settings(BaseSettings):
         "HTTP side needs: see docs/benchmarks.md, remote execution).",
     )
     runtime_request_threads: int = Field(
-        default=0,
+        default=1,
         ge=0,
         description="XNNPACK threads of a stateless request that finds the runtime pool idle "
         "(0: every core): it runs on one extra runtime process of that many threads; while "
-        "others are in flight requests run on the one-thread processes. 1: no extra process.",
+        "others are in flight requests run on the one-thread processes. 1 (default): no extra "
+        "process; off until it stops costing throughput under load (docs/benchmarks.md).",
     )
     runtime_cache_bytes: int = _positive(
         2 * 1024**3, "Loaded-program cache of each runtime process."
