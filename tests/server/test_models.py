@@ -125,15 +125,14 @@ def test_switching_the_latest_version_fails_no_request(
                     served.add(served_scale(answer))
                 answers.release()
 
-    inferring = [threading.Thread(target=keep_inferring) for _ in range(2)]
+    inferring = [threading.Thread(target=keep_inferring) for _ in range(8)]  # 8 clients
     for thread in inferring:
         thread.start()
     try:
-        for _ in range(3):
-            for scale in (2.0, 3.0, 1.0):
-                # each switch waits for an answer since the last one: requests are in flight
-                assert answers.acquire(timeout=120), "no infer answer within 120 s"
-                _deploy(admin, "rolling", scales[scale])
+        for switch in range(20):  # issue 20: 20 switches of the latest version under 8 clients
+            # each switch waits for an answer since the last one: requests are in flight
+            assert answers.acquire(timeout=120), "no infer answer within 120 s"
+            _deploy(admin, "rolling", scales[(2.0, 3.0, 1.0)[switch % 3]])
         assert answers.acquire(timeout=120), "no infer answer after the last switch"
     finally:
         stop.set()
