@@ -247,15 +247,28 @@ def test_profile_of_an_xnnpack_method_in_the_browser(
     for field in ("p50", "p90"):
         shown = view.locator(f"[data-field={field}]").get_attribute("data-value")
         assert float(shown or "nan") == profile["latency_us"][field]
+    _check_the_rest_expands(page, view, operators, tmp_path)
+    _check_the_delegation_summary(page, report)
+    assert not errors, errors
+
+
+def _check_the_rest_expands(
+    page: Page, view: Locator, operators: list[list[Any]], tmp_path: Path
+) -> None:
+    """The rows after the top 10 are hidden (the page stays short) until their row opens."""
     rest = page.locator("#profile-rest > div.bar-row")
-    expect(rest.first).to_be_hidden()  # collapsed: the page stays short
+    expect(rest.first).to_be_hidden()
     collapsed = view.bounding_box()
     _shot(page, tmp_path, "profile")
-    other.click()
+    page.locator("#profile-rest > summary").click()
     expect(rest.first).to_be_visible()
     assert _bars(rest) == operators[10:]
     expanded = view.bounding_box()
     assert collapsed and expanded and collapsed["height"] < expanded["height"]
+
+
+def _check_the_delegation_summary(page: Page, report: dict[str, Any]) -> None:
+    """The non-delegated operator kinds and the subgraph count are the compile report's."""
     kinds = page.locator("#delegation-forward tr[data-operator]").evaluate_all(
         "rows => rows.map(r => r.dataset.operator)"
     )
@@ -263,4 +276,3 @@ def test_profile_of_an_xnnpack_method_in_the_browser(
     assert set(kinds) == expected and "aten_cumsum_default" in kinds
     summary = page.inner_text("#delegation-forward-summary")
     assert summary.startswith(f"{report['delegated_subgraphs']} delegate subgraphs")
-    assert not errors, errors
