@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from pteforge.children.limits import WEIGHTS_ONLY_ENV
 from pteforge.server.settings import Settings
@@ -114,12 +114,37 @@ class WorkerSupervisor:
                 proc.wait()
 
 
+def handle_signals_on_a_thread(handlers: Mapping[int, Callable[[], None]]) -> None:
+    """Run ``handlers[signum]`` on a thread of its own for each signal received (call from
+    the main thread, once).
+
+    Not in a Python signal handler: that runs between two bytecodes of the main thread,
+    maybe while it holds the very lock the handler takes (an Event's, inside ``clear()``),
+    and then waits for itself forever. That happened: a job queued just as the worker
+    cleared its wake-up event was never claimed. Here the C-level handler only writes the
+    signal's number to a pipe (``signal.set_wakeup_fd``), which the thread reads.
+    """
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
+    for signum in handlers:
+        signal.signal(signum, lambda *_: None)  # the wake-up fd does the work
+    signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+
+    def dispatch() -> None:
+        while True:
+            for signum in os.read(read_fd, 512):
+                handler = handlers.get(signum)
+                if handler is not None:
+                    handler()
+
+    threading.Thread(target=dispatch, name="signals", daemon=True).start()
+
+
 def run_workers(settings: Settings, count: int) -> None:
     """Supervise ``count`` workers in the foreground until SIGTERM or SIGINT (``pteforge
     worker``): a compile-only node of a deployment that shares the database."""
     stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
+    handle_signals_on_a_thread({signal.SIGTERM: stop.set, signal.SIGINT: stop.set})
     report_confinement(settings.home)  # logged: what this node's lowering children get
     supervisor = WorkerSupervisor(settings, count)
     supervisor.start()

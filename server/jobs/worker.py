@@ -35,6 +35,7 @@ from pteforge.children.identity import hand_to_children
 from pteforge.contracts.errors import ErrorCode
 from pteforge.contracts.jobs import PROFILE_KIND
 from pteforge.server.jobs.compile_job import COMPILE_KIND, CompileJobRunner
+from pteforge.server.jobs.compile_workers import handle_signals_on_a_thread
 from pteforge.server.jobs.heartbeat import WorkerHeartbeat
 from pteforge.server.jobs.notify import JobNotifications, notifications_for
 from pteforge.server.jobs.scratch import WorkerScratch, sweep
@@ -204,15 +205,19 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     worker = Worker(Settings(), args.name)
 
-    def stop(*_: object) -> None:
+    def stop() -> None:
         worker.stop.set()
         worker.wake.set()
         worker.interrupt.set()  # a running lowering stops now, not at its next heartbeat
 
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    signal.signal(signal.SIGUSR1, lambda *_: worker.wake.set())
-    signal.signal(signal.SIGUSR2, lambda *_: worker.on_cancel())
+    handle_signals_on_a_thread(
+        {
+            signal.SIGTERM: stop,
+            signal.SIGINT: stop,
+            signal.SIGUSR1: worker.wake.set,
+            signal.SIGUSR2: worker.on_cancel,
+        }
+    )
     worker.run()
     return 0
 
