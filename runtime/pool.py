@@ -32,7 +32,7 @@ from pteforge.runtime.sessions import Sequence as SequenceRef
 from pteforge.runtime.sessions import SessionLimits, Sessions
 from pteforge.runtime.stats import PoolStats
 from pteforge.runtime.supervisor import RestartPolicy, Workers
-from pteforge.runtime.threads import InFlight, routes
+from pteforge.runtime.threads import routes
 from pteforge.runtime.worker import WorkerConfig
 from pteforge.runtime.worker_calls import ASYNC_INLINE_FRAME_BYTES, Calls, Request
 
@@ -103,7 +103,7 @@ class RuntimePool:
             on_start=self._started,
             on_lost=self._lost,
         )
-        self.calls = Calls(self.workers, self.stats.count, request_timeout_s, InFlight())
+        self.calls = Calls(self.workers, self.stats.count, request_timeout_s)
         self.routes = routes(self.calls, config, request_threads, start_timeout_s, self._lost)
         self.session_calls = SessionCalls(self.calls, self.sessions)
         self.generation = GenerationCalls(self.calls, self.session_calls)

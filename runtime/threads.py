@@ -86,7 +86,8 @@ def routes(
     on_lost: Callable[[WorkerProcess, str], None],
 ) -> Routes:
     """``calls`` and, unless ``threads`` (None: every core) is no more than
-    ``config.threads``, a wide worker with ``threads``, counted with ``calls``."""
+    ``config.threads``, a wide worker with ``threads``, counted with ``calls`` (only then
+    do requests count themselves in flight: without a wide worker nothing reads it)."""
     threads = threads or usable_cores()
     if threads <= config.threads:
         return Routes(calls, None)
@@ -99,4 +100,5 @@ def routes(
         on_start=lambda worker: None,
         on_lost=on_lost,
     )
+    calls.in_flight = InFlight()
     return Routes(calls, Calls(workers, calls.count, calls.timeout_s, calls.in_flight))

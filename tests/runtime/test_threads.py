@@ -52,3 +52,4 @@ def test_a_lone_request_gets_every_core_and_concurrent_ones_one_each(
 
 def test_one_thread_pools_have_no_wide_worker(pool: RuntimePool) -> None:
     assert pool.routes.wide is None  # request_threads=1, the library's default
+    assert pool.calls.in_flight is None  # and no request takes the in-flight lock
