@@ -14,3 +14,8 @@ HEADER_LENGTH = "Inference-Header-Content-Length"
 # The OIP datatypes the runtime can feed, and their numpy dtypes (same names as torch's).
 OIP_TO_NUMPY: dict[str, np.dtype] = {oip: np.dtype(name) for name, oip in OIP_DATATYPES.items()}
 NUMPY_TO_OIP: dict[np.dtype, str] = {np_dt: oip for oip, np_dt in OIP_TO_NUMPY.items()}
+
+
+def oip_datatype(dtype: np.dtype) -> str:
+    """The OIP datatype of numpy ``dtype`` (its numpy name where OIP has none)."""
+    return NUMPY_TO_OIP.get(dtype, str(dtype))

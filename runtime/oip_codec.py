@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import orjson
 
-from pteforge.contracts.oip import HEADER_LENGTH, NUMPY_TO_OIP
+from pteforge.contracts.oip import HEADER_LENGTH, oip_datatype
 from pteforge.runtime.dtypes import numpy_dtype
 from pteforge.runtime.errors import InvalidInputError, ProtocolError
 from pteforge.runtime.metadata import MethodSignature, TensorSpec
@@ -240,17 +241,12 @@ def encode_infer_response(
     parameters: dict[str, Any],
 ) -> tuple[bytes, int | None]:
     """Build the response body; the second item is the JSON length if binary data follows."""
-    by_name = {spec.name: array for spec, array in zip(signature.outputs, outputs, strict=False)}
     tensors: list[dict[str, Any]] = []
     chunks: list[Any] = []  # arrays, joined into the body from their buffers
     finite = True  # orjson writes NaN/Infinity as null: keep Python's json for those
-    for wanted in request.outputs:
-        array = np.ascontiguousarray(by_name[wanted.name])
-        tensor: dict[str, Any] = {
-            "name": wanted.name,
-            "datatype": NUMPY_TO_OIP.get(array.dtype, str(array.dtype)),
-            "shape": list(array.shape),
-        }
+    for wanted, array in requested_outputs(request, signature, outputs):
+        datatype, shape = oip_datatype(array.dtype), list(array.shape)
+        tensor: dict[str, Any] = {"name": wanted.name, "datatype": datatype, "shape": shape}
         if wanted.binary:
             chunks.append(array)
             tensor["parameters"] = {"binary_data_size": array.nbytes}
@@ -267,6 +263,15 @@ def encode_infer_response(
     if not chunks:
         return head, None
     return b"".join([head, *chunks]), len(head)  # one copy, straight from the arrays
+
+
+def requested_outputs(
+    request: InferRequest, signature: MethodSignature, outputs: list[np.ndarray]
+) -> Iterator[tuple[RequestedOutput, np.ndarray]]:
+    """The outputs ``request`` asks for, in its order, each with its C-contiguous array."""
+    by_name = {spec.name: array for spec, array in zip(signature.outputs, outputs, strict=False)}
+    for wanted in request.outputs:
+        yield wanted, np.ascontiguousarray(by_name[wanted.name])
 
 
 def _all_finite(array: np.ndarray) -> bool:

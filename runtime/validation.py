@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from pteforge.contracts.oip import NUMPY_TO_OIP
+from pteforge.contracts.oip import oip_datatype
 from pteforge.runtime.errors import InvalidInputError
 from pteforge.runtime.metadata import MethodSignature, TensorSpec
 
@@ -49,4 +49,4 @@ def check_arrays(signature: MethodSignature, arrays: Sequence[np.ndarray]) -> No
     """Validate positional numpy inputs against ``signature``."""
     check_count(signature, len(arrays))
     for spec, array in zip(signature.inputs, arrays, strict=True):
-        check_tensor(spec, NUMPY_TO_OIP.get(array.dtype, str(array.dtype)), array.shape)
+        check_tensor(spec, oip_datatype(array.dtype), array.shape)

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from tritonclient.grpc import service_pb2 as pb
 
-from pteforge.contracts.oip import NUMPY_TO_OIP
+from pteforge.contracts.oip import oip_datatype
 from pteforge.runtime.errors import ProtocolError
 from pteforge.runtime.metadata import MethodSignature
 from pteforge.runtime.oip_codec import (
@@ -21,6 +21,7 @@ from pteforge.runtime.oip_codec import (
     check_input_names,
     check_output_name,
     input_tensor,
+    requested_outputs,
 )
 
 # Which typed ``InferTensorContents`` field carries each datatype (FP16/BF16: raw only).
@@ -103,13 +104,11 @@ def encode_response(
     parameters: dict[str, Any],
 ) -> Any:
     """The ``ModelInferResponse`` of ``outputs``: the requested ones, as raw contents."""
-    by_name = {spec.name: array for spec, array in zip(signature.outputs, outputs, strict=False)}
     response = pb.ModelInferResponse(model_name=model, model_version="1", id=request.id or "")
     for key, value in parameters.items():
         _set_parameter(response.parameters[key], value)
-    for wanted in request.outputs:
-        array = np.ascontiguousarray(by_name[wanted.name])
-        datatype = NUMPY_TO_OIP.get(array.dtype, str(array.dtype))
+    for wanted, array in requested_outputs(request, signature, outputs):
+        datatype = oip_datatype(array.dtype)
         response.outputs.add(name=wanted.name, datatype=datatype, shape=list(array.shape))
         response.raw_output_contents.append(array.tobytes())
     return response
