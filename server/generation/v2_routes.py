@@ -34,6 +34,7 @@ from pteforge.server.generation.target import resolve_version
 from pteforge.server.generation.v2_schemas import GenerateBody, parse_generate
 from pteforge.server.inference.bodies import read_body
 from pteforge.server.inference.dependencies import InferenceState, running_state
+from pteforge.server.inference.resolver import version_number
 from pteforge.server.inference.routes_infer import BareRoute
 from pteforge.server.inference.statuses import error_response
 
@@ -72,12 +73,6 @@ def _failed(exc: Exception) -> dict[str, Any]:
     return {"error": answer_of(exc).message}
 
 
-def _version(version: str | None) -> int | None:
-    if version is not None and not version.isdigit():
-        raise OpenAIError(400, f"model version {version!r} must be a number")
-    return None if version is None else int(version)
-
-
 async def _answer(shape: GenerateShape, events: streaming.Events, stream: bool) -> Response:
     if not stream:
         return JSONResponse(shape.whole(await streaming.collect(events)))
@@ -89,7 +84,7 @@ async def _generate(
     request: Request, state: InferenceState, model: str, version: str | None, stream: bool
 ) -> Response:
     principal = await state.authenticate(request)
-    asked = _version(version)
+    asked = version_number(version)
     raw = await read_body(request, state.max_request_bytes)
     body: GenerateBody = parse_generate(raw, request.headers.get(SESSION_HEADER))
     store = get_services(request).store

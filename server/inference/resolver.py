@@ -9,6 +9,7 @@ from typing import Protocol
 
 from pteforge.runtime import ArtifactSource, TensorNames
 from pteforge.server.auth.dependencies import Principal
+from pteforge.server.inference.statuses import InvalidVersionError
 
 
 @dataclass(frozen=True)
@@ -44,5 +45,17 @@ class ArtifactResolver(Protocol):
 
         ``model`` is the part of a /v2 model before the method: an artifact id, or where the
         resolver knows model names, a model name (its latest version, or ``version`` from a
-        ``/versions/{version}`` path; the version means nothing to an artifact id)."""
+        ``/versions/{version}`` path, a number: ``version_number``; the version means nothing
+        to an artifact id)."""
         ...
+
+
+def version_number(version: str | None) -> int | None:
+    """The model version a ``/v2`` path names (``/versions/{version}/...``; None: the
+    latest), the one parse every ``/v2`` route (infer, metadata, ready, stats, generate)
+    and gRPC use: 400 naming it when it is not a number, whatever the model."""
+    if version is None:
+        return None
+    if not version.isdigit():
+        raise InvalidVersionError(f"model version {version!r} must be a number")
+    return int(version)

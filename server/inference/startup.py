@@ -22,7 +22,7 @@ from pteforge.server.inference.dependencies import (
     InferenceState,
     new_inference_state,
 )
-from pteforge.server.inference.resolver import ResolvedArtifact
+from pteforge.server.inference.resolver import ResolvedArtifact, version_number
 from pteforge.server.settings import Settings
 from pteforge.storage.domain import Artifact, MethodSignature
 from pteforge.storage.store import Store, Transaction
@@ -79,13 +79,11 @@ class StoreArtifactResolver:
 def _model_version(
     tx: Transaction, project_id: str, name: str, version: str | None
 ) -> tuple[int, str] | None:
-    """The number and artifact of the model's latest version, or of ``version`` (None unless
-    a number)."""
-    if version is None:
+    """The number and artifact of the model's latest version, or of ``version``."""
+    number = version_number(version)
+    if number is None:
         model = tx.models.get(project_id, name)
         number = None if model is None else model.latest_version
-    else:
-        number = int(version) if version.isdigit() else None
     if number is None:
         return None
     artifact_id = tx.models.artifact_id(project_id, name, number)

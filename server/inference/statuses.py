@@ -38,6 +38,10 @@ class NotFoundError(RuntimeLayerError):
     """The model (artifact or method) does not exist for this caller."""
 
 
+class InvalidVersionError(RuntimeLayerError):
+    """A model version named in a ``/v2`` path that is not a number (400)."""
+
+
 class RequestTooLargeError(RuntimeLayerError):
     """An infer request body, as sent or once decompressed, is over the size limit (413)."""
 
@@ -62,7 +66,7 @@ _CLIENT: list[tuple[type[RuntimeLayerError], int]] = [
 
 
 def status_of(exc: RuntimeLayerError) -> tuple[int, dict[str, str]]:
-    """The status and extra headers answering ``exc`` (``NotFoundError``/413 aside)."""
+    """The status and extra headers answering ``exc`` (404, 400 and 413 aside)."""
     for cls, status in _CLIENT:
         if isinstance(exc, cls):
             return status, {}
@@ -82,6 +86,8 @@ def http_status(exc: RuntimeLayerError) -> tuple[int, dict[str, str]]:
         return 413, {}
     if isinstance(exc, NotFoundError):
         return 404, {}
+    if isinstance(exc, InvalidVersionError):
+        return 400, {}
     return status_of(exc)
 
 

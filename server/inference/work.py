@@ -25,7 +25,7 @@ from pteforge.runtime.oip_codec import (
 from pteforge.server.auth.dependencies import Principal
 from pteforge.server.inference.bodies import decompressed, inline
 from pteforge.server.inference.dependencies import InferenceState
-from pteforge.server.inference.resolver import ResolvedArtifact
+from pteforge.server.inference.resolver import ResolvedArtifact, version_number
 from pteforge.server.inference.sequences import sequence_of, session_scope
 from pteforge.server.inference.statistics import (
     PhaseTimes,
@@ -80,7 +80,9 @@ async def model_of(
     state: InferenceState, principal: Principal, model: str, version: str | None = None
 ) -> tuple[ResolvedArtifact, MethodSignature]:
     """The artifact and the named signature of ``model`` (``{artifact_id}.{method}`` or
-    ``{name}.{method}``, at ``version`` if given; 404 when the caller has none)."""
+    ``{name}.{method}``, at ``version`` if given; 404 when the caller has none, 400 for a
+    version that is not a number)."""
+    version_number(version)
     ref, method = split_model_name(model)
     artifact = _check_model(model, version, await resolve(state, principal, ref, version))
     signature = await state.pool.method_metadata_async(artifact.sha256, method, artifact.source)

@@ -101,8 +101,13 @@ def test_v2_serves_the_latest_version_or_a_pinned_one(
         assert admin.get(f"/v2/models/pinned.forward{path}/ready").json()["ready"] is True
         metadata = admin.get(f"/v2/models/pinned.forward{path}").json()
         assert [t["name"] for t in metadata["inputs"]] == [INPUT_NAME]
-    for missing in ("/versions/9", "/versions/latest"):
-        assert admin.get(f"/v2/models/pinned.forward{missing}").status_code == 404
+    assert admin.get("/v2/models/pinned.forward/versions/9").status_code == 404
+    not_numbers = [
+        admin.get("/v2/models/pinned.forward/versions/latest"),
+        admin.post("/v2/models/pinned.forward/versions/latest/infer", json=infer_body()),
+    ]
+    for answer in not_numbers:  # 400 naming the version, as /v2 generate answers
+        assert answer.status_code == 400 and "'latest'" in answer.json()["error"], answer.text
     assert admin.get("/v2/models/pinned.nomethod").status_code == 404
     by_id = admin.post(f"/v2/models/{scales[1.0]}.forward/infer", json=infer_body())
     assert served_scale(by_id) == 1.0  # artifact ids keep working
