@@ -19,7 +19,7 @@ from pteforge.server.http.uploads import store_upload
 router = APIRouter(prefix="/v1", tags=["artifacts"])
 
 
-@router.get("/artifacts/{artifact_id}", response_model=ArtifactOut, summary="Artifact metadata")
+@router.get("/artifacts/{artifact_id}", summary="Artifact metadata")
 async def get_artifact(
     artifact_id: str, services: ServicesDep, principal: CurrentPrincipal
 ) -> ArtifactOut:
@@ -75,7 +75,6 @@ def head_pte(
 @router.post(
     "/artifacts",
     status_code=status.HTTP_201_CREATED,
-    response_model=ArtifactOut,
     summary="Upload a .pte built elsewhere (verified before it is stored)",
     openapi_extra=multipart_body(
         {
@@ -94,7 +93,7 @@ async def upload_artifact(
     return ArtifactOut.of(artifact)
 
 
-@router.get("/artifacts", response_model=ArtifactList, summary="The project's artifacts")
+@router.get("/artifacts", summary="The project's artifacts")
 async def list_artifacts(
     services: ServicesDep, principal: CurrentPrincipal, limit: LimitQuery = DEFAULT_LIMIT
 ) -> ArtifactList:

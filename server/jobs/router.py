@@ -24,7 +24,6 @@ router = APIRouter(prefix="/v1", tags=["jobs"])
 @router.post(
     "/compile-jobs",
     status_code=status.HTTP_202_ACCEPTED,
-    response_model=JobOut,
     summary="Queue a compile of a program with a plan",
 )
 def submit_compile_job(
@@ -38,7 +37,6 @@ def submit_compile_job(
 @router.post(
     "/profile-jobs",
     status_code=status.HTTP_202_ACCEPTED,
-    response_model=JobOut,
     summary="Queue a profile of one method of an artifact",
 )
 def submit_profile_job(
@@ -51,11 +49,7 @@ def submit_profile_job(
     return JobOut.of(profile_service.submit_profile(services, principal.project_id, body))
 
 
-@router.get(
-    "/jobs/{job_id}/profile",
-    response_model=ProfileReport,
-    summary="A succeeded profile job's profile",
-)
+@router.get("/jobs/{job_id}/profile", summary="A succeeded profile job's profile")
 async def get_job_profile(
     job_id: str, services: ServicesDep, principal: CurrentPrincipal
 ) -> ProfileReport:
@@ -66,7 +60,7 @@ async def get_job_profile(
     )
 
 
-@router.get("/jobs", response_model=JobList, summary="The project's jobs")
+@router.get("/jobs", summary="The project's jobs")
 async def list_jobs(
     services: ServicesDep,
     principal: CurrentPrincipal,
@@ -81,14 +75,14 @@ async def list_jobs(
     return JobList(jobs=[JobOut.of(j) for j in jobs])
 
 
-@router.get("/jobs/{job_id}", response_model=JobOut, summary="A job's status and stage")
+@router.get("/jobs/{job_id}", summary="A job's status and stage")
 async def get_job(job_id: str, services: ServicesDep, principal: CurrentPrincipal) -> JobOut:
     return JobOut.of(
         await run_in_threadpool(service.get_job, services, principal.project_id, job_id)
     )
 
 
-@router.post("/jobs/{job_id}/cancel", response_model=JobOut, summary="Cancel a job")
+@router.post("/jobs/{job_id}/cancel", summary="Cancel a job")
 def cancel_job(job_id: str, services: ServicesDep, principal: CurrentPrincipal) -> JobOut:
     """A queued job is canceled at once; a running one as soon as its worker notices."""
     return JobOut.of(service.cancel_job(services, principal.project_id, job_id))

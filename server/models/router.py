@@ -37,7 +37,6 @@ ModelLimit = Annotated[
 @router.post(
     "/models/{name}/versions",
     status_code=status.HTTP_201_CREATED,
-    response_model=ModelVersionCreated,
     summary="Add the next version of a model (the first one creates it)",
 )
 def create_version(
@@ -52,7 +51,7 @@ def create_version(
     return ModelVersionCreated.of(name, version)
 
 
-@router.get("/models", response_model=ModelList, summary="The project's models")
+@router.get("/models", summary="The project's models")
 async def list_models(
     services: ServicesDep, principal: CurrentPrincipal, limit: ModelLimit = DEFAULT_LIMIT
 ) -> ModelList:
@@ -61,7 +60,7 @@ async def list_models(
     return ModelList(data=[ModelOut.of(model) for model in found])
 
 
-@router.get("/models/{name}", response_model=ModelDetail, summary="A model and its versions")
+@router.get("/models/{name}", summary="A model and its versions")
 async def get_model(name: str, services: ServicesDep, principal: CurrentPrincipal) -> ModelDetail:
     """The model with its versions, oldest first; 404 for another project's model."""
     model, versions = await run_in_threadpool(
@@ -108,7 +107,6 @@ _TOKENIZER_DOC = multipart_body(
 @router.put(
     "/models/{name}/versions/{version}/tokenizer",
     status_code=status.HTTP_201_CREATED,
-    response_model=TokenizerOut,
     summary="Attach a tokenizer to a model version",
     openapi_extra=_TOKENIZER_DOC,
 )
@@ -134,7 +132,6 @@ async def put_tokenizer(
 
 @router.get(
     "/models/{name}/versions/{version}/tokenizer",
-    response_model=TokenizerOut,
     summary="The tokenizer of a model version",
 )
 async def get_tokenizer(

@@ -31,7 +31,6 @@ _UPLOAD_DOC = multipart_body(
 @router.post(
     "/programs",
     status_code=status.HTTP_201_CREATED,
-    response_model=ProgramOut,
     summary="Upload a multi-method program",
     openapi_extra=_UPLOAD_DOC,
 )
@@ -50,7 +49,7 @@ async def upload_program(
     return ProgramOut.of(program)
 
 
-@router.get("/programs/{program_id}", response_model=ProgramOut, summary="An uploaded program")
+@router.get("/programs/{program_id}", summary="An uploaded program")
 async def get_program(
     program_id: str, services: ServicesDep, principal: CurrentPrincipal
 ) -> ProgramOut:
@@ -61,7 +60,7 @@ async def get_program(
     return ProgramOut.of(found)
 
 
-@router.get("/programs", response_model=ProgramList, summary="The project's programs")
+@router.get("/programs", summary="The project's programs")
 async def list_programs(
     services: ServicesDep, principal: CurrentPrincipal, limit: LimitQuery = DEFAULT_LIMIT
 ) -> ProgramList:
