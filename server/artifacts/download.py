@@ -4,15 +4,22 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
+from pteforge.server.common.openapi_doc import answers
 from pteforge.server.http.ranges import etag_matches, parse_range, quoted_etag
 from pteforge.storage.blobs import BlobStore
 from pteforge.storage.domain import Artifact, BlobRef
 
 PTE_MEDIA_TYPE = "application/octet-stream"
+RANGE_ANSWERS: dict[int | str, dict[str, Any]] = {206: {}, 304: {}, 416: {}}
+"""The OpenAPI ``responses`` of a download route's ``HEAD``: the statuses besides 200 that
+:func:`content_response` answers."""
+DOWNLOAD_ANSWERS = answers(PTE_MEDIA_TYPE) | RANGE_ANSWERS
+"""The OpenAPI ``responses`` of a download route: the bytes, a range of them, or none."""
 
 
 def pte_response(request: Request, blobs: BlobStore, artifact: Artifact) -> Response:

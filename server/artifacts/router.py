@@ -8,10 +8,15 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from pteforge.server.artifacts import service
-from pteforge.server.artifacts.download import content_response, pte_response
+from pteforge.server.artifacts.download import (
+    DOWNLOAD_ANSWERS,
+    RANGE_ANSWERS,
+    content_response,
+    pte_response,
+)
 from pteforge.server.artifacts.schemas import ArtifactList, ArtifactOut
 from pteforge.server.auth.dependencies import CurrentPrincipal
-from pteforge.server.common.multipart_doc import multipart_body
+from pteforge.server.common.openapi_doc import multipart_body
 from pteforge.server.common.services import ServicesDep
 from pteforge.server.http.listing import DEFAULT_LIMIT, LimitQuery
 from pteforge.server.http.uploads import store_upload
@@ -34,7 +39,7 @@ async def get_artifact(
     "/artifacts/{artifact_id}/pte",
     summary="Download the .pte (ETag = sha256, Range honoured)",
     response_class=Response,
-    responses={200: {"content": {"application/octet-stream": {}}}, 206: {}, 304: {}, 416: {}},
+    responses=DOWNLOAD_ANSWERS,
 )
 def download_pte(
     artifact_id: str, request: Request, services: ServicesDep, principal: CurrentPrincipal
@@ -47,7 +52,7 @@ def download_pte(
     "/artifacts/{artifact_id}/bpte",
     summary="Download the artifact as an ExecuTorch BundledProgram (.bpte)",
     response_class=Response,
-    responses={200: {"content": {"application/octet-stream": {}}}, 206: {}, 304: {}, 416: {}},
+    responses=DOWNLOAD_ANSWERS,
 )
 def download_bpte(
     artifact_id: str, request: Request, services: ServicesDep, principal: CurrentPrincipal
@@ -64,7 +69,7 @@ def download_bpte(
     "/artifacts/{artifact_id}/pte",
     summary="The download's status and headers (size, ETag), without the body",
     response_class=Response,
-    responses={206: {}, 304: {}, 416: {}},
+    responses=RANGE_ANSWERS,
 )
 def head_pte(
     artifact_id: str, request: Request, services: ServicesDep, principal: CurrentPrincipal

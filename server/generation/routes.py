@@ -18,6 +18,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from pteforge.contracts.generation import GenerationRequest
+from pteforge.server.common.openapi_doc import answers, json_body
 from pteforge.server.common.services import get_services
 from pteforge.server.generation import streaming
 from pteforge.server.generation.errors import OpenAIError, answer_of
@@ -35,10 +36,7 @@ SESSION_HEADER = "X-Pteforge-Session"
 DONE = b"data: [DONE]\n\n"
 """The last event of an OpenAI stream."""
 
-
-def _doc(what: str) -> dict[str, Any]:
-    schema = {"type": "object", "description": what}
-    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
+router = APIRouter(tags=[TAG], route_class=BareRoute)
 
 
 async def _parse(
@@ -79,7 +77,7 @@ async def _generate(request: Request, body_type: type[CompletionBody | ChatBody]
     first = await streaming.first_event(events)
     opening = shape.opening()
     stream = streaming.relay(first, events, shape.chunks, _failed, opening=opening, ending=DONE)
-    return StreamingResponse(stream, media_type="text/event-stream")
+    return StreamingResponse(stream, media_type=streaming.SSE)
 
 
 async def _answer(request: Request, body_type: type[CompletionBody | ChatBody]) -> Response:
@@ -89,6 +87,12 @@ async def _answer(request: Request, body_type: type[CompletionBody | ChatBody]) 
         return answer_of(exc).response()
 
 
+@router.post(
+    "/v1/completions",
+    summary="Complete a prompt (OpenAI-compatible)",
+    openapi_extra=json_body("An OpenAI completions body: model, prompt, max_tokens, ..."),
+    responses=answers(streaming.SSE),
+)
 async def completions(request: Request) -> Response:
     """OpenAI's completions: `prompt` (text or token ids) continued by the model version
     `model` names (`name` or `name:version`), with its tokenizer. `temperature` 0 is greedy.
@@ -96,26 +100,13 @@ async def completions(request: Request) -> Response:
     return await _answer(request, CompletionBody)
 
 
+@router.post(
+    "/v1/chat/completions",
+    summary="Answer a chat (OpenAI-compatible)",
+    openapi_extra=json_body("An OpenAI chat completions body: model, messages, max_tokens, ..."),
+    responses=answers(streaming.SSE),
+)
 async def chat_completions(request: Request) -> Response:
     """OpenAI's chat completions: `messages` rendered by the chat template of the version's
     `tokenizer_config` (or the documented default), then continued as in completions."""
     return await _answer(request, ChatBody)
-
-
-router = APIRouter(tags=[TAG], route_class=BareRoute)
-router.add_api_route(
-    "/v1/completions",
-    completions,
-    methods=["POST"],
-    summary="Complete a prompt (OpenAI-compatible)",
-    openapi_extra=_doc("An OpenAI completions body: model, prompt, max_tokens, ..."),
-    responses={200: {"content": {"text/event-stream": {}}}},
-)
-router.add_api_route(
-    "/v1/chat/completions",
-    chat_completions,
-    methods=["POST"],
-    summary="Answer a chat (OpenAI-compatible)",
-    openapi_extra=_doc("An OpenAI chat completions body: model, messages, max_tokens, ..."),
-    responses={200: {"content": {"text/event-stream": {}}}},
-)

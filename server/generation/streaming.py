@@ -22,6 +22,8 @@ from pteforge.server.inference.dependencies import InferenceState
 
 Events = AsyncGenerator[GenerationEvent, None]
 Payload = dict[str, Any]
+SSE = "text/event-stream"
+"""The media type of a server-sent event stream."""
 
 
 def start(

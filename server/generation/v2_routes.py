@@ -25,6 +25,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from pteforge.contracts.generation import GenerationEvent, Usage
+from pteforge.server.common.openapi_doc import answers, json_body
 from pteforge.server.common.services import get_services
 from pteforge.server.generation import streaming
 from pteforge.server.generation.errors import OpenAIError, answer_of
@@ -38,8 +39,12 @@ from pteforge.server.inference.resolver import version_number
 from pteforge.server.inference.routes_infer import BareRoute
 from pteforge.server.inference.statuses import error_response
 
-SSE = "text/event-stream"
 ModelName = Annotated[str, Path(description="A model name from `/v1/models` with a tokenizer")]
+_BODY = json_body(
+    'A generate request: {"text_input": "...", "parameters": {"max_tokens": 16, ...}}'
+)
+
+router = APIRouter(tags=[TAG], route_class=BareRoute)
 
 
 @dataclass(frozen=True)
@@ -77,7 +82,9 @@ async def _answer(shape: GenerateShape, events: streaming.Events, stream: bool) 
     if not stream:
         return JSONResponse(shape.whole(await streaming.collect(events)))
     first = await streaming.first_event(events)
-    return StreamingResponse(streaming.relay(first, events, shape.pieces, _failed), media_type=SSE)
+    return StreamingResponse(
+        streaming.relay(first, events, shape.pieces, _failed), media_type=streaming.SSE
+    )
 
 
 async def _generate(
@@ -93,7 +100,7 @@ async def _generate(
     events = streaming.start(state, principal.project_id, target, body.generation)
     if stream and body.parameters.stream is False:  # one event: the whole answer
         whole = shape.whole(await streaming.collect(events))
-        return StreamingResponse(iter([streaming.sse(whole)]), media_type=SSE)
+        return StreamingResponse(iter([streaming.sse(whole)]), media_type=streaming.SSE)
     return await _answer(shape, events, stream)
 
 
@@ -117,6 +124,11 @@ async def _serve(request: Request, model: str, version: str | None, stream: bool
     return response
 
 
+@router.post(
+    "/v2/models/{model}/generate",
+    summary="Generate text (Triton's generate extension)",
+    openapi_extra=_BODY,
+)
 async def generate(request: Request, model: ModelName) -> Response:
     """Triton's generate extension: `text_input` continued by the latest version of the
     model name `model`, with its tokenizer; `parameters` (or top-level keys) `max_tokens`,
@@ -126,53 +138,25 @@ async def generate(request: Request, model: ModelName) -> Response:
     return await _serve(request, model, None, stream=False)
 
 
+@router.post(
+    "/v2/models/{model}/generate_stream",
+    summary="Generate text as server-sent events",
+    openapi_extra=_BODY,
+    responses=answers(streaming.SSE),
+)
 async def generate_stream(request: Request, model: ModelName) -> Response:
     """`generate` as server-sent events `data: {...}`, each `text_output` the next piece
     of the text; the last has `finish_reason` and `usage`, or is `{"error": "..."}`."""
     return await _serve(request, model, None, stream=True)
 
 
+@router.post("/v2/models/{model}/versions/{version}/generate", include_in_schema=False)
 async def generate_versioned(request: Request, model: str, version: str) -> Response:
     """``generate`` of a pinned version."""
     return await _serve(request, model, version, stream=False)
 
 
+@router.post("/v2/models/{model}/versions/{version}/generate_stream", include_in_schema=False)
 async def generate_stream_versioned(request: Request, model: str, version: str) -> Response:
     """``generate_stream`` of a pinned version."""
     return await _serve(request, model, version, stream=True)
-
-
-def _doc() -> dict[str, Any]:
-    what = 'A generate request: {"text_input": "...", "parameters": {"max_tokens": 16, ...}}'
-    schema = {"type": "object", "description": what}
-    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
-
-
-router = APIRouter(tags=[TAG], route_class=BareRoute)
-router.add_api_route(
-    "/v2/models/{model}/generate",
-    generate,
-    methods=["POST"],
-    summary="Generate text (Triton's generate extension)",
-    openapi_extra=_doc(),
-)
-router.add_api_route(
-    "/v2/models/{model}/generate_stream",
-    generate_stream,
-    methods=["POST"],
-    summary="Generate text as server-sent events",
-    openapi_extra=_doc(),
-    responses={200: {"content": {SSE: {}}}},
-)
-router.add_api_route(
-    "/v2/models/{model}/versions/{version}/generate",
-    generate_versioned,
-    methods=["POST"],
-    include_in_schema=False,
-)
-router.add_api_route(
-    "/v2/models/{model}/versions/{version}/generate_stream",
-    generate_stream_versioned,
-    methods=["POST"],
-    include_in_schema=False,
-)

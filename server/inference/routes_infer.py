@@ -16,6 +16,7 @@ from fastapi.routing import APIRoute
 
 from pteforge.runtime.oip_codec import HEADER_LENGTH
 from pteforge.server.auth.dependencies import Principal
+from pteforge.server.common.openapi_doc import answers
 from pteforge.server.inference.bodies import content_encoding, header_length, read_body
 from pteforge.server.inference.dependencies import InferenceState, inference_state
 from pteforge.server.inference.routes_models import TAG
@@ -49,6 +50,9 @@ class BareRoute(APIRoute):
         return partial(_call_bare, self.endpoint)
 
 
+router = APIRouter(tags=[TAG], route_class=BareRoute)
+
+
 def _infer_response(body: bytes, json_length: int | None) -> Response:
     if json_length is None:
         return Response(body, media_type="application/json")
@@ -78,6 +82,12 @@ async def _serve(request: Request, model: str, version: str | None) -> Response:
     return await answered(state.metrics, "infer", running)
 
 
+@router.post(
+    "/v2/models/{model}/infer",
+    summary="Run a method (JSON or binary tensors)",
+    openapi_extra=INFER_DOC,
+    responses=answers("application/octet-stream"),
+)
 async def infer(request: Request, model: str) -> Response:
     """Run a method on JSON tensors, or binary tensors (`Inference-Header-Content-Length`);
     `sequence_id`, `sequence_start` and `sequence_end` parameters run it in a session.
@@ -85,23 +95,7 @@ async def infer(request: Request, model: str) -> Response:
     return await _serve(request, model, None)
 
 
+@router.post("/v2/models/{model}/versions/{version}/infer", include_in_schema=False)
 async def infer_versioned(request: Request, model: str, version: str) -> Response:
     """``infer`` of a pinned version of a model name (ignored for an artifact id)."""
     return await _serve(request, model, version)
-
-
-router = APIRouter(tags=[TAG], route_class=BareRoute)
-router.add_api_route(
-    "/v2/models/{model}/infer",
-    infer,
-    methods=["POST"],
-    summary="Run a method (JSON or binary tensors)",
-    openapi_extra=INFER_DOC,
-    responses={200: {"content": {"application/octet-stream": {}}}},
-)
-router.add_api_route(
-    "/v2/models/{model}/versions/{version}/infer",
-    infer_versioned,
-    methods=["POST"],
-    include_in_schema=False,
-)

@@ -13,7 +13,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from pteforge.server.auth.dependencies import CurrentPrincipal
-from pteforge.server.common.multipart_doc import multipart_body
+from pteforge.server.common.openapi_doc import multipart_body
 from pteforge.server.common.services import ServicesDep
 from pteforge.server.http.listing import DEFAULT_LIMIT, MAX_LIMIT
 from pteforge.server.http.uploads import store_upload

@@ -8,7 +8,7 @@ from starlette.responses import Response
 
 from pteforge.contracts import METHOD_NAME_RULE
 from pteforge.server.auth.dependencies import CurrentPrincipal
-from pteforge.server.common.multipart_doc import multipart_body
+from pteforge.server.common.openapi_doc import multipart_body
 from pteforge.server.common.services import ServicesDep
 from pteforge.server.http.listing import DEFAULT_LIMIT, LimitQuery
 from pteforge.server.http.uploads import store_upload
