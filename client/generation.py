@@ -12,7 +12,7 @@ from typing import Any
 from pteforge.client.calls import Call
 from pteforge.client.errors import PteforgeError, error_from_body
 from pteforge.client.operations import Op, Operations
-from pteforge.client.sse import EventParser
+from pteforge.client.sse import Event, EventSink
 
 SESSION_HEADER = "X-Pteforge-Session"
 TextCallback = Callable[[str], object]
@@ -29,27 +29,18 @@ class Generation:
     usage: dict[str, int] = field(default_factory=dict)
 
 
-class TextSink:
+class TextSink(EventSink):
     """Reads a completions stream: hands each text delta to ``on_text`` until ``[DONE]``."""
 
     def __init__(self, on_text: TextCallback) -> None:
-        self._parser = EventParser()
+        super().__init__()
         self._on_text = on_text
         self.generation = Generation()
-        self.received = 0
 
-    def headers(self) -> dict[str, str]:
-        return {}
-
-    def start(self, status: int, headers: Mapping[str, str]) -> None:
-        pass
-
-    def feed(self, chunk: bytes) -> bool:
-        self.received += len(chunk)
-        for event in self._parser.feed(chunk):
-            if event.data == "[DONE]":
-                return False
-            self._chunk(event.data)
+    def event(self, event: Event) -> bool:
+        if event.data == "[DONE]":
+            return False
+        self._chunk(event.data)
         return True
 
     def _chunk(self, data: str) -> None:

@@ -11,7 +11,7 @@ from typing import BinaryIO
 
 from pteforge.client.errors import ChecksumMismatchError, PteforgeError
 from pteforge.client.models import Job
-from pteforge.client.sse import EventParser
+from pteforge.client.sse import Event, EventSink
 
 ProgressCallback = Callable[[int, int | None], object]
 StageCallback = Callable[[Job], object]
@@ -79,31 +79,25 @@ def _range_total(content_range: str | None) -> int | None:
     return int(total) if total.isdigit() else None
 
 
-class JobEventSink:
+class JobEventSink(EventSink):
     """Reads a job's ``job`` events (each the job as it was then) until ``end``."""
 
     def __init__(self, on_stage: StageCallback | None) -> None:
-        self._parser = EventParser()
+        super().__init__()
         self._on_stage = on_stage
         self.job: Job | None = None
         self.ended = False
-        self.received = 0
 
     def headers(self) -> dict[str, str]:
         last = self._parser.last_id
         return {"Last-Event-ID": last} if last else {}
 
-    def start(self, status: int, headers: Mapping[str, str]) -> None:
-        pass
-
-    def feed(self, chunk: bytes) -> bool:
-        self.received += len(chunk)
-        for event in self._parser.feed(chunk):
-            if event.event == "end":
-                self.ended = True
-                return False
-            if event.event == "job":
-                self._job_event(event.data)
+    def event(self, event: Event) -> bool:
+        if event.event == "end":
+            self.ended = True
+            return False
+        if event.event == "job":
+            self._job_event(event.data)
         return True
 
     def _job_event(self, data: str) -> None:

@@ -1,11 +1,13 @@
 """An incremental parser of server-sent events (the WHATWG ``text/event-stream`` format).
 
 Fed raw byte chunks as they arrive, it returns the complete events so far; comments
-(keep-alives) are dropped. Lines end with LF or CRLF. No I/O.
+(keep-alives) are dropped. Lines end with LF or CRLF. :class:`EventSink` reads a streamed
+answer as such events. No I/O.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 
@@ -63,3 +65,26 @@ class EventParser:
         event = Event(self._event or "message", "\n".join(self._data), self._id)
         self._event, self._data, self._id = "", [], None
         return event
+
+
+class EventSink:
+    """A streamed answer (a ``calls.Sink``) read as events: each goes to :meth:`event`,
+    until one returns False."""
+
+    def __init__(self) -> None:
+        self._parser = EventParser()
+        self.received = 0
+
+    def headers(self) -> dict[str, str]:
+        return {}
+
+    def start(self, status: int, headers: Mapping[str, str]) -> None:
+        pass
+
+    def feed(self, chunk: bytes) -> bool:
+        self.received += len(chunk)
+        return all(self.event(event) for event in self._parser.feed(chunk))  # stops at False
+
+    def event(self, event: Event) -> bool:
+        """Take one event; False: the stream has ended."""
+        raise NotImplementedError
