@@ -100,5 +100,13 @@ async def authenticated(request: Request) -> Principal:
     return await inference_state(request).authenticate(request)
 
 
+def pinned_version(request: Request) -> str | None:
+    """Dependency: the ``{version}`` of a ``/v2/models/{model}/versions/{version}/...`` path,
+    None on the route of a model's latest version; one handler serves both routes."""
+    version: str | None = request.path_params.get("version")
+    return version
+
+
 State = Annotated[InferenceState, Depends(inference_state)]
 Caller = Annotated[Principal, Depends(authenticated)]
+PinnedVersion = Annotated[str | None, Depends(pinned_version)]

@@ -1,7 +1,9 @@
 """The /v2 health, server and model routes, and ``/metrics``.
 
 Each route reaches the running app's runtime through ``request.app.state.inference`` (see
-``dependencies``), so the routes are created once, with the app.
+``dependencies``), so the routes are created once, with the app. A model route's handler also
+serves its ``/v2/models/{model}/versions/{version}/...`` twin: a model name's pinned version
+(``PinnedVersion``; ignored for an artifact id, which names one immutable artifact).
 """
 
 from typing import Any
@@ -16,6 +18,7 @@ from pteforge.server.auth.dependencies import Principal
 from pteforge.server.inference.dependencies import (
     Caller,
     InferenceState,
+    PinnedVersion,
     State,
     inference_state,
     running_state,
@@ -67,15 +70,9 @@ async def _metadata(
 
 
 @router.get("/v2/models/{model}", summary="Model metadata of `{artifact_id}.{method}`")
-async def metadata(model: str, principal: Caller, state: State) -> Response:
-    """The inputs and outputs of a method (`-1` for dynamic dimensions)."""
-    return await answered(state.metrics, "metadata", _metadata(state, principal, model, None))
-
-
 @router.get("/v2/models/{model}/versions/{version}", include_in_schema=False)
-async def metadata_versioned(model: str, version: str, principal: Caller, state: State) -> Response:
-    """``metadata`` of a pinned version of a model name (ignored for an artifact id, which
-    names one immutable artifact)."""
+async def metadata(model: str, version: PinnedVersion, principal: Caller, state: State) -> Response:
+    """The inputs and outputs of a method (`-1` for dynamic dimensions)."""
     answer = _metadata(state, principal, model, version)
     return await answered(state.metrics, "metadata", answer)
 
@@ -88,16 +85,11 @@ async def _ready(
 
 
 @router.get("/v2/models/{model}/ready", summary="Model readiness")
-async def model_ready(model: str, principal: Caller, state: State) -> Response:
-    """200 when the caller's artifact has that method and it loads."""
-    return await answered(state.metrics, "ready", _ready(state, principal, model, None))
-
-
 @router.get("/v2/models/{model}/versions/{version}/ready", include_in_schema=False)
-async def model_ready_versioned(
-    model: str, version: str, principal: Caller, state: State
+async def model_ready(
+    model: str, version: PinnedVersion, principal: Caller, state: State
 ) -> Response:
-    """``model_ready`` of a pinned version of a model name (ignored for an artifact id)."""
+    """200 when the caller's artifact has that method and it loads."""
     return await answered(state.metrics, "ready", _ready(state, principal, model, version))
 
 

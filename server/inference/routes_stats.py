@@ -7,7 +7,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 
 from pteforge.server.auth.dependencies import Principal
-from pteforge.server.inference.dependencies import Caller, InferenceState, State
+from pteforge.server.inference.dependencies import Caller, InferenceState, PinnedVersion, State
 from pteforge.server.inference.routes_models import TAG
 from pteforge.server.inference.sequences import session_scope
 from pteforge.server.inference.statuses import answered
@@ -29,16 +29,11 @@ async def _stats(
 
 
 @router.get("/v2/models/{model}/stats", summary="Infer statistics of a model")
-async def model_stats(model: str, principal: Caller, state: State) -> Response:
+@router.get("/v2/models/{model}/versions/{version}/stats", include_in_schema=False)
+async def model_stats(
+    model: str, version: PinnedVersion, principal: Caller, state: State
+) -> Response:
     """Counts and nanoseconds of successful and failed requests and of their phases
     (queue, compute_input, compute_infer, compute_output), per version: the one a request
     named, else the version the model name resolved to (`latest` for an artifact id)."""
-    return await answered(state.metrics, "stats", _stats(state, principal, model, None))
-
-
-@router.get("/v2/models/{model}/versions/{version}/stats", include_in_schema=False)
-async def model_stats_versioned(
-    model: str, version: str, principal: Caller, state: State
-) -> Response:
-    """``model_stats`` of a pinned version of a model name."""
     return await answered(state.metrics, "stats", _stats(state, principal, model, version))
