@@ -25,7 +25,7 @@ def secure_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service
             "PTEFORGE_RUNTIME_POOL_SIZE": "1",
             CANARY: CANARY_VALUE,
         }
-        with running_service(tmp_path_factory.mktemp("sec-home"), env, timeout=120) as svc:
+        with running_service(tmp_path_factory.mktemp("sec-home"), env) as svc:
             yield svc
 
 
