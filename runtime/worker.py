@@ -44,6 +44,7 @@ from pteforge.runtime.errors import (
     kind_of,
 )
 from pteforge.runtime.instances import ProgramInstance, opaque_state
+from pteforge.runtime.kernel_guards import check_positions, position_guarded_methods
 from pteforge.runtime.lru import ByteLRU
 from pteforge.runtime.metadata import MethodSignature, describe_program, read_dynamism
 from pteforge.runtime.native_log import LOG_FILE, NativeLog, failure_message
@@ -79,6 +80,7 @@ class LoadedProgram:
     signatures: dict[str, MethodSignature]
     state: ProgramState
     spares: dict[str, ProgramInstance] = field(default_factory=dict)
+    guarded: frozenset[str] = frozenset()  # see ``kernel_guards.check_positions``
 
 
 class Executor:
@@ -116,7 +118,8 @@ class Executor:
         if state is None:  # unreadable flatbuffer: assume every method keeps state
             instance.state = state = opaque_state(instance.program)
         signatures = describe_program(instance.program, read_dynamism(local))
-        loaded = LoadedProgram(sha256, local, instance, signatures, state)
+        guarded = position_guarded_methods(local)
+        loaded = LoadedProgram(sha256, local, instance, signatures, state, guarded=guarded)
         self.programs.put(sha256, loaded, local.stat().st_size)
         return loaded, False
 
@@ -161,6 +164,7 @@ class Executor:
             known = ", ".join(sorted(loaded.signatures))
             raise UnknownMethodError(f"the artifact has no method {name!r} (methods: {known})")
         check_arrays(loaded.signatures[name], inputs)
+        check_positions(loaded.guarded, name, loaded.signatures[name].inputs, inputs)
         if request.session is not None:
             instance = self.session(request, request.session, loaded)
             method = instance.method(name)
