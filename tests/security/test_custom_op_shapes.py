@@ -22,6 +22,7 @@ import pytest
 import torch
 
 from tests.security import kv_cache_program as kv
+from tests.server.helpers import wait_job
 from tests.server.service import ServiceProcess
 
 Q, K, V = (torch.randn(kv.SHAPE, generator=torch.Generator().manual_seed(s)) for s in (1, 2, 3))
@@ -129,3 +130,18 @@ def test_an_aborting_kernel_kills_only_its_worker(
     negative = _infer(secure_admin, f"{artifact}.attend", Q, torch.tensor([-1]))
     assert "negative value -1" in _error(negative, 400)
     _assert_valid_step_is_eager(secure_admin, artifact)
+
+
+def test_a_profile_job_refuses_a_negative_position_too(
+    secure_admin: httpx.Client, artifact: str
+) -> None:
+    """A profile job runs the caller's inputs in a lowering child: the same check applies
+    there, and the job fails naming the input."""
+    inputs = [_tensor(f"input_{i}", t) for i, t in enumerate((Q, K, V, torch.tensor([-1])))]
+    body = {"artifact_id": artifact, "method": "forward", "iterations": 1, "inputs": inputs}
+    answer = secure_admin.post("/v1/profile-jobs", json=body)
+    assert answer.status_code == 202, answer.text
+    job = wait_job(secure_admin, answer.json()["id"])
+    assert job["status"] == "failed", job
+    assert "'input_3'" in job["error"]["message"], job["error"]
+    assert "negative value -1" in job["error"]["message"], job["error"]
