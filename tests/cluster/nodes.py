@@ -90,11 +90,13 @@ class ApiNode(Node):
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def wait_ready(self, timeout: float = 180.0) -> None:
+    def wait_ready(self, timeout: float = 300.0) -> None:
+        # As long as running_service waits: a replica restarted while clients load the
+        # cluster took over 180 s to answer on a machine at load 12 (CI, two runs at once).
         def ready() -> bool:
             self.check_alive()
             try:
-                return httpx.get(f"{self.url}/v2/health/ready", timeout=1.0).status_code == 200
+                return httpx.get(f"{self.url}/v2/health/ready", timeout=5.0).status_code == 200
             except httpx.HTTPError:
                 return False
 
