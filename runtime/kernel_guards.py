@@ -6,8 +6,9 @@ but not ``start_pos >= 0``: a negative position copies the new keys and values *
 the cache buffer (measured on a cache of 8 positions: -1 corrupts the heap and the process
 aborts in ``free``; -8 writes silently and the method answers NaN; -10**11 is a
 segmentation fault; the byte offset is an ``int32``, so a write lands within 2 GiB of the
-cache, wrapped: -2**40 writes at position 0). The ``torch._check`` bounds that ``torch.export`` records on the position are dropped by
-``to_executorch``, so nothing between the request and the kernel refuses it.
+cache, wrapped: -2**40 writes at position 0). The ``torch._check`` bounds that
+``torch.export`` records on the position are dropped by ``to_executorch``, so nothing
+between the request and the kernel refuses it.
 
 A runtime worker holds other callers' programs and sessions, so corrupting its memory is
 not the hostile caller's own business. In a method that calls one of these kernels, a
