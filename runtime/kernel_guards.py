@@ -26,7 +26,12 @@ from pathlib import Path
 import numpy as np
 
 from pteforge.runtime.errors import InvalidInputError
-from pteforge.runtime.metadata import MALFORMED_FLATBUFFER, TensorSpec, _program_flatbuffer
+from pteforge.runtime.metadata import (
+    MALFORMED_FLATBUFFER,
+    ProgramFlatbuffer,
+    TensorSpec,
+    _program_flatbuffer,
+)
 
 POSITION_OPERATORS = frozenset(
     {"llama::update_cache", "llama::sdpa_with_kv_cache", "llama::custom_sdpa"}
@@ -38,7 +43,7 @@ EVERY_METHOD = frozenset({"*"})
 """What :func:`position_guarded_methods` answers when it cannot read the program."""
 
 
-def position_guarded_methods(path: Path) -> frozenset[str]:
+def position_guarded_methods(path: Path | ProgramFlatbuffer) -> frozenset[str]:
     """The methods of the ``.pte`` at ``path`` that call an operator of
     :data:`POSITION_OPERATORS` (:data:`EVERY_METHOD` if its flatbuffer is
     unreadable: which operators it calls is then unknown)."""

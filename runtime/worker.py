@@ -46,7 +46,12 @@ from pteforge.runtime.errors import (
 from pteforge.runtime.instances import ProgramInstance, opaque_state
 from pteforge.runtime.kernel_guards import check_positions, position_guarded_methods
 from pteforge.runtime.lru import ByteLRU
-from pteforge.runtime.metadata import MethodSignature, describe_program, read_dynamism
+from pteforge.runtime.metadata import (
+    MethodSignature,
+    ProgramFlatbuffer,
+    describe_program,
+    read_dynamism,
+)
 from pteforge.runtime.native_log import LOG_FILE, NativeLog, failure_message
 from pteforge.runtime.state import ProgramState, read_program_state
 from pteforge.runtime.validation import check_arrays
@@ -111,14 +116,15 @@ class Executor:
         if cached is not None:
             return cached, True
         local = verified_path(sha256, path)
-        state = read_program_state(local)
+        flatbuffer = ProgramFlatbuffer(local)  # read once for state, dynamism and guards
+        state = read_program_state(flatbuffer)
         instance = ProgramInstance(
             self.runtime, local, state or ProgramState({}), eager=state is None or state.stateful
         )
         if state is None:  # unreadable flatbuffer: assume every method keeps state
             instance.state = state = opaque_state(instance.program)
-        signatures = describe_program(instance.program, read_dynamism(local))
-        guarded = position_guarded_methods(local)
+        signatures = describe_program(instance.program, read_dynamism(flatbuffer))
+        guarded = position_guarded_methods(flatbuffer)
         loaded = LoadedProgram(sha256, local, instance, signatures, state, guarded=guarded)
         self.programs.put(sha256, loaded, local.stat().st_size)
         return loaded, False

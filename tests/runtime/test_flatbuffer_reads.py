@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pteforge.runtime.metadata import read_dynamism
+from pteforge.runtime.kernel_guards import position_guarded_methods
+from pteforge.runtime.metadata import ProgramFlatbuffer, read_dynamism
 from pteforge.runtime.state import read_program_state
 from tests.models import embedding_programs
 from tests.runtime.helpers import compile_pte
@@ -31,13 +32,31 @@ def test_an_intact_program_is_read(programs: dict[str, Path]) -> None:
     assert state is not None and not state.stateful
 
 
-@pytest.mark.parametrize("name", ["half", "noise"])
-def test_a_malformed_program_falls_back_with_a_warning(
-    programs: dict[str, Path], name: str, caplog: pytest.LogCaptureFixture
+def test_a_worker_reads_the_flatbuffer_once_for_all_three(
+    programs: dict[str, Path], tmp_path: Path
 ) -> None:
+    """A runtime worker loading a program reads state, dynamism and guarded methods from
+    one read of its flatbuffer: gone after the first read, the file is not needed again."""
+    copy = tmp_path / "copy.pte"
+    copy.write_bytes(programs["whole"].read_bytes())
+    flatbuffer = ProgramFlatbuffer(copy)
+    state = read_program_state(flatbuffer)
+    copy.unlink()
+    assert read_dynamism(flatbuffer) == read_dynamism(programs["whole"])
+    assert position_guarded_methods(flatbuffer) == frozenset()
+    assert state == read_program_state(programs["whole"])
+
+
+@pytest.mark.parametrize("name", ["half", "noise"])
+@pytest.mark.parametrize("shared", [False, True])
+def test_a_malformed_program_falls_back_with_a_warning(
+    programs: dict[str, Path], name: str, shared: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Read from the path, or through one ``ProgramFlatbuffer`` as a worker does."""
+    source = ProgramFlatbuffer(programs[name]) if shared else programs[name]
     with caplog.at_level(logging.WARNING, logger="pteforge.runtime"):
-        assert read_dynamism(programs[name]) == {}
-        assert read_program_state(programs[name]) is None
+        assert read_dynamism(source) == {}
+        assert read_program_state(source) is None
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 2 and all(str(programs[name]) in w for w in warnings), warnings
     assert "static shapes" in warnings[0] and "keep state" in warnings[1]
