@@ -21,7 +21,7 @@ from starlette.responses import JSONResponse
 from pteforge.runtime import RuntimeLayerError
 from pteforge.runtime.errors import ContextLengthError
 from pteforge.server import error_map
-from pteforge.server.inference.statuses import http_status
+from pteforge.server.inference.statuses import status_of
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ def as_openai(exc: Exception) -> OpenAIError | None:
     if isinstance(exc, HTTPException):  # 503 before the runtime started
         return OpenAIError(exc.status_code, str(exc.detail))
     if isinstance(exc, RuntimeLayerError):
-        status, headers = http_status(exc)
+        status, headers = status_of(exc)
         code = "context_length_exceeded" if isinstance(exc, ContextLengthError) else None
         return OpenAIError(status, str(exc), code=code, headers=headers)
     answer = error_map.answer(exc)

@@ -13,7 +13,7 @@ import grpc
 
 from pteforge.runtime import RuntimeLayerError
 from pteforge.server import error_map
-from pteforge.server.inference.statuses import http_status
+from pteforge.server.inference.statuses import status_of
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ GRPC_CODE: dict[int, grpc.StatusCode] = {
 def grpc_status(exc: Exception) -> tuple[grpc.StatusCode, str]:
     """The gRPC code and message answering ``exc`` (INTERNAL, logged, for a bug)."""
     if isinstance(exc, RuntimeLayerError):
-        status, _ = http_status(exc)
+        status, _ = status_of(exc)
         return GRPC_CODE.get(status, grpc.StatusCode.UNKNOWN), str(exc)
     answer = error_map.answer(exc)
     if answer is None:

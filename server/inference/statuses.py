@@ -56,6 +56,9 @@ RETRY_AFTER_S: list[tuple[type[RuntimeLayerError], int]] = [
 ]
 
 _CLIENT: list[tuple[type[RuntimeLayerError], int]] = [
+    (RequestTooLargeError, 413),
+    (NotFoundError, 404),
+    (InvalidVersionError, 400),
     (CrashingInputError, 422),
     (InvalidInputError, 400),
     (UnknownSessionError, 400),
@@ -66,7 +69,8 @@ _CLIENT: list[tuple[type[RuntimeLayerError], int]] = [
 
 
 def status_of(exc: RuntimeLayerError) -> tuple[int, dict[str, str]]:
-    """The status and extra headers answering ``exc`` (404, 400 and 413 aside)."""
+    """HTTP status and extra headers (e.g. ``Retry-After``) answering a runtime-layer error
+    on /v2 (and on the generation routes)."""
     for cls, status in _CLIENT:
         if isinstance(exc, cls):
             return status, {}
@@ -80,17 +84,6 @@ def status_of(exc: RuntimeLayerError) -> tuple[int, dict[str, str]]:
     return 422, {}  # the artifact cannot be loaded or fails on these inputs
 
 
-def http_status(exc: RuntimeLayerError) -> tuple[int, dict[str, str]]:
-    """HTTP status (and extra headers, e.g. ``Retry-After``) of a runtime-layer error on /v2."""
-    if isinstance(exc, RequestTooLargeError):
-        return 413, {}
-    if isinstance(exc, NotFoundError):
-        return 404, {}
-    if isinstance(exc, InvalidVersionError):
-        return 400, {}
-    return status_of(exc)
-
-
 def error_response(status: int, message: str) -> JSONResponse:
     """The /v2 error body: ``{"error": "..."}``."""
     return JSONResponse({"error": message}, status_code=status)
@@ -102,7 +95,7 @@ async def answered(metrics: InferenceMetrics, route: str, work: Awaitable[Respon
     try:
         response = await work
     except RuntimeLayerError as exc:
-        status, headers = http_status(exc)
+        status, headers = status_of(exc)
         response = error_response(status, str(exc))
         response.headers.update(headers)
     metrics.observe_request(route, response.status_code)
