@@ -11,6 +11,7 @@ import errno
 import signal
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
 
 OOM_MARKERS = (
     "memoryerror",
@@ -107,3 +108,25 @@ def is_out_of_memory(exc: BaseException | None) -> bool:
             return True
         exc = exc.__cause__ or exc.__context__
     return False
+
+
+def reached_memory_limit(limit_bytes: int | None, status: Path = Path("/proc/self/status")) -> bool:
+    """Whether this process's address space peaked within reach of ``limit_bytes`` (its
+    RLIMIT_AS): the last 1/8 of it, at least 32 MiB.
+
+    A refused allocation does not always surface as one of :data:`OOM_MARKERS`: a library
+    may catch the ``MemoryError`` and raise its own error (CPython's AST builder reports
+    ``field 'target' is required for AnnAssign`` when it could not allocate the node). A
+    child that failed this close to its cap is taken to have run out of memory.
+    """
+    if not limit_bytes:
+        return False
+    try:
+        lines = status.read_text().splitlines()
+    except OSError:
+        return False
+    peak = next((line.split()[1] for line in lines if line.startswith("VmPeak:")), None)
+    if peak is None:
+        return False
+    margin = max(limit_bytes // 8, 32 * 2**20)
+    return int(peak) * 1024 >= limit_bytes - margin

@@ -8,6 +8,7 @@ import json
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +18,7 @@ from pteforge.children.death import (
     death_from_exception,
     death_from_exit,
     is_out_of_memory,
+    reached_memory_limit,
 )
 from pteforge.children.forkserver import (
     LOWERING_PRELOAD,
@@ -119,3 +121,14 @@ def test_preload_lists_name_importable_modules() -> None:
     names = preload_union(RUNTIME_WORKER_PRELOAD, SANDBOX_PRELOAD, LOWERING_PRELOAD)
     assert len(names) == len(set(names))
     assert [name for name in names if importlib.util.find_spec(name) is None] == []
+
+
+def test_a_failure_close_to_the_memory_cap_counts_as_out_of_memory(tmp_path: Path) -> None:
+    status = tmp_path / "status"
+    status.write_text("Name:\tpython\nVmPeak:\t  1000000 kB\nVmSize:\t  900000 kB\n")
+    peak = 1000000 * 1024
+    assert reached_memory_limit(peak, status)
+    assert reached_memory_limit(peak + 16 * 2**20, status)  # within the last 32 MiB
+    assert not reached_memory_limit(peak * 2, status)
+    assert not reached_memory_limit(None, status)
+    assert not reached_memory_limit(peak, tmp_path / "missing")
