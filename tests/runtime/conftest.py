@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -10,7 +10,7 @@ import pytest
 
 from pteforge.runtime import RuntimePool
 from pteforge.runtime.native import build_xnnpack_options
-from tests.models import seq2seq_programs, shared_linear_programs, small_mlp_programs
+from tests.models import MultiMethod, seq2seq_programs, shared_linear_programs, small_mlp_programs
 from tests.runtime.helpers import (
     Compiled,
     MemoryResolver,
@@ -22,15 +22,38 @@ from tests.runtime.helpers import (
 )
 
 
-@pytest.fixture(scope="session")
-def artifacts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Compiled]:
-    root = tmp_path_factory.mktemp("pte")
-    return {
-        "mlp": compile_pte(small_mlp_programs(), root / "mlp.pte"),
-        "seq2seq": compile_pte(seq2seq_programs(), root / "seq2seq.pte"),
-        "shared": compile_pte(shared_linear_programs(2048), root / "shared.pte"),
-        "dynamic": compile_pte(dynamic_mlp_programs(), root / "dynamic.pte"),
+class CompiledOnUse(Mapping[str, Compiled]):
+    """The test artifacts by name, each exported and lowered the first time it is read: a
+    test process (pytest-xdist runs two) that only runs tests of the small MLP never
+    lowers the others."""
+
+    BUILDERS: dict[str, Callable[[], MultiMethod]] = {
+        "mlp": small_mlp_programs,
+        "seq2seq": seq2seq_programs,
+        "shared": lambda: shared_linear_programs(2048),
+        "dynamic": dynamic_mlp_programs,
     }
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.built: dict[str, Compiled] = {}
+
+    def __getitem__(self, name: str) -> Compiled:
+        if name not in self.built:
+            model = self.BUILDERS[name]()
+            self.built[name] = compile_pte(model, self.root / f"{name}.pte")
+        return self.built[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.BUILDERS)
+
+    def __len__(self) -> int:
+        return len(self.BUILDERS)
+
+
+@pytest.fixture(scope="session")
+def artifacts(tmp_path_factory: pytest.TempPathFactory) -> CompiledOnUse:
+    return CompiledOnUse(tmp_path_factory.mktemp("pte"))
 
 
 @pytest.fixture(scope="session")
