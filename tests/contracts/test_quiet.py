@@ -1,11 +1,19 @@
-"""Third-party import noise is filtered at the entry points, and only that noise."""
+"""Third-party import noise is filtered at the entry points, and only that noise.
+
+Importing torch and ExecuTorch costs seconds of CPU: one interpreter imports them without the
+filter and one with it (each then starts ExecuTorch's native thread pool, the plain one by
+first use, the quiet one through ``start_native_threadpool``), and the tests read their
+stderr (module-scoped fixtures)."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 
+import pytest
+
 _IMPORTS = "import torchao, executorch.exir, executorch.runtime"
+_PORTABLE = "from executorch.extension.pybindings import portable_lib as p"
 
 
 def _stderr_of(code: str) -> str:
@@ -15,15 +23,31 @@ def _stderr_of(code: str) -> str:
     return done.stderr
 
 
-def test_the_noise_exists_without_the_filter() -> None:
+@pytest.fixture(scope="module")
+def plain_stderr() -> str:
+    """The heavy imports, then the thread pool's first use, with no filter."""
+    return _stderr_of(f"{_IMPORTS}; {_PORTABLE}; p._threadpool_get_thread_count()")
+
+
+@pytest.fixture(scope="module")
+def quiet_stderr() -> str:
+    """The same with ``pteforge.quiet_on_import`` preloaded and the pool started through
+    ``start_native_threadpool``, then a line of our own written to fd 2."""
+    return _stderr_of(
+        f"import os, pteforge.quiet_on_import; {_IMPORTS}; import pteforge.quiet as q; "
+        f"{_PORTABLE}; q.start_native_threadpool(); p._threadpool_get_thread_count(); "
+        "os.write(2, b'ours')"
+    )
+
+
+def test_the_noise_exists_without_the_filter(plain_stderr: str) -> None:
     """Guards the test below: if torch stops printing this, the filter is dead code."""
-    assert "Failed to load" in _stderr_of(_IMPORTS)
+    assert "Failed to load" in plain_stderr
 
 
-def test_preloading_the_quiet_module_silences_imports() -> None:
-    stderr = _stderr_of(f"import pteforge.quiet_on_import; {_IMPORTS}")
-    assert "Failed to load" not in stderr, stderr
-    assert "register_constant" not in stderr, stderr
+def test_preloading_the_quiet_module_silences_imports(quiet_stderr: str) -> None:
+    assert "Failed to load" not in quiet_stderr, quiet_stderr
+    assert "register_constant" not in quiet_stderr, quiet_stderr
 
 
 def test_own_warnings_still_show() -> None:
@@ -58,13 +82,10 @@ def test_coremltools_version_checks_are_dropped() -> None:
     assert "a real conversion warning" in stderr
 
 
-def test_the_native_thread_pool_starts_without_its_cpu_probe() -> None:
+def test_the_native_thread_pool_starts_without_its_cpu_probe(
+    plain_stderr: str, quiet_stderr: str
+) -> None:
     """ExecuTorch's thread pool logs how it probed the CPU on first use; started through
     ``start_native_threadpool`` it does not, and what else goes to stderr still shows."""
-    use = "from executorch.extension.pybindings import portable_lib as p; "
-    assert "cpuinfo_utils" in _stderr_of(f"{use}p._threadpool_get_thread_count()")
-    stderr = _stderr_of(
-        f"import os, pteforge.quiet as q; {use}q.start_native_threadpool(); "
-        "p._threadpool_get_thread_count(); os.write(2, b'ours')"
-    )
-    assert "cpuinfo_utils" not in stderr and "ours" in stderr, stderr
+    assert "cpuinfo_utils" in plain_stderr
+    assert "cpuinfo_utils" not in quiet_stderr and "ours" in quiet_stderr, quiet_stderr
