@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from pteforge.children.limits import WEIGHTS_ONLY_ENV
 from pteforge.server.settings import Settings
@@ -84,7 +84,8 @@ class WorkerSupervisor:
         cmd = [sys.executable, "-c", _WORKER_MAIN, "--name", f"w{slot}"]
         # Own session: a terminal's Ctrl+C reaches the server, which then stops the workers
         # in order; a worker notices by itself when the server is gone.
-        self._procs[slot] = subprocess.Popen(cmd, env=dict(self._env), start_new_session=True)
+        with wake_ups_held():
+            self._procs[slot] = subprocess.Popen(cmd, env=dict(self._env), start_new_session=True)
         log.info("compile worker %d started (pid %d)", slot, self._procs[slot].pid)  # type: ignore[union-attr]
 
     def _watch(self) -> None:
@@ -114,6 +115,23 @@ class WorkerSupervisor:
                 proc.wait()
 
 
+_WAKE_UPS = frozenset({signal.SIGUSR1, signal.SIGUSR2})
+
+
+@contextlib.contextmanager
+def wake_ups_held() -> Iterator[None]:
+    """Block SIGUSR1 and SIGUSR2 in this thread for the block: a worker started inside it
+    inherits the mask, so a wake-up or cancel sent while it still imports (seconds) stays
+    pending until :func:`handle_signals_on_a_thread` unblocks it, instead of killing it (the
+    signals' default action). A job queued right after a worker was replaced killed the new
+    one with SIGUSR1 (exit -10), which then had to start a third time."""
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, _WAKE_UPS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
 def handle_signals_on_a_thread(handlers: Mapping[int, Callable[[], None]]) -> None:
     """Run ``handlers[signum]`` on a thread of its own for each signal received (call from
     the main thread, once).
@@ -129,6 +147,7 @@ def handle_signals_on_a_thread(handlers: Mapping[int, Callable[[], None]]) -> No
     for signum in handlers:
         signal.signal(signum, lambda *_: None)  # the wake-up fd does the work
     signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, handlers)  # held since wake_ups_held
 
     def dispatch() -> None:
         while True:
