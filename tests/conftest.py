@@ -4,16 +4,17 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
 
 from tests import tiers
+from tests.server.service import ServiceProcess, running_service
 
 _TESTS = Path(__file__).parent
 
-SERVER_FIXTURES = frozenset({"service", "secure_service", "api"})
+SERVER_FIXTURES = frozenset({"service", "secure_service", "api", "shared_service"})
 """Fixtures that start a ``pteforge`` process; their users (direct or not) are marked."""
 POSTGRES_FIXTURES = frozenset({"postgres_url", "secure_service"})
 DIRECTORY_MARKERS = {
@@ -24,7 +25,7 @@ DIRECTORY_MARKERS = {
 """Suites whose every test belongs to the full tier, whatever its fixtures."""
 SLOW_TESTS = (
     # CPU seconds measured on the 2-core machine (pytest and the children it reaped):
-    "tests/contracts/test_quiet.py",  # 42 s: each test imports torch in a fresh interpreter
+    "tests/contracts/test_quiet.py",  # two fresh interpreters import torch and ExecuTorch
     "tests/manager/test_cli.py",  # 63 s: pteforge compile in a subprocess per case
     "tests/manager/test_verify.py",  # 28 s
     "tests/manager/test_compile.py",  # 26 s: the transformers T5 among them
@@ -49,6 +50,26 @@ SLOW_TESTS = (
 imports (about 300 of the fast tier's 430 measured CPU seconds), then the longest tests
 under ``-n 2``, which set how long ``make check`` takes. Cheaper tests of each layer
 (every catalog entry's portable and XNNPACK lowering, the runtime, the sandbox) stay fast."""
+
+
+SHARED_SERVICE_ENV = {
+    "PTEFORGE_COMPILE_WORKERS": "1",  # what a 2-core machine affords
+    "PTEFORGE_RUNTIME_POOL_SIZE": "1",
+    # Its users compile dozens of jobs: one warm-up of the fork server lets every job's
+    # lowering process start warm instead of each paying the first lowering (seconds).
+    "PTEFORGE_COMPILE_WARMUP": "true",
+}
+
+
+@pytest.fixture(scope="session")
+def shared_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
+    """One ``pteforge serve`` per test process (each xdist worker has its own session), for
+    the packages that need nothing special of a server (the client, the docs, the browser):
+    each used to start its own, once per process and package (the browser's once per
+    module). Tests needing another environment (an upload limit, PostgreSQL, sessions off)
+    start theirs."""
+    with running_service(tmp_path_factory.mktemp("shared-home"), SHARED_SERVICE_ENV) as svc:
+        yield svc
 
 
 def _share_the_inference_protos() -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, sync_playwright
 
-from tests.server.service import ServiceProcess, running_service
+from tests.server.service import ServiceProcess
 
 CHROMIUM = Path("/usr/bin/chromium")
 # Playwright's own browser download cannot be reached: drive the distribution's build, with
@@ -51,12 +51,11 @@ def ensure_chromium() -> Path:
     return CHROMIUM
 
 
-@pytest.fixture(scope="module")
-def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
-    # one compile worker: what a 2-core machine affords
-    env = {"PTEFORGE_COMPILE_WORKERS": "1"}
-    with running_service(tmp_path_factory.mktemp("pteforge-home"), env) as svc:
-        yield svc
+@pytest.fixture(scope="package")
+def service(shared_service: ServiceProcess) -> ServiceProcess:
+    """The server of this test process, shared with other packages (``tests/conftest.py``);
+    each module started its own before."""
+    return shared_service
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +70,7 @@ def browser() -> Iterator[Browser]:
             launched.close()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")  # once per server: it deploys version 1 of its name
 def chat_model(service: ServiceProcess) -> str:
     """The tiny Llama of ``tests.generation.lm_builder`` (cached per machine) uploaded as a
     ``.pte``, deployed as version 1 of a model with its tokenizer and chat template: the

@@ -1,5 +1,5 @@
-"""Fixtures of the client tests: one real ``pteforge serve`` on a socket for the package,
-the tiny seq2seq model, and a client of each kind."""
+"""Fixtures of the client tests: a real ``pteforge serve`` on a socket (the test process's
+shared one), the tiny seq2seq model, and a client of each kind."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from pteforge.client import Artifact, Client, Job, Program
 from tests import fixtures
 from tests.models import MultiMethod, seq2seq_programs
-from tests.server.service import ServiceProcess, running_service
+from tests.server.service import ServiceProcess
 
 MIXED_PLAN = {"methods": {"encode": {"partitioners": ["xnnpack"]}, "decode": {}}}
 
@@ -18,10 +18,9 @@ seq2seq_files = fixtures.seq2seq_files  # this package's, from its ``seq2seq``
 
 
 @pytest.fixture(scope="package")
-def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
-    env = {"PTEFORGE_COMPILE_WORKERS": "1", "PTEFORGE_RUNTIME_POOL_SIZE": "1"}
-    with running_service(tmp_path_factory.mktemp("client-home"), env) as svc:
-        yield svc
+def service(shared_service: ServiceProcess) -> ServiceProcess:
+    """The server of this test process, shared with other packages (``tests/conftest.py``)."""
+    return shared_service
 
 
 @pytest.fixture(scope="package")
