@@ -1,17 +1,20 @@
-"""Job coordination across processes on PostgreSQL: an API replica queues, worker nodes
-(``pteforge worker``) are woken and interrupted by notifications, and the job of a worker
-killed with its whole process tree is retried with the reason and attempt recorded."""
+"""Job coordination across processes on PostgreSQL: an API replica (``serve --no-workers``,
+which runs no compile worker) queues, worker nodes (``pteforge worker``) are woken and
+interrupted by notifications, the job of a worker killed with its whole process tree is
+retried with the reason and attempt recorded, and a worker node stops its workers and exits
+cleanly on SIGTERM."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.cluster.nodes import ApiNode, WorkerNode, create_token, ready_api
+from tests.cluster.nodes import ApiNode, WorkerNode, children_running, create_token, ready_api
 from tests.cluster.verify import events_of
 from tests.models import hf_encoder_decoder_programs, save_programs
 from tests.server.helpers import submit, upload_methods, wait_job, wait_status
@@ -49,6 +52,15 @@ def _worker(api: ApiNode, name: str, env: dict[str, str] | None = None) -> Worke
     return node
 
 
+def _stops_on_sigterm(node: WorkerNode) -> None:
+    """SIGTERM ``node``: it stops its workers, then exits with status 0."""
+    pids = wait_until(node.worker_pids, 30, f"{node.name}'s workers")
+    assert node.proc is not None
+    node.proc.terminate()
+    assert node.proc.wait(timeout=60) == 0, node.log_tail()
+    wait_until(lambda: not any(Path(f"/proc/{p}").exists() for p in pids), 30, "their exit")
+
+
 def _lowering(client: httpx.Client, job_id: str) -> Any:
     """Wait until the job's lowering child runs (a stage past loading the program)."""
 
@@ -57,6 +69,11 @@ def _lowering(client: httpx.Client, job_id: str) -> Any:
         return job if job["stage"] not in (None, "loading") else None
 
     return wait_until(lowering, 180, f"job {job_id} to lower", every=0.1)
+
+
+def test_an_api_replica_runs_no_compile_worker(api: ApiNode) -> None:
+    assert api.proc is not None
+    assert children_running(api.proc.pid, b"pteforge.server.jobs.worker") == []
 
 
 def test_a_cancel_notification_stops_the_lowering_on_another_node(
@@ -82,7 +99,8 @@ def test_the_job_of_a_killed_worker_tree_is_retried_with_its_reason(
     first.kill_tree()  # kill -9 of the node and its workers and lowering processes
     second = _worker(api, "rescuer")
     try:
-        done = wait_job(client, job["id"], timeout=240)
+        done = wait_job(client, job["id"], timeout=600)  # a hang: 240 s passed at load 17
+        _stops_on_sigterm(second)  # a node that just compiled a job stops cleanly
     finally:
         second.stop()
     assert done["status"] == "succeeded" and done["attempt"] == 2, done
