@@ -12,8 +12,17 @@ import pytest
 
 from tests import fixtures
 from tests.generation.lm_builder import LmFiles, build_tiny_lm
-from tests.models import MultiMethod, hf_encoder_decoder_programs
-from tests.server.helpers import MIXED_PLAN, read_events, submit, upload_methods, wait_job
+from tests.models import MultiMethod, hf_encoder_decoder_programs, save_programs
+from tests.runtime.stateful_models import cached_lm_programs
+from tests.server.helpers import (
+    MIXED_PLAN,
+    SHARED_PLAN,
+    compile_files,
+    read_events,
+    submit,
+    upload_methods,
+    wait_job,
+)
 from tests.server.lm_serving import deploy_lm
 from tests.server.service import ServiceProcess, running_service
 
@@ -73,3 +82,15 @@ def lm(tmp_path_factory: pytest.TempPathFactory) -> LmFiles:
 def deployed(admin: httpx.Client, lm: LmFiles) -> str:
     """:data:`lm_serving.MODEL`: the LM as its version 1, with its tokenizer."""
     return deploy_lm(admin, lm)
+
+
+@pytest.fixture(scope="package")
+def cached_lm(
+    admin: httpx.Client, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[MultiMethod, str]:
+    """The decoder-only LM whose KV cache is buffers (``prefill``, then ``decode``) and the
+    artifact it compiles to with :data:`SHARED_PLAN`: compiled once for the package (the
+    sessions and gRPC tests both call it; each resets the eager model's state first)."""
+    model = cached_lm_programs()
+    files = save_programs(model.programs, tmp_path_factory.mktemp("cached-lm"))
+    return model, compile_files(admin, files, "cached-lm", SHARED_PLAN)

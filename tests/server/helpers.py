@@ -13,6 +13,8 @@ from tests.server.service import wait_until
 
 TERMINAL = {"succeeded", "failed", "canceled"}
 MIXED_PLAN = {"methods": {"encode": {"partitioners": ["xnnpack"]}, "decode": {}}}
+SHARED_PLAN = {"all": {"partitioners": ["xnnpack"]}, "share_mutable_buffers": True}
+"""XNNPACK, the methods sharing their mutable buffers: how a stateful program is served."""
 
 
 def upload_methods(client: httpx.Client, files: Mapping[str, Path], name: str = "m") -> Any:
@@ -26,6 +28,16 @@ def submit(client: httpx.Client, program_id: str, plan: Mapping[str, Any]) -> An
     response = client.post("/v1/compile-jobs", json={"program_id": program_id, "plan": plan})
     assert response.status_code == 202, response.text
     return response.json()
+
+
+def compile_files(
+    client: httpx.Client, files: Mapping[str, Path], name: str, plan: Mapping[str, Any]
+) -> str:
+    """Upload ``files`` (one part per method) and compile them with ``plan``; the artifact id."""
+    program = upload_methods(client, files, name=name)
+    done = wait_job(client, submit(client, program["id"], plan)["id"], timeout=600)
+    assert done["status"] == "succeeded", done
+    return str(done["artifact_id"])
 
 
 def job_state(client: httpx.Client, job_id: str) -> Any:

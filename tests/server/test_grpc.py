@@ -18,24 +18,11 @@ import tritonclient.grpc as triton
 from tritonclient.utils import InferenceServerException
 
 from tests.cluster.haproxy import LoadBalancer
-from tests.models import MultiMethod, save_programs
-from tests.runtime.stateful_models import cached_lm_programs, reset_state
-from tests.server.helpers import submit, upload_methods, wait_job
+from tests.models import MultiMethod
+from tests.runtime.stateful_models import reset_state
 from tests.server.service import ServiceProcess
 
 STEPS = 6
-SHARED_PLAN = {"all": {"partitioners": ["xnnpack"]}, "share_mutable_buffers": True}
-
-
-@pytest.fixture(scope="module")
-def lm(admin: httpx.Client, tmp_path_factory: Any) -> tuple[MultiMethod, str]:
-    """The KV-cached decoder-only LM (``prefill``, then ``decode``) and its artifact id."""
-    model = cached_lm_programs()
-    files = save_programs(model.programs, tmp_path_factory.mktemp("grpc-lm"))
-    program = upload_methods(admin, files, name="grpc-lm")
-    done = wait_job(admin, submit(admin, program["id"], SHARED_PLAN)["id"], timeout=600)
-    assert done["status"] == "succeeded", done
-    return model, str(done["artifact_id"])
 
 
 @pytest.fixture(scope="module")
@@ -109,9 +96,9 @@ def test_infer_with_raw_tensors_matches_eager(
     client: triton.InferenceServerClient,
     headers: dict[str, str],
     calls: Calls,
-    lm: tuple[MultiMethod, str],
+    cached_lm: tuple[MultiMethod, str],
 ) -> None:
-    model, artifact = lm
+    model, artifact = cached_lm
     (prompt,) = model.inputs["prefill"]
     assert [t["datatype"] for t in calls.metadata(f"{artifact}.prefill")["inputs"]] == ["INT64"]
     assert client.is_model_ready(f"{artifact}.prefill", headers=headers)
@@ -125,9 +112,9 @@ def test_errors_map_to_status_codes(
     client: triton.InferenceServerClient,
     headers: dict[str, str],
     calls: Calls,
-    lm: tuple[MultiMethod, str],
+    cached_lm: tuple[MultiMethod, str],
 ) -> None:
-    _, artifact = lm
+    _, artifact = cached_lm
     model = f"{artifact}.decode"
     step = calls.inputs(model, np.array([[1]]), np.array([0]))
     with pytest.raises(InferenceServerException) as anonymous:
@@ -163,11 +150,11 @@ class Stream:
 
 
 def test_decode_loop_over_a_stream_carries_its_sequence(
-    calls: Calls, lm: tuple[MultiMethod, str]
+    calls: Calls, cached_lm: tuple[MultiMethod, str]
 ) -> None:
     """Greedy decoding, one stream request per token: each step reads the KV cache the
     previous ones wrote, so every step's logits match eager PyTorch's."""
-    model, artifact = lm
+    model, artifact = cached_lm
     (prompt,) = model.inputs["prefill"]
     _reset(model)
     stream = Stream(calls)
@@ -191,9 +178,9 @@ def test_a_model_name_serves_over_grpc_and_counts_in_its_statistics(
     client: triton.InferenceServerClient,
     headers: dict[str, str],
     calls: Calls,
-    lm: tuple[MultiMethod, str],
+    cached_lm: tuple[MultiMethod, str],
 ) -> None:
-    model, artifact = lm
+    model, artifact = cached_lm
     answer = admin.post("/v1/models/grpc-named/versions", json={"artifact_id": artifact})
     assert answer.status_code == 201, answer.text
     step = (np.array([[3]]), np.array([0]))
@@ -208,10 +195,13 @@ def test_a_model_name_serves_over_grpc_and_counts_in_its_statistics(
 
 
 def test_the_load_balancers_grpc_frontend_reaches_a_replica(
-    service: ServiceProcess, headers: dict[str, str], lm: tuple[MultiMethod, str], tmp_path: Path
+    service: ServiceProcess,
+    headers: dict[str, str],
+    cached_lm: tuple[MultiMethod, str],
+    tmp_path: Path,
 ) -> None:
     """``docker/haproxy.cfg``'s gRPC frontend (HTTP/2 both ways) in front of this server."""
-    model, artifact = lm
+    model, artifact = cached_lm
     balancer = LoadBalancer([service.port], tmp_path, grpc_ports=[service.grpc_port])
     balancer.start()
     try:

@@ -22,32 +22,11 @@ import tritonclient.http as triton
 
 from pteforge.server.settings import Settings
 from tests.models import MultiMethod, save_programs
-from tests.runtime.stateful_models import (
-    cached_lm_programs,
-    counter_programs,
-    reset_state,
-    whisper_programs,
-)
-from tests.server.helpers import submit, upload_methods, wait_job
+from tests.runtime.stateful_models import counter_programs, reset_state, whisper_programs
+from tests.server.helpers import SHARED_PLAN, compile_files, submit, upload_methods, wait_job
 from tests.server.service import ServiceProcess
 
 STEPS = 8
-SHARED_PLAN = {"all": {"partitioners": ["xnnpack"]}, "share_mutable_buffers": True}
-
-
-def _compile(admin: httpx.Client, model: MultiMethod, directory: Path, name: str) -> str:
-    program = upload_methods(admin, save_programs(model.programs, directory), name=name)
-    done = wait_job(admin, submit(admin, program["id"], SHARED_PLAN)["id"], timeout=600)
-    assert done["status"] == "succeeded", done
-    return str(done["artifact_id"])
-
-
-@pytest.fixture(scope="module")
-def lm(admin: httpx.Client, tmp_path_factory: Any) -> tuple[MultiMethod, str]:
-    """The decoder-only LM whose KV cache is buffers (``prefill``, then ``decode``), and the
-    artifact it compiles to."""
-    model = cached_lm_programs()
-    return model, _compile(admin, model, tmp_path_factory.mktemp("lm"), "cached-lm")
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +34,8 @@ def whisper(admin: httpx.Client, tmp_path_factory: Any) -> tuple[MultiMethod, st
     """The Whisper-style model (``encode`` stores cross-attention keys/values for
     ``decode``), and the artifact it compiles to."""
     model = whisper_programs()
-    return model, _compile(admin, model, tmp_path_factory.mktemp("whisper"), "whisper-style")
+    files = save_programs(model.programs, tmp_path_factory.mktemp("whisper"))
+    return model, compile_files(admin, files, "whisper-style", SHARED_PLAN)
 
 
 class Remote:
@@ -118,9 +98,9 @@ def _compare(remote: tuple[list[int], list], eager: tuple[list[int], list]) -> N
 
 
 def test_lm_prefill_then_decode_in_a_session_matches_eager(
-    service: ServiceProcess, admin: httpx.Client, lm: tuple[MultiMethod, str]
+    service: ServiceProcess, admin: httpx.Client, cached_lm: tuple[MultiMethod, str]
 ) -> None:
-    remote, model, prompt = _opened(service, admin, lm, "prefill")
+    remote, model, prompt = _opened(service, admin, cached_lm, "prefill")
     length = torch.tensor(prompt.shape[1])
     eager = _eager_greedy(model, lambda: model.prefill(prompt), length)
 
