@@ -40,12 +40,14 @@ def test_other_programs_have_no_generation(admin: httpx.Client) -> None:
 
 
 def test_compiled_lm_is_described(admin: httpx.Client, tmp_path: Path) -> None:
+    """The metadata come from the plan, whatever the lowering: the cheapest one (a static
+    sequence length, as ``enable_dynamic_shape`` says, and the portable kernels) serves."""
     lm = build_tiny_lm("llama")
     archive = tmp_path / "forward.pt2"
-    torch.export.save(lm_export.export_lm(lm.eager, lm.max_seq_len, dynamic=True), archive)
+    torch.export.save(lm_export.export_lm(lm.eager, lm.max_seq_len, dynamic=False), archive)
     program = upload_methods(admin, {"forward": archive}, name="tiny-llama")
     constants = {**lm.metadata, "enable_dynamic_shape": False}
-    plan = {"all": {"partitioners": ["xnnpack"]}, "constant_methods": constants}
+    plan = {"constant_methods": constants}
     done = wait_job(admin, submit(admin, program["id"], plan)["id"], timeout=600)
     assert done["status"] == "succeeded", done
     artifact = admin.get(f"/v1/artifacts/{done['artifact_id']}").raise_for_status().json()
