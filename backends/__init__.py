@@ -40,7 +40,6 @@ from pteforge.backends.registry import (
     register_lowering_backends,
     registered_backend_ids,
 )
-from pteforge.backends.support import first_unsupported_node
 from pteforge.backends.vulkan import VULKAN_BACKEND_ID, VulkanEntry
 from pteforge.backends.xnnpack import XNNPACK_BACKEND_ID, XnnpackEntry
 
@@ -77,7 +76,6 @@ __all__ = [
     "XnnpackPt2eRecipe",
     "default_catalog",
     "executable_backend_ids",
-    "first_unsupported_node",
     "register_lowering_backends",
     "registered_backend_ids",
 ]

@@ -9,12 +9,15 @@ here has no ``CoreMLBackend`` and :meth:`CoreMLEntry.can_execute` is False.
 
 from __future__ import annotations
 
-from executorch.exir.backend.compile_spec_schema import CompileSpec
-from executorch.exir.backend.partitioner import Partitioner
+from typing import TYPE_CHECKING
 
 from pteforge.backends.entry import Options, PartitionerEntry
 from pteforge.backends.errors import BackendCatalogError
 from pteforge.backends.options import CoreMLOptions
+
+if TYPE_CHECKING:
+    from executorch.exir.backend.compile_spec_schema import CompileSpec
+    from executorch.exir.backend.partitioner import Partitioner
 
 COREML_BACKEND_ID = "CoreMLBackend"
 

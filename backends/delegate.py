@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from executorch.exir.backend.compile_spec_schema import CompileSpec
-from executorch.exir.backend.partitioner import DelegationSpec
+from typing import TYPE_CHECKING, Any
 
 from pteforge.backends.entry import DelegateEntryBase, Options
 from pteforge.backends.errors import UnknownBackendError
@@ -15,6 +12,9 @@ from pteforge.backends.registry import (
     register_lowering_backends,
     registered_backend_ids,
 )
+
+if TYPE_CHECKING:
+    from executorch.exir.backend.partitioner import DelegationSpec
 
 
 class DelegateEntry(DelegateEntryBase[DelegateOptions]):
@@ -30,6 +30,9 @@ class DelegateEntry(DelegateEntryBase[DelegateOptions]):
 
     def delegation_spec(self, options: Options) -> DelegationSpec:
         """A ``DelegationSpec``; an unregistered ``backend_id`` raises listing the known ones."""
+        from executorch.exir.backend.compile_spec_schema import CompileSpec
+        from executorch.exir.backend.partitioner import DelegationSpec
+
         parsed = self.validate(options)
         register_lowering_backends()
         known = registered_backend_ids()

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
-import torch
-from executorch.exir.backend.partitioner import DelegationSpec, Partitioner
 from pydantic import BaseModel
-from torch.export import ExportedProgram
 
 from pteforge.backends.kinds import EntryKind
 from pteforge.backends.options import NoOptions, validate_options
 from pteforge.backends.registry import executable_backend_ids
+
+if TYPE_CHECKING:  # the catalog is read by the HTTP process, which never imports exir
+    import torch
+    from executorch.exir.backend.partitioner import DelegationSpec, Partitioner
+    from torch.export import ExportedProgram
 
 Options = Mapping[str, Any] | BaseModel | None
 OptionsT = TypeVar("OptionsT", bound=BaseModel)

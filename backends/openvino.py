@@ -14,22 +14,22 @@ Two limits of upstream (executorch 1.5.1) the entry states rather than hides:
   CPUs with AVX512_BF16 or AMX, where an fp32 method may miss a tight fp32 tolerance.
 - No int8: a pt2e int8 graph (upstream's NNCF ``OpenVINOQuantizer`` included) lowers, but
   its runtime outputs differ from the quantized reference by 15-23% on a two-layer MLP,
-  so partitions holding quantize/dequantize operators are refused (:class:`FloatOnly`).
+  so partitions holding quantize/dequantize operators are refused
+  (:class:`~pteforge.backends.support.FloatOnly`).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from executorch.exir.backend.compile_spec_schema import CompileSpec
-from executorch.exir.backend.partitioner import Partitioner, PartitionResult
-from torch.export import ExportedProgram
+from typing import TYPE_CHECKING
 
 from pteforge.backends.entry import Options, PartitionerEntry
-from pteforge.backends.errors import BackendCatalogError
 from pteforge.backends.options import OpenvinoOptions
 from pteforge.backends.telemetry import block_openvino_telemetry
 from pteforge.quiet import OPENVINO_IMPORT_NOTICE, dropping_native_lines
+
+if TYPE_CHECKING:
+    from executorch.exir.backend.compile_spec_schema import CompileSpec
+    from executorch.exir.backend.partitioner import Partitioner
 
 OPENVINO_BACKEND_ID = "OpenvinoBackend"
 
@@ -62,47 +62,16 @@ class OpenvinoEntry(PartitionerEntry[OpenvinoOptions]):
         block_openvino_telemetry()
         with dropping_native_lines(OPENVINO_IMPORT_NOTICE):
             from executorch.backends.openvino.partitioner import OpenvinoPartitioner
+        from pteforge.backends.support import FloatOnly
 
         return FloatOnly(OpenvinoPartitioner(openvino_compile_specs(parsed)))
 
 
 def openvino_compile_specs(options: OpenvinoOptions) -> list[CompileSpec]:
     """The ``OpenvinoBackend`` compile specs :class:`OpenvinoOptions` stand for."""
+    from executorch.exir.backend.compile_spec_schema import CompileSpec
+
     return [CompileSpec("device", options.device.encode())]
 
 
-class FloatOnly(Partitioner):
-    """``inner``, refusing a program that holds quantize/dequantize operators."""
-
-    def __init__(self, inner: Partitioner) -> None:
-        super().__init__()
-        self.inner = inner
-        self.delegation_spec = inner.delegation_spec
-
-    def partition(self, exported_program: ExportedProgram) -> PartitionResult:
-        """``inner``'s partition; a quantized program raises ``BackendCatalogError``."""
-        quantized = first_quantized_node(exported_program)
-        if quantized is not None:
-            raise BackendCatalogError(f"{INT8_REFUSAL} (found {quantized})")
-        return self.inner.partition(exported_program)
-
-    def ops_to_not_decompose(self, ep: ExportedProgram) -> Any:
-        """``inner``'s operators kept whole through ``to_edge_transform_and_lower``."""
-        return self.inner.ops_to_not_decompose(ep)
-
-
-_QUANT_MARKERS = ("quantize_per_", "quantize_affine", "choose_qparams")
-
-
-def first_quantized_node(program: ExportedProgram) -> str | None:
-    """The name of the first quantize/dequantize call of ``program``, else None."""
-    for node in program.graph.nodes:
-        if node.op != "call_function":
-            continue
-        target = str(getattr(node.target, "__name__", node.target))
-        if any(marker in target for marker in _QUANT_MARKERS):
-            return f"{node.name} ({target})"
-    return None
-
-
-__all__ = ["OPENVINO_BACKEND_ID", "FloatOnly", "OpenvinoEntry", "openvino_compile_specs"]
+__all__ = ["OPENVINO_BACKEND_ID", "OpenvinoEntry", "openvino_compile_specs"]

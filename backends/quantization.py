@@ -1,16 +1,20 @@
-"""Int8 pt2e quantization recipes, named and configured as upstream's XNNPACK recipes."""
+"""Int8 pt2e quantization recipes, named and configured as upstream's XNNPACK recipes.
+
+The catalog (and so the HTTP process) imports this module for the recipes' names; torch is
+imported only by the functions that quantize, in the lowering process."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
-
-import torch
-from torch.export import Dim, ExportedProgram
+from typing import TYPE_CHECKING, Any
 
 from pteforge.backends.entry import QuantizerEntryBase
 from pteforge.backends.errors import BackendCatalogError
 from pteforge.backends.xnnpack import XNNPACK_BACKEND_ID
+
+if TYPE_CHECKING:
+    import torch
+    from torch.export import ExportedProgram
 
 # Upstream names (executorch.backends.xnnpack.recipes.XNNPackRecipeType) of the pt2e recipes.
 XNNPACK_PT2E_RECIPES: dict[str, str] = {
@@ -44,6 +48,7 @@ class XnnpackPt2eRecipe(QuantizerEntryBase):
         self, program: ExportedProgram, calibration: Sequence[tuple[torch.Tensor, ...]]
     ) -> ExportedProgram:
         """The program quantized by this recipe, observers calibrated on ``calibration``."""
+        import torch
         from executorch.backends.transforms.duplicate_dynamic_quant_chain import (
             DuplicateDynamicQuantChainPass,
         )
@@ -100,14 +105,14 @@ def _integer_arithmetic_kept(quantizer: Any) -> Any:
     return quantizer
 
 
-_SCALAR_OPS = (torch.ops.aten.add.Tensor, torch.ops.aten.mul.Tensor)
-
-
 def _restore_integer_scalars(model: torch.fx.GraphModule) -> None:
+    import torch
+
+    scalar_ops = (torch.ops.aten.add.Tensor, torch.ops.aten.mul.Tensor)
     replaced: set[torch.fx.Node] = set()
     for node in list(model.graph.nodes):
         value = node.meta.get("val")
-        if node.target not in _SCALAR_OPS or value is None or value.dtype.is_floating_point:
+        if node.target not in scalar_ops or value is None or value.dtype.is_floating_point:
             continue
         args = tuple(_scalar_back(model, arg) for arg in node.args)
         replaced |= {a for a, b in zip(node.args, args, strict=True) if a is not b}
@@ -120,6 +125,8 @@ def _restore_integer_scalars(model: torch.fx.GraphModule) -> None:
 
 def _scalar_back(model: torch.fx.GraphModule, arg: Any) -> Any:
     """The integer scalar an upstream ``_tensor_constant_*`` attribute replaced, else ``arg``."""
+    import torch
+
     if not (isinstance(arg, torch.fx.Node) and arg.op == "get_attr"):
         return arg
     if not str(arg.target).startswith("_tensor_constant_"):
@@ -152,6 +159,9 @@ def dynamic_shapes_of(program: ExportedProgram) -> tuple[dict[int, Any] | None, 
 
 
 def _dynamic_dims(program: ExportedProgram, value: object) -> dict[int, Any] | None:
+    import torch
+    from torch.export import Dim
+
     dims: dict[int, Any] = {}
     for index, size in enumerate(getattr(value, "shape", ())):
         if isinstance(size, torch.SymInt):

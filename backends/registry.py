@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import importlib
 
-from executorch.exir.backend.backend_details import BackendDetails
-
 from pteforge.backends.telemetry import block_openvino_telemetry
 from pteforge.quiet import OPENVINO_IMPORT_NOTICE, dropping_native_lines
 
@@ -35,6 +33,8 @@ def registered_backend_ids() -> list[str]:
 
     Mirrors upstream's lookup exactly: direct subclasses of ``BackendDetails``, by class name.
     """
+    from executorch.exir.backend.backend_details import BackendDetails
+
     return sorted({cls.__name__ for cls in BackendDetails.__subclasses__()})
 
 

@@ -1,16 +1,21 @@
-"""Which operator of a program a backend cannot take, found with the backend's partitioner."""
+"""Which operator of a program a backend cannot take, found with the backend's partitioner,
+and a partitioner that refuses quantized programs. Lowering-side only: this module imports
+``exir``, which the HTTP process never loads."""
 
 from __future__ import annotations
 
 import copy
 import operator
 from collections.abc import Callable
+from typing import Any
 
 import torch
-from executorch.exir.backend.partitioner import Partitioner
+from executorch.exir.backend.partitioner import Partitioner, PartitionResult
 from torch.export import ExportedProgram
 
 from pteforge.backends.coreml import COREML_BACKEND_ID, CoreMLEntry
+from pteforge.backends.errors import BackendCatalogError
+from pteforge.backends.openvino import INT8_REFUSAL
 from pteforge.backends.xnnpack import XNNPACK_BACKEND_ID, XnnpackEntry
 
 # Backends whose catalog partitioner tags exactly the nodes the backend supports.
@@ -43,3 +48,37 @@ def first_unsupported_node(backend_id: str, program: ExportedProgram) -> torch.f
 def _is_compute(node: torch.fx.Node) -> bool:
     # getitem only unpacks a tuple; partitioners leave it untagged when its producer is.
     return node.op == "call_function" and node.target is not operator.getitem
+
+
+class FloatOnly(Partitioner):
+    """``inner``, refusing a program that holds quantize/dequantize operators."""
+
+    def __init__(self, inner: Partitioner) -> None:
+        super().__init__()
+        self.inner = inner
+        self.delegation_spec = inner.delegation_spec
+
+    def partition(self, exported_program: ExportedProgram) -> PartitionResult:
+        """``inner``'s partition; a quantized program raises ``BackendCatalogError``."""
+        quantized = first_quantized_node(exported_program)
+        if quantized is not None:
+            raise BackendCatalogError(f"{INT8_REFUSAL} (found {quantized})")
+        return self.inner.partition(exported_program)
+
+    def ops_to_not_decompose(self, ep: ExportedProgram) -> Any:
+        """``inner``'s operators kept whole through ``to_edge_transform_and_lower``."""
+        return self.inner.ops_to_not_decompose(ep)
+
+
+_QUANT_MARKERS = ("quantize_per_", "quantize_affine", "choose_qparams")
+
+
+def first_quantized_node(program: ExportedProgram) -> str | None:
+    """The name of the first quantize/dequantize call of ``program``, else None."""
+    for node in program.graph.nodes:
+        if node.op != "call_function":
+            continue
+        target = str(getattr(node.target, "__name__", node.target))
+        if any(marker in target for marker in _QUANT_MARKERS):
+            return f"{node.name} ({target})"
+    return None

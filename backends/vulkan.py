@@ -8,10 +8,13 @@ check reports such a method ``not_executable`` and the runtime refuses to load i
 
 from __future__ import annotations
 
-from executorch.exir.backend.partitioner import Partitioner
+from typing import TYPE_CHECKING
 
 from pteforge.backends.entry import Options, PartitionerEntry
 from pteforge.backends.options import VulkanOptions
+
+if TYPE_CHECKING:
+    from executorch.exir.backend.partitioner import Partitioner
 
 VULKAN_BACKEND_ID = "VulkanBackend"
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from executorch.exir.backend.partitioner import Partitioner
+from typing import TYPE_CHECKING
 
 from pteforge.backends.entry import Options, PartitionerEntry
 from pteforge.backends.options import XnnpackOptions
+
+if TYPE_CHECKING:
+    from executorch.exir.backend.partitioner import Partitioner
 
 XNNPACK_BACKEND_ID = "XnnpackBackend"
 

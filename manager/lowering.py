@@ -18,10 +18,10 @@ from executorch.exir.backend.partitioner import DelegationSpec, Partitioner
 from torch.export import ExportedProgram
 
 from pteforge.backends import (
-    first_unsupported_node,
     register_lowering_backends,
     registered_backend_ids,
 )
+from pteforge.backends.support import first_unsupported_node
 from pteforge.manager.errors import (
     LoweringError,
     ManagerError,

@@ -10,15 +10,18 @@ needs the catalog or the program is checked by :mod:`pteforge.manager.plan_check
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, TypeAlias
 
-import torch
 from pydantic import ValidationError
 
 from pteforge.contracts.plan import CalibrationTensor, PlanSpec, TargetSpec
 from pteforge.contracts.plan_problems import plan_problem
 from pteforge.manager.errors import PlanError, UnknownMethodError
 
-Calibration = tuple[tuple[torch.Tensor, ...], ...]
+if TYPE_CHECKING:  # the server checks plans without loading torch until a plan calibrates
+    import torch
+
+Calibration: TypeAlias = "tuple[tuple[torch.Tensor, ...], ...]"
 
 
 def parse_plan(obj: PlanSpec | object) -> PlanSpec:
@@ -57,6 +60,8 @@ def calibration_tensors(where: str, target: TargetSpec) -> Calibration | None:
 
 
 def _tensor(name: str, spec: CalibrationTensor) -> torch.Tensor:
+    import torch
+
     dtype = getattr(torch, spec.dtype, None)
     if not isinstance(dtype, torch.dtype):
         raise PlanError(f"{name}.dtype", f"unknown dtype {spec.dtype!r}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
@@ -91,7 +92,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             print(usage_text(boot, settings.public_url), file=sys.stderr, flush=True)
         app.state.services = services
         services.host = await run_in_threadpool(report_confinement, settings.home)
-        await run_in_threadpool(services.catalog_json)  # described once, off the event loop
         # With no local workers (`serve --no-workers`) the queue is served by `pteforge worker`
         # processes elsewhere, woken by the database (PostgreSQL) or their polling.
         supervisor = WorkerSupervisor(settings, settings.compile_workers)
@@ -106,6 +106,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         )
         grpc_server = await _start_grpc(settings, app)  # last: nothing after it can fail
         freeze_startup_heap()
+        if settings.describe_backends_at_start:  # in the background: seconds of imports
+            describe = threading.Thread(target=services.catalog_json, name="describe-backends")
+            describe.daemon = True  # a stop need not wait for it
+            describe.start()
         try:
             yield
         finally:

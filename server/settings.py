@@ -84,6 +84,13 @@ class Settings(BaseSettings):
         "when it starts, so every lowering process forked from it starts warm and a job, "
         "even one right after another, does not pay the first-lowering cost (about 2 s).",
     )
+    describe_backends_at_start: bool = Field(
+        default=True,
+        description="Describe the backend catalog (the body of GET /v1/backends) on a thread "
+        "as soon as the service is up, so the first request finds it ready. Describing it "
+        "imports every backend's lowering package and the native runtime (about 14 s of CPU); "
+        "off: the first GET /v1/backends pays that instead.",
+    )
     compile_timeout_seconds: float = _positive(1800.0, "Wall-clock limit of one compile job.")
     validate_timeout_seconds: float = _positive(120.0, "Wall-clock limit of validating one upload.")
     validate_memory_limit_bytes: int = _positive(

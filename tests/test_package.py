@@ -3,6 +3,7 @@
 import importlib
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -33,6 +34,27 @@ def test_the_client_loads_no_server_side_layer() -> None:
         "heavy = ('pteforge.runtime', 'pteforge.server', 'pteforge.manager', 'pteforge.storage',"
         " 'torch', 'executorch')\n"
         "print(sorted(m for m in sys.modules if m.startswith(heavy)))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]", result.stdout
+
+
+def test_the_http_process_loads_neither_torch_nor_exir(tmp_path: Path) -> None:
+    """The service's HTTP process, built and with its catalog at hand, imports neither torch
+    nor ExecuTorch: lowering, validation and execution happen in child processes, and the
+    imports cost every server start about 10 s of CPU. (Describing the catalog for
+    ``GET /v1/backends`` does import them, on a thread after start.)"""
+    probe = (
+        "import sys\n"
+        "from pteforge.server.app import create_app\n"
+        "from pteforge.server.settings import Settings\n"
+        "from pteforge.backends import default_catalog\n"
+        f"create_app(Settings(home={str(tmp_path)!r}))\n"
+        "default_catalog().get('xnnpack').validate({})\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'executorch')))\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=False

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Response
+from starlette.concurrency import run_in_threadpool
 
 from pteforge.server.auth.dependencies import CurrentPrincipal
 from pteforge.server.backends_api.schemas import CatalogEntryOut
@@ -20,4 +21,4 @@ async def list_backends(services: ServicesDep, _principal: CurrentPrincipal) -> 
     """Every catalog entry: name, kind, backend id, options schema, ``can_execute`` here;
     then the program-wide plan options (kind ``plan_option``). Described once per process."""
     # The body is prebuilt once (Services.catalog_json); response_model documents its shape.
-    return Response(services.catalog_json(), media_type="application/json")
+    return Response(await run_in_threadpool(services.catalog_json), media_type="application/json")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated
@@ -35,17 +36,23 @@ class Services:
     # What this host gives upload-handling children (probed at startup); None: not probed.
     host: HostOut | None = None
     _catalog_json: bytes | None = field(default=None, init=False, repr=False)
+    _describing: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def catalog_json(self) -> bytes:
-        """The body of ``GET /v1/backends``, built once: the catalog does not change while
-        the service runs, and describing it (a JSON schema per entry) costs tens of ms.
-        The host entry comes last."""
-        if self._catalog_json is None:
-            described = jsonable_encoder(self.catalog.describe_with_plan_options())
-            if self.host is not None:
-                described.append(host_entry(self.host).model_dump(mode="json"))
-            self._catalog_json = json.dumps(described).encode()
+        """The body of ``GET /v1/backends``, built once by whichever thread asks first (the
+        others wait for it): the catalog does not change while the service runs, and
+        describing it imports every backend's lowering package (seconds; call it off the
+        event loop). The host entry comes last."""
+        with self._describing:
+            if self._catalog_json is None:
+                self._catalog_json = self._describe_catalog()
         return self._catalog_json
+
+    def _describe_catalog(self) -> bytes:
+        described = jsonable_encoder(self.catalog.describe_with_plan_options())
+        if self.host is not None:
+            described.append(host_entry(self.host).model_dump(mode="json"))
+        return json.dumps(described).encode()
 
 
 def get_services(request: Request) -> Services:

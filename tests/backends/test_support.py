@@ -9,7 +9,7 @@ from executorch.exir.backend.backend_api import to_backend
 from executorch.exir.dialects._ops import ops as exir_ops
 from torch import nn
 
-from pteforge.backends import first_unsupported_node
+from pteforge.backends.support import first_unsupported_node
 from tests.models import small_mlp_programs, unsupported_op_programs
 
 

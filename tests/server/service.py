@@ -47,6 +47,8 @@ FAST_JOB_ENV = {
     # Warming each standby lowering process up costs seconds of CPU per job on a 2-core
     # machine; tests that measure or exercise it turn it back on.
     "PTEFORGE_COMPILE_WARMUP": "false",
+    # Describing the catalog imports every backend (~14 s of CPU); few tests list backends.
+    "PTEFORGE_DESCRIBE_BACKENDS_AT_START": "false",
 }
 
 
