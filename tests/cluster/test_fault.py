@@ -1,7 +1,7 @@
 """Faults on a loopback deployment: PostgreSQL, 2 API replicas (``serve --no-workers``),
 2 worker nodes (``pteforge worker``) and HAProxy configured by ``docker/haproxy.cfg``.
 
-4 clients upload 12 tiny programs, compile each and call ``/v2`` all along, through the load
+4 clients upload 8 tiny programs, compile each and call ``/v2`` all along, through the load
 balancer, until their jobs are done and the restarted replica answers them again. Mid-run one
 worker node and the API replica that serves the ``/v2`` artifact are SIGKILLed with their
 whole process trees, then restarted. Every job must end exactly once, succeeded; every
@@ -32,7 +32,7 @@ pytestmark = pytest.mark.postgres
 # The clients' /v2 calls span the kill window whatever their number (each calls until the
 # restarted replica answers it), so a few clients with a few jobs each prove what 8 clients
 # with 5 jobs did, at a fraction of the cost on 2 cores.
-CLIENTS, JOBS_EACH = 4, 3
+CLIENTS, JOBS_EACH = 4, 2
 PROBE_SEED = 1000  # the program whose artifact the /v2 load calls
 # The kill window ends this long after the killed replica is ready again: HAProxy takes up
 # to `rise` (2) checks of `inter` (1 s) to send it traffic again.
