@@ -1,5 +1,6 @@
 """The package layout: every layer importable under one namespace, the CLI wired up."""
 
+import ast
 import importlib
 import subprocess
 import sys
@@ -24,22 +25,28 @@ def test_cli_help_lists_commands() -> None:
     assert "usage: pteforge" in result.stdout
 
 
-def test_the_client_loads_no_server_side_layer() -> None:
-    """The HTTP client depends on ``contracts``, not on the runtime pool, the server or torch:
-    a fresh interpreter that imports every client module loads none of them."""
-    probe = (
-        "import sys, pkgutil, importlib, pteforge.client as c\n"
-        "for m in pkgutil.iter_modules(c.__path__):\n"
-        "    importlib.import_module(f'{c.__name__}.{m.name}')\n"
-        "heavy = ('pteforge.runtime', 'pteforge.server', 'pteforge.manager', 'pteforge.storage',"
-        " 'torch', 'executorch')\n"
-        "print(sorted(m for m in sys.modules if m.startswith(heavy)))\n"
-    )
+def loaded_after(setup: str, prefixes: tuple[str, ...]) -> list[str]:
+    """The modules starting with one of ``prefixes`` that a fresh interpreter has loaded
+    after running ``setup``."""
+    probe = f"import sys\n{setup}\nprint([m for m in sys.modules if m.startswith({prefixes!r})])"
     result = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=False
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "[]", result.stdout
+    loaded: list[str] = ast.literal_eval(result.stdout.strip().splitlines()[-1])
+    return sorted(loaded)
+
+
+def test_the_client_loads_no_server_side_layer() -> None:
+    """The HTTP client depends on ``contracts``, not on the runtime pool, the server or torch:
+    a fresh interpreter that imports every client module loads none of them."""
+    every_client_module = (
+        "import pkgutil, importlib, pteforge.client as c\n"
+        "for m in pkgutil.iter_modules(c.__path__):\n"
+        "    importlib.import_module(f'{c.__name__}.{m.name}')"
+    )
+    layers = ("pteforge.runtime", "pteforge.server", "pteforge.manager", "pteforge.storage")
+    assert loaded_after(every_client_module, (*layers, "torch", "executorch")) == []
 
 
 def test_the_http_process_loads_neither_torch_nor_exir(tmp_path: Path) -> None:
@@ -47,17 +54,11 @@ def test_the_http_process_loads_neither_torch_nor_exir(tmp_path: Path) -> None:
     nor ExecuTorch: lowering, validation and execution happen in child processes, and the
     imports cost every server start about 10 s of CPU. (Describing the catalog for
     ``GET /v1/backends`` does import them, on a thread after start.)"""
-    probe = (
-        "import sys\n"
+    app_and_catalog = (
         "from pteforge.server.app import create_app\n"
         "from pteforge.server.settings import Settings\n"
         "from pteforge.backends import default_catalog\n"
         f"create_app(Settings(home={str(tmp_path)!r}))\n"
-        "default_catalog().get('xnnpack').validate({})\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'executorch')))\n"
+        "default_catalog().get('xnnpack').validate({})"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=False
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "[]", result.stdout
+    assert loaded_after(app_and_catalog, ("torch", "executorch")) == []
