@@ -12,7 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pteforge.runtime.errors import ProgramLoadError
+import numpy as np
+
+from pteforge.runtime.errors import ExecutionError, ProgramLoadError
 from pteforge.runtime.state import MethodState, ProgramState
 
 
@@ -67,3 +69,22 @@ class ProgramInstance:
 def opaque_state(program: Any) -> ProgramState:
     """The state assumed when the flatbuffer cannot be read: every method keeps some."""
     return ProgramState({name: MethodState(unnamed=1) for name in program.method_names})
+
+
+def to_numpy(value: Any) -> np.ndarray:
+    """An output value as a contiguous numpy array."""
+    if hasattr(value, "numpy"):
+        return np.ascontiguousarray(value.detach().numpy())
+    return np.ascontiguousarray(np.asarray(value))
+
+
+def run_method(method: Any, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """Execute an ExecuTorch method on numpy inputs; outputs as numpy arrays."""
+    import torch
+
+    tensors = [torch.from_numpy(a) for a in inputs]
+    try:
+        outputs = method.execute(tensors)
+    except Exception as exc:
+        raise ExecutionError(f"execution failed: {exc}") from exc
+    return [to_numpy(o) for o in outputs]

@@ -30,8 +30,8 @@ import numpy as np
 
 from pteforge.contracts.jobs import LatencySummary, LoadTimes, ProfileReport
 from pteforge.runtime.errors import ExecutionError
+from pteforge.runtime.instances import run_method
 from pteforge.runtime.profiling import delegate_backends, operator_times, summarize_etdump
-from pteforge.runtime.worker import run_method
 
 OPERATOR_RUNS = 10
 """The most runs whose ETDump events make the operator rows."""

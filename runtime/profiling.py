@@ -92,7 +92,7 @@ def profile_method(
 
     Uses a separate, uncached program instance so the cached one stays un-instrumented.
     """
-    from pteforge.runtime.worker import run_method
+    from pteforge.runtime.instances import run_method
 
     program = runtime.load_program(Path(path), enable_etdump=True, debug_buffer_size=0)
     try:

@@ -37,13 +37,12 @@ from pteforge.contracts.runtime_messages import (
 )
 from pteforge.runtime.artifact_files import verified_path
 from pteforge.runtime.errors import (
-    ExecutionError,
     RuntimeLayerError,
     SessionLostError,
     UnknownMethodError,
     kind_of,
 )
-from pteforge.runtime.instances import ProgramInstance, opaque_state
+from pteforge.runtime.instances import ProgramInstance, opaque_state, run_method
 from pteforge.runtime.kernel_guards import check_positions, position_guarded_methods
 from pteforge.runtime.lru import ByteLRU
 from pteforge.runtime.metadata import (
@@ -213,25 +212,6 @@ class Executor:
             except RuntimeLayerError:
                 continue  # the next request loads it itself, and reports the error
             loaded.spares[name] = spare
-
-
-def to_numpy(value: Any) -> np.ndarray:
-    """An output value as a contiguous numpy array."""
-    if hasattr(value, "numpy"):
-        return np.ascontiguousarray(value.detach().numpy())
-    return np.ascontiguousarray(np.asarray(value))
-
-
-def run_method(method: Any, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    """Execute an ExecuTorch method on numpy inputs; outputs as numpy arrays."""
-    import torch
-
-    tensors = [torch.from_numpy(a) for a in inputs]
-    try:
-        outputs = method.execute(tensors)
-    except Exception as exc:
-        raise ExecutionError(f"execution failed: {exc}") from exc
-    return [to_numpy(o) for o in outputs]
 
 
 # A worker's answer to one request: the reply and the tensors of its frame.
