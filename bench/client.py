@@ -41,6 +41,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from pteforge.children.limits import memory_figure
 from pteforge.client import Artifact, Client, UploadRejectedError
 from tests.models import save_programs, shared_linear_programs
 from tests.server.service import ServiceProcess, store_artifact
@@ -149,20 +150,13 @@ def overhead_table(
         )
 
 
-def rss_mib(field: str) -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError(field)
-
-
 def peak_above(fn: Callable[[], Any]) -> tuple[float, float]:
     """Seconds ``fn`` took and the RSS high-water mark above the RSS before it, in MiB."""
     Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current RSS
-    before = rss_mib("VmRSS")
+    before = memory_figure("VmRSS") / 2**20
     start = time.perf_counter()
     fn()
-    return time.perf_counter() - start, rss_mib("VmHWM") - before
+    return time.perf_counter() - start, memory_figure("VmHWM") / 2**20 - before
 
 
 def peak_traced(fn: Callable[[], Any]) -> float:

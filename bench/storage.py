@@ -32,14 +32,9 @@ from typing import Any
 
 from blake3 import blake3
 
+from pteforge.children.limits import memory_figure
+
 MIB = 1024 * 1024
-
-
-def _status_kib(field: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise RuntimeError(f"{field} not in /proc/self/status")
 
 
 def _file_pieces(path: Path) -> Iterator[bytes]:
@@ -56,7 +51,7 @@ def child(op: str, url: str, source: Path, sha256: str) -> dict[str, Any]:
     if op == "write":
         store.blobs.collect_garbage(timedelta(0))  # start each repetition from empty
     Path("/proc/self/clear_refs").write_text("5")  # reset the peak-RSS high-water mark
-    baseline = _status_kib("VmRSS")
+    baseline = memory_figure("VmRSS") // 1024
     start = time.perf_counter()
     if op == "write":
         ref = store.blobs.write(_file_pieces(source))
@@ -65,7 +60,7 @@ def child(op: str, url: str, source: Path, sha256: str) -> dict[str, Any]:
         for _ in store.blobs.open(sha256):
             pass
     seconds = time.perf_counter() - start
-    peak = _status_kib("VmHWM")
+    peak = memory_figure("VmHWM") // 1024
     store.close()
     return {"seconds": seconds, "baseline_kib": baseline, "peak_kib": peak}
 

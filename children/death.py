@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from pteforge.children.limits import PROC_STATUS, memory_figure
+
 OOM_MARKERS = (
     "memoryerror",
     "bad_alloc",
@@ -110,7 +112,7 @@ def is_out_of_memory(exc: BaseException | None) -> bool:
     return False
 
 
-def reached_memory_limit(limit_bytes: int | None, status: Path = Path("/proc/self/status")) -> bool:
+def reached_memory_limit(limit_bytes: int | None, status: Path = PROC_STATUS) -> bool:
     """Whether this process's address space peaked within reach of ``limit_bytes`` (its
     RLIMIT_AS): the last 1/8 of it, at least 32 MiB.
 
@@ -122,11 +124,7 @@ def reached_memory_limit(limit_bytes: int | None, status: Path = Path("/proc/sel
     if not limit_bytes:
         return False
     try:
-        lines = status.read_text().splitlines()
-    except OSError:
+        peak = memory_figure("VmPeak", status)
+    except (OSError, LookupError):
         return False
-    peak = next((line.split()[1] for line in lines if line.startswith("VmPeak:")), None)
-    if peak is None:
-        return False
-    margin = max(limit_bytes // 8, 32 * 2**20)
-    return int(peak) * 1024 >= limit_bytes - margin
+    return peak >= limit_bytes - max(limit_bytes // 8, 32 * 2**20)

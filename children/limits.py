@@ -13,6 +13,7 @@ import resource
 import signal
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 CPU_HARD_GRACE_SECONDS = 5
 """Between the soft CPU limit (SIGXCPU, which a child may report) and the hard one
@@ -21,6 +22,20 @@ CPU_HARD_GRACE_SECONDS = 5
 WEIGHTS_ONLY_ENV = {"TORCH_FORCE_WEIGHTS_ONLY_LOAD": "1"}
 """What every process that may read an untrusted program runs with: ``torch.load`` never
 unpickles arbitrary objects."""
+
+PROC_STATUS = Path("/proc/self/status")
+
+
+def memory_figure(field: str, status: Path = PROC_STATUS) -> int:
+    """A memory figure of this process in bytes, from Linux's ``status`` file: ``VmRSS``
+    (resident now), ``VmHWM`` (resident peak), ``VmPeak`` (address-space peak, what
+    RLIMIT_AS bounds)... Raises ``OSError`` if the file cannot be read, ``LookupError`` if
+    it has no ``field``."""
+    for line in status.read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1]) * 1024  # the kernel writes kB
+    raise LookupError(f"{field} not found in {status}")
+
 
 _PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH")
 _CHILD_ENV = {

@@ -15,17 +15,9 @@ from typing import Any
 
 import numpy as np
 
+from pteforge.children.limits import memory_figure
 from pteforge.runtime.dtypes import numpy_dtype
 from pteforge.runtime.metadata import MethodSignature, describe_program
-
-
-def rss_bytes() -> int:
-    """Resident set size of this process (Linux ``/proc``)."""
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError("VmRSS not found in /proc/self/status")
 
 
 def _zeros(signature: MethodSignature) -> list[Any]:
@@ -47,11 +39,11 @@ def _probe(path: Path, first: str, second: str, library: Path | None) -> dict[st
         enabled = enable_xnnpack_weight_cache(library)
     program = Runtime.get().load_program(path)
     signatures = describe_program(program)
-    before = rss_bytes()
+    before = memory_figure("VmRSS")
     program.load_method(first).execute(_zeros(signatures[first]))
-    after_first = rss_bytes()
+    after_first = memory_figure("VmRSS")
     program.load_method(second).execute(_zeros(signatures[second]))
-    after_second = rss_bytes()
+    after_second = memory_figure("VmRSS")
     return {
         "weight_cache": enabled,
         "first_method_bytes": after_first - before,

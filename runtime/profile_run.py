@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from pteforge.children.limits import memory_figure
 from pteforge.contracts.jobs import LatencySummary, LoadTimes, ProfileReport
 from pteforge.runtime.errors import ExecutionError
 from pteforge.runtime.instances import run_method
@@ -35,14 +36,6 @@ from pteforge.runtime.profiling import delegate_backends, operator_times, summar
 
 OPERATOR_RUNS = 10
 """The most runs whose ETDump events make the operator rows."""
-
-
-def _status_kib(key: str) -> int:
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith(key):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError(f"{key} not found in /proc/self/status")
 
 
 def _reset_peak() -> bool:
@@ -95,13 +88,13 @@ def profile_program(
 
     runtime = Runtime.get()
     exact_peak = _reset_peak()
-    before = _status_kib("VmRSS:")
+    before = memory_figure("VmRSS")
     program, instrumented, cold = _load(runtime, path, method, etdump=True)
     plain, loaded, warm = _load(runtime, path, method, etdump=False)
-    loaded_rss = _status_kib("VmRSS:")
+    loaded_rss = memory_figure("VmRSS")
     samples = _timed_runs(loaded, inputs, iterations)
     _timed_runs(instrumented, inputs, min(iterations, OPERATOR_RUNS))
-    peak = _status_kib("VmHWM:") if exact_peak else max(loaded_rss, _status_kib("VmRSS:"))
+    peak = memory_figure("VmHWM") if exact_peak else max(loaded_rss, memory_figure("VmRSS"))
     peak = max(peak - before, 0)
     with tempfile.TemporaryDirectory() as tmp:
         etdump = Path(tmp, "run.etdp")
