@@ -12,7 +12,7 @@ import torch
 
 from tests.generation import lm_export
 from tests.generation.lm_builder import build_tiny_lm
-from tests.server.helpers import submit, upload_methods, wait_job
+from tests.server.helpers import compile_files
 from tests.server.model_names import scale_pte
 
 pytestmark = pytest.mark.zoo
@@ -45,12 +45,10 @@ def test_compiled_lm_is_described(admin: httpx.Client, tmp_path: Path) -> None:
     lm = build_tiny_lm("llama")
     archive = tmp_path / "forward.pt2"
     torch.export.save(lm_export.export_lm(lm.eager, lm.max_seq_len, dynamic=False), archive)
-    program = upload_methods(admin, {"forward": archive}, name="tiny-llama")
     constants = {**lm.metadata, "enable_dynamic_shape": False}
     plan = {"constant_methods": constants}
-    done = wait_job(admin, submit(admin, program["id"], plan)["id"], timeout=600)
-    assert done["status"] == "succeeded", done
-    artifact = admin.get(f"/v1/artifacts/{done['artifact_id']}").raise_for_status().json()
+    artifact_id = compile_files(admin, {"forward": archive}, "tiny-llama", plan)
+    artifact = admin.get(f"/v1/artifacts/{artifact_id}").raise_for_status().json()
     assert artifact["generation"]["metadata"] == constants
     assert artifact["generation"]["eos_ids"] == lm.eos_ids
     assert "generation" not in artifact["report"]

@@ -23,7 +23,7 @@ import tritonclient.http as triton
 from pteforge.server.settings import Settings
 from tests.models import MultiMethod, save_programs
 from tests.runtime.stateful_models import counter_programs, reset_state, whisper_programs
-from tests.server.helpers import SHARED_PLAN, compile_files, submit, upload_methods, wait_job
+from tests.server.helpers import SHARED_PLAN, compile_files
 from tests.server.service import ServiceProcess
 
 STEPS = 8
@@ -146,10 +146,8 @@ def test_identical_stateless_calls_to_a_stateful_program_answer_the_same(
     """The issue's reproduction: ``n += 1; return x + n`` compiled with the default plan
     (its buffer unnamed), called three times without a sequence: 1.0 each time."""
     counter = counter_programs()
-    program = upload_methods(admin, save_programs(counter.programs, tmp_path), name="counter")
-    done = wait_job(admin, submit(admin, program["id"], {})["id"], timeout=600)
-    assert done["status"] == "succeeded", done
-    remote = Remote(service, admin, str(done["artifact_id"]))
+    files = save_programs(counter.programs, tmp_path)
+    remote = Remote(service, admin, compile_files(admin, files, "counter", {}))
     answers = [float(remote("forward", torch.zeros(1))[0]) for _ in range(3)]
     assert answers == [1.0, 1.0, 1.0]
 
