@@ -8,6 +8,7 @@ counts as running out of memory, and which signal killed a child, is decided her
 from __future__ import annotations
 
 import errno
+import resource
 import signal
 from dataclasses import dataclass
 from enum import StrEnum
@@ -101,7 +102,10 @@ def is_out_of_memory(exc: BaseException | None) -> bool:
     """Whether ``exc``, or an exception in its cause chain, is an allocation refused.
 
     Under RLIMIT_AS that surfaces as ``MemoryError``, ENOMEM, a failed ``dlopen`` or a C++
-    ``bad_alloc`` turned into ``RuntimeError``, depending on who allocated.
+    ``bad_alloc`` turned into ``RuntimeError``, depending on who allocated, or as a
+    library's own error about something it could not build: so in a process with an
+    address-space cap, any failure that came within reach of the cap counts too
+    (:func:`reached_memory_limit`).
     """
     while exc is not None:
         if isinstance(exc, MemoryError) or getattr(exc, "errno", None) == errno.ENOMEM:
@@ -109,7 +113,12 @@ def is_out_of_memory(exc: BaseException | None) -> bool:
         if looks_out_of_memory(str(exc)):
             return True
         exc = exc.__cause__ or exc.__context__
-    return False
+    return reached_memory_limit(_address_space_cap())
+
+
+def _address_space_cap() -> int | None:
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    return None if soft == resource.RLIM_INFINITY else soft
 
 
 def reached_memory_limit(limit_bytes: int | None, status: Path = PROC_STATUS) -> bool:

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from pteforge.children.confine import Confinement, confine, flatc
-from pteforge.children.death import is_out_of_memory, reached_memory_limit
+from pteforge.children.death import is_out_of_memory
 from pteforge.children.limits import (
     WEIGHTS_ONLY_ENV,
     ChildLimits,
@@ -156,7 +156,7 @@ def standby_main(conn: Connection, warm_up: bool, scratch: str) -> None:
 
 
 def _error(exc: Exception, memory_limit: int | None) -> messages.JobError:
-    if is_out_of_memory(exc) or reached_memory_limit(memory_limit):
+    if is_out_of_memory(exc):
         limit = memory_limit or 0
         message = f"lowering ran out of memory (limit {limit / 2**20:.0f} MiB): {exc}"
         return messages.JobError(code=ErrorCode.OUT_OF_MEMORY, message=message)

@@ -132,3 +132,24 @@ def test_a_failure_close_to_the_memory_cap_counts_as_out_of_memory(tmp_path: Pat
     assert not reached_memory_limit(peak * 2, status)
     assert not reached_memory_limit(None, status)
     assert not reached_memory_limit(peak, tmp_path / "missing")
+
+
+def test_any_failure_at_the_address_space_cap_is_out_of_memory() -> None:
+    """Under a cap it has already reached, a process takes even an error that names no
+    allocation (a library's own, hiding the ``MemoryError``) for running out of memory; with
+    no cap, the same error is not."""
+    probe = (
+        "import resource\n"
+        "from pteforge.children.death import is_out_of_memory\n"
+        "from pteforge.children.limits import memory_figure\n"
+        "hidden = ValueError(\"field 'target' is required for AnnAssign\")\n"
+        "uncapped = is_out_of_memory(hidden)\n"
+        "cap = memory_figure('VmPeak')\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (cap, resource.RLIM_INFINITY))\n"
+        "print(uncapped, is_out_of_memory(hidden))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["False", "True"]
