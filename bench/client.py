@@ -41,7 +41,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pteforge.children.limits import memory_figure
+from pteforge.children.limits import memory_figure, reset_memory_peak
 from pteforge.client import Artifact, Client, UploadRejectedError
 from tests.models import save_programs, shared_linear_programs
 from tests.server.service import ServiceProcess, store_artifact
@@ -152,7 +152,8 @@ def overhead_table(
 
 def peak_above(fn: Callable[[], Any]) -> tuple[float, float]:
     """Seconds ``fn`` took and the RSS high-water mark above the RSS before it, in MiB."""
-    Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current RSS
+    if not reset_memory_peak():
+        raise RuntimeError("cannot reset VmHWM through /proc/self/clear_refs")
     before = memory_figure("VmRSS") / 2**20
     start = time.perf_counter()
     fn()

@@ -32,7 +32,7 @@ from typing import Any
 
 from blake3 import blake3
 
-from pteforge.children.limits import memory_figure
+from pteforge.children.limits import memory_figure, reset_memory_peak
 
 MIB = 1024 * 1024
 
@@ -50,7 +50,8 @@ def child(op: str, url: str, source: Path, sha256: str) -> dict[str, Any]:
     store = open_store(url, migrate=False)
     if op == "write":
         store.blobs.collect_garbage(timedelta(0))  # start each repetition from empty
-    Path("/proc/self/clear_refs").write_text("5")  # reset the peak-RSS high-water mark
+    if not reset_memory_peak():
+        raise RuntimeError("cannot reset VmHWM through /proc/self/clear_refs")
     baseline = memory_figure("VmRSS") // 1024
     start = time.perf_counter()
     if op == "write":

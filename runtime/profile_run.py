@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from pteforge.children.limits import memory_figure
+from pteforge.children.limits import memory_figure, reset_memory_peak
 from pteforge.contracts.jobs import LatencySummary, LoadTimes, ProfileReport
 from pteforge.runtime.errors import ExecutionError
 from pteforge.runtime.instances import run_method
@@ -36,17 +36,6 @@ from pteforge.runtime.profiling import delegate_backends, operator_times, summar
 
 OPERATOR_RUNS = 10
 """The most runs whose ETDump events make the operator rows."""
-
-
-def _reset_peak() -> bool:
-    """Make ``VmHWM`` the current resident set (Linux 4.0+); False where refused (a
-    confined process may not write ``/proc``)."""
-    try:
-        with open("/proc/self/clear_refs", "w") as fh:
-            fh.write("5")
-    except OSError:
-        return False
-    return True
 
 
 def latency_summary(samples: list[float]) -> LatencySummary:
@@ -87,7 +76,7 @@ def profile_program(
     from executorch.runtime import Runtime
 
     runtime = Runtime.get()
-    exact_peak = _reset_peak()
+    exact_peak = reset_memory_peak()
     before = memory_figure("VmRSS")
     program, instrumented, cold = _load(runtime, path, method, etdump=True)
     plain, loaded, warm = _load(runtime, path, method, etdump=False)
