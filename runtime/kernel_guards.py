@@ -30,7 +30,7 @@ from pteforge.runtime.metadata import (
     MALFORMED_FLATBUFFER,
     ProgramFlatbuffer,
     TensorSpec,
-    _program_flatbuffer,
+    program_table,
 )
 
 POSITION_OPERATORS = frozenset(
@@ -48,7 +48,7 @@ def position_guarded_methods(path: Path | ProgramFlatbuffer) -> frozenset[str]:
     :data:`POSITION_OPERATORS` (:data:`EVERY_METHOD` if its flatbuffer is
     unreadable: which operators it calls is then unknown)."""
     try:
-        plans = list(_program_flatbuffer(path).execution_plan)
+        plans = list(program_table(path).execution_plan)
         return frozenset(
             str(plan.name)
             for plan in plans

@@ -28,6 +28,7 @@ __all__ = [
     "describe_pte",
     "input_name",
     "output_name",
+    "program_table",
     "read_dynamism",
     "signature_from_meta",
 ]
@@ -106,13 +107,13 @@ class ProgramFlatbuffer:
         return str(self.path)
 
     def table(self) -> Any:
-        """The Program table (raises as :func:`_program_flatbuffer` does; not kept then)."""
+        """The Program table (raises as :func:`program_table` does; not kept then)."""
         if self._table is None:
             self._table = _read_flatbuffer(self.path)
         return self._table
 
 
-def _program_flatbuffer(source: Path | ProgramFlatbuffer) -> Any:
+def program_table(source: Path | ProgramFlatbuffer) -> Any:
     """The Program table of a ``.pte`` (a path: read now; a :class:`ProgramFlatbuffer`:
     read once), reading only its flatbuffer (not the segments)."""
     return source.table() if isinstance(source, ProgramFlatbuffer) else _read_flatbuffer(source)
@@ -146,7 +147,7 @@ def read_dynamism(path: Path | ProgramFlatbuffer) -> Dynamism:
                 [_is_dynamic(plan.values[i]) for i in plan.inputs],
                 [_is_dynamic(plan.values[i]) for i in plan.outputs],
             )
-            for plan in _program_flatbuffer(path).execution_plan
+            for plan in program_table(path).execution_plan
         }
     except MALFORMED_FLATBUFFER as exc:
         _log.warning(

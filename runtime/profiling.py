@@ -53,10 +53,10 @@ def summarize_etdump(data: bytes, skip_runs: int = 0) -> Profile:
 def delegate_backends(path: Path) -> dict[str, dict[int, str]]:
     """Per method, the backend id of each instruction that calls a delegate, from the
     program flatbuffer of the ``.pte`` at ``path`` (read confined: it is untrusted)."""
-    from pteforge.runtime.metadata import _program_flatbuffer
+    from pteforge.runtime.metadata import program_table
 
     backends: dict[str, dict[int, str]] = {}
-    for plan in _program_flatbuffer(path).execution_plan:
+    for plan in program_table(path).execution_plan:
         calls = backends.setdefault(plan.name, {})
         for index, instruction in enumerate(plan.chains[0].instructions if plan.chains else []):
             delegate = getattr(instruction.instr_args, "delegate_index", None)

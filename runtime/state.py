@@ -88,10 +88,10 @@ def read_program_state(path: Any) -> ProgramState | None:
     """``program_state`` of the ``.pte`` at ``path``; None, with a warning naming the file,
     if its flatbuffer is malformed (callers then treat every method as keeping state). A
     file that cannot be read raises ``OSError``."""
-    from pteforge.runtime.metadata import MALFORMED_FLATBUFFER, _program_flatbuffer
+    from pteforge.runtime.metadata import MALFORMED_FLATBUFFER, program_table
 
     try:
-        return program_state(_program_flatbuffer(path))
+        return program_state(program_table(path))
     except MALFORMED_FLATBUFFER as exc:
         _log.warning(
             "cannot read the program flatbuffer of %s (%s: %s); every method is assumed to "
