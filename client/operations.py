@@ -8,6 +8,8 @@ from collections.abc import Generator, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO, Literal, TypeVar, overload
 
+import numpy as np
+
 from pteforge.client.calls import Call, Reply
 from pteforge.client.errors import JobCanceledError, TransportError, error_class
 from pteforge.client.models import Artifact, InferResult, Job, Model, ModelVersion, Program
@@ -208,10 +210,8 @@ class Operations:
         # idempotent call; a session's call is not.
         model = f"{ref(artifact)}.{method}"
         path = model if version is None else f"{model}/versions/{version}"
-        names = None
-        if not isinstance(inputs, Mapping):
-            names = yield from self._names(artifact, method, path)
-        body, headers = encode_request(named_inputs(inputs, names), parameters)
+        arrays = yield from self.by_name(artifact, method, path, inputs)
+        body, headers = encode_request(arrays, parameters)
         stateless = not parameters or "sequence_id" not in parameters
         reply = yield Call(
             "POST",
@@ -222,6 +222,16 @@ class Operations:
         )
         _, outputs, params = decode_response(reply.body, reply.headers)
         return InferResult(model, outputs, params)
+
+    def by_name(
+        self, artifact: Ref, method: str, model: str, inputs: Inputs
+    ) -> Op[dict[str, np.ndarray]]:
+        """``inputs`` by name: a mapping as given, a sequence matched in order to the input
+        names of ``model`` (a /v2 model path of ``method`` of ``artifact``)."""
+        if isinstance(inputs, Mapping):
+            return named_inputs(inputs, None)
+        names = yield from self._names(artifact, method, model)
+        return named_inputs(inputs, names)
 
     def _names(self, artifact: Ref, method: str, model: str) -> Op[tuple[str, ...]]:
         """The input names of ``model`` (a /v2 model path), remembered unless it is a

@@ -3,14 +3,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, Literal, overload
 
 from pteforge.client.calls import Call
 from pteforge.client.models import Job
 from pteforge.client.operations import Op, Operations, Ref, raise_for_job, ref
 from pteforge.client.sinks import StageCallback
-from pteforge.client.tensors import Inputs, json_tensors, named_inputs
+from pteforge.client.tensors import Inputs, json_tensors
 from pteforge.contracts.jobs import ProfileReport
 
 __all__ = ["ProfileReport", "profile"]
@@ -54,10 +53,8 @@ def profile(
     body: dict[str, Any] = {"artifact_id": ref(artifact), "method": method}
     body["iterations"] = iterations
     if inputs is not None:
-        names = None
-        if not isinstance(inputs, Mapping):
-            names = yield from ops._names(artifact, method, f"{ref(artifact)}.{method}")
-        body["inputs"] = json_tensors(named_inputs(inputs, names))
+        arrays = yield from ops.by_name(artifact, method, f"{ref(artifact)}.{method}", inputs)
+        body["inputs"] = json_tensors(arrays)
     reply = yield Call("POST", "/v1/profile-jobs", ok=(202,), json=body)
     job = Job.from_json(reply.json())
     if not wait:
