@@ -8,6 +8,7 @@ from pathlib import Path
 import httpx
 
 from tests.generation.lm_builder import LmFiles, eager_greedy, pte_greedy
+from tests.server.model_names import deploy
 
 MODEL = "tiny-llama"
 """The model name the tiny Llama is deployed under (version 1)."""
@@ -21,10 +22,7 @@ def deploy_lm(admin: httpx.Client, lm: LmFiles, model: str = MODEL) -> str:
     """``lm`` as version 1 of ``model``, with its tokenizer and chat template."""
     artifact = admin.post("/v1/artifacts", files=_files(("pte", lm.pte)))
     assert artifact.status_code == 201, artifact.text
-    version = admin.post(
-        f"/v1/models/{model}/versions", json={"artifact_id": artifact.json()["id"]}
-    )
-    assert version.status_code == 201, version.text
+    deploy(admin, model, artifact.json()["id"])
     parts = _files(("tokenizer", lm.tokenizer_json), ("tokenizer_config", lm.tokenizer_config))
     tokenizer = admin.put(f"/v1/models/{model}/versions/1/tokenizer", files=parts)
     assert tokenizer.status_code == 201, tokenizer.text

@@ -1,5 +1,5 @@
 """Tiny `.pte` artifacts that tell their versions apart (``forward(x) = x * scale``),
-uploaded to a real service, and /v2 calls by model name."""
+uploaded to a real service and deployed as model versions, and /v2 calls by model name."""
 
 from __future__ import annotations
 
@@ -33,6 +33,14 @@ def upload_scales(client: httpx.Client, scales: list[float]) -> dict[float, str]
         assert answer.status_code == 201, answer.text
         ids[scale] = answer.json()["id"]
     return ids
+
+
+def deploy(client: httpx.Client, name: str, artifact_id: str) -> dict[str, Any]:
+    """Deploy ``artifact_id`` as the next version of model ``name``: the version created."""
+    answer = client.post(f"/v1/models/{name}/versions", json={"artifact_id": artifact_id})
+    assert answer.status_code == 201, answer.text
+    created: dict[str, Any] = answer.json()
+    return created
 
 
 def infer_body() -> dict[str, Any]:

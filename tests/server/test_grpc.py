@@ -20,6 +20,7 @@ from tritonclient.utils import InferenceServerException
 from tests.cluster.haproxy import LoadBalancer
 from tests.models import MultiMethod
 from tests.runtime.stateful_models import reset_state
+from tests.server.model_names import deploy
 from tests.server.service import ServiceProcess
 
 STEPS = 6
@@ -181,8 +182,7 @@ def test_a_model_name_serves_over_grpc_and_counts_in_its_statistics(
     cached_lm: tuple[MultiMethod, str],
 ) -> None:
     model, artifact = cached_lm
-    answer = admin.post("/v1/models/grpc-named/versions", json={"artifact_id": artifact})
-    assert answer.status_code == 201, answer.text
+    deploy(admin, "grpc-named", artifact)
     step = (np.array([[3]]), np.array([0]))
     got = calls.infer("grpc-named.decode", *step)
     _reset(model)

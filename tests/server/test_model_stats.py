@@ -24,7 +24,7 @@ from pteforge.server.inference.statistics import (
     StatsKey,
     phase_times,
 )
-from tests.server.model_names import INPUT, INPUT_NAME, infer_body, upload_scales
+from tests.server.model_names import INPUT, INPUT_NAME, deploy, infer_body, upload_scales
 from tests.server.service import ServiceProcess
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "docker" / "grafana-dashboard.json"
@@ -50,8 +50,7 @@ def triton_client(service: ServiceProcess) -> triton.InferenceServerClient:
 
 
 def _deployed(admin: httpx.Client, name: str, artifact_id: str) -> str:
-    answer = admin.post(f"/v1/models/{name}/versions", json={"artifact_id": artifact_id})
-    assert answer.status_code == 201, answer.text
+    deploy(admin, name, artifact_id)
     return f"{name}.forward"
 
 

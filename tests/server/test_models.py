@@ -9,7 +9,13 @@ import httpx
 import pytest
 
 from tests.server.helpers import assert_error
-from tests.server.model_names import INPUT_NAME, infer_body, served_scale, upload_scales
+from tests.server.model_names import (
+    INPUT_NAME,
+    deploy,
+    infer_body,
+    served_scale,
+    upload_scales,
+)
 from tests.server.service import ServiceProcess
 
 
@@ -20,9 +26,7 @@ def scales(admin: httpx.Client) -> dict[float, str]:
 
 
 def _deploy(client: httpx.Client, name: str, artifact_id: str) -> int:
-    answer = client.post(f"/v1/models/{name}/versions", json={"artifact_id": artifact_id})
-    assert answer.status_code == 201, answer.text
-    created = answer.json()
+    created = deploy(client, name, artifact_id)
     assert set(created) == {"name", "version", "artifact_id", "created_at"}
     assert (created["name"], created["artifact_id"]) == (name, artifact_id)
     return int(created["version"])

@@ -10,7 +10,7 @@ import httpx
 import openai
 import pytest
 
-from tests.server.model_names import upload_scales
+from tests.server.model_names import deploy, upload_scales
 from tests.server.service import ServiceProcess
 
 
@@ -23,9 +23,7 @@ def client(service: ServiceProcess, admin: httpx.Client) -> openai.OpenAI:
 @pytest.fixture(scope="module")
 def untokenized(admin: httpx.Client) -> str:
     """A model name whose only version has no tokenizer."""
-    (artifact_id,) = upload_scales(admin, [1.0]).values()
-    answer = admin.post("/v1/models/no-tokenizer/versions", json={"artifact_id": artifact_id})
-    assert answer.status_code == 201, answer.text
+    deploy(admin, "no-tokenizer", upload_scales(admin, [1.0])[1.0])
     return "no-tokenizer"
 
 

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from tests.server.helpers import assert_error
-from tests.server.model_names import upload_scales
+from tests.server.model_names import deploy, upload_scales
 from tests.server.service import ServiceProcess
 
 CONFIG = json.dumps({"chat_template": "{% for m in messages %}{{ m.content }}{% endfor %}"})
@@ -32,9 +32,7 @@ def _tokenizer_json() -> bytes:
 @pytest.fixture(scope="module")
 def version(admin: httpx.Client) -> str:
     """The path of version 1 of model ``tok``."""
-    (artifact_id,) = upload_scales(admin, [1.0]).values()
-    answer = admin.post("/v1/models/tok/versions", json={"artifact_id": artifact_id})
-    assert answer.status_code == 201, answer.text
+    deploy(admin, "tok", upload_scales(admin, [1.0])[1.0])
     return "/v1/models/tok/versions/1"
 
 
