@@ -53,6 +53,15 @@ def admin(service: ServiceProcess) -> Iterator[httpx.Client]:
         yield client
 
 
+@pytest.fixture
+def cli_as_admin(service: ServiceProcess, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Remote ``pteforge`` commands run in this process (``pteforge.cli.main``) reach the
+    shared server as its admin: ``PTEFORGE_URL`` and ``PTEFORGE_TOKEN`` set for the test."""
+    assert service.admin_token, "first start printed no admin token"
+    monkeypatch.setenv("PTEFORGE_URL", service.url)
+    monkeypatch.setenv("PTEFORGE_TOKEN", service.admin_token)
+
+
 @pytest.fixture(scope="package")
 def seq2seq_program(admin: httpx.Client, seq2seq_files: dict[str, Path]) -> dict[str, Any]:
     """The seq2seq model uploaded once, one part per method."""

@@ -67,16 +67,10 @@ def test_async_client_deploys_and_infers(service: ServiceProcess, scales: dict[f
     np.testing.assert_allclose(asyncio.run(go()), INPUT * 5.0)
 
 
+@pytest.mark.usefixtures("cli_as_admin")
 def test_deploy_and_run_commands(
-    service: ServiceProcess,
-    scales: dict[float, str],
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    scales: dict[float, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert service.admin_token
-    monkeypatch.setenv("PTEFORGE_URL", service.url)
-    monkeypatch.setenv("PTEFORGE_TOKEN", service.admin_token)
     assert main(["deploy", scales[6.0], "cli-model", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["version"] == 1
     np.save(tmp_path / "x.npy", INPUT)

@@ -129,11 +129,11 @@ def test_profile_is_there_only_once_the_job_succeeded(
     assert "canceled" in answer.json()["error"]["message"]
 
 
+@pytest.mark.usefixtures("cli_as_admin")
 def test_client_and_cli_profile(
     service: ServiceProcess,
     compiled: dict[str, Any],
     seq2seq: MultiMethod,
-    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     assert service.admin_token
@@ -142,8 +142,6 @@ def test_client_and_cli_profile(
         report = client.profile(artifact, "decode", 2, list(seq2seq.inputs["decode"]))
     assert report.artifact_id == artifact and len(report.latency_us.samples) == 2
     assert {row.backend for row in report.operators} == {"portable"}
-    monkeypatch.setenv("PTEFORGE_URL", service.url)
-    monkeypatch.setenv("PTEFORGE_TOKEN", service.admin_token)
     assert main(["profile", artifact, "encode", "-n", "2", "--json"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed["iterations"] == 2 and printed["method"] == "encode"
