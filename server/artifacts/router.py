@@ -44,7 +44,7 @@ async def get_artifact(
 def download_pte(
     artifact_id: str, request: Request, services: ServicesDep, principal: CurrentPrincipal
 ) -> Response:
-    artifact = service.get_artifact(services, principal.project_id, artifact_id)
+    artifact = service.ARTIFACTS.get(services, principal.project_id, artifact_id)
     return pte_response(request, services.store.blobs, artifact)
 
 
@@ -60,7 +60,7 @@ def download_bpte(
     """The `.pte` with each method's numerics-check inputs and expected outputs (eager's),
     verifiable with ExecuTorch's bundled-program loader; 409 for an artifact without a test
     suite (an uploaded `.pte`, or one compiled before bundles were stored)."""
-    artifact = service.get_artifact(services, principal.project_id, artifact_id)
+    artifact = service.ARTIFACTS.get(services, principal.project_id, artifact_id)
     ref = service.bundle_of(services, artifact)
     return content_response(request, services.store.blobs, ref, f"{artifact.id}.bpte")
 

@@ -19,7 +19,6 @@ UPLOADED_PLAN_HASH = "uploaded"
 
 # Deleting an artifact deletes its content too, unless another row references it.
 ARTIFACTS: OwnedRows[Artifact] = OwnedRows("artifact", lambda tx: tx.artifacts)
-get_artifact = ARTIFACTS.get
 
 
 def bundle_of(services: Services, artifact: Artifact) -> BlobRef:
