@@ -119,9 +119,7 @@ class Operations:
         idle = 0
         while not sink.ended:
             before = sink.received
-            yield Call(
-                "GET", path, sink=sink, idempotent=True, headers={"Accept": "text/event-stream"}
-            )
+            yield Call("GET", path, sink=sink, idempotent=True, headers=_EVENT_STREAM)
             idle = 0 if sink.received > before else idle + 1
             if idle >= MAX_IDLE_RECONNECTS:
                 raise TransportError(f"GET {path}: the stream closed {idle} times with no event")
