@@ -85,6 +85,11 @@ def _complete(
     return sink.generation
 
 
+def _model(model: str, version: int | None) -> str:
+    """The ``model`` field: a model name (its latest version), or ``name:version``."""
+    return model if version is None else f"{model}:{version}"
+
+
 def _sampling(
     temperature: float, top_p: float, seed: int | None, stop: Sequence[str]
 ) -> dict[str, Any]:
@@ -108,7 +113,7 @@ def generate(
     ``version``), which needs a tokenizer. ``temperature`` 0 is greedy. With ``on_text``
     the text is streamed to it piece by piece as it is generated."""
     body: dict[str, Any] = {
-        "model": model if version is None else f"{model}:{version}",
+        "model": _model(model, version),
         "prompt": prompt if isinstance(prompt, str) else list(prompt),
         "max_tokens": max_tokens,
         **_sampling(temperature, top_p, seed, stop),
@@ -135,7 +140,7 @@ def chat(
     context. ``session`` keeps the model's KV cache between turns on the server (a later
     turn computes only its new tokens). ``on_text`` streams the answer as in ``generate``."""
     body: dict[str, Any] = {
-        "model": model if version is None else f"{model}:{version}",
+        "model": _model(model, version),
         "messages": [dict(message) for message in messages],
         "max_tokens": max_tokens,
         **_sampling(temperature, top_p, seed, stop),
