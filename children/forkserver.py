@@ -19,24 +19,22 @@ _COMMON = ("pteforge.quiet_on_import", "pteforge.children.ignore_interrupt")
 
 RUNTIME_WORKER_PRELOAD = (
     *_COMMON,
+    "pteforge.runtime_on_import",
     "pteforge.runtime.worker",
-    "executorch.runtime",
-    "executorch.extension.llm.custom_ops.custom_ops",
     "pteforge.runtime.generation_worker",
     "tokenizers",
     "jinja2.sandbox",
 )
-"""What a runtime pool worker imports (generation's tokenizers and templates included, so a
-first generation does not import them; upstream's LLM custom operators, ``llama::custom_sdpa``
-and ``llama::update_cache``, register their kernels for programs from ``export_llama``)."""
+"""What a runtime pool worker imports: the native runtime without the compiler, with upstream's
+LLM custom operators' kernels (:mod:`pteforge.runtime_on_import`), and generation's tokenizers
+and templates, so a first generation does not import them."""
 
 SANDBOX_PRELOAD = (
     *_COMMON,
+    "pteforge.runtime_on_import",
     "pteforge.server.sandbox.pt2_worker",
     "pteforge.server.sandbox.pte_worker",
     "torch.export.pt2_archive._package",
-    "executorch.runtime",
-    "executorch.extension.llm.custom_ops.custom_ops",
 )
 """What the sandbox's loader children import (pt2 archives, ``.pte`` validation: loading a
 method of an ``export_llama`` program needs upstream's LLM custom operators' kernels)."""

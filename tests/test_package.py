@@ -62,3 +62,25 @@ def test_the_http_process_loads_neither_torch_nor_exir(tmp_path: Path) -> None:
         "default_catalog().get('xnnpack').validate({})"
     )
     assert loaded_after(app_and_catalog, ("torch", "executorch")) == []
+
+
+def test_the_runtime_fork_server_loads_no_compiler() -> None:
+    """The fork server of the runtime workers and the sandbox's loaders imports the native
+    runtime, the LLM operators' kernels and the flatbuffer reader without ExecuTorch's
+    compiler or torch's inductor (``executorch.exir``'s ``__init__`` deferred); a name of the
+    compiler asked for later still loads the real package."""
+    preload = (
+        "import importlib\n"
+        "from pteforge.children.forkserver import RUNTIME_WORKER_PRELOAD, SANDBOX_PRELOAD\n"
+        "from pteforge.children.forkserver import preload_union\n"
+        "for name in preload_union(RUNTIME_WORKER_PRELOAD, SANDBOX_PRELOAD):\n"
+        "    importlib.import_module(name)\n"
+        "import torch\n"
+        "from pteforge.runtime.metadata import program_table\n"
+        "from executorch.exir._serialize._program import _flatbuffer_to_program\n"
+        "assert torch.ops.llama.update_cache.default is not None\n"
+    )
+    compilers = ("executorch.exir.program", "executorch.exir.capture", "torch._inductor.lowering")
+    assert loaded_after(preload, compilers) == []
+    later = preload + "from executorch.exir import to_edge\nassert callable(to_edge)\n"
+    assert "executorch.exir.program" in loaded_after(later, compilers)
