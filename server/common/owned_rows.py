@@ -35,7 +35,12 @@ class OwnedRows(Generic[D]):
     def get(self, services: Services, project_id: str, row_id: str) -> D:
         """The row, or 404."""
         with services.store.transaction() as tx:
-            row = self.repository(tx).get(project_id, row_id)
+            return self.get_in(tx, project_id, row_id)
+
+    def get_in(self, tx: Transaction, project_id: str, row_id: str) -> D:
+        """The row, read in the caller's transaction ``tx`` (a use-case that goes on to
+        write), or 404."""
+        row = self.repository(tx).get(project_id, row_id)
         if row is None:
             raise NotFoundError(f"{self.noun} {row_id!r} not found")
         return row

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from pteforge.contracts.jobs import PROFILE_KIND, ProfilePayload, ProfileReport
+from pteforge.server.artifacts.service import ARTIFACTS
 from pteforge.server.common.services import Services
 from pteforge.server.errors import ConflictError, InvalidRequestError, NotFoundError
 from pteforge.server.jobs.schemas import ProfileJobRequest
@@ -49,9 +50,7 @@ def _check_runnable(artifact: Artifact, method: str, given_inputs: bool) -> None
 def submit_profile(services: Services, project_id: str, body: ProfileJobRequest) -> Job:
     """Queue a profile job of ``body.method`` of ``body.artifact_id``."""
     with services.store.transaction() as tx:
-        artifact = tx.artifacts.get(project_id, body.artifact_id)
-        if artifact is None:
-            raise NotFoundError(f"artifact {body.artifact_id!r} not found")
+        artifact = ARTIFACTS.get_in(tx, project_id, body.artifact_id)
         signature = _signature(artifact, body.method)
         if body.inputs is not None:
             _check_inputs(body.inputs, signature)

@@ -7,6 +7,7 @@ from pteforge.contracts.plan import PlanSpec, canonical_plan
 from pteforge.manager.plan_check import check_plan
 from pteforge.server.common.services import Services
 from pteforge.server.errors import ConflictError, NotFoundError
+from pteforge.server.programs.service import PROGRAMS
 from pteforge.storage.domain import Job, JobEvent, JobStatus
 from pteforge.storage.errors import IllegalTransitionError
 
@@ -17,9 +18,7 @@ def submit_compile(services: Services, project_id: str, program_id: str, plan: P
     plan is a 422 now, naming the field as written, rather than a failed job later."""
     canonical, plan_hash = canonical_plan(plan)
     with services.store.transaction() as tx:
-        program = tx.programs.get(project_id, program_id)
-        if program is None:
-            raise NotFoundError(f"program {program_id!r} not found")
+        program = PROGRAMS.get_in(tx, project_id, program_id)
         check_plan(plan, sorted(m.name for m in program.methods), services.catalog)
         payload = CompilePayload(program_id=program.id, plan=canonical, plan_hash=plan_hash)
         job = tx.jobs.enqueue(project_id, COMPILE_KIND, payload.model_dump(mode="json"))
