@@ -10,10 +10,14 @@ import argparse
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pteforge.cli import add_command
 from pteforge.server.startup.bootstrap import DEFAULT_PROJECT
+
+if TYPE_CHECKING:
+    from pteforge.storage.domain import Project
+    from pteforge.storage.store import Transaction
 
 
 def register(subparsers: Any) -> None:
@@ -66,8 +70,9 @@ def _project_option(parser: argparse.ArgumentParser, what: str) -> None:
 
 
 @contextmanager
-def _service_store() -> Iterator[Any]:
-    """The service's store, after telling the user which database it is."""
+def _in_project(name: str) -> Iterator[tuple[Transaction, Project]]:
+    """A transaction on the service's database and its project ``name`` (created if
+    missing), after telling the user which database it is."""
     from pteforge.server.settings import Settings
     from pteforge.server.startup.database import open_service_store, shown_database_url
 
@@ -75,15 +80,15 @@ def _service_store() -> Iterator[Any]:
     print(f"database: {shown_database_url(settings)}", file=sys.stderr)
     store = open_service_store(settings)
     try:
-        yield store
+        with store.transaction() as tx:
+            yield tx, tx.projects.get_or_create(name)
     finally:
         store.close()
 
 
 def create_command(args: argparse.Namespace) -> int:
     """Create a token for ``--project`` and print it (last line) for scripts."""
-    with _service_store() as store, store.transaction() as tx:
-        project = tx.projects.get_or_create(args.project)
+    with _in_project(args.project) as (tx, project):
         issued = tx.tokens.create(project.id, args.name)
     print(f"token {args.name!r} for project {project.name!r} ({project.id}):")
     print(issued.plaintext)
@@ -92,8 +97,7 @@ def create_command(args: argparse.Namespace) -> int:
 
 def list_command(args: argparse.Namespace) -> int:
     """One line per token of ``--project``: id, name, created, revoked."""
-    with _service_store() as store, store.transaction() as tx:
-        project = tx.projects.get_or_create(args.project)
+    with _in_project(args.project) as (tx, project):
         tokens = tx.tokens.list(project.id)
     for token in tokens:
         revoked = f"revoked {token.revoked_at:%Y-%m-%d %H:%M}" if token.revoked_at else "active"
@@ -103,8 +107,7 @@ def list_command(args: argparse.Namespace) -> int:
 
 def revoke_command(args: argparse.Namespace) -> int:
     """Revoke a token of ``--project``; an unknown id is an error (exit 2)."""
-    with _service_store() as store, store.transaction() as tx:
-        project = tx.projects.get_or_create(args.project)
+    with _in_project(args.project) as (tx, project):
         found = tx.tokens.revoke(project.id, args.token_id)
     if not found:
         print(f"pteforge tokens: no token {args.token_id!r} in project {args.project!r}",
