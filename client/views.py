@@ -7,7 +7,7 @@ from typing import Any
 
 from pteforge.client.models import Artifact, InferResult, Job, MethodSignature, Program
 from pteforge.client.render import Output, size
-from pteforge.contracts.oip import NUMPY_TO_OIP
+from pteforge.client.tensors import json_tensors
 
 
 def stage_plan(plan: Mapping[str, Any], methods: Sequence[str]) -> list[str]:
@@ -153,15 +153,7 @@ def _when(item: Program | Artifact) -> str:
 def infer_answer(result: InferResult) -> dict[str, Any]:
     """``pteforge run --json``: the outputs as ``/v2`` answers a JSON infer request (Open
     Inference Protocol tensors with their ``data``), less ``model_version``."""
-    outputs = [
-        {
-            "name": name,
-            "datatype": NUMPY_TO_OIP[array.dtype],
-            "shape": list(array.shape),
-            "data": array.reshape(-1).tolist(),
-        }
-        for name, array in result.outputs.items()
-    ]
+    outputs = json_tensors(result.outputs)
     return {"model_name": result.model, "parameters": result.parameters, "outputs": outputs}
 
 
