@@ -70,12 +70,17 @@ class CompileJobRunner:
         self.worker_id = worker_id
         self.stopping = stopping
         self.lease = timedelta(seconds=settings.job_lease_seconds)
-        self.ctx = lowering_context(settings.compile_warmup)
         self._standby: StandbyLowering | None = None
+        # Warm-up off: nothing starts before the first job (a worker that never lowers
+        # never imports the compiler).
+        self._ctx = lowering_context(warm_up=True) if settings.compile_warmup else None
         self.prepare()
 
     def prepare(self) -> None:
-        """Start the standby lowering process for the next job, unless one is waiting."""
+        """Start the standby lowering process for the next job, unless one is waiting or
+        no fork server runs yet (warm-up off, no job so far)."""
+        if self._ctx is None:
+            return
         if self._standby is not None and not self._standby.process.is_alive():
             log.warning(
                 "standby lowering process died while idle (exit %s); replacing it",
@@ -84,7 +89,7 @@ class CompileJobRunner:
             self.close()
         if self._standby is None:
             # warm already: its fork server warmed up (with settings.compile_warmup)
-            self._standby = StandbyLowering.start(self.ctx, False, self.scratch_root)
+            self._standby = StandbyLowering.start(self._ctx, False, self.scratch_root)
 
     def close(self) -> None:
         """Stop the waiting standby, if any (the worker is stopping, or it died)."""
@@ -93,6 +98,8 @@ class CompileJobRunner:
             self._standby = None
 
     def take_standby(self) -> StandbyLowering:
+        if self._ctx is None:
+            self._ctx = lowering_context()
         self.prepare()
         standby, self._standby = self._standby, None
         assert standby is not None
