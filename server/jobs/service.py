@@ -36,10 +36,7 @@ def list_jobs(
 
 def get_job(services: Services, project_id: str, job_id: str) -> Job:
     with services.store.transaction(read_only=True) as tx:
-        job = tx.jobs.get(project_id, job_id)
-    if job is None:
-        raise NotFoundError(f"job {job_id!r} not found")
-    return job
+        return _found(tx.jobs.get(project_id, job_id), job_id)
 
 
 def job_events(
@@ -50,20 +47,23 @@ def job_events(
     with services.store.transaction(read_only=True) as tx:
         job = tx.jobs.get(project_id, job_id)
         events = tx.jobs.events(project_id, job_id, after_version)
-    if job is None:
-        raise NotFoundError(f"job {job_id!r} not found")
-    return job, events
+    return _found(job, job_id), events
 
 
 def cancel_job(services: Services, project_id: str, job_id: str) -> Job:
     """Cancel a queued or running job; a finished job answers 409."""
     try:
         with services.store.transaction() as tx:
-            job = tx.jobs.cancel(project_id, job_id)
+            job = _found(tx.jobs.cancel(project_id, job_id), job_id)
     except IllegalTransitionError as exc:
         raise ConflictError(f"job {job_id!r} already finished: {exc}") from exc
-    if job is None:
-        raise NotFoundError(f"job {job_id!r} not found")
     if job.status is JobStatus.RUNNING:
         services.job_canceled()  # the lowering stops now rather than at its next heartbeat
+    return job
+
+
+def _found(job: Job | None, job_id: str) -> Job:
+    """``job``, or 404 naming ``job_id`` (another project's job is as absent as a missing one)."""
+    if job is None:
+        raise NotFoundError(f"job {job_id!r} not found")
     return job

@@ -65,6 +65,13 @@ def test_jobs_and_artifacts_are_listed_and_an_artifact_can_be_deleted(
     assert all(j["status"] == "succeeded" for j in succeeded)
     assert job["id"] not in _ids(admin.get("/v1/jobs", params={"status": "queued"}).json()["jobs"])
     assert job["id"] not in _ids(stranger.get("/v1/jobs").json()["jobs"])
+    for hidden in (
+        stranger.get(f"/v1/jobs/{job['id']}"),
+        stranger.get(f"/v1/jobs/{job['id']}/events"),
+        stranger.post(f"/v1/jobs/{job['id']}/cancel"),
+    ):  # another project's job is as absent as a missing one
+        assert_error(hidden, 404, "not_found")
+        assert repr(job["id"]) in hidden.json()["error"]["message"]
     assert_error(admin.get("/v1/jobs", params={"status": "sleeping"}), 422)
 
     artifact_id = job["artifact_id"]
