@@ -13,6 +13,7 @@ from .limits import MIB, ArchiveLimits
 
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-]+)*$")
 _LOCAL_HEADER_SIZE = 30
+_PTE_IDENTIFIER = b"ET12"  # bytes 4..8 of an ExecuTorch .pte
 _BOMB_FLOOR_BYTES = 1 * MIB  # tiny entries compress oddly; only judge ratios above this
 
 
@@ -30,11 +31,17 @@ def open_checked_zip(
 ) -> tuple[zipfile.ZipFile, ZipIndex]:
     """Open ``source`` as a zip and reject container tricks; the caller closes the zip."""
     if isinstance(source, io.BytesIO):
-        magic = source.getvalue()[:4]
+        magic = source.getvalue()[:8]
     else:
         with open(source, "rb") as f:
-            magic = f.read(4)
-    if magic != b"PK\x03\x04":
+            magic = f.read(8)
+    if magic[4:8] == _PTE_IDENTIFIER:
+        raise UnsafeArchiveError(
+            "not_a_zip",
+            "the file is an ExecuTorch .pte, not a torch.export .pt2 archive: "
+            "upload a .pte as an artifact (POST /v1/artifacts, part 'pte')",
+        )
+    if magic[:4] != b"PK\x03\x04":
         raise UnsafeArchiveError("not_a_zip", "the file is not a zip archive")
     try:
         zf = zipfile.ZipFile(source)

@@ -188,6 +188,16 @@ def test_non_zip_is_rejected(content: bytes, tmp_path: Path) -> None:
     assert info.value.reason == "not_a_zip"
 
 
+def test_pte_uploaded_as_program_says_so(tmp_path: Path) -> None:
+    """A user who sends the .pte they downloaded as a program learns where it belongs."""
+    path = tmp_path / "model.pt2"
+    path.write_bytes(b"<\x00\x00\x00ET12eh00" + b"\0" * 64)  # a .pte's first bytes
+    with pytest.raises(UnsafeArchiveError) as info:
+        validate_pt2_archive(path)
+    assert info.value.reason == "not_a_zip"
+    assert ".pte" in info.value.message and "/v1/artifacts" in info.value.message
+
+
 def test_overlapping_entries_are_rejected(valid_archives: ValidArchives, tmp_path: Path) -> None:
     """Two central-directory records pointing at the same bytes (overlap zip-bomb trick)."""
     data = bytearray(valid_archives.single.read_bytes())
