@@ -115,6 +115,16 @@ class ModelTokenizer:
 
 
 @dataclass(frozen=True)
+class ServedVersion:
+    """What one model version serves, read in one go: its number, its artifact's ``.pte``
+    content and the tokenizer attached to it (None when it has none)."""
+
+    version: int
+    program: BlobRef
+    tokenizer: ModelTokenizer | None
+
+
+@dataclass(frozen=True)
 class Model:
     """A stable name for a series of artifact versions, within one project (``project_name``
     names it). ``latest_version`` is None once every version was deleted: version numbers

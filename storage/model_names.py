@@ -6,7 +6,7 @@ from __future__ import annotations
 import builtins
 from abc import ABC, abstractmethod
 
-from pteforge.storage.domain import BlobRef, Model, ModelTokenizer, ModelVersion
+from pteforge.storage.domain import BlobRef, Model, ModelTokenizer, ModelVersion, ServedVersion
 
 
 class ModelRepository(ABC):
@@ -35,6 +35,13 @@ class ModelRepository(ABC):
     def artifact_id(self, project_id: str, name: str, version: int | None = None) -> str | None:
         """The artifact of that version of the model (its latest when ``version`` is None),
         or None when there is no such version."""
+
+    @abstractmethod
+    def served(
+        self, project_id: str, name: str, version: int | None = None
+    ) -> ServedVersion | None:
+        """That version of the model (its latest when ``version`` is None) with its artifact's
+        content and its tokenizer, in one query; None when there is no such version."""
 
     @abstractmethod
     def delete_version(self, project_id: str, name: str, version: int) -> bool:

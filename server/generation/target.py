@@ -2,8 +2,8 @@
 
 ``model`` is a model name from ``/v1/models`` (its latest version) or ``name:version``; the
 ``/v2`` generate routes name the version in their path instead.
-Everything is read in one transaction, within the caller's project, so the program and the
-tokenizer are of the same version even while a new version is added.
+Everything is read in one query (``tx.models.served``), within the caller's project, so the
+program and the tokenizer are of the same version even while a new version is added.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pteforge.server.generation.errors import OpenAIError
 from pteforge.storage.domain import BlobRef
-from pteforge.storage.store import Store, Transaction
+from pteforge.storage.store import Store
 
 BlobSource = tuple[str, Callable[[Path], None]]
 """A stored file as the pool takes it: its sha256 and a function writing it to a path."""
@@ -52,13 +52,6 @@ def parse_model(model: str) -> tuple[str, int | None]:
     return name, int(version)
 
 
-def _version(tx: Transaction, project_id: str, name: str, version: int | None) -> int | None:
-    if version is not None:
-        return version
-    found = tx.models.get(project_id, name)
-    return None if found is None else found.latest_version
-
-
 def resolve_target(store: Store, project_id: str, model: str) -> Target:
     """The files of the version ``model`` (``name`` or ``name:version``) names. Runs in a
     worker thread."""
@@ -69,15 +62,11 @@ def resolve_version(store: Store, project_id: str, name: str, asked: int | None)
     """The files of version ``asked`` of model ``name`` (None: its latest): 404
     ``model_not_found``; 400 when it has no tokenizer. Runs in a worker thread."""
     with store.transaction(read_only=True) as tx:
-        version = _version(tx, project_id, name, asked)
-        artifact_id = None if version is None else tx.models.artifact_id(project_id, name, version)
-        artifact = None if artifact_id is None else tx.artifacts.get(project_id, artifact_id)
-        if version is None or artifact is None:
-            model = name if asked is None else f"{name}:{asked}"
-            raise OpenAIError(
-                404, f"The model {model!r} does not exist", "model", "model_not_found"
-            )
-        tokenizer = tx.models.tokenizer(project_id, name, version)
+        served = tx.models.served(project_id, name, asked)
+    if served is None:
+        model = name if asked is None else f"{name}:{asked}"
+        raise OpenAIError(404, f"The model {model!r} does not exist", "model", "model_not_found")
+    version, tokenizer = served.version, served.tokenizer
     if tokenizer is None:
         raise OpenAIError(
             400,
@@ -90,7 +79,7 @@ def resolve_version(store: Store, project_id: str, name: str, asked: int | None)
     return Target(
         name=name,
         version=version,
-        program=blob_source(store, BlobRef(artifact.sha256, artifact.size_bytes)),
+        program=blob_source(store, served.program),
         tokenizer=blob_source(store, tokenizer.tokenizer),
         tokenizer_config=None if config is None else blob_source(store, config),
     )

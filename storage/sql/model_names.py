@@ -12,7 +12,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, delete, func, select, update
+from sqlalchemy import Select, and_, delete, func, select, update
 from sqlalchemy.orm import Session
 
 from pteforge.storage import domain
@@ -34,6 +34,11 @@ _LATEST = (
     .where(ModelVersionRow.model_id == ModelRow.id)
     .correlate(ModelRow)
     .scalar_subquery()
+)
+
+_TOKENIZER_OF_VERSION = and_(
+    ModelTokenizerRow.model_id == ModelVersionRow.model_id,
+    ModelTokenizerRow.version == ModelVersionRow.version,
 )
 
 
@@ -157,6 +162,32 @@ class SqlModels(ModelRepository):
             query = query.where(ModelVersionRow.version == version)
         row = self._session.scalars(query).first()
         return None if row is None else row.artifact_id
+
+    def served(
+        self, project_id: str, name: str, version: int | None = None
+    ) -> domain.ServedVersion | None:
+        query = (
+            select(ModelVersionRow.version, ArtifactRow.blob_sha256, ArtifactRow.size_bytes)
+            .add_columns(ModelTokenizerRow)
+            .join(ModelRow, ModelRow.id == ModelVersionRow.model_id)
+            .join(ArtifactRow, ArtifactRow.id == ModelVersionRow.artifact_id)
+            .outerjoin(ModelTokenizerRow, _TOKENIZER_OF_VERSION)
+            .where(ModelRow.project_id == project_id, ModelRow.name == name)
+            .where(ArtifactRow.project_id == project_id)
+        )
+        if version is None:
+            query = query.order_by(ModelVersionRow.version.desc()).limit(1)
+        else:
+            query = query.where(ModelVersionRow.version == version)
+        found = self._session.execute(query).first()
+        if found is None:
+            return None
+        number, sha256, size, tokenizer = found
+        return domain.ServedVersion(
+            int(number),
+            domain.BlobRef(sha256, size),
+            None if tokenizer is None else _tokenizer(tokenizer),
+        )
 
     def delete_version(self, project_id: str, name: str, version: int) -> bool:
         model_id = self._model_id(project_id, name)

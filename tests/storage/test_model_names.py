@@ -10,6 +10,7 @@ from datetime import timedelta
 import pytest
 
 from pteforge.storage import ConflictError, NotFoundError, SqlStore
+from pteforge.storage.domain import BlobRef
 from tests.storage.conftest import ManualClock
 
 
@@ -119,3 +120,30 @@ def test_tokenizers_attach_to_versions_and_go_with_them(
     clock.advance(timedelta(hours=1))
     store.blobs.collect_garbage(timedelta(0))
     assert not store.blobs.exists(tokenizer.sha256)  # its version's row went with the version
+
+
+def test_served_reads_a_version_its_content_and_tokenizer_in_one_go(store: SqlStore) -> None:
+    alpha, beta = _project(store, "alpha"), _project(store, "beta")
+    first, second = _artifact(store, alpha, "a"), _artifact(store, alpha, "b")
+    assert [_add(store, alpha, "lm", first), _add(store, alpha, "lm", second)] == [1, 2]
+    tokenizer, config = store.blobs.write([b'{"model": {}}']), store.blobs.write([b"{}"])
+    with store.transaction() as tx:
+        tx.models.set_tokenizer(alpha, "lm", 1, tokenizer, config)
+        programs = {a: tx.artifacts.get(alpha, a) for a in (first, second)}
+    with store.transaction(read_only=True) as tx:
+        latest, pinned = tx.models.served(alpha, "lm"), tx.models.served(alpha, "lm", 1)
+        missing = [
+            tx.models.served(alpha, "other"),
+            tx.models.served(alpha, "lm", 3),
+            tx.models.served(beta, "lm"),  # another project's model
+            tx.models.served(beta, "lm", 1),
+        ]
+    assert missing == [None] * 4
+    assert latest is not None and pinned is not None
+    assert (latest.version, latest.tokenizer) == (2, None)  # no tokenizer on version 2
+    assert pinned.version == 1 and pinned.tokenizer is not None
+    assert (pinned.tokenizer.tokenizer, pinned.tokenizer.config) == (tokenizer, config)
+    for served, artifact_id in ((latest, second), (pinned, first)):
+        program = programs[artifact_id]
+        assert program is not None
+        assert served.program == BlobRef(program.sha256, program.size_bytes)
