@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 from pteforge.contracts.specs import et_dtype_name
 
 from .digests import read_verified
+from .errors import InvalidPteError
 from .specs import MethodSignature, ProgramDescription, TensorSpec
 from .worker_io import WorkerJob, worker_main
 
@@ -23,8 +25,26 @@ def _tensor_specs(meta: Any, count: int, getter: str, prefix: str) -> tuple[Tens
     return tuple(specs)
 
 
+def _check_length(data: bytes) -> None:
+    """Refuse a file shorter than its extended header says (a cut download or upload).
+
+    The header (``eh00``, after the flatbuffer's offset and ``ET12``) holds the program's size,
+    the segments' offset and their size, little-endian; a file without one is left to the loader.
+    """
+    if data[8:12] != b"eh00" or len(data) < 40:
+        return
+    program_size, segments_offset, segments_size = struct.unpack_from("<QQQ", data, 16)
+    expected = max(program_size, segments_offset + segments_size if segments_size else 0)
+    if len(data) < expected:
+        raise InvalidPteError(
+            "truncated_pte",
+            f"the file is truncated: its header says {expected} bytes, it has {len(data)}",
+        )
+
+
 def _job(argv: list[str]) -> ProgramDescription:
     data = read_verified(argv[0], argv[1])
+    _check_length(data)
     try:
         return _describe(data)
     except RuntimeError as exc:  # ExecuTorch's bindings quote only the error code's number
