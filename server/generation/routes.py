@@ -14,7 +14,6 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from pydantic import ValidationError
-from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from pteforge.contracts.generation import GenerationRequest
@@ -24,7 +23,7 @@ from pteforge.server.generation import streaming
 from pteforge.server.generation.errors import OpenAIError, answer_of
 from pteforge.server.generation.responses import Shape
 from pteforge.server.generation.schemas import ChatBody, CompletionBody
-from pteforge.server.generation.target import resolve_target
+from pteforge.server.generation.target import parse_model, target_of
 from pteforge.server.inference.bodies import read_body
 from pteforge.server.inference.dependencies import InferenceState, inference_state
 from pteforge.server.inference.routes_infer import BareRoute
@@ -64,7 +63,7 @@ async def _generate(request: Request, body_type: type[CompletionBody | ChatBody]
     principal = await state.authenticate(request)
     body, generation = await _parse(request, state, body_type)
     store = get_services(request).store
-    target = await run_in_threadpool(resolve_target, store, principal.project_id, body.model)
+    target = await target_of(state.targets, store, principal.project_id, *parse_model(body.model))
     shape = Shape(
         model=body.model,
         chat=body_type is ChatBody,

@@ -1,7 +1,8 @@
 """What a request's ``model`` names: a model version's ``.pte`` and its tokenizer.
 
 ``model`` is a model name from ``/v1/models`` (its latest version) or ``name:version``; the
-``/v2`` generate routes name the version in their path instead.
+``/v2`` generate routes name the version in their path instead. A pinned version's target
+is remembered for a while (``target_of``), like ``/v2``'s resolved artifacts.
 Everything is read in one query (``tx.models.served``), within the caller's project, so the
 program and the tokenizer are of the same version even while a new version is added.
 """
@@ -12,6 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from starlette.concurrency import run_in_threadpool
+
+from pteforge.server.auth.cache import TtlCache
 from pteforge.server.generation.errors import OpenAIError
 from pteforge.storage.domain import BlobRef
 from pteforge.storage.store import Store
@@ -52,12 +56,6 @@ def parse_model(model: str) -> tuple[str, int | None]:
     return name, int(version)
 
 
-def resolve_target(store: Store, project_id: str, model: str) -> Target:
-    """The files of the version ``model`` (``name`` or ``name:version``) names. Runs in a
-    worker thread."""
-    return resolve_version(store, project_id, *parse_model(model))
-
-
 def resolve_version(store: Store, project_id: str, name: str, asked: int | None) -> Target:
     """The files of version ``asked`` of model ``name`` (None: its latest): 404
     ``model_not_found``; 400 when it has no tokenizer. Runs in a worker thread."""
@@ -83,3 +81,24 @@ def resolve_version(store: Store, project_id: str, name: str, asked: int | None)
         tokenizer=blob_source(store, tokenizer.tokenizer),
         tokenizer_config=None if config is None else blob_source(store, config),
     )
+
+
+TargetCache = TtlCache[tuple[str, str, int], Target]
+"""Resolved targets of pinned model versions by (project id, model name, version)."""
+
+
+async def target_of(
+    cache: TargetCache, store: Store, project_id: str, name: str, asked: int | None
+) -> Target:
+    """:func:`resolve_version` in the threadpool. A pinned version (``asked``) is remembered in
+    ``cache`` for its time to live, as ``/v2`` remembers a pinned version's artifact (a
+    tokenizer replaced or a version deleted takes effect within it); the latest version is
+    resolved every time, so a new version serves at once. Refusals are not remembered."""
+    key = None if asked is None else (project_id, name, asked)
+    cached = None if key is None else cache.get(key)
+    if cached is not None:
+        return cached
+    target = await run_in_threadpool(resolve_version, store, project_id, name, asked)
+    if key is not None:
+        cache.put(key, target)
+    return target

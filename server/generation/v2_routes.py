@@ -21,7 +21,6 @@ from http import HTTPStatus
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Request
-from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from pteforge.contracts.generation import GenerationEvent, Usage
@@ -31,7 +30,7 @@ from pteforge.server.generation import streaming
 from pteforge.server.generation.errors import OpenAIError, answer_of
 from pteforge.server.generation.responses import Collected
 from pteforge.server.generation.routes import SESSION_HEADER, TAG
-from pteforge.server.generation.target import resolve_version
+from pteforge.server.generation.target import target_of
 from pteforge.server.generation.v2_schemas import GenerateBody, parse_generate
 from pteforge.server.inference.bodies import read_body
 from pteforge.server.inference.dependencies import InferenceState, running_state
@@ -95,7 +94,7 @@ async def _generate(
     raw = await read_body(request, state.max_request_bytes)
     body: GenerateBody = parse_generate(raw, request.headers.get(SESSION_HEADER))
     store = get_services(request).store
-    target = await run_in_threadpool(resolve_version, store, principal.project_id, model, asked)
+    target = await target_of(state.targets, store, principal.project_id, model, asked)
     shape = GenerateShape(model, str(target.version), body.id)
     events = streaming.start(state, principal.project_id, target, body.generation)
     if stream and body.parameters.stream is False:  # one event: the whole answer

@@ -9,7 +9,7 @@ so a second startup of the same app serves its own new pool.
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from fastapi import Depends, HTTPException, Request
 from prometheus_client import CollectorRegistry
@@ -21,6 +21,9 @@ from pteforge.server.inference.bodies import DEFAULT_MAX_REQUEST_BYTES
 from pteforge.server.inference.metrics import LATENCY_BUCKETS, InferenceMetrics
 from pteforge.server.inference.resolver import ArtifactResolver, ResolvedArtifact
 from pteforge.server.inference.statistics import ModelStatistics
+
+if TYPE_CHECKING:  # the generation routes import this module
+    from pteforge.server.generation.target import TargetCache
 
 DEFAULT_RESOLVE_TTL_S = 1.0
 
@@ -44,6 +47,8 @@ class InferenceState:
     artifacts: TtlCache[tuple[Principal, str, str | None], ResolvedArtifact]
     """Resolved artifacts by (principal, artifact id or model name, version); misses and a
     model's latest version are not cached."""
+    targets: "TargetCache"
+    """Resolved generation targets of pinned model versions, the same way (not the latest)."""
     max_request_bytes: int
     server_version: str
 
@@ -64,7 +69,9 @@ def new_inference_state(
     Metrics go to ``registry``. A resolved artifact is remembered per (principal, artifact
     id or pinned model version) for ``resolve_ttl_s`` seconds (0 turns that off), so a
     deleted artifact may still run for that long; ``clock`` times that. A model's latest
-    version is resolved on every request, so a new version serves at once. An infer body
+    version is resolved on every request, so a new version serves at once. A pinned version's
+    generation target (its program and tokenizer) is remembered the same way, so a tokenizer
+    replaced on it also takes effect within ``resolve_ttl_s``. An infer body
     over ``max_request_bytes``, as sent or once decompressed, gets a 413.
     """
     statistics = ModelStatistics(LATENCY_BUCKETS)
@@ -76,6 +83,7 @@ def new_inference_state(
         metrics=InferenceMetrics(registry, pool, statistics),
         statistics=statistics,
         artifacts=TtlCache(resolve_ttl_s, clock=clock),
+        targets=TtlCache(resolve_ttl_s, clock=clock),
         max_request_bytes=max_request_bytes,
         server_version=server_version,
     )
