@@ -175,6 +175,28 @@ class MethodSignature(JsonForm):
         outputs = _renamed(self.outputs, names.outputs)
         return replace(self, inputs=inputs, outputs=outputs)
 
+    def pinned_by(self, stored: MethodSignature | None) -> MethodSignature:
+        """This runtime signature with the static dimensions of its dynamic inputs.
+
+        A ``.pte`` records dynamism per tensor (every dimension ``-1``, bounded by
+        ``max_shape``); ``stored``, the artifact's signature from its program, has ``-1`` only
+        where a dimension is dynamic. Where the two agree on an input, the input takes the
+        stored shape, so a wrong static dimension is refused before it runs.
+        """
+        if stored is None or len(stored.inputs) != len(self.inputs):
+            return self
+        pairs = zip(self.inputs, stored.inputs, strict=True)
+        return replace(self, inputs=tuple(_pinned(spec, known) for spec, known in pairs))
+
+
+def _pinned(spec: TensorSpec, known: TensorSpec) -> TensorSpec:
+    bound = spec.max_shape
+    if bound is None or len(known.shape) != len(bound):
+        return spec
+    if any(d not in (DYNAMIC_DIM, b) for d, b in zip(known.shape, bound, strict=True)):
+        return spec  # not the same tensor: keep what the runtime says
+    return replace(spec, shape=known.shape)
+
 
 def _renamed(specs: tuple[TensorSpec, ...], names: Sequence[str]) -> tuple[TensorSpec, ...]:
     if len(names) != len(specs) or len(set(names)) != len(names) or not all(names):

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from pteforge.contracts.oip import oip_datatype
+from pteforge.contracts.specs import DYNAMIC_DIM
 from pteforge.runtime.errors import InvalidInputError
 from pteforge.runtime.metadata import MethodSignature, TensorSpec
 
@@ -36,13 +37,20 @@ def check_tensor(spec: TensorSpec, datatype: str, shape: Sequence[int]) -> None:
             raise InvalidInputError(
                 f"input {spec.name!r}: expected shape {list(spec.shape)}, got {list(shape)}"
             )
-    elif len(shape) != len(spec.max_shape) or any(
-        d > bound for d, bound in zip(shape, spec.max_shape, strict=True)
-    ):
+    elif not _fits(shape, spec.shape, spec.max_shape):
+        fixed = "" if set(spec.shape) == {DYNAMIC_DIM} else f" matching {list(spec.shape)}"
         raise InvalidInputError(
             f"input {spec.name!r}: expected a shape within {list(spec.max_shape)} "
-            f"(dynamic), got {list(shape)}"
+            f"(dynamic){fixed}, got {list(shape)}"
         )
+
+
+def _fits(shape: Sequence[int], fixed: Sequence[int], bound: Sequence[int]) -> bool:
+    """Whether ``shape`` is within ``bound`` and equal to ``fixed`` where that is not ``-1``."""
+    if not len(shape) == len(bound) == len(fixed):
+        return False
+    dims = zip(shape, fixed, bound, strict=True)
+    return all(d <= b and f in (DYNAMIC_DIM, d) for d, f, b in dims)
 
 
 def check_arrays(signature: MethodSignature, arrays: Sequence[np.ndarray]) -> None:

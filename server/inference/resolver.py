@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from pteforge.runtime import ArtifactSource, TensorNames
+from pteforge.runtime import ArtifactSource, MethodSignature, TensorNames
 from pteforge.server.auth.dependencies import Principal
 from pteforge.server.inference.statuses import InvalidVersionError
 
@@ -20,12 +20,15 @@ class ResolvedArtifact:
     given (called at most once per sha256; the pool caches the file on local disk).
     ``names`` holds, per method, the program's own input and output names (from its graph
     signature); a method without them is served under positional names (``input_0``).
+    ``signatures`` holds, per method, the stored signature, whose static dimensions pin the
+    ``.pte``'s dynamic inputs (:meth:`MethodSignature.pinned_by`).
     """
 
     sha256: str
     source: ArtifactSource
     methods: tuple[str, ...]
     names: Mapping[str, TensorNames] = field(default_factory=dict)
+    signatures: Mapping[str, MethodSignature] = field(default_factory=dict)
     cacheable: bool = True
     """Whether the same reference may be answered with this artifact for a while (the
     resolve cache): False for a model's latest version, which its next version replaces."""

@@ -65,6 +65,7 @@ class StoreArtifactResolver:
             source=self._writer(artifact.sha256),
             methods=tuple(m.name for m in artifact.methods),
             names={m.name: tensor_names(m) for m in artifact.methods},
+            signatures={m.name: m for m in artifact.methods},
             cacheable=cacheable,
             version=version,
         )

@@ -86,7 +86,8 @@ async def model_of(
     ref, method = split_model_name(model)
     artifact = _check_model(model, version, await resolve(state, principal, ref, version))
     signature = await state.pool.method_metadata_async(artifact.sha256, method, artifact.source)
-    return artifact, signature.named(artifact.names.get(method))
+    named = signature.named(artifact.names.get(method))
+    return artifact, named.pinned_by(artifact.signatures.get(method))
 
 
 async def infer(

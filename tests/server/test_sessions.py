@@ -152,6 +152,20 @@ def test_identical_stateless_calls_to_a_stateful_program_answer_the_same(
     assert answers == [1.0, 1.0, 1.0]
 
 
+def test_a_dynamic_input_keeps_its_static_dimensions(
+    admin: httpx.Client, cached_lm: tuple[MultiMethod, str]
+) -> None:
+    """``prefill`` takes ``[1, length]``: /v2 says so, and a batch of 0, within the ``.pte``'s
+    bound ``[1, max_len]`` but not the program's shape, is refused before it runs."""
+    model = f"{cached_lm[1]}.prefill"
+    [tokens] = admin.get(f"/v2/models/{model}").raise_for_status().json()["inputs"]
+    assert tokens["shape"] == [1, -1]
+    empty = {"name": tokens["name"], "datatype": "INT64", "shape": [0, 3], "data": []}
+    response = admin.post(f"/v2/models/{model}/infer", json={"inputs": [empty]})
+    assert response.status_code == 400, response.text
+    assert "matching [1, -1], got [0, 3]" in response.json()["error"]
+
+
 def test_session_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PTEFORGE_SESSION_IDLE_SECONDS", "12.5")
     monkeypatch.setenv("PTEFORGE_SESSION_MAX_PER_PROJECT", "3")
