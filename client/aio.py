@@ -102,10 +102,10 @@ class AsyncClient(ClientCore[httpx.AsyncClient]):
 
     # programs
     async def upload_program(
-        self, programs: Mapping[str, ProgramSource], name: str | None = None
+        self, programs: Mapping[str, ProgramSource] | ProgramSource, name: str | None = None
     ) -> Program:
         """Upload one ``torch.export`` program per method (``ExportedProgram`` or ``.pt2``
-        path); files are streamed from disk."""
+        path; a lone one is ``forward``); files are streamed from disk."""
         with TemporaryDirectory(prefix="pteforge-upload-") as scratch:
             files = await asyncio.to_thread(program_files, programs, Path(scratch))
             return await self._run(self._ops.upload_program(files, name))

@@ -12,9 +12,14 @@ from typing import Any, BinaryIO
 ProgramSource = Any  # torch.export.ExportedProgram | str | os.PathLike[str]
 
 
-def program_files(programs: Mapping[str, ProgramSource], scratch: Path) -> dict[str, Path]:
+def program_files(
+    programs: Mapping[str, ProgramSource] | ProgramSource, scratch: Path
+) -> dict[str, Path]:
     """Each method's ``.pt2`` file: a path as given, an ``ExportedProgram`` saved with
-    ``torch.export.save`` under ``scratch`` (torch is imported only then)."""
+    ``torch.export.save`` under ``scratch`` (torch is imported only then). A lone program
+    (not a mapping) is the method ``forward``, as upstream's ``to_edge`` names it."""
+    if not isinstance(programs, Mapping):
+        programs = {"forward": programs}
     if not programs:
         raise ValueError("upload_program needs at least one method")
     files: dict[str, Path] = {}

@@ -38,6 +38,14 @@ def test_upload_from_exported_programs_and_paths_agree(
     assert client.get_program(program.id) == program
 
 
+def test_a_lone_exported_program_is_forward(client: Client) -> None:
+    """``upload_program(ep)``, as upstream's ``to_edge(ep)``, names the method ``forward``
+    (it raised ``AttributeError: 'ExportedProgram' object has no attribute 'items'``)."""
+    exported = torch.export.export(torch.nn.Linear(4, 2), (torch.randn(1, 4),))
+    lone = client.upload_program(exported, name="lone")
+    assert [m.name for m in lone.methods] == ["forward"]
+
+
 def test_compiling_again_reuses_the_artifact(
     client: Client, program: Program, artifact: Artifact
 ) -> None:
