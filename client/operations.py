@@ -98,7 +98,9 @@ class Operations:
     ) -> Op[Artifact] | Op[Job]:
         """Queue a compile; with ``wait``, follow its events (``on_stage(job)`` at each status
         or stage change) and return the artifact, or raise the error the job failed with."""
-        body = {"program_id": ref(program), "plan": dict(plan)}
+        # a plan that is no mapping goes as it is: the service names what is wrong with it
+        sent = dict(plan) if isinstance(plan, Mapping) else plan
+        body = {"program_id": ref(program), "plan": sent}
         reply = yield Call("POST", "/v1/compile-jobs", ok=(202,), json=body)
         job = Job.from_json(reply.json())
         if not wait:

@@ -105,6 +105,8 @@ def test_errors_carry_the_service_codes(
     with pytest.raises(InvalidPlanError) as bad_plan:
         client.compile(program, {"all": {"partitioners": 5}})
     assert bad_plan.value.code == "invalid_plan" and bad_plan.value.status == 422
+    with pytest.raises(InvalidPlanError, match="must be an object, not a string"):
+        client.compile(program, "xnnpack")  # type: ignore[call-overload]
     junk = tmp_path / "junk.pt2"
     junk.write_bytes(b"not a zip archive")
     with pytest.raises(UploadRejectedError) as rejected:
