@@ -82,7 +82,10 @@ def _json_data(entry: dict[str, Any], name: str, dtype: np.dtype, shape: list[in
 
 def _listed_data(data: Any, name: str, dtype: np.dtype, shape: list[int]) -> np.ndarray:
     try:
-        array = np.asarray(data, dtype=dtype)
+        listed = np.asarray(data)
+        if dtype.kind in "iu" and listed.dtype.kind == "f" and listed.size:
+            raise ValueError("it holds numbers with a fraction or exponent; send integers")
+        array = listed.astype(dtype, copy=False)
     except (TypeError, ValueError, OverflowError) as exc:
         raise InvalidInputError(f"input {name!r}: data is not {dtype.name}: {exc}") from None
     if array.size != math.prod(shape):

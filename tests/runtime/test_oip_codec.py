@@ -75,6 +75,7 @@ def test_binary_inputs_follow_the_json_header() -> None:
         ([_with(TOKENS, data=[1, 2, 3]), MEMORY], "input 'input_0': shape [1, 4] needs 4 elements"),
         ([_with(TOKENS, name="tokens"), MEMORY], "unknown input 'tokens'"),
         ([_with(TOKENS, data=["a"] * 4), MEMORY], "input 'input_0': data is not int64"),
+        ([_with(TOKENS, data=[1, 2, 3.7, 4]), MEMORY], "data is not int64: it holds numbers"),
     ],
 )
 def test_mismatches_name_the_input(tensors: list[dict[str, object]], message: str) -> None:
