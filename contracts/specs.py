@@ -191,8 +191,8 @@ class MethodSignature(JsonForm):
 
 def _pinned(spec: TensorSpec, known: TensorSpec) -> TensorSpec:
     bound = spec.max_shape
-    if bound is None or len(known.shape) != len(bound):
-        return spec
+    if bound is None or len(known.shape) != len(bound) or DYNAMIC_DIM not in known.shape:
+        return spec  # an uploaded .pte's stored shape is its bound: no dimension is known
     if any(d not in (DYNAMIC_DIM, b) for d, b in zip(known.shape, bound, strict=True)):
         return spec  # not the same tensor: keep what the runtime says
     return replace(spec, shape=known.shape)

@@ -100,3 +100,16 @@ def test_lowering_messages_round_trip_through_json() -> None:
 def test_error_codes_are_their_strings() -> None:
     assert ErrorCode.NOT_FOUND == "not_found"
     assert json.dumps({"code": ErrorCode.INVALID_PLAN}) == '{"code": "invalid_plan"}'
+
+
+def test_pinned_by_takes_only_dimensions_the_stored_signature_knows() -> None:
+    """A compiled artifact's stored ``[1, -1]`` pins the ``.pte``'s ``[-1, -1]``; an uploaded
+    ``.pte``'s stored shape is its bound ``[1, 64]``, which must stay a bound, not a shape."""
+    runtime = MethodSignature(
+        "forward", (TensorSpec("ids", "int64", (-1, -1), max_shape=(1, 64)),), ()
+    )
+    compiled = MethodSignature("forward", (TensorSpec("ids", "int64", (1, -1)),), ())
+    uploaded = MethodSignature("forward", (TensorSpec("ids", "int64", (1, 64)),), ())
+    assert runtime.pinned_by(compiled).inputs[0].shape == (1, -1)
+    assert runtime.pinned_by(uploaded) == runtime
+    assert runtime.pinned_by(None) == runtime
