@@ -25,6 +25,7 @@ from pteforge.lazy import defer_package_init
 defer_package_init("executorch.exir")
 defer_package_init("executorch.devtools")  # a profile's ETDump reader, without the inspector
 
+import executorch.exir._serialize._program  # noqa: E402  (the workers' flatbuffer reader)
 import executorch.extension.llm.custom_ops as _llm_ops  # noqa: E402
 import executorch.runtime  # noqa: E402, F401
 

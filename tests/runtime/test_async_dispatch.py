@@ -103,6 +103,7 @@ def test_a_hung_worker_times_out_and_a_waiting_caller_gets_its_replacement(
         await pool.infer_async(mlp.sha256, "forward", [x], mlp.path)
         (worker,) = pool.workers.live
         os.kill(worker.process.pid, signal.SIGSTOP)  # alive, never answers
+        pool.request_timeout_s = 0.5  # not before: a loaded machine loads slowly
         with pytest.raises(WorkerTimeoutError, match="did not finish"):
             await pool.infer_async(mlp.sha256, "forward", [x], mlp.path)
         pool.request_timeout_s = 120
@@ -111,6 +112,6 @@ def test_a_hung_worker_times_out_and_a_waiting_caller_gets_its_replacement(
         result = await pool.infer_async(mlp.sha256, "forward", [x], mlp.path)
         assert result.outputs[0].shape == (1, 4)
 
-    with RuntimePool(1, 1 << 26, tmp_path, request_timeout_s=0.5) as pool:
+    with RuntimePool(1, 1 << 26, tmp_path, request_timeout_s=120) as pool:
         asyncio.run(run(pool))
         assert pool.stats.worker_timeouts == 1 and pool.stats.worker_restarts == 1
