@@ -42,6 +42,13 @@ _TOKENIZER_OF_VERSION = and_(
 )
 
 
+def _one_version(versions: Select[Any], version: int | None) -> Select[Any]:
+    """``versions`` narrowed to ``version``, or to the latest when it is None."""
+    if version is None:
+        return versions.order_by(ModelVersionRow.version.desc()).limit(1)
+    return versions.where(ModelVersionRow.version == version)
+
+
 def _models(project_id: str) -> Select[Any]:
     """The project's models with their project's name and latest version."""
     return (
@@ -143,9 +150,11 @@ class SqlModels(ModelRepository):
         rows = self._session.execute(_models(project_id).order_by(ModelRow.name).limit(limit))
         return [_model(*row) for row in rows]
 
-    def _versions(self, project_id: str, name: str) -> Select[Any]:
+    def _versions(self, project_id: str, name: str, *columns: Any) -> Select[Any]:
+        """The model's versions (their rows, or ``columns`` of them and what is joined)."""
         return (
-            select(ModelVersionRow)
+            select(*(columns or (ModelVersionRow,)))
+            .select_from(ModelVersionRow)
             .join(ModelRow, ModelRow.id == ModelVersionRow.model_id)
             .where(ModelRow.project_id == project_id, ModelRow.name == name)
         )
@@ -155,31 +164,21 @@ class SqlModels(ModelRepository):
         return [_version(row) for row in self._session.scalars(query)]
 
     def artifact_id(self, project_id: str, name: str, version: int | None = None) -> str | None:
-        query = self._versions(project_id, name)
-        if version is None:
-            query = query.order_by(ModelVersionRow.version.desc()).limit(1)
-        else:
-            query = query.where(ModelVersionRow.version == version)
+        query = _one_version(self._versions(project_id, name), version)
         row = self._session.scalars(query).first()
         return None if row is None else row.artifact_id
 
     def served(
         self, project_id: str, name: str, version: int | None = None
     ) -> domain.ServedVersion | None:
+        columns = (ModelVersionRow.version, ArtifactRow.blob_sha256, ArtifactRow.size_bytes)
         query = (
-            select(ModelVersionRow.version, ArtifactRow.blob_sha256, ArtifactRow.size_bytes)
-            .add_columns(ModelTokenizerRow)
-            .join(ModelRow, ModelRow.id == ModelVersionRow.model_id)
+            self._versions(project_id, name, *columns, ModelTokenizerRow)
             .join(ArtifactRow, ArtifactRow.id == ModelVersionRow.artifact_id)
             .outerjoin(ModelTokenizerRow, _TOKENIZER_OF_VERSION)
-            .where(ModelRow.project_id == project_id, ModelRow.name == name)
             .where(ArtifactRow.project_id == project_id)
         )
-        if version is None:
-            query = query.order_by(ModelVersionRow.version.desc()).limit(1)
-        else:
-            query = query.where(ModelVersionRow.version == version)
-        found = self._session.execute(query).first()
+        found = self._session.execute(_one_version(query, version)).first()
         if found is None:
             return None
         number, sha256, size, tokenizer = found
