@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import struct
 from typing import Any
 
 from pteforge.contracts.specs import et_dtype_name
@@ -26,15 +25,16 @@ def _tensor_specs(meta: Any, count: int, getter: str, prefix: str) -> tuple[Tens
 
 
 def _check_length(data: bytes) -> None:
-    """Refuse a file shorter than its extended header says (a cut download or upload).
+    """Refuse a file shorter than its extended header says (a cut download or upload); a
+    file without a valid header is left to the loader. The header is read by upstream's own
+    reader, which knows its older, shorter form."""
+    from executorch.exir._serialize._program import _get_extended_header
 
-    The header (``eh00``, after the flatbuffer's offset and ``ET12``) holds the program's size,
-    the segments' offset and their size, little-endian; a file without one is left to the loader.
-    """
-    if data[8:12] != b"eh00" or len(data) < 40:
+    header = _get_extended_header(data)
+    if header is None:
         return
-    program_size, segments_offset, segments_size = struct.unpack_from("<QQQ", data, 16)
-    expected = max(program_size, segments_offset + segments_size if segments_size else 0)
+    segments = header.segment_data_size
+    expected = max(header.program_size, header.segment_base_offset + segments if segments else 0)
     if len(data) < expected:
         raise InvalidPteError(
             "truncated_pte",
