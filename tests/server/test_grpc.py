@@ -78,6 +78,14 @@ def _reset(model: MultiMethod) -> None:
     reset_state(model.eager["prefill"].model)  # type: ignore[union-attr]
 
 
+def _assert_eager(got: np.ndarray, model: MultiMethod, method: str, *arrays: np.ndarray) -> None:
+    """``got`` is what eager PyTorch answers to one call of ``method`` on ``arrays``, with the
+    model's state reset first (the call the server answered was its first too)."""
+    _reset(model)
+    expected = _eager(model, method, *map(torch.from_numpy, arrays))
+    np.testing.assert_allclose(got, expected, atol=1e-4, rtol=1e-4)
+
+
 def _code(error: pytest.ExceptionInfo[InferenceServerException]) -> str:
     return str(error.value.status()).removeprefix("StatusCode.")
 
@@ -104,8 +112,7 @@ def test_infer_with_raw_tensors_matches_eager(
     assert [t["datatype"] for t in calls.metadata(f"{artifact}.prefill")["inputs"]] == ["INT64"]
     assert client.is_model_ready(f"{artifact}.prefill", headers=headers)
     got = calls.infer(f"{artifact}.prefill", prompt.numpy())
-    _reset(model)
-    np.testing.assert_allclose(got, _eager(model, "prefill", prompt), atol=1e-4, rtol=1e-4)
+    _assert_eager(got, model, "prefill", prompt.numpy())
 
 
 def test_errors_map_to_status_codes(
@@ -185,9 +192,7 @@ def test_a_model_name_serves_over_grpc_and_counts_in_its_statistics(
     deploy(admin, "grpc-named", artifact)
     step = (np.array([[3]]), np.array([0]))
     got = calls.infer("grpc-named.decode", *step)
-    _reset(model)
-    expected = _eager(model, "decode", *map(torch.from_numpy, step))
-    np.testing.assert_allclose(got, expected, atol=1e-4, rtol=1e-4)
+    _assert_eager(got, model, "decode", *step)
     stats = client.get_inference_statistics("grpc-named.decode", headers=headers, as_json=True)
     (entry,) = stats["model_stats"]
     assert entry["name"] == "grpc-named.decode"
@@ -210,6 +215,4 @@ def test_the_load_balancers_grpc_frontend_reaches_a_replica(
             got = Calls(through, headers).infer(f"{artifact}.decode", *step)
     finally:
         balancer.stop()
-    _reset(model)
-    expected = _eager(model, "decode", *map(torch.from_numpy, step))
-    np.testing.assert_allclose(got, expected, atol=1e-4, rtol=1e-4)
+    _assert_eager(got, model, "decode", *step)
