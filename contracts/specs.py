@@ -7,7 +7,8 @@ Protocol datatype (``FP32``) that ``/v2`` shows is derived from it (:attr:`Tenso
 
 JSON forms, pinned by the API:
 
-* ``/v1`` and storage: ``{"name", "dtype", "shape"}`` (:meth:`TensorSpec.to_json`);
+* ``/v1`` and storage: ``{"name", "dtype", "shape"[, "max_shape"][, "dynamic_dims"]}``
+  (:meth:`TensorSpec.to_json`);
 * ``/v2`` metadata: ``{"name", "datatype", "shape"[, "max_shape"]}`` (:meth:`TensorSpec.oip_json`).
 """
 
@@ -108,20 +109,43 @@ def _adapter(cls: type[_T]) -> TypeAdapter[_T]:
 
 
 @dataclass(frozen=True, config=_SPEC_CONFIG)
+class DynamicDim:
+    """One dynamic dimension of an exported program's input: its ``axis``, the ``symbol``
+    torch.export gave it (every dimension with the same symbol must have the same size, in
+    every input of the method) and the range it was exported for (``max`` None: unbounded)."""
+
+    axis: Annotated[int, Strict()]
+    symbol: Annotated[str, Strict()]
+    min: Annotated[int, Strict()]
+    max: Annotated[int, Strict()] | None = None
+
+    def allows(self, size: int) -> bool:
+        """Whether ``size`` is within this dimension's range."""
+        return size >= self.min and (self.max is None or size <= self.max)
+
+    def range_text(self) -> str:
+        """The range in words: ``4..64``, or ``at least 4``."""
+        return f"at least {self.min}" if self.max is None else f"{self.min}..{self.max}"
+
+
+@dataclass(frozen=True, config=_SPEC_CONFIG)
 class TensorSpec(JsonForm):
     """One input or output of a method: its name, dtype name and shape.
 
     ``shape`` has ``-1`` (:data:`DYNAMIC_DIM`) for dynamic dimensions. ``max_shape`` is the
     upper bound a ``.pte`` was planned for, when the runtime knows it (ExecuTorch records
     dynamism per tensor, so every dimension of a dynamic tensor is then ``-1``).
+    ``dynamic_dims`` are the program's own dynamic dimensions (range and shared symbol), when
+    it was read from an ExportedProgram (a ``.pte`` has no lower bound and no symbols).
     A pydantic dataclass: built positionally, validated on construction; its JSON form is
-    ``{"name", "dtype", "shape"[, "max_shape"]}``.
+    ``{"name", "dtype", "shape"[, "max_shape"][, "dynamic_dims"]}``.
     """
 
     name: Annotated[str, Strict()]
     dtype: Annotated[str, Strict()]
     shape: Dims
     max_shape: Dims | None = None
+    dynamic_dims: tuple[DynamicDim, ...] | None = None
 
     @property
     def datatype(self) -> str:
@@ -181,7 +205,8 @@ class MethodSignature(JsonForm):
         A ``.pte`` records dynamism per tensor (every dimension ``-1``, bounded by
         ``max_shape``); ``stored``, the artifact's signature from its program, has ``-1`` only
         where a dimension is dynamic. Where the two agree on an input, the input takes the
-        stored shape, so a wrong static dimension is refused before it runs.
+        stored shape and dynamic dimensions (ranges, shared symbols), so a wrong static
+        dimension, or a dynamic one out of its range, is refused before it runs.
         """
         if stored is None or len(stored.inputs) != len(self.inputs):
             return self
@@ -195,7 +220,7 @@ def _pinned(spec: TensorSpec, known: TensorSpec) -> TensorSpec:
         return spec  # an uploaded .pte's stored shape is its bound: no dimension is known
     if any(d not in (DYNAMIC_DIM, b) for d, b in zip(known.shape, bound, strict=True)):
         return spec  # not the same tensor: keep what the runtime says
-    return replace(spec, shape=known.shape)
+    return replace(spec, shape=known.shape, dynamic_dims=known.dynamic_dims)
 
 
 def _renamed(specs: tuple[TensorSpec, ...], names: Sequence[str]) -> tuple[TensorSpec, ...]:

@@ -6,23 +6,46 @@ from a live ``torch.export`` program.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+import sympy
 import torch
 from torch.export import ExportedProgram
 
-from pteforge.contracts.specs import DYNAMIC_DIM, MethodSignature, TensorSpec
+from pteforge.contracts.specs import DYNAMIC_DIM, DynamicDim, MethodSignature, TensorSpec
 
 __all__ = ["MethodSignature", "TensorSpec", "method_signature", "tensor_spec"]
 
 
-def tensor_spec(name: str, value: Any) -> TensorSpec:
+def tensor_spec(name: str, value: Any, ranges: Mapping[Any, Any] | None = None) -> TensorSpec:
     """The spec of one graph value: a tensor's dtype and shape (``-1`` for symbolic dims),
-    or for a constant its Python type name and no shape."""
+    or for a constant its Python type name and no shape. ``ranges``, a program's
+    ``range_constraints``, gives each dimension that is one plain symbol its range."""
     if not isinstance(value, torch.Tensor):
         return TensorSpec(name, type(value).__name__, ())
     shape = tuple(d if isinstance(d, int) else DYNAMIC_DIM for d in value.shape)
-    return TensorSpec(name, str(value.dtype).removeprefix("torch."), shape)
+    dims = _dynamic_dims(value.shape, ranges or {})
+    return TensorSpec(name, str(value.dtype).removeprefix("torch."), shape, None, dims)
+
+
+def _dynamic_dims(shape: Any, ranges: Mapping[Any, Any]) -> tuple[DynamicDim, ...] | None:
+    """Each dimension that is one symbol (not an expression such as ``2*s0``), with the
+    range torch.export recorded for it."""
+    dims = []
+    for axis, size in enumerate(shape):
+        expr = getattr(getattr(size, "node", None), "expr", None)
+        if not isinstance(expr, sympy.Symbol):
+            continue
+        known = ranges.get(expr)
+        low = _bound(getattr(known, "lower", None))
+        dims.append(DynamicDim(axis, str(expr), low or 0, _bound(getattr(known, "upper", None))))
+    return tuple(dims) or None
+
+
+def _bound(value: Any) -> int | None:
+    """A range bound as an int; None for an infinite (or missing) one."""
+    return int(value) if isinstance(value, (int, sympy.Integer)) else None
 
 
 def method_signature(
@@ -38,10 +61,11 @@ def method_signature(
 
     values = {n.name: n.meta.get("val") for n in program.graph.nodes}
     signature = program.graph_signature
+    ranges = program.range_constraints
 
     def specs(arg_specs: Any, kind: Any) -> tuple[TensorSpec, ...]:
         return tuple(
-            tensor_spec(s.arg.name, values.get(s.arg.name, getattr(s.arg, "value", None)))
+            tensor_spec(s.arg.name, values.get(s.arg.name, getattr(s.arg, "value", None)), ranges)
             for s in arg_specs
             if s.kind == kind and (not tensors_only or isinstance(s.arg, TensorArgument))
         )

@@ -43,6 +43,12 @@ def check_tensor(spec: TensorSpec, datatype: str, shape: Sequence[int]) -> None:
             f"input {spec.name!r}: expected a shape within {list(spec.max_shape)} "
             f"(dynamic){fixed}, got {list(shape)}"
         )
+    for dim in spec.dynamic_dims or ():
+        if dim.axis < len(shape) and not dim.allows(shape[dim.axis]):
+            raise InvalidInputError(
+                f"input {spec.name!r}: dimension {dim.axis} is {shape[dim.axis]}, outside the "
+                f"range {dim.range_text()} the program was exported with, got {list(shape)}"
+            )
 
 
 def _fits(shape: Sequence[int], fixed: Sequence[int], bound: Sequence[int]) -> bool:

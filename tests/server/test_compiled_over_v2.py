@@ -11,9 +11,36 @@ import torch
 import tritonclient.http as triton
 from tritonclient.utils import InferenceServerException
 
-from tests.models import MultiMethod
+from tests.models import MultiMethod, save_programs
 from tests.runtime.helpers import triton_inputs
+from tests.server.helpers import compile_files
 from tests.server.service import ServiceProcess
+
+
+class _Masked(torch.nn.Module):
+    """A BERT-style pair of inputs, ``input_ids`` and ``attention_mask``, of one length."""
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        return (input_ids * attention_mask).sum(dim=1)
+
+
+@pytest.fixture(scope="module")
+def masked(admin: httpx.Client, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """``_Masked`` exported with one ``Dim("seq", min=4, max=64)`` for both inputs, compiled
+    without delegation; its ``/v2`` model name."""
+    seq = torch.export.Dim("seq", min=4, max=64)
+    ids = torch.ones(1, 8, dtype=torch.int64)
+    program = torch.export.export(_Masked(), (ids, ids), dynamic_shapes=({1: seq}, {1: seq}))
+    files = save_programs({"forward": program}, tmp_path_factory.mktemp("masked"))
+    return f"{compile_files(admin, files, 'masked', {})}.forward"
+
+
+def _masked_infer(admin: httpx.Client, model: str, ids: int, mask: int) -> httpx.Response:
+    inputs = [
+        {"name": name, "datatype": "INT64", "shape": [1, n], "data": [2] * n}
+        for name, n in (("input_ids", ids), ("attention_mask", mask))
+    ]
+    return admin.post(f"/v2/models/{model}/infer", json={"inputs": inputs})
 
 
 @pytest.mark.parametrize("method", ["encode", "decode"])
@@ -58,3 +85,18 @@ def test_v2_needs_a_token_and_hides_other_projects(
         headers={"Authorization": f"Bearer {other_project_token}"},
     )
     assert response.status_code == 404
+
+
+def test_a_dynamic_size_below_the_exported_range_is_refused(
+    admin: httpx.Client, masked: str
+) -> None:
+    """``seq`` was exported for 4..64: a length of 2 is a 400 naming the input, the
+    dimension and the range, before it runs; 4 runs."""
+    response = _masked_infer(admin, masked, 2, 2)
+    assert response.status_code == 400, response.text
+    assert response.json()["error"] == (
+        "input 'input_ids': dimension 1 is 2, outside the range 4..64 the program was "
+        "exported with, got [1, 2]"
+    )
+    ok = _masked_infer(admin, masked, 4, 4).raise_for_status().json()
+    assert ok["outputs"][0]["data"] == [16]
