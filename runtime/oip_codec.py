@@ -20,7 +20,7 @@ from pteforge.contracts.oip import HEADER_LENGTH, oip_datatype
 from pteforge.runtime.dtypes import numpy_dtype
 from pteforge.runtime.errors import InvalidInputError, ProtocolError
 from pteforge.runtime.metadata import MethodSignature, TensorSpec
-from pteforge.runtime.validation import check_count, check_tensor
+from pteforge.runtime.validation import check_count, check_shared_sizes, check_tensor
 from pteforge.runtime.wire import dumps
 
 __all__ = ["HEADER_LENGTH"]  # re-exported for the server's routes
@@ -224,9 +224,11 @@ def decode_infer_request(
             f"the binary section has {len(binary) - cursor.offset} bytes no input claims"
         )
     params = header.get("parameters") or {}
+    inputs = [decoded[spec.name] for spec in signature.inputs]
+    check_shared_sizes(signature, [array.shape for array in inputs])
     return InferRequest(
         id=str(header["id"]) if header.get("id") is not None else None,
-        inputs=[decoded[spec.name] for spec in signature.inputs],
+        inputs=inputs,
         outputs=_requested_outputs(header, signature),
         parameters=params if isinstance(params, dict) else {},
     )

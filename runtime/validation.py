@@ -51,6 +51,24 @@ def check_tensor(spec: TensorSpec, datatype: str, shape: Sequence[int]) -> None:
             )
 
 
+def check_shared_sizes(signature: MethodSignature, shapes: Sequence[Sequence[int]]) -> None:
+    """Raise unless the dimensions that share one of the program's symbols (one ``Dim`` of
+    ``torch.export``, such as a BERT's ``input_ids`` and ``attention_mask`` lengths) have
+    one size; ``shapes`` are the positional inputs' shapes."""
+    seen: dict[str, tuple[str, int, int]] = {}
+    for spec, shape in zip(signature.inputs, shapes, strict=False):
+        for dim in spec.dynamic_dims or ():
+            if dim.axis >= len(shape):
+                continue
+            name, axis, size = seen.setdefault(dim.symbol, (spec.name, dim.axis, shape[dim.axis]))
+            if size != shape[dim.axis]:
+                raise InvalidInputError(
+                    f"inputs {name!r} and {spec.name!r} must agree: dimension {axis} of "
+                    f"{name!r} is {size} and dimension {dim.axis} of {spec.name!r} is "
+                    f"{shape[dim.axis]}, one dynamic size in the program"
+                )
+
+
 def _fits(shape: Sequence[int], fixed: Sequence[int], bound: Sequence[int]) -> bool:
     """Whether ``shape`` is within ``bound`` and equal to ``fixed`` where that is not ``-1``."""
     if not len(shape) == len(bound) == len(fixed):
@@ -64,3 +82,4 @@ def check_arrays(signature: MethodSignature, arrays: Sequence[np.ndarray]) -> No
     check_count(signature, len(arrays))
     for spec, array in zip(signature.inputs, arrays, strict=True):
         check_tensor(spec, oip_datatype(array.dtype), array.shape)
+    check_shared_sizes(signature, [array.shape for array in arrays])

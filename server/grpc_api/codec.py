@@ -23,6 +23,7 @@ from pteforge.runtime.oip_codec import (
     input_tensor,
     requested_outputs,
 )
+from pteforge.runtime.validation import check_shared_sizes
 
 # Which typed ``InferTensorContents`` field carries each datatype (FP16/BF16: raw only).
 CONTENTS_FIELD = {
@@ -88,9 +89,11 @@ def decode_request(request: Any, signature: MethodSignature) -> InferRequest:
     for wanted in request.outputs:
         check_output_name(wanted.name, signature)
     names = [o.name for o in request.outputs] or [spec.name for spec in signature.outputs]
+    inputs = [decoded[spec.name] for spec in signature.inputs]
+    check_shared_sizes(signature, [array.shape for array in inputs])
     return InferRequest(
         id=request.id or None,
-        inputs=[decoded[spec.name] for spec in signature.inputs],
+        inputs=inputs,
         outputs=[RequestedOutput(name, binary=True) for name in names],
         parameters=parameters_of(request.parameters),
     )

@@ -100,3 +100,14 @@ def test_a_dynamic_size_below_the_exported_range_is_refused(
     )
     ok = _masked_infer(admin, masked, 4, 4).raise_for_status().json()
     assert ok["outputs"][0]["data"] == [16]
+
+
+def test_dynamic_sizes_that_share_one_dim_must_agree(admin: httpx.Client, masked: str) -> None:
+    """``input_ids`` and ``attention_mask`` share ``seq``: lengths 5 and 6 are a 400 naming
+    both inputs."""
+    response = _masked_infer(admin, masked, 5, 6)
+    assert response.status_code == 400, response.text
+    assert response.json()["error"] == (
+        "inputs 'input_ids' and 'attention_mask' must agree: dimension 1 of 'input_ids' is 5 "
+        "and dimension 1 of 'attention_mask' is 6, one dynamic size in the program"
+    )
