@@ -14,7 +14,8 @@ that could not run has no ``outputs``) are optional here and dumped only when pr
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, WrapSerializer
 
@@ -31,6 +32,7 @@ __all__ = [
     "NumericsCheck",
     "OperatorDelegation",
     "OutputError",
+    "method_backends",
 ]
 
 # A lambda, not a def: without a return annotation the JSON schema stays the model's own.
@@ -128,3 +130,12 @@ class Numerics(StoredDocument):
     tolerance: VerifySpec
     seconds: float
     methods: dict[str, MethodNumerics]
+
+
+def method_backends(report: Mapping[str, Any], method: str) -> set[str]:
+    """The backend ids ``method`` delegates to, read from an artifact's stored report (none
+    for an uploaded ``.pte``, whose report has no ``methods``)."""
+    methods = report.get("methods")
+    entry = methods.get(method) if isinstance(methods, Mapping) else None
+    backends = entry.get("backends") if isinstance(entry, Mapping) else None
+    return set(backends) if isinstance(backends, Mapping) else set()

@@ -35,6 +35,10 @@ class ResolvedArtifact:
     version: int | None = None
     """The model version this artifact serves as resolved (a model name's latest, or the
     version named); None for an artifact id. Statistics count the request under it."""
+    unrunnable: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Per method that cannot run here, the backend ids it delegates to that this host's
+    runtime does not register (compile-only targets: CoreML, Vulkan); ``/v2`` ready says
+    not ready for it."""
 
 
 class ArtifactResolver(Protocol):

@@ -24,7 +24,7 @@ from pteforge.server.inference.dependencies import (
     running_state,
 )
 from pteforge.server.inference.sequences import SEQUENCE_EXTENSION
-from pteforge.server.inference.statuses import answered
+from pteforge.server.inference.statuses import NotRunnableError, answered
 from pteforge.server.inference.work import model_of
 
 TAG = "inference (Open Inference Protocol v2)"
@@ -80,7 +80,14 @@ async def metadata(model: str, version: PinnedVersion, principal: Caller, state:
 async def _ready(
     state: InferenceState, principal: Principal, model: str, version: str | None
 ) -> Response:
-    await model_of(state, principal, model, version)
+    artifact, signature = await model_of(state, principal, model, version)
+    missing = artifact.unrunnable.get(signature.name)
+    if missing:
+        raise NotRunnableError(
+            f"model {model!r} is not ready: it is delegated to {', '.join(missing)}, which "
+            "this host's runtime cannot execute (a compile-only target: download the .pte "
+            "for a device that has it)"
+        )
     return JSONResponse({"name": model, "ready": True})
 
 
@@ -89,7 +96,8 @@ async def _ready(
 async def model_ready(
     model: str, version: PinnedVersion, principal: Caller, state: State
 ) -> Response:
-    """200 when the caller's artifact has that method and it loads."""
+    """200 when the caller's artifact has that method and it loads; 422 when it cannot run
+    here (delegated to a compile-only backend, such as CoreML or Vulkan)."""
     return await answered(state.metrics, "ready", _ready(state, principal, model, version))
 
 

@@ -10,6 +10,8 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 
 from pteforge import __version__
+from pteforge.backends import executable_backend_ids
+from pteforge.contracts.artifact_report import method_backends
 from pteforge.runtime import RuntimePool, TensorNames
 from pteforge.runtime.native import NativeBuildError, build_xnnpack_options
 from pteforge.runtime.sessions import SessionLimits
@@ -36,6 +38,7 @@ class StoreArtifactResolver:
 
     def __init__(self, store: Store) -> None:
         self.store = store
+        self._executable: frozenset[str] | None = None
 
     def resolve(
         self, principal: Principal, model: str, version: str | None = None
@@ -68,7 +71,18 @@ class StoreArtifactResolver:
             signatures={m.name: m for m in artifact.methods},
             cacheable=cacheable,
             version=version,
+            unrunnable=self._unrunnable(artifact),
         )
+
+    def _unrunnable(self, artifact: Artifact) -> dict[str, tuple[str, ...]]:
+        """Per method, the backends it delegates to that this host cannot execute."""
+        used = {m.name: method_backends(artifact.report, m.name) for m in artifact.methods}
+        if not any(used.values()):
+            return {}  # portable only (or an uploaded .pte): no need to ask the runtime
+        if self._executable is None:  # asked once, at the first delegated artifact
+            self._executable = frozenset(executable_backend_ids())
+        missing = {m: tuple(sorted(ids - self._executable)) for m, ids in used.items()}
+        return {m: ids for m, ids in missing.items() if ids}
 
     def _writer(self, sha256: str) -> Callable[[Path], None]:
         def write(path: Path) -> None:

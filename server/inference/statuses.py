@@ -38,6 +38,11 @@ class NotFoundError(RuntimeLayerError):
     """The model (artifact or method) does not exist for this caller."""
 
 
+class NotRunnableError(RuntimeLayerError):
+    """A method delegated to a backend this host's runtime does not register (422: the
+    model is not ready, and never will be here)."""
+
+
 class InvalidVersionError(RuntimeLayerError):
     """A model version named in a ``/v2`` path that is not a number (400)."""
 
@@ -60,6 +65,7 @@ _CLIENT: list[tuple[type[RuntimeLayerError], int]] = [
     (NotFoundError, 404),
     (InvalidVersionError, 400),
     (CrashingInputError, 422),
+    (NotRunnableError, 422),
     (InvalidInputError, 400),
     (UnknownSessionError, 400),
     (SessionEndedError, 410),

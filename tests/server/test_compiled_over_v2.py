@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -22,6 +23,11 @@ class _Masked(torch.nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         return (input_ids * attention_mask).sum(dim=1)
+
+
+class _Scaled(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * 2.0 + 1.0
 
 
 @pytest.fixture(scope="module")
@@ -111,3 +117,25 @@ def test_dynamic_sizes_that_share_one_dim_must_agree(admin: httpx.Client, masked
         "inputs 'input_ids' and 'attention_mask' must agree: dimension 1 of 'input_ids' is 5 "
         "and dimension 1 of 'attention_mask' is 6, one dynamic size in the program"
     )
+
+
+def test_a_compile_only_artifact_is_not_ready(
+    service: ServiceProcess, admin: httpx.Client, tmp_path: Path
+) -> None:
+    """A method delegated to Vulkan compiles here but cannot run: ready says not ready
+    (tritonclient's ``is_model_ready`` is False), naming the backend, before any infer."""
+    program = torch.export.export(_Scaled(), (torch.ones(2, 3),))
+    files = save_programs({"forward": program}, tmp_path)
+    plan = {"all": {"partitioners": ["vulkan"]}}
+    model = f"{compile_files(admin, files, 'vulkan-only', plan)}.forward"
+    response = admin.get(f"/v2/models/{model}/ready")
+    assert response.status_code == 422, response.text
+    assert response.json()["error"] == (
+        f"model {model!r} is not ready: it is delegated to VulkanBackend, which this host's "
+        "runtime cannot execute (a compile-only target: download the .pte for a device that "
+        "has it)"
+    )
+    client = triton.InferenceServerClient(url=service.url.removeprefix("http://"))
+    headers = {"Authorization": admin.headers["Authorization"]}
+    assert not client.is_model_ready(model, headers=headers)
+    assert admin.get(f"/v2/models/{model}").status_code == 200  # its metadata still answers
