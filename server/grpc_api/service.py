@@ -24,8 +24,9 @@ from pteforge.server.grpc_api.codec import decode_request, encode_response, meta
 from pteforge.server.grpc_api.status import grpc_status
 from pteforge.server.inference.dependencies import InferenceState
 from pteforge.server.inference.sequences import SEQUENCE_EXTENSION
-from pteforge.server.inference.statuses import NotFoundError
+from pteforge.server.inference.statuses import NotFoundError, NotRunnableError
 from pteforge.server.inference.work import (
+    check_ready,
     count_undecodable,
     model_of,
     model_statistics,
@@ -118,13 +119,14 @@ class InferenceService(rpc.GRPCInferenceServiceServicer):
         return await self._answer(context, work)
 
     async def ModelReady(self, request: Any, context: Any) -> Any:
-        """Whether the caller has the model and its method loads (false when it has not)."""
+        """Whether the caller has the model and it can run here (false when it has not, or
+        it is delegated to a backend this host cannot execute)."""
 
         async def work() -> Any:
             state, principal = await self._caller(context)
             try:
-                await model_of(state, principal, request.name, request.version or None)
-            except NotFoundError:
+                await check_ready(state, principal, request.name, request.version or None)
+            except (NotFoundError, NotRunnableError):
                 return pb.ModelReadyResponse(ready=False)
             return pb.ModelReadyResponse(ready=True)
 

@@ -24,8 +24,8 @@ from pteforge.server.inference.dependencies import (
     running_state,
 )
 from pteforge.server.inference.sequences import SEQUENCE_EXTENSION
-from pteforge.server.inference.statuses import NotRunnableError, answered
-from pteforge.server.inference.work import model_of
+from pteforge.server.inference.statuses import answered
+from pteforge.server.inference.work import check_ready, model_of
 
 TAG = "inference (Open Inference Protocol v2)"
 
@@ -80,14 +80,7 @@ async def metadata(model: str, version: PinnedVersion, principal: Caller, state:
 async def _ready(
     state: InferenceState, principal: Principal, model: str, version: str | None
 ) -> Response:
-    artifact, signature = await model_of(state, principal, model, version)
-    missing = artifact.unrunnable.get(signature.name)
-    if missing:
-        raise NotRunnableError(
-            f"model {model!r} is not ready: it is delegated to {', '.join(missing)}, which "
-            "this host's runtime cannot execute (a compile-only target: download the .pte "
-            "for a device that has it)"
-        )
+    await check_ready(state, principal, model, version)
     return JSONResponse({"name": model, "ready": True})
 
 

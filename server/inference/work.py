@@ -33,7 +33,7 @@ from pteforge.server.inference.statistics import (
     counted_version,
     phase_times,
 )
-from pteforge.server.inference.statuses import NotFoundError
+from pteforge.server.inference.statuses import NotFoundError, NotRunnableError
 
 T = TypeVar("T")
 
@@ -88,6 +88,22 @@ async def model_of(
     signature = await state.pool.method_metadata_async(artifact.sha256, method, artifact.source)
     named = signature.named(artifact.names.get(method))
     return artifact, named.pinned_by(artifact.signatures.get(method))
+
+
+async def check_ready(
+    state: InferenceState, principal: Principal, model: str, version: str | None = None
+) -> None:
+    """Raise unless ``model`` can run here: as :func:`model_of` does, and
+    ``NotRunnableError`` for a method delegated to a backend this host's runtime does not
+    register (``ResolvedArtifact.unrunnable``): the one readiness rule of HTTP and gRPC."""
+    artifact, signature = await model_of(state, principal, model, version)
+    missing = artifact.unrunnable.get(signature.name)
+    if missing:
+        raise NotRunnableError(
+            f"model {model!r} is not ready: it is delegated to {', '.join(missing)}, which "
+            "this host's runtime cannot execute (a compile-only target: download the .pte "
+            "for a device that has it)"
+        )
 
 
 async def infer(

@@ -9,6 +9,7 @@ import httpx
 import numpy as np
 import pytest
 import torch
+import tritonclient.grpc as triton_grpc
 import tritonclient.http as triton
 from tritonclient.utils import InferenceServerException
 
@@ -138,4 +139,8 @@ def test_a_compile_only_artifact_is_not_ready(
     client = triton.InferenceServerClient(url=service.url.removeprefix("http://"))
     headers = {"Authorization": admin.headers["Authorization"]}
     assert not client.is_model_ready(model, headers=headers)
+    with triton_grpc.InferenceServerClient(f"127.0.0.1:{service.grpc_port}") as over_grpc:
+        assert not over_grpc.is_model_ready(
+            model, headers={"authorization": headers["Authorization"]}
+        )
     assert admin.get(f"/v2/models/{model}").status_code == 200  # its metadata still answers
