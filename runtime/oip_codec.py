@@ -20,7 +20,12 @@ from pteforge.contracts.oip import HEADER_LENGTH, oip_datatype
 from pteforge.runtime.dtypes import numpy_dtype
 from pteforge.runtime.errors import InvalidInputError, ProtocolError
 from pteforge.runtime.metadata import MethodSignature, TensorSpec
-from pteforge.runtime.validation import check_count, check_shared_sizes, check_tensor
+from pteforge.runtime.validation import (
+    check_count,
+    check_json_numbers,
+    check_shared_sizes,
+    check_tensor,
+)
 from pteforge.runtime.wire import dumps
 
 __all__ = ["HEADER_LENGTH"]  # re-exported for the server's routes
@@ -83,8 +88,7 @@ def _json_data(entry: dict[str, Any], name: str, dtype: np.dtype, shape: list[in
 def _listed_data(data: Any, name: str, dtype: np.dtype, shape: list[int]) -> np.ndarray:
     try:
         listed = np.asarray(data)
-        if dtype.kind in "iu" and listed.dtype.kind == "f" and listed.size:
-            raise ValueError("it holds numbers with a fraction or exponent; send integers")
+        check_json_numbers(data, listed, dtype)
         array = listed.astype(dtype, copy=False)
     except (TypeError, ValueError, OverflowError) as exc:
         raise InvalidInputError(f"input {name!r}: data is not {dtype.name}: {exc}") from None

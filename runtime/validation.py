@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -83,3 +84,22 @@ def check_arrays(signature: MethodSignature, arrays: Sequence[np.ndarray]) -> No
     for spec, array in zip(signature.inputs, arrays, strict=True):
         check_tensor(spec, oip_datatype(array.dtype), array.shape)
     check_shared_sizes(signature, [array.shape for array in arrays])
+
+
+def check_json_numbers(data: Any, listed: np.ndarray, dtype: np.dtype) -> None:
+    """Raise a ValueError unless the JSON values ``data`` (``listed`` as numpy read them)
+    become ``dtype`` unchanged: no fractions for an integer dtype, no true/false for a
+    number dtype (numpy would take them as 1 and 0)."""
+    if dtype.kind in "iu" and listed.dtype.kind == "f" and listed.size:
+        raise ValueError("it holds numbers with a fraction or exponent; send integers")
+    if dtype.kind != "b" and (listed.dtype.kind == "b" or _holds_bool(data)):
+        raise ValueError("it holds true/false; send numbers (BOOL takes true/false)")
+
+
+def _holds_bool(data: Any) -> bool:
+    """Whether a JSON list (nested or flat) holds a boolean among its numbers: one pass
+    over each list's element types."""
+    if not isinstance(data, list):
+        return isinstance(data, bool)
+    types = set(map(type, data))
+    return bool in types or (list in types and any(map(_holds_bool, data)))

@@ -76,6 +76,9 @@ def test_binary_inputs_follow_the_json_header() -> None:
         ([_with(TOKENS, name="tokens"), MEMORY], "unknown input 'tokens'"),
         ([_with(TOKENS, data=["a"] * 4), MEMORY], "input 'input_0': data is not int64"),
         ([_with(TOKENS, data=[1, 2, 3.7, 4]), MEMORY], "data is not int64: it holds numbers"),
+        ([_with(TOKENS, data=[True] * 4), MEMORY], "data is not int64: it holds true/false"),
+        ([_with(TOKENS, data=[[1, 2], [True, 4]]), MEMORY], "not int64: it holds true/false"),
+        ([TOKENS, _with(MEMORY, data=[0.5, False])], "data is not float32: it holds true/false"),
     ],
 )
 def test_mismatches_name_the_input(tensors: list[dict[str, object]], message: str) -> None:
