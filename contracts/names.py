@@ -1,4 +1,5 @@
-"""The method-name rule: what a program's method may be called; and the model-name rule.
+"""The method-name rule: what a program's method may be called; the model-name and
+program-name rules.
 
 A method name becomes a multipart field name, a file name inside stored bundles and archives,
 and the second half of a ``/v2`` model name (``{artifact_id}.{method}``), so it is kept to a
@@ -44,6 +45,23 @@ class InvalidModelNameError(ValueError):
 def check_model_name(name: str) -> str:
     """``name`` if it follows the model-name rule; raises ``InvalidModelNameError`` naming it."""
     return _follows(name, "model name", _MODEL_NAME, MODEL_NAME_RULE, InvalidModelNameError)
+
+
+PROGRAM_NAME_MAX_CHARS = 200
+PROGRAM_NAME_RULE = (
+    f"a program name is 1 to {PROGRAM_NAME_MAX_CHARS} characters, none of them a control character"
+)
+_PROGRAM_NAME = re.compile(rf"[^\x00-\x1f\x7f]{{1,{PROGRAM_NAME_MAX_CHARS}}}")
+
+
+class InvalidProgramNameError(ValueError):
+    """A program name breaks :data:`PROGRAM_NAME_RULE`."""
+
+
+def check_program_name(name: str) -> str:
+    """``name`` if it follows the program-name rule (a label, shown in listings: any text of
+    sane length); raises ``InvalidProgramNameError`` naming it."""
+    return _follows(name, "program name", _PROGRAM_NAME, PROGRAM_NAME_RULE, InvalidProgramNameError)
 
 
 def _follows(

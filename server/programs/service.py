@@ -12,6 +12,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from pteforge.contracts import InvalidMethodNameError, check_method_name
+from pteforge.contracts.names import (
+    PROGRAM_NAME_MAX_CHARS,
+    InvalidProgramNameError,
+    check_program_name,
+)
 from pteforge.server.common.blob_files import store_file
 from pteforge.server.common.owned_rows import OwnedRows
 from pteforge.server.common.services import Services
@@ -67,6 +72,18 @@ def _file_parts(upload: MultipartUpload) -> list[UploadedPart]:
     return upload.files
 
 
+def _program_name(upload: MultipartUpload, default: str) -> str:
+    """The ``name`` field, checked by the program-name rule (422 naming the field), else
+    ``default`` (a part's file name, cut to the rule's length, or ``program``)."""
+    name = upload.fields.get("name")
+    if not name:
+        return default[:PROGRAM_NAME_MAX_CHARS]
+    try:
+        return check_program_name(name)
+    except InvalidProgramNameError as exc:
+        raise InvalidUploadError(f"field 'name': {exc}") from None
+
+
 def _single_method(services: Services, part: UploadedPart) -> MethodSignature:
     specs = _describe(services, part)
     if len(specs) != 1:
@@ -79,12 +96,12 @@ def _single_method(services: Services, part: UploadedPart) -> MethodSignature:
 def create_program(services: Services, project_id: str, upload: MultipartUpload) -> Program:
     """Validate, describe and store an uploaded program (runs in a worker thread)."""
     parts = _file_parts(upload)
-    if parts[0].field_name == PROGRAM_PART:
-        name = upload.fields.get("name") or parts[0].filename or "program"
+    archive = parts[0].field_name == PROGRAM_PART  # one pt2 archive, named by its file
+    name = _program_name(upload, (parts[0].filename if archive else None) or "program")
+    if archive:
         methods = _describe(services, parts[0])
         blob = store_file(services.store.blobs, parts[0].path)
     else:
-        name = upload.fields.get("name") or "program"
         # Each part is loaded in its own disposable process; run them side by side.
         with ThreadPoolExecutor(max_workers=min(len(parts), _PARALLEL_LOADS)) as pool:
             methods = tuple(pool.map(lambda part: _single_method(services, part), parts))

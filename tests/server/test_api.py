@@ -175,6 +175,21 @@ def test_method_name_rule_is_stated(admin: httpx.Client, name: str) -> None:
     assert "1 to 128 ASCII letters, digits or underscores" in response.json()["error"]["message"]
 
 
+@pytest.mark.parametrize("name", ["p" * 201, "two\nlines"])
+def test_program_name_rule_is_stated(admin: httpx.Client, name: str) -> None:
+    """A program name is a label of at most 200 characters: refused before the archive
+    is read (a 200-character name passes and the bad archive is what is refused)."""
+    response = admin.post("/v1/programs", files={"forward": ("f.pt2", b"x")}, data={"name": name})
+    assert_error(response, 422, "invalid_upload")
+    message = response.json()["error"]["message"]
+    assert message.startswith("field 'name': invalid program name"), message
+    assert "1 to 200 characters, none of them a control character" in message
+    longest = admin.post(
+        "/v1/programs", files={"forward": ("f.pt2", b"x")}, data={"name": "p" * 200}
+    )
+    assert "name" not in longest.json()["error"]["message"], longest.text
+
+
 def test_invalid_json_says_so(admin: httpx.Client) -> None:
     response = admin.post(
         "/v1/compile-jobs",
