@@ -7,6 +7,7 @@ import getpass
 import json
 import os
 import sys
+import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,12 @@ from pteforge.client.browse import cancel, connect, ls, rm, show
 from pteforge.client.chat_command import chat
 from pteforge.client.cli import EXIT_BAD_INPUT, EXIT_ERROR, BadInputError
 from pteforge.client.config import ENV_TOKEN, InvalidURLError, save_credentials
-from pteforge.client.errors import NotFoundError, PteforgeError, UnauthorizedError
+from pteforge.client.errors import (
+    NotFoundError,
+    NumericsWarning,
+    PteforgeError,
+    UnauthorizedError,
+)
 from pteforge.client.files import check_writable
 from pteforge.client.models import Artifact, Program
 from pteforge.client.render import Output
@@ -140,8 +146,14 @@ def build(args: argparse.Namespace, out: Output) -> None:
             job = client.compile(program, plan, wait=False)
             out.json(job.raw) if out.as_json else out.line(str(job))
             return
-        with out.stages(stage_plan(plan, [m.name for m in program.methods])) as display:
+        with (
+            out.stages(stage_plan(plan, [m.name for m in program.methods])) as display,
+            warnings.catch_warnings(),
+        ):
+            warnings.simplefilter("ignore", NumericsWarning)  # one line each, below
             artifact = client.compile(program, plan, on_stage=display)
+        for problem in artifact.over_tolerance():
+            out.error(f"warning: {problem}")
         if args.output is not None:
             _download(client, out, artifact, args.output)
     if out.as_json:

@@ -1,4 +1,5 @@
-"""The client's exceptions: one root, and one table from the service's error codes to classes.
+"""The client's exceptions: one root, and one table from the service's error codes to
+classes; and its one warning, ``NumericsWarning``.
 
 ``/v1`` errors carry ``{"error": {"code", "message"}}``: the code picks the class. ``/v2``
 errors carry ``{"error": "..."}`` only: the status picks it. A failed compile job raises the
@@ -15,6 +16,11 @@ if TYPE_CHECKING:
 
 class PteforgeError(Exception):
     """Root of everything ``pteforge.client`` raises."""
+
+
+class NumericsWarning(UserWarning):
+    """A compile kept its artifact although a method's numerics check failed (status
+    ``over_tolerance``): the message names the method, the measured error and the limit."""
 
 
 class TransportError(PteforgeError):

@@ -108,6 +108,20 @@ class Job:
         return f"job {self.id}: {self.status}{stage}"
 
 
+def _worst_error(check: dict[str, Any]) -> str:
+    """``max_rel_error 0.0031 > limit 0.001`` (or ``sqnr_db 12.5 < limit 20``): the worst
+    output of a method's numerics record against its limit."""
+    metric = str((check.get("check") or {}).get("metric", "max_rel_error"))
+    limit = (check.get("check") or {}).get("limit")
+    values = [o.get(metric) for o in check.get("outputs") or [] if isinstance(o, dict)]
+    numbers = [v for v in values if isinstance(v, int | float)]
+    if len(numbers) < len(values) or not numbers:
+        return f"{metric} not finite (limit {limit})"
+    sqnr = metric == "sqnr_db"
+    worst = min(numbers) if sqnr else max(numbers)
+    return f"{metric} {worst:.3g} {'<' if sqnr else '>'} limit {limit}"
+
+
 @dataclass(frozen=True)
 class Artifact(_Stored):
     """A compiled ``.pte``: its digest, plan, methods, the lowering report and the numerics
@@ -131,6 +145,17 @@ class Artifact(_Stored):
     def method(self, name: str) -> MethodSignature | None:
         """The method called ``name``, or None."""
         return next((m for m in self.methods if m.name == name), None)
+
+    def over_tolerance(self) -> list[str]:
+        """One sentence per method whose numerics check failed though the artifact was kept
+        (status ``over_tolerance``): the method, its measured error and the limit."""
+        methods = (self.numerics or {}).get("methods") or {}
+        return [
+            f"artifact {self.id}: method {name!r} is over its numerics tolerance: "
+            f"{_worst_error(check)} (the artifact is kept: check its outputs before use)"
+            for name, check in methods.items()
+            if isinstance(check, dict) and check.get("status") == "over_tolerance"
+        ]
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ needs, is sent each :class:`Reply`, and returns the typed result. ``Client`` and
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Generator, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO, Literal, TypeVar, overload
@@ -11,7 +12,12 @@ from typing import Any, BinaryIO, Literal, TypeVar, overload
 import numpy as np
 
 from pteforge.client.calls import Call, Reply
-from pteforge.client.errors import JobCanceledError, TransportError, error_class
+from pteforge.client.errors import (
+    JobCanceledError,
+    NumericsWarning,
+    TransportError,
+    error_class,
+)
 from pteforge.client.models import Artifact, InferResult, Job, Model, ModelVersion, Program
 from pteforge.client.sinks import DownloadSink, JobEventSink, ProgressCallback, StageCallback
 from pteforge.client.tensors import Inputs, decode_response, encode_request, named_inputs
@@ -108,10 +114,14 @@ class Operations:
         return (yield from self.wait(job, on_stage))
 
     def wait(self, job: Ref, on_stage: StageCallback | None = None) -> Op[Artifact]:
-        """Follow a queued job to its artifact (or its error)."""
+        """Follow a queued job to its artifact (or its error); a ``NumericsWarning`` per
+        method whose numerics check failed while the artifact was kept."""
         final = yield from self.follow(job, on_stage)
         raise_for_job(final)
-        return (yield from self.get_artifact(str(final.artifact_id)))
+        artifact = yield from self.get_artifact(str(final.artifact_id))
+        for problem in artifact.over_tolerance():
+            warnings.warn(problem, NumericsWarning, stacklevel=4)  # the caller of compile
+        return artifact
 
     def follow(self, job: Ref, on_stage: StageCallback | None) -> Op[Job]:
         """Read ``GET /v1/jobs/{id}/events`` until ``end`` (reconnecting with

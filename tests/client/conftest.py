@@ -13,6 +13,8 @@ from tests.models import MultiMethod, seq2seq_programs
 from tests.server.service import ServiceProcess
 
 MIXED_PLAN = {"methods": {"encode": {"partitioners": ["xnnpack"]}, "decode": {}}}
+OVER_TOLERANCE_PLAN = {"all": {"partitioners": ["xnnpack"]}, "verify": {"rtol": 1e-30}}
+"""XNNPACK with a tolerance no fp32 run meets: the artifact is kept, ``over_tolerance``."""
 
 seq2seq_files = fixtures.seq2seq_files  # this package's, from its ``seq2seq``
 

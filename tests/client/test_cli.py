@@ -18,7 +18,7 @@ import pytest
 from pteforge.cli import main
 from pteforge.client import Artifact, Program
 from pteforge.contracts.oip import OIP_TO_NUMPY
-from tests.client.conftest import MIXED_PLAN
+from tests.client.conftest import MIXED_PLAN, OVER_TOLERANCE_PLAN
 from tests.models import MultiMethod
 from tests.server.service import ServiceProcess
 
@@ -120,6 +120,19 @@ def test_build_shows_every_stage_numbered(
     assert [s[2] for s in steps] == ["queued", "loading", "to_edge", "emit", "verify", "store"]
     assert [int(s[0]) for s in steps] == list(range(1, 7)) and {s[1] for s in steps} == {"6"}
     assert "succeeded" in captured.err and "artifact" in captured.out
+
+
+def test_build_warns_on_one_line_when_over_tolerance(
+    logged_in: Path, program: Program, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """stdout keeps its JSON; stderr has one ``warning:`` line per method over its tolerance."""
+    plan = json.dumps(OVER_TOLERANCE_PLAN)
+    assert main(["build", program.id, "--plan", plan, "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["numerics"]["status"] == "over_tolerance"
+    warned = [line for line in captured.err.splitlines() if "tolerance" in line]
+    assert warned, captured.err
+    assert all(re.fullmatch(r"warning: artifact \S+: method '\w+' is over .*", w) for w in warned)
 
 
 def test_ls_and_cancel(

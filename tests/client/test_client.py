@@ -17,11 +17,12 @@ from pteforge.client import (
     Job,
     LoweringFailedError,
     NotFoundError,
+    NumericsWarning,
     Program,
     UnauthorizedError,
     UploadRejectedError,
 )
-from tests.client.conftest import MIXED_PLAN
+from tests.client.conftest import MIXED_PLAN, OVER_TOLERANCE_PLAN
 from tests.models import MultiMethod, unsupported_op_programs
 from tests.server.service import ServiceProcess
 
@@ -112,6 +113,16 @@ def test_errors_carry_the_service_codes(
     with pytest.raises(UploadRejectedError) as rejected:
         client.upload_program({"forward": junk})
     assert rejected.value.code == "not_a_zip"
+
+
+def test_an_artifact_over_its_tolerance_warns(client: Client, program: Program) -> None:
+    """The artifact comes back as ever, with a ``NumericsWarning`` naming the method, the
+    measured error and the limit."""
+    said = r"method '\w+' is over its numerics tolerance: max_rel_error \S+ > limit 1e-30 \("
+    with pytest.warns(NumericsWarning, match=said):
+        artifact = client.compile(program, OVER_TOLERANCE_PLAN)
+    assert isinstance(artifact, Artifact)
+    assert artifact.numerics is not None and artifact.numerics["status"] == "over_tolerance"
 
 
 def test_a_failed_job_raises_its_code_with_the_job(client: Client) -> None:
