@@ -7,9 +7,10 @@ process; none of them crosses a process boundary (what leaves is a typed ``Metho
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
-from pteforge.contracts.specs import DYNAMIC_DIM
+from pteforge.contracts.specs import DYNAMIC_DIM, DynamicDim
 
 from . import pt2_format as fmt
 from .errors import UnsafeArchiveError
@@ -132,15 +133,16 @@ def method_spec(name: str, doc: dict[str, Any], entry: str) -> MethodSignature:
         graph = doc["graph_module"]["graph"]
         signature = doc["graph_module"]["signature"]
         values = graph["tensor_values"]
-        inputs = _specs(signature["input_specs"], "user_input", values)
-        outputs = _specs(signature["output_specs"], "user_output", values)
+        ranges = doc.get("range_constraints") or {}
+        inputs = _specs(signature["input_specs"], "user_input", values, ranges)
+        outputs = _specs(signature["output_specs"], "user_output", values, ranges)
     except (KeyError, TypeError, AttributeError) as e:
         raise UnsafeArchiveError("invalid_program", f"malformed signature: {e!r}", entry) from e
     return MethodSignature(name, inputs, outputs)
 
 
 def _specs(
-    specs: list[dict[str, Any]], kind: str, values: dict[str, Any]
+    specs: list[dict[str, Any]], kind: str, values: dict[str, Any], ranges: dict[str, Any]
 ) -> tuple[TensorSpec, ...]:
     found = []
     for spec in specs:
@@ -151,5 +153,33 @@ def _specs(
         meta = values[tensor["name"]]
         dtype = fmt.SCALAR_TYPES.get(meta["dtype"], ("unknown", 0))[0]
         shape = tuple(d.get("as_int", DYNAMIC_DIM) for d in meta["sizes"])
-        found.append(TensorSpec(tensor["name"], dtype, shape))
+        dims = _dynamic_dims(meta["sizes"], ranges)
+        found.append(TensorSpec(tensor["name"], dtype, shape, None, dims))
     return tuple(found)
+
+
+# A dimension that is one plain symbol, as torch.export writes it: Symbol('s27', positive=True, ...)
+_PLAIN_SYMBOL = re.compile(r"Symbol\('([A-Za-z_][A-Za-z0-9_]*)'(?:, \w+=(?:True|False))*\)")
+
+
+def _dynamic_dims(
+    sizes: list[dict[str, Any]], ranges: dict[str, Any]
+) -> tuple[DynamicDim, ...] | None:
+    """The dimensions that are one symbol, with the range the archive records for it: what
+    ``manager.signature`` reads from a live program, read here from the document."""
+    dims = []
+    for axis, size in enumerate(sizes):
+        expr = (size.get("as_expr") or {}).get("expr_str")
+        found = _PLAIN_SYMBOL.fullmatch(expr) if isinstance(expr, str) else None
+        if found is None:
+            continue
+        known = ranges.get(found[1])
+        known = known if isinstance(known, dict) else {}
+        low, high = known.get("min_val"), known.get("max_val")
+        dims.append(DynamicDim(axis, found[1], _bound(low) or 0, _bound(high)))
+    return tuple(dims) or None
+
+
+def _bound(value: Any) -> int | None:
+    """A recorded bound as an int; None for an unbounded (or malformed) one."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
