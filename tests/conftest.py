@@ -26,6 +26,7 @@ DIRECTORY_MARKERS = {
 SLOW_TESTS = (
     # CPU seconds measured on the 2-core machine (pytest and the children it reaped):
     "tests/contracts/test_quiet.py",  # two fresh interpreters import torch and ExecuTorch
+    "tests/test_package.py::test_the_runtime_fork_server_loads_no_compiler",  # 16 s: the same
     "tests/manager/test_cli.py",  # 63 s: pteforge compile in a subprocess per case
     "tests/manager/test_verify.py",  # 28 s
     "tests/manager/test_compile.py",  # 26 s: the transformers T5 among them
