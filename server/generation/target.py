@@ -61,9 +61,13 @@ def resolve_version(store: Store, project_id: str, name: str, asked: int | None)
     ``model_not_found``; 400 when it has no tokenizer. Runs in a worker thread."""
     with store.transaction(read_only=True) as tx:
         served = tx.models.served(project_id, name, asked)
+        known = [] if served or asked is None else tx.models.versions(project_id, name)
     if served is None:
-        model = name if asked is None else f"{name}:{asked}"
-        raise OpenAIError(404, f"The model {model!r} does not exist", "model", "model_not_found")
+        message = f"The model {name!r} does not exist"
+        if known:
+            listed = ", ".join(str(v.version) for v in known)
+            message = f"The model {name!r} has no version {asked} (its versions: {listed})"
+        raise OpenAIError(404, message, "model", "model_not_found")
     version, tokenizer = served.version, served.tokenizer
     if tokenizer is None:
         raise OpenAIError(

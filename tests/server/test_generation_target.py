@@ -74,3 +74,24 @@ def test_a_pinned_target_is_remembered_until_its_ttl_passes(tmp_path: Path) -> N
         assert _target(cache, store, project, 3).version == 3  # the refusal was not kept
     finally:
         store.close()
+
+
+def test_a_missing_version_is_named_with_the_versions_there_are(tmp_path: Path) -> None:
+    """``lm:9`` (or ``/v2/models/lm/versions/9/generate``) of a model with versions 1 and 2
+    said "The model 'lm:9' does not exist", as if there were no model ``lm``."""
+    store = open_store(default_sqlite_url(tmp_path / "home"))
+    try:
+        with store.transaction() as tx:
+            project = tx.projects.create("p").id
+        tokenizer = store.blobs.write([b'{"model": {}}'])
+        _version(store, project, tokenizer), _version(store, project, tokenizer)
+        cache: TargetCache = TtlCache(1.0)
+        with pytest.raises(OpenAIError) as raised:
+            _target(cache, store, project, 9)
+        assert (raised.value.status, raised.value.code) == (404, "model_not_found")
+        assert str(raised.value) == "The model 'lm' has no version 9 (its versions: 1, 2)"
+        with pytest.raises(OpenAIError) as raised:
+            asyncio.run(target_of(cache, store, project, "ghost", 1))
+        assert str(raised.value) == "The model 'ghost' does not exist"
+    finally:
+        store.close()
