@@ -11,7 +11,7 @@ import numpy as np
 import orjson
 
 from pteforge.client.errors import InvalidInputError, PteforgeError
-from pteforge.contracts.oip import HEADER_LENGTH, NUMPY_TO_OIP, OIP_TO_NUMPY
+from pteforge.contracts.oip import HEADER_LENGTH, NUMPY_TO_OIP, OIP_TO_NUMPY, json_values
 
 Inputs = Sequence[Any] | Mapping[str, Any]
 
@@ -44,13 +44,14 @@ def named_inputs(inputs: Inputs, names: Sequence[str] | None) -> dict[str, np.nd
 
 
 def json_tensors(arrays: Mapping[str, np.ndarray]) -> list[dict[str, Any]]:
-    """``arrays`` as Open Inference Protocol JSON tensors (``data``: the flat values)."""
+    """``arrays`` as Open Inference Protocol JSON tensors (``data``: the flat values, NaN
+    and infinities as strings: :func:`~pteforge.contracts.oip.json_values`)."""
     return [
         {
             "name": name,
             "datatype": NUMPY_TO_OIP[array.dtype],
             "shape": list(array.shape),
-            "data": array.reshape(-1).tolist(),
+            "data": json_values(array),
         }
         for name, array in arrays.items()
     ]

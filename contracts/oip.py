@@ -4,6 +4,9 @@ binary-data header and the numpy dtype of each OIP datatype (from the one dtype 
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 import numpy as np
 
 from pteforge.contracts.specs import OIP_DATATYPES
@@ -19,3 +22,17 @@ NUMPY_TO_OIP: dict[np.dtype, str] = {np_dt: oip for oip, np_dt in OIP_TO_NUMPY.i
 def oip_datatype(dtype: np.dtype) -> str:
     """The OIP datatype of numpy ``dtype`` (its numpy name where OIP has none)."""
     return NUMPY_TO_OIP.get(dtype, str(dtype))
+
+
+_NON_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+
+
+def json_values(array: np.ndarray) -> list[Any]:
+    """The flat values of ``array`` for a JSON tensor's ``data``. JSON has no NaN or
+    Infinity: those floats are the strings ``"NaN"``, ``"Infinity"`` and ``"-Infinity"``, so
+    the body stays valid JSON for strict parsers; ``tritonclient``'s ``as_numpy`` (numpy's
+    float parse) and ``pteforge.client`` read them back as the floats they were."""
+    values: list[Any] = array.reshape(-1).tolist()
+    if array.dtype.kind != "f" or bool(np.isfinite(array).all()):
+        return values
+    return [v if math.isfinite(v) else _NON_FINITE[str(v)] for v in values]

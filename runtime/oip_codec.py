@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from pteforge.contracts.oip import HEADER_LENGTH, oip_datatype
+from pteforge.contracts.oip import HEADER_LENGTH, json_values, oip_datatype
 from pteforge.runtime.dtypes import numpy_dtype
 from pteforge.runtime.errors import InvalidInputError, ProtocolError
 from pteforge.runtime.metadata import MethodSignature, TensorSpec
@@ -252,7 +252,6 @@ def encode_infer_response(
     """Build the response body; the second item is the JSON length if binary data follows."""
     tensors: list[dict[str, Any]] = []
     chunks: list[Any] = []  # arrays, joined into the body from their buffers
-    finite = True  # orjson writes NaN/Infinity as null: keep Python's json for those
     for wanted, array in requested_outputs(request, signature, outputs):
         datatype, shape = oip_datatype(array.dtype), list(array.shape)
         tensor: dict[str, Any] = {"name": wanted.name, "datatype": datatype, "shape": shape}
@@ -260,15 +259,14 @@ def encode_infer_response(
             chunks.append(array)
             tensor["parameters"] = {"binary_data_size": array.nbytes}
         else:
-            finite = finite and _all_finite(array)
-            tensor["data"] = array.reshape(-1).tolist()
+            tensor["data"] = json_values(array)
         tensors.append(tensor)
     response: dict[str, Any] = {"model_name": model_name, "model_version": "1"}
     if request.id is not None:
         response["id"] = request.id
     response["parameters"] = parameters
     response["outputs"] = tensors
-    head = dumps(response) if finite else json.dumps(response).encode()
+    head = dumps(response)
     if not chunks:
         return head, None
     return b"".join([head, *chunks]), len(head)  # one copy, straight from the arrays
@@ -281,10 +279,6 @@ def requested_outputs(
     by_name = {spec.name: array for spec, array in zip(signature.outputs, outputs, strict=False)}
     for wanted in request.outputs:
         yield wanted, np.ascontiguousarray(by_name[wanted.name])
-
-
-def _all_finite(array: np.ndarray) -> bool:
-    return array.dtype.kind != "f" or bool(np.isfinite(array).all())
 
 
 def model_metadata(model_name: str, signature: MethodSignature) -> dict[str, Any]:

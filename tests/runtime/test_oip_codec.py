@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import orjson
 import pytest
+from tritonclient.http import InferResult
 
 from pteforge.runtime import InvalidInputError
 from pteforge.runtime.metadata import MethodSignature, TensorSpec
@@ -119,6 +121,28 @@ def test_response_mixes_json_and_binary_outputs() -> None:
     assert head["id"] == "r1"
     assert head["outputs"][0]["parameters"] == {"binary_data_size": 8}
     np.testing.assert_array_equal(np.frombuffer(body[json_length:], np.float32), out)
+
+
+def test_non_finite_json_outputs_stay_valid_json() -> None:
+    """NaN and infinities are strings in JSON data (binary data untouched): a strict parser
+    reads the body, and tritonclient's ``as_numpy`` gets the same floats back; a non-finite
+    input given the same way decodes too."""
+    request = decode_infer_request(
+        _body(
+            _tensor("input_0", "INT64", [1, 4], [1, 2, 3, 4]),
+            _tensor("input_1", "FP32", [1, 2], ["NaN", "-Infinity"]),  # type: ignore[list-item]
+        ),
+        None,
+        SIG,
+    )
+    assert np.isnan(request.inputs[1][0, 0]) and request.inputs[1][0, 1] == -np.inf
+    out = np.array([np.nan, np.inf, -np.inf, 1.5], dtype=np.float32)
+    body, json_length = encode_infer_response("a.decode", request, SIG, [out], {})
+    assert json_length is None
+    data = orjson.loads(body)["outputs"][0]["data"]  # orjson refuses NaN literals
+    assert data == ["NaN", "Infinity", "-Infinity", 1.5]
+    decoded = InferResult.from_response_body(body).as_numpy("output_0")  # tritonclient's own
+    np.testing.assert_array_equal(decoded, out)
 
 
 def test_model_names() -> None:
