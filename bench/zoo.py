@@ -1,16 +1,20 @@
 """Model-zoo matrix: every ``tests.zoo`` architecture through a real ``pteforge serve``.
 
 For each model (bench-size configs, random weights) and each plan (portable, XNNPACK
-partitioner, XNNPACK int8 dynamic): upload (one multipart part per method), compile,
-download the ``.pte``, run it in ``executorch.runtime`` against eager PyTorch, and call it
-over ``/v2`` with tritonclient.http (JSON, binary) and KServe's REST client (JSON, binary),
-whose outputs must equal the in-process runtime's. A program the service refuses is still
-compiled through the library (marked ``lib``) so that its numerics show.
+partitioner, XNNPACK int8 dynamic, OpenVINO partitioner): upload (one multipart part per
+method), compile, download the ``.pte``, run it in ``executorch.runtime`` against eager
+PyTorch, and call it over ``/v2`` with tritonclient.http (JSON, binary) and KServe's REST
+client (JSON, binary), whose outputs must equal the in-process runtime's. A program the
+service refuses is still compiled through the library (marked ``lib``) so that its numerics
+show.
 
-Prints the markdown matrix and writes it to ``bench/results/zoo.md``.
+Prints the markdown matrix, then where each ``.pte``'s bytes go (``pte_layout``), and
+writes both to ``bench/results/zoo.md``.
 
 Run: ``nice -n 10 .venv/bin/python bench/zoo.py [--size bench|small] [--models a,b]
-[--plans portable,xnnpack,xnnpack-int8]``
+[--plans portable,xnnpack,xnnpack-int8,openvino]``; the mixed plan ``openvino-encode``
+(``encode`` on OpenVINO, ``decode`` on XNNPACK) is for the encoder/decoder models only:
+``--models whisper,t5,bart,marian --plans openvino-encode``.
 """
 
 from __future__ import annotations
@@ -29,16 +33,18 @@ from tests.zoo import BY_NAME, ZOO
 from tests.zoo.flow import Cell, run_model
 from tests.zoo.numerics import PLANS
 from tests.zoo.remote import Endpoint
-from tests.zoo.table import matrix, summary
+from tests.zoo.table import layouts, matrix, summary
 
 RESULTS = Path(__file__).resolve().parent / "results" / "zoo.md"
+EVERY_MODEL = ("portable", "xnnpack", "xnnpack-int8", "openvino")
+"""The default plans: those that apply to every model (not ``openvino-encode``)."""
 
 
 def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", choices=["bench", "small"], default="bench")
     parser.add_argument("--models", default=",".join(e.name for e in ZOO))
-    parser.add_argument("--plans", default=",".join(PLANS))
+    parser.add_argument("--plans", default=",".join(EVERY_MODEL))
     parser.add_argument("--out", type=Path, default=RESULTS)
     return parser.parse_args()
 
@@ -84,7 +90,8 @@ def main() -> int:
 
     def write(cells: list[Cell]) -> str:
         """The matrix so far, written to ``--out`` (a partial run leaves its rows)."""
-        text = "\n".join([title, "", *matrix(cells), "", *summary(cells, plans)])
+        parts = [*matrix(cells), "", *summary(cells, plans), "", "Layout:", *layouts(cells)]
+        text = "\n".join([title, "", *parts])
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text + "\n")
         return text

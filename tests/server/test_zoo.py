@@ -27,12 +27,12 @@ import pytest
 from tests.server.service import ServiceProcess
 from tests.zoo import ZOO, ZooEntry, ZooModel
 from tests.zoo.flow import Cell, run_model
-from tests.zoo.numerics import PLANS
 from tests.zoo.remote import CLIENTS, Endpoint, metadata, tensor_names
 
 pytestmark = pytest.mark.zoo
 
-ALL_PLANS = tuple(PLANS)
+ALL_PLANS = ("portable", "xnnpack", "xnnpack-int8")
+"""The plans this file runs; ``bench/zoo.py`` also runs the OpenVINO ones (``PLANS``)."""
 TEST_PLANS: dict[str, tuple[str, ...]] = {
     "gpt2": ("xnnpack", "xnnpack-int8"),
     "resnet": ALL_PLANS,

@@ -20,8 +20,15 @@ PLANS: dict[str, dict[str, object]] = {
     "xnnpack-int8": {
         "all": {"partitioners": ["xnnpack"], "quantize": "xnnpack_pt2e_int8_dynamic_per_channel"}
     },
+    "openvino": {"all": {"partitioners": ["openvino"]}},
+    "openvino-encode": {
+        "all": {"partitioners": ["xnnpack"]},
+        "methods": {"encode": {"partitioners": ["openvino"]}},
+    },
 }
-"""The three plans of the zoo, by the name the matrix shows."""
+"""The plans of the zoo, by the name the matrix shows. ``openvino`` is fp32 only (the entry
+refuses int8); ``openvino-encode`` is the mixed plan of the encoder/decoder models (``encode``
+on OpenVINO, ``decode`` on XNNPACK), for those with an ``encode`` method."""
 
 FP32_REL_TOLERANCE = 1e-4
 INT8_SQNR_THRESHOLD_DB = 20.0

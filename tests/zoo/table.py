@@ -84,6 +84,19 @@ def matrix(cells: Sequence[Cell]) -> list[str]:
     return [HEADER, "|" + "---|" * HEADER.count(" | ") + "---|", *map(row, cells)]
 
 
+def layouts(cells: Sequence[Cell]) -> list[str]:
+    """Where each compiled ``.pte``'s bytes go (``pte_layout``), one line per cell."""
+    from pteforge.manager.report import pte_layout
+
+    lines = []
+    for cell in cells:
+        if cell.compiled is not None:
+            parts = pte_layout(cell.compiled.pte)
+            shown = ", ".join(f"{k.removesuffix('_bytes')} {v:,}" for k, v in parts.items() if v)
+            lines.append(f"- {cell.model} {cell.plan}: {shown}")
+    return lines
+
+
 def _seconds(job: dict[str, Any] | None) -> float | None:
     if not job or not job.get("started_at") or not job.get("finished_at"):
         return None
