@@ -103,8 +103,7 @@ class LanguageModels:
         fed so far is never read."""
         instance = self.instances.get(loaded.sha256)
         if instance is None:
-            runtime = self.executor.runtime
-            instance = ProgramInstance(runtime, loaded.path, loaded.state, eager=True)
+            instance = self.executor.instance(loaded, eager=True)
             self.instances.put(loaded.sha256, instance, max(1, loaded.state.planned_bytes))
         return instance
 

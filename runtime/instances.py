@@ -9,6 +9,9 @@ owns one instance for its whole life. ``bench/state_reset.py`` measures both.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -24,14 +27,24 @@ class ProgramInstance:
     When ``eager`` (the program keeps state), every method is loaded now, before anything
     runs: loading a method writes its buffers' initial values, which must neither land on
     state a session has built nor be snapshotted after another request's writes.
+    ``loading`` wraps each method load (``weight_cache.WeightCache.admit``'s setting).
     """
 
-    def __init__(self, runtime: Any, path: Path, state: ProgramState, *, eager: bool) -> None:
+    def __init__(
+        self,
+        runtime: Any,
+        path: Path,
+        state: ProgramState,
+        *,
+        eager: bool,
+        loading: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext,
+    ) -> None:
         try:
             self.program = runtime.load_program(path)
         except Exception as exc:
             raise ProgramLoadError(f"ExecuTorch cannot load the artifact: {exc}") from exc
         self.state = state
+        self.loading = loading
         self.methods: dict[str, Any] = {}
         self._views: dict[str, list[tuple[Any, Any]]] = {}  # method -> (live view, initial)
         if eager:
@@ -42,7 +55,8 @@ class ProgramInstance:
         """Method ``name``, loaded (and its named buffers snapshotted) on first use."""
         if name not in self.methods:
             try:
-                self.methods[name] = self.program.load_method(name)
+                with self.loading():
+                    self.methods[name] = self.program.load_method(name)
             except Exception as exc:
                 raise ProgramLoadError(f"cannot load method {name!r}: {exc}") from exc
             self._views[name] = self._snapshot(name, self.state.method(name))

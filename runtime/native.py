@@ -75,10 +75,16 @@ def enable_xnnpack_weight_cache(library: Path) -> bool:
     Must run after ``executorch.runtime`` is imported, so the shim binds to the same
     ``libexecutorch.so`` (and backend registry) as the Python bindings.
     """
+    return set_xnnpack_weight_cache(library, True)
+
+
+def set_xnnpack_weight_cache(library: Path, enabled: bool) -> bool:
+    """Turn XnnpackBackend's packed-weight cache on or off for the delegates initialised
+    from now on (a method load initialises its delegates); returns the new state."""
     import executorch.runtime  # noqa: F401  (loads libexecutorch.so first)
 
     shim = ctypes.CDLL(str(library))
-    err = shim.pteforge_xnnpack_set_weight_cache(1)
+    err = shim.pteforge_xnnpack_set_weight_cache(int(enabled))
     if err != 0:
         raise NativeBuildError(f"set_option(XnnpackBackend, weight_cache_enabled) failed: {err}")
     state = ctypes.c_int(0)

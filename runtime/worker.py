@@ -11,6 +11,7 @@ request that says ``open`` and dropped after the one that says ``close`` (or by 
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import time
 from dataclasses import dataclass, field
@@ -54,6 +55,7 @@ from pteforge.runtime.metadata import (
 from pteforge.runtime.native_log import LOG_FILE, NativeLog, failure_message
 from pteforge.runtime.state import ProgramState, read_program_state
 from pteforge.runtime.validation import check_arrays
+from pteforge.runtime.weight_cache import Loading, WeightCache
 from pteforge.runtime.wire import recv_request, send_message
 
 
@@ -85,6 +87,7 @@ class LoadedProgram:
     state: ProgramState
     spares: dict[str, ProgramInstance] = field(default_factory=dict)
     guarded: frozenset[str] = frozenset()  # see ``kernel_guards.check_positions``
+    loading: Loading = contextlib.nullcontext  # its methods' weight-cache setting
 
 
 class Executor:
@@ -98,11 +101,9 @@ class Executor:
         self.programs: ByteLRU[str, LoadedProgram] = ByteLRU(config.cache_bytes)
         self.sessions: dict[int, tuple[str, ProgramInstance]] = {}
         self._refill: list[tuple[LoadedProgram, str]] = []
-        self.weight_cache = False
-        if config.weight_cache_library is not None:
-            from pteforge.runtime.native import enable_xnnpack_weight_cache
-
-            self.weight_cache = enable_xnnpack_weight_cache(Path(config.weight_cache_library))
+        library = config.weight_cache_library
+        self.weights = WeightCache(None if library is None else Path(library))
+        self.weight_cache = self.weights.enabled
         self.runtime._legacy_module._unsafe_reset_threadpool(config.threads)
         self.threads = int(self.runtime._legacy_module._threadpool_get_thread_count())
         from pteforge.runtime.generation_worker import LanguageModels
@@ -117,16 +118,29 @@ class Executor:
         local = verified_path(sha256, path)
         flatbuffer = ProgramFlatbuffer(local)  # read once for state, dynamism and guards
         state = read_program_state(flatbuffer)
+        loading = self.weights.admit(sha256, flatbuffer)
         instance = ProgramInstance(
-            self.runtime, local, state or ProgramState({}), eager=state is None or state.stateful
+            self.runtime,
+            local,
+            state or ProgramState({}),
+            eager=state is None or state.stateful,
+            loading=loading,
         )
         if state is None:  # unreadable flatbuffer: assume every method keeps state
             instance.state = state = opaque_state(instance.program)
         signatures = describe_program(instance.program, read_dynamism(flatbuffer))
         guarded = position_guarded_methods(flatbuffer)
-        loaded = LoadedProgram(sha256, local, instance, signatures, state, guarded=guarded)
+        loaded = LoadedProgram(
+            sha256, local, instance, signatures, state, guarded=guarded, loading=loading
+        )
         self.programs.put(sha256, loaded, local.stat().st_size)
         return loaded, False
+
+    def instance(self, loaded: LoadedProgram, *, eager: bool) -> ProgramInstance:
+        """Another instance of ``loaded``, with its own memory arenas and state."""
+        return ProgramInstance(
+            self.runtime, loaded.path, loaded.state, eager=eager, loading=loaded.loading
+        )
 
     def describe(self, request: DescribeRequest) -> DescribeReply:
         """The signatures and state of the request's program (loaded now if need be)."""
@@ -142,7 +156,7 @@ class Executor:
             return loaded.instance, method
         fresh = loaded.spares.pop(name, None)
         if fresh is None:
-            fresh = ProgramInstance(self.runtime, loaded.path, loaded.state, eager=False)
+            fresh = self.instance(loaded, eager=False)
         self._refill.append((loaded, name))  # the next one is loaded after replying
         return fresh, fresh.method(name)
 
@@ -151,7 +165,7 @@ class Executor:
     ) -> ProgramInstance:
         """The instance of session ``sid``, opened now if the request says so."""
         if request.open:
-            instance = ProgramInstance(self.runtime, loaded.path, loaded.state, eager=True)
+            instance = self.instance(loaded, eager=True)
             self.sessions[sid] = (request.sha256, instance)
         entry = self.sessions.get(sid)
         if entry is None or entry[0] != request.sha256:
@@ -179,7 +193,8 @@ class Executor:
         if request.profile:
             from pteforge.runtime.profiling import profile_method
 
-            outputs, profile = profile_method(self.runtime, request.path, name, inputs)
+            with loaded.loading():  # it loads the program again, as the worker would
+                outputs, profile = profile_method(self.runtime, request.path, name, inputs)
         else:
             outputs, profile = run_method(method, inputs), None
         done = time.perf_counter()
@@ -207,7 +222,7 @@ class Executor:
             if name in loaded.spares or loaded.sha256 not in self.programs:
                 continue
             try:
-                spare = ProgramInstance(self.runtime, loaded.path, loaded.state, eager=False)
+                spare = self.instance(loaded, eager=False)
                 spare.method(name)
             except RuntimeLayerError:
                 continue  # the next request loads it itself, and reports the error
