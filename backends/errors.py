@@ -29,3 +29,16 @@ class InvalidOptionsError(BackendCatalogError, ValueError):
     """Options given for a catalog entry do not match its schema."""
 
     code = ErrorCode.INVALID_OPTIONS
+
+
+class UnsupportedNodeError(BackendCatalogError):
+    """A catalog partitioner refuses a program because of one node; names it and its operator
+    (the manager reports them with the method and backend id as a lowering failure)."""
+
+    code = ErrorCode.LOWERING_FAILED
+
+    def __init__(self, reason: str, node: str, operator: str) -> None:
+        self.reason = reason
+        self.node = node
+        self.operator = operator
+        super().__init__(f"{reason} (node {node!r}, operator {operator})")

@@ -14,7 +14,7 @@ from executorch.exir.backend.partitioner import Partitioner, PartitionResult
 from torch.export import ExportedProgram
 
 from pteforge.backends.coreml import COREML_BACKEND_ID, CoreMLEntry
-from pteforge.backends.errors import BackendCatalogError
+from pteforge.backends.errors import UnsupportedNodeError
 from pteforge.backends.openvino import INT8_REFUSAL
 from pteforge.backends.xnnpack import XNNPACK_BACKEND_ID, XnnpackEntry
 
@@ -59,10 +59,10 @@ class FloatOnly(Partitioner):
         self.delegation_spec = inner.delegation_spec
 
     def partition(self, exported_program: ExportedProgram) -> PartitionResult:
-        """``inner``'s partition; a quantized program raises ``BackendCatalogError``."""
+        """``inner``'s partition; a quantized program raises ``UnsupportedNodeError``."""
         quantized = first_quantized_node(exported_program)
         if quantized is not None:
-            raise BackendCatalogError(f"{INT8_REFUSAL} (found {quantized})")
+            raise UnsupportedNodeError(INT8_REFUSAL, quantized.name, _target_name(quantized))
         return self.inner.partition(exported_program)
 
     def ops_to_not_decompose(self, ep: ExportedProgram) -> Any:
@@ -73,12 +73,13 @@ class FloatOnly(Partitioner):
 _QUANT_MARKERS = ("quantize_per_", "quantize_affine", "choose_qparams")
 
 
-def first_quantized_node(program: ExportedProgram) -> str | None:
-    """The name of the first quantize/dequantize call of ``program``, else None."""
+def first_quantized_node(program: ExportedProgram) -> torch.fx.Node | None:
+    """The first quantize/dequantize call of ``program``, else None."""
     for node in program.graph.nodes:
-        if node.op != "call_function":
-            continue
-        target = str(getattr(node.target, "__name__", node.target))
-        if any(marker in target for marker in _QUANT_MARKERS):
-            return f"{node.name} ({target})"
+        if node.op == "call_function" and any(m in _target_name(node) for m in _QUANT_MARKERS):
+            return node
     return None
+
+
+def _target_name(node: torch.fx.Node) -> str:
+    return str(getattr(node.target, "__name__", node.target))

@@ -21,6 +21,7 @@ from pteforge.backends import (
     register_lowering_backends,
     registered_backend_ids,
 )
+from pteforge.backends.errors import UnsupportedNodeError
 from pteforge.backends.support import first_unsupported_node
 from pteforge.manager.errors import (
     LoweringError,
@@ -134,6 +135,8 @@ class LoweringJob:
         missing = _BACKEND_NOT_FOUND.search(message)
         if isinstance(exc, NotImplementedError) and missing:
             return UnknownBackendIdError(missing["backend"], registered_backend_ids())
+        if isinstance(exc, UnsupportedNodeError):  # a catalog partitioner named the node
+            return self._at_node(exc.node, exc.operator, exc.reason)
         detail = f"{type(exc).__name__}: {message}"
         checked = self._first_unsupported(edge_programs, detail)
         if checked is not None:
@@ -165,7 +168,12 @@ class LoweringJob:
     def _from_message(self, message: str, detail: str) -> LoweringError:
         """Fallback when no support check applies: read the node from upstream's message."""
         found = _NODE_IN_MESSAGE.search(message)
-        node = found["node"] if found else None
+        if found is None:
+            return self._at_node(None, None, detail)
+        return self._at_node(found["node"], found["op"], detail)
+
+    def _at_node(self, node: str | None, operator: str | None, detail: str) -> LoweringError:
+        """The failure at ``node``, in the method that holds it (else the last partitioned)."""
         method = self._method_with_node(node) if node else None
         if method is None and len(self.whole_graph) == 1:
             method = next(iter(self.whole_graph))
@@ -175,7 +183,7 @@ class LoweringJob:
             method=method,
             backend_id=self._backend_of(method),
             node=node,
-            operator=found["op"] if found else None,
+            operator=operator,
             detail=detail,
         )
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from pteforge.backends import BackendCatalog, BackendCatalogError, default_catalog
+from pteforge.backends import BackendCatalog, default_catalog
 from pteforge.backends.openvino import openvino_compile_specs
 from pteforge.backends.options import OpenvinoOptions
 from pteforge.manager import CompiledProgram, LoweringError, compile_programs, verify_numerics
@@ -90,10 +90,14 @@ def test_int8_recipe_is_refused_saying_why(catalog: BackendCatalog) -> None:
     plan = {
         "all": {"partitioners": ["openvino"], "quantize": "xnnpack_pt2e_int8_dynamic_per_channel"}
     }
-    with pytest.raises((BackendCatalogError, LoweringError)) as raised:
+    with pytest.raises(LoweringError) as raised:
         compile_programs(model.programs, plan, catalog)
-    assert "fp32 programs only" in str(raised.value)
-    assert "quantized reference" in str(raised.value)
+    error = raised.value  # names the method, the backend and the quantized node's operator
+    assert (error.method, error.backend_id) == ("forward", "OpenvinoBackend")
+    assert error.node and error.operator and "quantize" in error.operator
+    assert f"cannot lower node {error.node!r} (operator {error.operator})" in str(error)
+    assert "fp32 programs only" in str(error)
+    assert "quantized reference" in str(error)
 
 
 def test_vulkan_compiles_but_is_not_executable_here(catalog: BackendCatalog) -> None:
