@@ -48,9 +48,11 @@ def _verify(cell: Cell) -> str:
 def _remote(cell: Cell) -> str:
     if not cell.remote:
         return "-"
-    if all(cell.remote.get(c) == "equal" for c in CLIENTS):
+    equal = [c for c in CLIENTS if cell.remote.get(c) == "equal"]
+    if len(equal) == len(CLIENTS):
         return "equal (4/4)"
-    return _text("; ".join(f"{k}: {v}" for k, v in cell.remote.items()), 200)
+    others = [f"{k}: {v}" for k, v in cell.remote.items() if k not in equal]
+    return _text(f"equal {len(equal)}/{len(CLIENTS)}; " + "; ".join(others), 240)
 
 
 def _compile(cell: Cell) -> str:
