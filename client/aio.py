@@ -140,6 +140,7 @@ class AsyncClient(ClientCore[httpx.AsyncClient]):
 
     # models
     deploy = awaited(Operations.deploy)
+    set_tokenizer = awaited(Operations.set_tokenizer)
     list_models = awaited(Operations.list_models)
     get_model = awaited(Operations.get_model)
     delete_model_version = awaited(Operations.delete_model_version)

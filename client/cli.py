@@ -121,8 +121,23 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "deploy",
         "make an artifact the next version of a model name (the first creates the model)",
-        "pteforge deploy art_... classifier",
-        (ARTIFACT, _arg("name", help="the model name: [A-Za-z0-9][A-Za-z0-9_-]{0,63}")),
+        "pteforge deploy art_... tiny-llama --tokenizer tokenizer.json",
+        (
+            ARTIFACT,
+            _arg("name", help="the model name: [A-Za-z0-9][A-Za-z0-9_-]{0,63}"),
+            _arg(
+                "--tokenizer",
+                type=Path,
+                metavar="FILE",
+                help="a language model's tokenizer.json, attached to the new version",
+            ),
+            _arg(
+                "--tokenizer-config",
+                type=Path,
+                metavar="FILE",
+                help="its tokenizer_config.json (its chat_template renders chats)",
+            ),
+        ),
     ),
     Command(
         "run",

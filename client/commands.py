@@ -194,12 +194,24 @@ def pull(args: argparse.Namespace, out: Output) -> None:
 
 
 def deploy(args: argparse.Namespace, out: Output) -> None:
+    if args.tokenizer_config is not None and args.tokenizer is None:
+        raise BadInputError("--tokenizer-config needs --tokenizer")
+    for local in (args.tokenizer, args.tokenizer_config):
+        if local is not None and not local.is_file():
+            raise BadInputError(f"{local}: no such file")  # before a version is added
+    tokenizer = None
     with connect() as client:
         created = client.deploy(args.artifact, args.name)
+        if args.tokenizer is not None:
+            tokenizer = client.set_tokenizer(
+                created.name, created.version, args.tokenizer, args.tokenizer_config
+            )
     if out.as_json:
-        out.json(created.raw)
+        out.json(created.raw if tokenizer is None else {**created.raw, "tokenizer": tokenizer})
         return
     out.line(f"{created.name} version {created.version}: {created.artifact_id}")
+    if tokenizer is not None:
+        out.line(f"tokenizer attached: {created.name}:{created.version} answers text generation")
 
 
 def profile(args: argparse.Namespace, out: Output) -> None:

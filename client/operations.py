@@ -188,6 +188,20 @@ class Operations:
         reply = yield Call("POST", f"/v1/models/{name}/versions", ok=(201,), json=body)
         return ModelVersion.from_json(reply.json())
 
+    def set_tokenizer(
+        self, name: str, version: int, tokenizer: str | Path, config: str | Path | None = None
+    ) -> Op[dict[str, Any]]:
+        """Attach ``tokenizer`` (a ``tokenizer.json``) and optionally ``config`` (its
+        ``tokenizer_config.json``, whose ``chat_template`` renders chats) to version
+        ``version`` of model ``name``, so that it answers text generation; the server's
+        record of them (their sha256 and sizes)."""
+        files = {"tokenizer": Path(tokenizer)}
+        if config is not None:
+            files["tokenizer_config"] = Path(config)
+        path = f"/v1/models/{name}/versions/{version}/tokenizer"
+        reply = yield Call("PUT", path, ok=(201,), files=files)
+        return dict(reply.json())
+
     def list_models(self, limit: int = 100) -> Op[list[Model]]:
         """The project's models, by name (without their versions: see ``get_model``)."""
         reply = yield Call("GET", "/v1/models", params={"limit": limit}, idempotent=True)

@@ -137,6 +137,7 @@ class Client(ClientCore[httpx.Client]):
 
     # models
     deploy = blocking(Operations.deploy)
+    set_tokenizer = blocking(Operations.set_tokenizer)
     list_models = blocking(Operations.list_models)
     get_model = blocking(Operations.get_model)
     delete_model_version = blocking(Operations.delete_model_version)

@@ -78,3 +78,33 @@ def test_deploy_and_run_commands(
     assert main(argv) == 0
     (output,) = json.loads(capsys.readouterr().out)["outputs"]
     np.testing.assert_allclose(np.asarray(output["data"]).reshape(2, 3), INPUT * 6.0)
+
+
+@pytest.mark.usefixtures("cli_as_admin")
+def test_deploy_attaches_a_tokenizer(
+    scales: dict[float, str],
+    service: ServiceProcess,
+    admin: httpx.Client,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A language model's tokenizer needed a curl PUT: neither the client nor the command
+    line could attach one (new-user pass, text generation)."""
+    tokenizer, config = tmp_path / "tokenizer.json", tmp_path / "tokenizer_config.json"
+    tokenizer.write_text(json.dumps({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}}))
+    config.write_text(json.dumps({"chat_template": "{{ messages[0]['content'] }}"}))
+    assert main(["deploy", scales[5.0], "lm-cli", "--tokenizer-config", str(config)]) == 2
+    missing = ["deploy", scales[5.0], "lm-cli", "--tokenizer", str(tmp_path / "nope.json")]
+    assert main(missing) == 2
+    assert "no such file" in capsys.readouterr().err
+    argv = ["deploy", scales[5.0], "lm-cli", "--tokenizer", str(tokenizer)]
+    assert main([*argv, "--tokenizer-config", str(config), "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert (printed["version"], printed["tokenizer"]["version"]) == (1, 1)  # nothing added before
+    attached = admin.get("/v1/models/lm-cli/versions/1/tokenizer").json()
+    assert attached["tokenizer"]["size_bytes"] == tokenizer.stat().st_size
+    assert attached["tokenizer_config"]["size_bytes"] == config.stat().st_size
+    assert service.admin_token
+    with Client(service.url, service.admin_token) as client:
+        again = client.set_tokenizer("lm-cli", 1, tokenizer)
+    assert again["tokenizer_config"] is None
