@@ -21,8 +21,9 @@ from pteforge.runtime.dtypes import numpy_dtype
 from pteforge.runtime.errors import InvalidInputError, ProtocolError
 from pteforge.runtime.metadata import MethodSignature, TensorSpec
 from pteforge.runtime.validation import (
-    check_count,
+    check_input_names,
     check_json_numbers,
+    check_output_name,
     check_shared_sizes,
     check_tensor,
 )
@@ -149,20 +150,6 @@ def _input_entries(header: dict[str, Any], signature: MethodSignature) -> list[d
     return entries
 
 
-def check_input_names(names: list[str], signature: MethodSignature) -> None:
-    """Raise unless ``names`` name each input of ``signature`` once, and nothing else."""
-    known = {spec.name for spec in signature.inputs}
-    for name in names:
-        if name not in known:
-            raise InvalidInputError(
-                f"unknown input {name!r}; method {signature.name!r} takes "
-                f"{', '.join(sorted(known)) or 'no inputs'}"
-            )
-        if names.count(name) > 1:
-            raise InvalidInputError(f"input {name!r} is given more than once")
-    check_count(signature, len(names))
-
-
 def input_tensor(
     signature: MethodSignature, name: str, datatype: str, shape: object, data: bytes | list[Any]
 ) -> np.ndarray:
@@ -196,16 +183,6 @@ def _requested_outputs(header: dict[str, Any], signature: MethodSignature) -> li
         out_params = (entry.get("parameters") if isinstance(entry, dict) else None) or {}
         requested.append(RequestedOutput(name, bool(out_params.get("binary_data", default_binary))))
     return requested
-
-
-def check_output_name(name: str, signature: MethodSignature) -> None:
-    """Raise unless ``signature`` has an output ``name``."""
-    known = {spec.name for spec in signature.outputs}
-    if name not in known:
-        raise InvalidInputError(
-            f"unknown output {name!r}; method {signature.name!r} has "
-            f"{', '.join(sorted(known)) or 'no outputs'}"
-        )
 
 
 def decode_infer_request(

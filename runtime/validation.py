@@ -27,6 +27,30 @@ def check_count(signature: MethodSignature, count: int) -> None:
         )
 
 
+def check_input_names(names: list[str], signature: MethodSignature) -> None:
+    """Raise unless ``names`` name each input of ``signature`` once, and nothing else."""
+    known = {spec.name for spec in signature.inputs}
+    for name in names:
+        if name not in known:
+            raise InvalidInputError(
+                f"unknown input {name!r}; method {signature.name!r} takes "
+                f"{', '.join(sorted(known)) or 'no inputs'}"
+            )
+        if names.count(name) > 1:
+            raise InvalidInputError(f"input {name!r} is given more than once")
+    check_count(signature, len(names))
+
+
+def check_output_name(name: str, signature: MethodSignature) -> None:
+    """Raise unless ``signature`` has an output ``name``."""
+    known = {spec.name for spec in signature.outputs}
+    if name not in known:
+        raise InvalidInputError(
+            f"unknown output {name!r}; method {signature.name!r} has "
+            f"{', '.join(sorted(known)) or 'no outputs'}"
+        )
+
+
 def check_tensor(spec: TensorSpec, datatype: str, shape: Sequence[int]) -> None:
     """Raise unless a tensor of ``datatype`` and ``shape`` fits ``spec``."""
     if datatype != spec.datatype:

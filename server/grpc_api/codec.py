@@ -18,12 +18,10 @@ from pteforge.runtime.metadata import MethodSignature
 from pteforge.runtime.oip_codec import (
     InferRequest,
     RequestedOutput,
-    check_input_names,
-    check_output_name,
     input_tensor,
     requested_outputs,
 )
-from pteforge.runtime.validation import check_shared_sizes
+from pteforge.runtime.validation import check_input_names, check_output_name, check_shared_sizes
 
 # Which typed ``InferTensorContents`` field carries each datatype (FP16/BF16: raw only).
 CONTENTS_FIELD = {
