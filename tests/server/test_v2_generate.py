@@ -130,7 +130,7 @@ def test_unknown_models_and_missing_tokens(
     body = {"text_input": PROMPT}
     assert "ghost" in _error(admin.post("/v2/models/ghost/generate", json=body), 404)
     pinned = admin.post(f"/v2/models/{deployed}/versions/9/generate_stream", json=body)
-    assert f"{deployed}:9" in _error(pinned, 404)
+    assert f"{deployed!r} has no version 9 (its versions: 1)" in _error(pinned, 404)
     not_a_number = admin.post(f"/v2/models/{deployed}/versions/latest/generate", json=body)
     assert "'latest' must be a number" in _error(not_a_number, 400)  # as infer answers
     anonymous = httpx.post(f"{service.url}/v2/models/{deployed}/generate", json=body)
