@@ -168,7 +168,7 @@ def run(
     del history[reuse:]
     logits = step.feed(prompt[reuse:], history)
     sampler = Sampler(request.temperature, request.top_p, request.seed)
-    text = TextStream(codec.decode, request.stop)
+    text = TextStream(codec.decode, request.stop, context=prompt)
     for count in range(1, request.max_tokens + 1):
         token = sampler.pick(logits)
         ended = token in step.info.eos_ids

@@ -5,6 +5,11 @@ is decoded over a short window of recent tokens (the way vLLM and TGI detokenize
 piece is only released once it no longer ends in U+FFFD, the replacement the decoder
 writes for a character whose last byte is still to come. Released text is also held back
 while its tail could be the start of a stop string, so a stop string is never half sent.
+
+The window starts on the last few prompt tokens (``context``), as vLLM's does: a
+SentencePiece decoder (Llama 2, Mistral, TinyLlama: ``Metaspace``, or ``Strip`` after
+``Replace("▁", " ")``) drops the space of a word that begins the decoded text, so the first
+generated word, decoded alone, would lose the space that parts it from the prompt.
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 _REPLACEMENT = "\ufffd"
+_CONTEXT_TOKENS = 5
+"""Prompt tokens the window starts on (vLLM's ``INITIAL_INCREMENTAL_DETOKENIZATION_OFFSET``)."""
 
 Decode = Callable[[Sequence[int]], str]
 
@@ -19,12 +26,14 @@ Decode = Callable[[Sequence[int]], str]
 class TextStream:
     """The text of the tokens pushed so far, released in whole-UTF-8 pieces."""
 
-    def __init__(self, decode: Decode, stop: Sequence[str] = ()) -> None:
+    def __init__(
+        self, decode: Decode, stop: Sequence[str] = (), context: Sequence[int] = ()
+    ) -> None:
         self.decode = decode
         self.stop = tuple(stop)
-        self.ids: list[int] = []
+        self.ids: list[int] = list(context[-_CONTEXT_TOKENS:])  # never released: the prompt's
         self._prefix = 0  # the window's start: text before it is settled
-        self._read = 0  # tokens whose text is in ``pending`` or released
+        self._read = len(self.ids)  # tokens whose text is in ``pending`` or released
         self.pending = ""
         self.stopped = False
 

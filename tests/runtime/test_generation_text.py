@@ -116,3 +116,36 @@ def test_unreadable_tokenizer_files_are_refused(tmp_path: Path, content: bytes) 
     path.write_bytes(content)
     with pytest.raises(TokenizerError, match="tokenizer cannot be read"):
         TextCodec(path, None)
+
+
+def _sentencepiece_tokenizer(directory: Path, strip: bool) -> Path:
+    """A Llama-2-style tokenizer: words start with "▁", and the decoder drops the space of
+    a word that begins the text (``Strip`` after ``Replace``, or ``Metaspace``)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="first")
+    tokenizer.decoder = (
+        decoders.Sequence([decoders.Replace("▁", " "), decoders.Fuse(), decoders.Strip(" ", 1, 0)])
+        if strip
+        else decoders.Metaspace(prepend_scheme="first")
+    )
+    trainer = trainers.BpeTrainer(vocab_size=200, special_tokens=["<s>", "<unk>"])
+    tokenizer.train_from_iterator(["Paris is the capital of France"] * 8, trainer)
+    path = directory / f"sp-{strip}.json"
+    tokenizer.save(str(path))
+    return path
+
+
+@pytest.mark.parametrize("strip", [True, False], ids=["strip", "metaspace"])
+def test_the_first_word_keeps_its_space_after_the_prompt(tmp_path: Path, strip: bool) -> None:
+    """A SentencePiece decoder drops the space of a word that begins the decoded text: the
+    completion of "Paris is the" with "▁capital" read "capital" (new-user pass: the
+    prompt and its completion ran together, "Paris is thecapital")."""
+    codec = TextCodec(_sentencepiece_tokenizer(tmp_path, strip), None)
+    prompt = codec.encode("Paris is the", special=False)
+    whole = codec.encode("Paris is the capital of", special=False)
+    assert whole[: len(prompt)] == prompt
+    text = TextStream(codec.decode, context=prompt)
+    pieces = [text.push(t) for t in whole[len(prompt) :]]
+    assert "".join([*pieces, text.finish()]) == " capital of"
