@@ -26,6 +26,21 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _DOTTED = re.compile(r"(?:[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)*)?\Z")  # layers.0.weight
 _LITERAL = re.compile(r"[^'\"\\\x00-\x1f\x7f]{0,4096}\Z")
 _NODE_KEYS = frozenset({"type", "context", "children_spec"})
+PRIMITIVES: dict[str, type | tuple[type, ...]] = {"int": int, "float": (int, float), "bool": bool}
+_INT64 = range(-(1 << 63), 1 << 63)
+
+
+def primitive(type_name: str, value: Any) -> str:
+    """What is wrong with ``value`` as a schema ``int``, ``float`` or ``bool`` ("" if nothing).
+    torch's ints are C++ ``int64_t`` (sizes, strides, a dynamic dimension's range), and it
+    never writes a larger one: a range bound past 64 bits failed the compile child's memory
+    planning as an internal error, so it is refused here, at the upload."""
+    wanted = PRIMITIVES[type_name]
+    if not isinstance(value, wanted) or (type(value) is bool and type_name != "bool"):
+        return f"expected {type_name}"
+    if type(value) is int and value not in _INT64:
+        return f"{str(value)[:24]}... does not fit in 64 bits"
+    return ""
 
 
 def identifier(value: str) -> str:

@@ -113,9 +113,6 @@ KEY_CLASSES: dict[tuple[str, str], Kind] = {
 """The class of the keys of every ``Dict[str, ...]`` field the walk can reach."""
 
 
-_PRIMITIVES: dict[str, type | tuple[type, ...]] = {"int": int, "float": (int, float), "bool": bool}
-
-
 @cache
 def schema() -> dict[str, dict[str, Any]]:
     """The installed torch's ``schema.yaml``: type name -> ``{"kind", "fields"}``."""
@@ -192,10 +189,9 @@ def _visit(
         _generic(*generic, value, where, field, doc, push)
     elif type_name == "str":
         check_string(FIELD_CLASSES.get(field), value, where, doc)
-    elif type_name in _PRIMITIVES:
-        wanted = _PRIMITIVES[type_name]
-        if not isinstance(value, wanted) or (type(value) is bool and type_name != "bool"):
-            raise _refuse(doc, where, f"expected {type_name}", "invalid_program")
+    elif type_name in grammars.PRIMITIVES:
+        if problem := grammars.primitive(type_name, value):
+            raise _refuse(doc, where, problem, "invalid_program")
     else:
         _composite(type_name, value, where, doc, push)
 

@@ -196,6 +196,18 @@ def huge_declared_tensor(entries: Entries) -> None:
     edit_json(entries, f"data/weights/{name}_weights_config.json", inflate)
 
 
+def range_bounds(bounds: dict[str, int]) -> Callable[[Entries], None]:
+    """Every dynamic dimension's recorded range replaced by ``bounds`` (min_val, max_val)."""
+
+    def edit(entries: Entries) -> None:
+        def rewrite(doc: Any) -> None:
+            doc["range_constraints"] = {k: dict(bounds) for k in doc["range_constraints"]}
+
+        edit_json(entries, f"models/{model_name(entries)}.json", rewrite)
+
+    return edit
+
+
 def legacy_pickled_weights(marker: Path) -> Callable[[Entries], None]:
     def edit(entries: Entries) -> None:
         entries[f"data/weights/{model_name(entries)}.pt"] = marker_pickle(marker)

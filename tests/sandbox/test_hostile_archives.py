@@ -138,6 +138,19 @@ def test_huge_tensor_message_names_sizes(valid_archives: ValidArchives, tmp_path
         validate_pt2_archive(path)
 
 
+@pytest.mark.parametrize("bound", [1 << 63, -(1 << 70)])
+def test_a_range_bound_past_64_bits_is_refused(
+    bound: int, valid_archives: ValidArchives, tmp_path: Path
+) -> None:
+    """torch never writes one; a compile of it failed as an internal error (memory planning)."""
+    edit = A.range_bounds({"min_val": min(bound, 2), "max_val": max(bound, 64)})
+    path = A.edit_archive(valid_archives.dynamic, tmp_path / "a.pt2", edit)
+    with pytest.raises(UnsafeArchiveError, match="does not fit in 64 bits") as info:
+        validate_pt2_archive(path)
+    assert info.value.reason == "invalid_program"
+    assert "range_constraints" in str(info.value)
+
+
 def test_zip_bomb_is_rejected(valid_archives: ValidArchives, tmp_path: Path) -> None:
     path = A.zip_bomb(tmp_path / "bomb.pt2", valid_archives.single)
     with pytest.raises(UploadTooLargeError) as info:
