@@ -10,6 +10,8 @@ from typing import Any, TypeVar
 
 import torch
 from executorch.exir.backend.partitioner import Partitioner
+from executorch.exir.error import InternalError
+from executorch.exir.tensor import AddressSpaceOverflowException
 from torch.export import ExportedProgram
 
 from pteforge.backends import BackendCatalog, BackendCatalogError, UnknownBackendError
@@ -85,8 +87,23 @@ def compile_programs(
     edge = {m: manager.exported_program(m) for m in manager.methods}
     config = executorch_config(edge, parsed.share_mutable_buffers)
     with torch.no_grad():  # config's passes retrace graphs whose parameters require grad
-        pte = manager.to_executorch(config).buffer
+        pte = _emit(manager, config)
     return CompiledProgram(pte, signatures, manager, parsed, targets)
+
+
+def _emit(manager: ProgramManager, config: Any) -> bytes:
+    """The ``.pte`` bytes. A memory plan past 64 bits is the program's fault (a dynamic
+    dimension exported with a huge ``Dim`` max), not a bug: upstream's InternalError for it
+    becomes a ProgramInputError (``invalid_program``) that says so."""
+    try:
+        return bytes(manager.to_executorch(config).buffer)
+    except InternalError as exc:
+        if not isinstance(exc.__context__, AddressSpaceOverflowException):
+            raise
+        raise ProgramInputError(
+            "its memory plan does not fit in 64 bits: a dynamic dimension's maximum "
+            "(torch.export.Dim max) is too large for a .pte; export with a smaller one"
+        ) from exc
 
 
 def _constant_methods(

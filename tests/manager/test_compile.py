@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from pteforge.backends import BackendCatalog
-from pteforge.manager import LoweringError, PlanError, compile_programs
+from pteforge.manager import LoweringError, PlanError, ProgramInputError, compile_programs
 from tests.manager.helpers import assert_runs_like_eager, run_method
 from tests.models import MultiMethod, small_mlp_programs, unsupported_op_programs
 
@@ -91,3 +91,17 @@ def test_compiled_program_writes_its_bytes(catalog: BackendCatalog, tmp_path: ob
     torch.testing.assert_close(
         run_method(target.read_bytes(), "forward", inputs)[0], model.eager["forward"](*inputs)
     )
+
+
+class _Scale(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+
+def test_a_memory_plan_past_64_bits_is_the_programs_error(catalog: BackendCatalog) -> None:
+    """A Dim max of 2**62 float32 elements plans 2**64 bytes: invalid_program, not a bug."""
+    seq = torch.export.Dim("seq", min=2, max=1 << 62)
+    program = torch.export.export(_Scale(), (torch.randn(1, 8),), dynamic_shapes=({1: seq},))
+    with pytest.raises(ProgramInputError, match="does not fit in 64 bits") as info:
+        compile_programs({"forward": program}, {}, catalog)
+    assert info.value.code == "invalid_program"
