@@ -62,6 +62,8 @@ def _split_body(body: bytes, header_length: int | None) -> tuple[dict[str, Any],
         header = _loads(memoryview(body)[:header_length])
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ProtocolError(f"the request JSON is invalid: {exc}") from None
+    except RecursionError:  # past orjson's depth limit, Python's json recurses
+        raise ProtocolError("the request JSON is invalid: nested too deeply") from None
     if not isinstance(header, dict):
         raise ProtocolError("the request JSON must be an object")
     return header, memoryview(body)[header_length:]

@@ -94,6 +94,8 @@ def test_malformed_bodies_are_protocol_errors() -> None:
         decode_infer_request(b"{not json", None, SIG)
     with pytest.raises(ProtocolError, match="Inference-Header-Content-Length"):
         decode_infer_request(b"{}", 10, SIG)
+    with pytest.raises(ProtocolError, match="nested too deeply"):  # was a RecursionError: 500
+        decode_infer_request(b'{"inputs": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", None, SIG)
     head = _body(
         {"name": "input_0", "datatype": "INT64", "shape": [1, 4],
          "parameters": {"binary_data_size": 32}},
