@@ -168,10 +168,11 @@ def run(
     del history[reuse:]
     logits = step.feed(prompt[reuse:], history)
     sampler = Sampler(request.temperature, request.top_p, request.seed)
+    eos = codec.eos_ids() if step.info.eos_ids is None else step.info.eos_ids
     text = TextStream(codec.decode, request.stop, context=prompt)
     for count in range(1, request.max_tokens + 1):
         token = sampler.pick(logits)
-        ended = token in step.info.eos_ids
+        ended = token in eos
         delta = "" if ended else text.push(token)
         full = len(history) >= step.info.max_seq_len
         if ended or text.stopped or full or count == request.max_tokens:

@@ -30,7 +30,7 @@ class LmInfo:
     """What the loop needs to know about a language-model method."""
 
     max_seq_len: int
-    eos_ids: frozenset[int]
+    eos_ids: frozenset[int] | None  # None: no get_eos_ids (the tokenizer's EOS ends a text)
     vocab_size: int
     chunk: int  # most tokens one call takes
     per_token_positions: bool  # input_pos is [n] (one per token), not [1] (the start)
@@ -47,13 +47,13 @@ def read_lm_info(instance: ProgramInstance, signature: MethodSignature) -> LmInf
             "it has no get_max_seq_len method"
         )
     max_seq_len = int(_constant(instance, "get_max_seq_len")[0])
-    eos = _constant(instance, "get_eos_ids") if "get_eos_ids" in names else []
+    eos = _constant(instance, "get_eos_ids") if "get_eos_ids" in names else None
     tokens, positions, logits = _specs(signature)
     chunk = _bounds(tokens)[1]
     pos_len = _bounds(positions)[0]
     return LmInfo(
         max_seq_len=max_seq_len,
-        eos_ids=frozenset(int(e) for e in eos),
+        eos_ids=None if eos is None else frozenset(int(e) for e in eos),
         vocab_size=_bounds(logits)[-1],
         chunk=max(1, chunk),
         per_token_positions=chunk > 1 and pos_len >= chunk,

@@ -65,6 +65,12 @@ class TextCodec:
         except Exception as exc:
             raise TokenizerError(f"the tokenizer failed to decode tokens: {exc}") from None
 
+    def eos_ids(self) -> frozenset[int]:
+        """The id of the config's ``eos_token`` (none without one): what ends a text when
+        the program has no ``get_eos_ids``, as in ExecuTorch's runner."""
+        token = self.tokenizer.token_to_id(self.specials["eos_token"] or "")
+        return frozenset() if token is None else frozenset({int(token)})
+
     def render(self, messages: Sequence[ChatMessage]) -> str:
         """The chat as one prompt, generation prompt included, by the sandboxed template."""
         from jinja2 import TemplateError

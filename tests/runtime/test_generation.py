@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import hashlib
+import json
 import os
 import signal
 import termios
@@ -37,6 +38,7 @@ from pteforge.runtime.sessions import SessionLimits
 from pteforge.runtime.wire import WORKER_REPLY, decode_message, encode_message
 from pteforge.runtime.worker import Executor, WorkerConfig
 from tests.generation.lm_builder import Family, LmFiles, build_tiny_lm, eager_greedy, pte_greedy
+from tests.generation.lm_tokenizer import IM_END
 
 pytestmark = pytest.mark.zoo  # builds tiny LMs (cached per machine by lm_builder)
 
@@ -286,3 +288,44 @@ def test_the_worker_loop_stops_at_a_cancel(lm: LmFiles, tmp_path: Path) -> None:
     reply, _ = decode_message(pool_end.recv_bytes(), WORKER_REPLY)
     assert isinstance(reply, GeneratedReply) and reply.event.finish_reason is None
     assert not pool_end.poll(0)
+
+
+def _without_method(pte: Path, name: str, target: Path) -> Path:
+    """A copy of ``pte`` without method ``name`` (its flatbuffer rewritten, segments kept)."""
+    from executorch.exir._serialize._program import deserialize_pte_binary, serialize_pte_binary
+
+    program = deserialize_pte_binary(pte.read_bytes())
+    plans = program.program.execution_plan
+    program.program.execution_plan = [plan for plan in plans if plan.name != name]
+    target.write_bytes(bytes(serialize_pte_binary(program, extract_delegate_segments=True)))
+    return target
+
+
+def test_without_get_eos_ids_the_tokenizers_eos_ends_the_text(
+    gen_pool: RuntimePool, lm: LmFiles, tmp_path: Path
+) -> None:
+    """ExecuTorch's runner ends a text at the tokenizer's EOS when the program has no
+    get_eos_ids; the worker read no EOS at all and ran on to max_tokens (new-user pass)."""
+    pte = _without_method(lm.pte, "get_eos_ids", tmp_path / "no-eos.pte")
+    config = tmp_path / "tokenizer_config.json"
+    config.write_text(json.dumps({"eos_token": IM_END}))
+    im_end = [lm.encode(IM_END)[-1]]
+    expected = pte_greedy(lm.pte, lm.encode("Paris"), 40, im_end)
+    assert expected[-1] == im_end[0] and len(expected) < 40  # the prompt ends early
+
+    async def collect() -> list[GenerationEvent]:
+        request = GenerationRequest(prompt="Paris", max_tokens=40, temperature=0)
+        tokenizer = (_sha(lm.tokenizer_json), lm.tokenizer_json)
+        stream = gen_pool.generate_async(
+            _sha(pte),
+            pte,
+            request,
+            tokenizer=tokenizer,
+            tokenizer_config=(_sha(config), config),
+            scope="project-a",
+        )
+        return [event async for event in stream]
+
+    events = asyncio.run(collect())
+    assert _tokens(events) == expected
+    assert events[-1].finish_reason == "stop"
