@@ -146,10 +146,10 @@ def check_prompt(prompt: list[int], info: LmInfo) -> None:
     """Refuse an empty prompt, one longer than the context or with unknown token ids."""
     if not prompt:
         raise InvalidInputError("the prompt has no tokens")
-    if len(prompt) > info.max_seq_len:
+    if len(prompt) > info.context_len:
         raise ContextLengthError(
             f"the prompt has {len(prompt)} tokens, more than the model's context of "
-            f"{info.max_seq_len} tokens (get_max_seq_len)"
+            f"{info.context_len} tokens ({info.context_method})"
         )
     bad = next((t for t in prompt if t >= info.vocab_size), None)
     if bad is not None:
@@ -174,7 +174,7 @@ def run(
         token = sampler.pick(logits)
         ended = token in eos
         delta = "" if ended else text.push(token)
-        full = len(history) >= step.info.max_seq_len
+        full = len(history) >= step.info.context_len
         if ended or text.stopped or full or count == request.max_tokens:
             reason: FinishReason = "stop" if ended or text.stopped else "length"
             usage = Usage(

@@ -2,12 +2,13 @@
 
 The convention: ``forward(tokens, input_pos)`` takes ``tokens`` of shape ``[1, n]`` and
 returns logits (``[1, n, vocab]`` or the last row only, ``[1, vocab]``), its KV cache in
-mutable buffers; the constant methods ``get_max_seq_len`` and ``get_eos_ids`` (among
-others the runner reads) say how long the context is and which tokens end a text.
-``input_pos`` is either the first position (``[1]``: ExecuTorch's Llama export) or one
-position per token (``[n]``: ``transformers``' ``TorchExportableModuleForDecoderOnlyLM``);
-which one is read from its shape. A prompt is fed in chunks of as many tokens as ``tokens``
-takes (its planned maximum when dynamic).
+mutable buffers; the constant methods ``get_max_context_len`` (else ``get_max_seq_len``)
+and ``get_eos_ids`` (among others the runner reads) say how long the context is and which
+tokens end a text; ``get_max_seq_len`` also bounds the tokens of one call. ``input_pos``
+is either the first position (``[1]``: ExecuTorch's Llama export) or one position per token
+(``[n]``: ``transformers``' ``TorchExportableModuleForDecoderOnlyLM``); which one is read
+from its shape. A prompt is fed in chunks of as many tokens as ``tokens``
+takes (its planned maximum when dynamic), at most ``get_max_seq_len``.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ _TOKEN_DTYPES = {"int64": "int64", "int32": "int32"}
 class LmInfo:
     """What the loop needs to know about a language-model method."""
 
-    max_seq_len: int
+    context_len: int  # prompt and generated tokens together: the KV cache's length
+    context_method: str  # the metadata method it was read from
     eos_ids: frozenset[int] | None  # None: no get_eos_ids (the tokenizer's EOS ends a text)
     vocab_size: int
     chunk: int  # most tokens one call takes
@@ -47,16 +49,20 @@ def read_lm_info(instance: ProgramInstance, signature: MethodSignature) -> LmInf
             "it has no get_max_seq_len method"
         )
     max_seq_len = int(_constant(instance, "get_max_seq_len")[0])
+    # as ExecuTorch's runner: the context is get_max_context_len (the KV cache) where the
+    # program has it, and get_max_seq_len bounds one prefill call
+    context = "get_max_context_len" if "get_max_context_len" in names else "get_max_seq_len"
     eos = _constant(instance, "get_eos_ids") if "get_eos_ids" in names else None
     tokens, positions, logits = _specs(signature)
-    chunk = _bounds(tokens)[1]
+    bound = _bounds(tokens)[1]
     pos_len = _bounds(positions)[0]
     return LmInfo(
-        max_seq_len=max_seq_len,
+        context_len=int(_constant(instance, context)[0]),
+        context_method=context,
         eos_ids=None if eos is None else frozenset(int(e) for e in eos),
         vocab_size=_bounds(logits)[-1],
-        chunk=max(1, chunk),
-        per_token_positions=chunk > 1 and pos_len >= chunk,
+        chunk=max(1, min(bound, max_seq_len)),
+        per_token_positions=bound > 1 and pos_len >= bound,
         dtype=_TOKEN_DTYPES[tokens.dtype],
     )
 

@@ -13,9 +13,10 @@ import os
 import signal
 import termios
 import time
-from collections.abc import AsyncGenerator, Iterator
+from collections.abc import AsyncGenerator, Callable, Iterator
 from multiprocessing import Pipe
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -290,15 +291,23 @@ def test_the_worker_loop_stops_at_a_cancel(lm: LmFiles, tmp_path: Path) -> None:
     assert not pool_end.poll(0)
 
 
-def _without_method(pte: Path, name: str, target: Path) -> Path:
-    """A copy of ``pte`` without method ``name`` (its flatbuffer rewritten, segments kept)."""
+def _rewritten(pte: Path, target: Path, edit: Callable[[Any], None]) -> Path:
+    """A copy of ``pte`` whose Program table ``edit`` changed (segments kept)."""
     from executorch.exir._serialize._program import deserialize_pte_binary, serialize_pte_binary
 
     program = deserialize_pte_binary(pte.read_bytes())
-    plans = program.program.execution_plan
-    program.program.execution_plan = [plan for plan in plans if plan.name != name]
+    edit(program.program)
     target.write_bytes(bytes(serialize_pte_binary(program, extract_delegate_segments=True)))
     return target
+
+
+def _without_method(pte: Path, name: str, target: Path) -> Path:
+    """A copy of ``pte`` without method ``name``."""
+
+    def drop(program: Any) -> None:
+        program.execution_plan = [p for p in program.execution_plan if p.name != name]
+
+    return _rewritten(pte, target, drop)
 
 
 def test_without_get_eos_ids_the_tokenizers_eos_ends_the_text(
@@ -329,3 +338,28 @@ def test_without_get_eos_ids_the_tokenizers_eos_ends_the_text(
     events = asyncio.run(collect())
     assert _tokens(events) == expected
     assert events[-1].finish_reason == "stop"
+
+
+def test_the_context_is_get_max_context_len_when_the_program_has_it(
+    gen_pool: RuntimePool, lm: LmFiles, tmp_path: Path
+) -> None:
+    """upstream's export_llama writes get_max_seq_len (the most tokens one call takes) and
+    get_max_context_len (the KV cache); a prompt longer than the first but within the
+    second was refused as longer than the model's context (new-user pass)."""
+
+    def shorter_calls(program: Any) -> None:
+        (plan,) = [p for p in program.execution_plan if p.name == "get_max_seq_len"]
+        plan.values[0].val.int_val = 8
+
+    pte = _rewritten(lm.pte, tmp_path / "seq8.pte", shorter_calls)
+    prompt = "Hello, world! How are you today?"
+    ids = lm.encode(prompt)
+    assert 8 < len(ids) < lm.max_seq_len  # over one call's 8 tokens, within the cache's 64
+
+    async def collect() -> list[GenerationEvent]:
+        request = GenerationRequest(prompt=prompt, max_tokens=12, temperature=0)
+        blob = (_sha(lm.tokenizer_json), lm.tokenizer_json)
+        stream = gen_pool.generate_async(_sha(pte), pte, request, tokenizer=blob, scope="a")
+        return [event async for event in stream]
+
+    assert _tokens(asyncio.run(collect())) == pte_greedy(lm.pte, ids, 12, lm.eos_ids)
