@@ -1,21 +1,22 @@
 """Tokenizers attached to model versions: checked as plain JSON, then stored as content.
 
-A tokenizer is an untrusted upload. The server only reads its JSON shape (``json.loads``
-executes nothing): a Hugging Face ``tokenizer.json`` with a ``model`` whose ``vocab`` the
-tokenizers libraries read, and an optional ``tokenizer_config.json`` object whose
-``chat_template`` is a string (or Hugging Face's list of named templates). Tokenizing and
-rendering the template happen only in the confined runtime workers.
+A tokenizer is an untrusted upload. The server stores its bytes; a disposable sandbox child
+(:mod:`pteforge.server.sandbox.tokenizer_worker`) reads them as JSON and checks their shape
+(a Hugging Face ``tokenizer.json`` with a ``model`` whose ``vocab`` the tokenizers libraries
+read, and an optional ``tokenizer_config.json`` object whose ``chat_template`` is a string or
+Hugging Face's list of named templates). Tokenizing and rendering the template happen only
+in the confined runtime workers.
 """
 
 from __future__ import annotations
-
-import json
-from typing import Any
 
 from pteforge.server.common.blob_files import store_file
 from pteforge.server.common.services import Services
 from pteforge.server.errors import InvalidUploadError, NotFoundError
 from pteforge.server.http.uploads import MultipartUpload, UploadedPart
+from pteforge.server.sandbox.errors import UploadRejectedError
+from pteforge.server.sandbox.isolation import read_result
+from pteforge.server.sandbox.specs import TokenizerCheck
 from pteforge.storage.domain import ModelTokenizer
 
 TOKENIZER_PART = "tokenizer"
@@ -25,7 +26,7 @@ MAX_TOKENIZER_BYTES = 64 * 1024 * 1024
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
 MAX_UPLOAD_BYTES = MAX_TOKENIZER_BYTES + MAX_CONFIG_BYTES + 64 * 1024
 """The request body limit of a tokenizer upload (413 above it)."""
-_MODEL_TYPES = {"BPE", "WordPiece", "WordLevel", "Unigram"}
+_WORKER = "pteforge.server.sandbox.tokenizer_worker"
 
 
 def check_part_name(name: str) -> None:
@@ -37,53 +38,25 @@ def check_part_name(name: str) -> None:
         )
 
 
-def _json_object(part: UploadedPart, limit: int) -> dict[str, Any]:
+def _check_size(part: UploadedPart, limit: int) -> None:
     if part.size_bytes > limit:
         raise InvalidUploadError(
             f"part {part.field_name!r} has {part.size_bytes} bytes; at most {limit} are taken"
         )
+
+
+def _check_shape(services: Services, tokenizer: UploadedPart, config: UploadedPart | None) -> None:
+    """Read the parts as JSON in a disposable child (:mod:`.tokenizer_worker`): a 422 saying
+    what is wrong with them, or what stopped the child (its memory or its time)."""
+    _check_size(tokenizer, MAX_TOKENIZER_BYTES)
+    if config is not None:
+        _check_size(config, MAX_CONFIG_BYTES)
+    paths = [str(p.path.resolve()) for p in (tokenizer, config) if p is not None]
     try:
-        value = json.loads(part.path.read_bytes())
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise InvalidUploadError(f"part {part.field_name!r} is not JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise InvalidUploadError(f"part {part.field_name!r} is not a JSON object")
-    return value
-
-
-def check_tokenizer_json(document: dict[str, Any]) -> None:
-    """Refuse a document that is not a Hugging Face ``tokenizer.json`` (422 saying why)."""
-    model = document.get("model")
-    if not isinstance(model, dict):
-        raise InvalidUploadError("part 'tokenizer' has no 'model' object: not a tokenizer.json")
-    kind = model.get("type")
-    if kind is not None and kind not in _MODEL_TYPES:
-        raise InvalidUploadError(
-            f"part 'tokenizer' has model type {str(kind)[:40]!r}; "
-            f"one of {', '.join(sorted(_MODEL_TYPES))} is taken"
-        )
-    vocab = model.get("vocab")
-    if not isinstance(vocab, dict | list) or not vocab:
-        raise InvalidUploadError("part 'tokenizer' has no vocabulary ('model.vocab')")
-    if not isinstance(document.get("added_tokens", []), list):
-        raise InvalidUploadError("part 'tokenizer' has 'added_tokens' that is not a list")
-
-
-def check_tokenizer_config(document: dict[str, Any]) -> None:
-    """Refuse a ``tokenizer_config.json`` whose ``chat_template`` is neither a string nor a
-    list of ``{"name", "template"}`` objects (422)."""
-    template = document.get("chat_template")
-    if template is None or isinstance(template, str):
-        return
-    named = isinstance(template, list) and all(
-        isinstance(t, dict) and all(isinstance(t.get(key), str) for key in ("name", "template"))
-        for t in template
-    )
-    if not named:
-        raise InvalidUploadError(
-            "part 'tokenizer_config' has a 'chat_template' that is neither a string nor a "
-            'list of {"name", "template"} objects'
-        )
+        reply = services.isolation.run(_WORKER, paths, services.process_limits)
+        read_result(TokenizerCheck, reply)
+    except UploadRejectedError as exc:
+        raise InvalidUploadError(exc.message) from None
 
 
 def _parts(upload: MultipartUpload) -> tuple[UploadedPart, UploadedPart | None]:
@@ -108,9 +81,7 @@ def attach_tokenizer(
     replacing its tokenizer (404 for a version the project does not have; runs in a thread)."""
     tokenizer, config = _parts(upload)
     _require_version(services, project_id, name, version)
-    check_tokenizer_json(_json_object(tokenizer, MAX_TOKENIZER_BYTES))
-    if config is not None:
-        check_tokenizer_config(_json_object(config, MAX_CONFIG_BYTES))
+    _check_shape(services, tokenizer, config)
     stored = store_file(services.store.blobs, tokenizer.path)
     stored_config = None if config is None else store_file(services.store.blobs, config.path)
     with services.store.transaction() as tx:

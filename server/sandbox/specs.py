@@ -64,3 +64,11 @@ class PteDescription(JsonForm):
     @property
     def method_names(self) -> tuple[str, ...]:
         return tuple(m.name for m in self.methods)
+
+
+@json_dataclass(frozen=True, config=_PIPE_CONFIG)
+class TokenizerCheck(JsonForm):
+    """A worker's reply after reading an uploaded tokenizer (and its config) as JSON: the
+    number of parts it found well-formed."""
+
+    parts: int
