@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .errors import IsolatedLoadError, UploadTooLargeError
 from .isolation import Isolation, SubprocessIsolation, read_result
 from .limits import ArchiveLimits, ProcessLimits
-from .pt2_validator import validate_pt2_archive
+from .pt2_validator import check_pt2_container
 from .specs import ProgramDescription
 
 _WORKER = "pteforge.server.sandbox.pt2_worker"
+_TOO_LARGE = frozenset({"archive_too_large", "zip_bomb"})  # UploadTooLargeError's reasons
 
 
 def load_programs_isolated(
@@ -18,13 +20,21 @@ def load_programs_isolated(
     archive_limits: ArchiveLimits | None = None,
     isolation: Isolation | None = None,
 ) -> ProgramDescription:
-    """Validate ``path`` here, then really load it in a child; only its description comes back.
+    """Check ``path``'s zip container here, then validate it in full and really load it in a
+    child (:func:`~.pt2_validator.check_pt2_container` says why the documents are parsed only
+    there); only its description comes back.
 
     A rejection, crash, memory or time overrun of the child raises ``UploadRejectedError``
-    (``IsolatedLoadError`` for the worker-side failures) and never affects this process.
-    ``isolation`` picks how the child starts (default: a fresh interpreter).
+    (``IsolatedLoadError`` for the child's refusals, ``UploadTooLargeError`` for its size
+    refusals) and never affects this process. ``isolation`` picks how the child starts
+    (default: a fresh interpreter).
     """
-    validate_pt2_archive(path, archive_limits)
+    check_pt2_container(path, archive_limits)
     isolation = isolation or SubprocessIsolation()
-    reply = isolation.run(_WORKER, [str(Path(path).resolve())], limits or ProcessLimits())
+    try:
+        reply = isolation.run(_WORKER, [str(Path(path).resolve())], limits or ProcessLimits())
+    except IsolatedLoadError as exc:
+        if exc.reason in _TOO_LARGE:
+            raise UploadTooLargeError(exc.reason, exc.message) from None
+        raise
     return read_result(ProgramDescription, reply)

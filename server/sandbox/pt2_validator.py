@@ -53,6 +53,18 @@ def validate_pt2_archive(path: str | Path, limits: ArchiveLimits | None = None) 
     return ArchiveManifest(index.root, tuple(methods), declared, len(index.entries))
 
 
+def check_pt2_container(path: str | Path, limits: ArchiveLimits | None = None) -> None:
+    """The zip-level part of :func:`validate_pt2_archive`: sizes, ratios, entry names and the
+    fixed entries, without parsing a document. What the server runs itself: a ``models/*.json``
+    of 64 MiB ``[[],[],...]`` is about 1.5 GiB once parsed, so the documents are parsed (and
+    validated in full) only in the disposable child that then loads the archive."""
+    limits = limits or ArchiveLimits()
+    zf, index = open_checked_zip(Path(path), limits)
+    with zf:
+        _check_entry_names(index, limits)
+        _check_fixed_entries(zf, index)
+
+
 def _check_entry_names(index: ZipIndex, limits: ArchiveLimits) -> list[str]:
     models = []
     for rel, info in index.entries.items():

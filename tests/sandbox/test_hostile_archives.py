@@ -71,8 +71,9 @@ def test_code_paths_are_rejected_and_never_run(
     assert info.value.reason == reason
     assert entry in info.value.message
     assert 400 <= info.value.http_status < 500
-    with pytest.raises(UnsafeArchiveError):
-        load_programs_isolated(path)  # the isolated path validates before spawning a loader
+    with pytest.raises(UploadRejectedError) as isolated:
+        load_programs_isolated(path)  # the child validates before it loads
+    assert isolated.value.reason == reason
     assert not marker.exists()
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -96,3 +96,20 @@ def read_stream(
                 messages.append(message)
                 message = {"id": None}
     return messages
+
+
+def memory_kib(pid: int, field: str) -> int:
+    """A ``/proc/PID/status`` memory figure (``VmRSS``, ``VmHWM``), in KiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no {field}")
+
+
+def peak_growth_kib(pid: int, action: Callable[[], httpx.Response]) -> tuple[httpx.Response, int]:
+    """``action``'s answer, and how far ``pid``'s peak resident memory rose above its resident
+    memory while it ran (the peak is reset through ``clear_refs`` first)."""
+    Path(f"/proc/{pid}/clear_refs").write_text("5")
+    before = memory_kib(pid, "VmRSS")
+    answer = action()
+    return answer, memory_kib(pid, "VmHWM") - before

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from tests.server.conftest import MAX_UPLOAD_BYTES
-from tests.server.helpers import assert_error
+from tests.server.helpers import assert_error, peak_growth_kib
 from tests.server.service import ServiceProcess
 
 
@@ -188,6 +188,29 @@ def test_program_name_rule_is_stated(admin: httpx.Client, name: str) -> None:
         "/v1/programs", files={"forward": ("f.pt2", b"x")}, data={"name": "p" * 200}
     )
     assert "name" not in longest.json()["error"]["message"], longest.text
+
+
+def test_the_server_does_not_parse_a_programs_documents_itself(
+    service: ServiceProcess, admin: httpx.Client
+) -> None:
+    """An archive whose models/forward.json is 8 MB of ``[[],[],...]`` (~170 MB once parsed;
+    64 MiB per method and 64 methods are taken): the server parsed it itself, holding the GIL,
+    and grew by that much; only the sandbox child parses documents now, and refuses it."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for rel, data in (
+            ("archive_format", "pt2"),
+            ("archive_version", "0"),
+            ("byteorder", "little"),
+        ):
+            z.writestr(f"bomb/{rel}", data)
+        z.writestr("bomb/models/forward.json", b"[" + b",".join([b"[]"] * 2_700_000) + b"]")
+    files = {"forward": ("f.pt2", buf.getvalue())}
+    answer, grown = peak_growth_kib(
+        service.proc.pid, lambda: admin.post("/v1/programs", files=files)
+    )
+    assert_error(answer, 422, "invalid_program")
+    assert grown < 64 * 1024
 
 
 def test_invalid_json_says_so(admin: httpx.Client) -> None:

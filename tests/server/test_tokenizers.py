@@ -4,13 +4,12 @@ replaced, project-scoped; a file that is not a tokenizer.json is refused naming 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.server.helpers import assert_error
+from tests.server.helpers import assert_error, peak_growth_kib
 from tests.server.model_names import deploy, upload_scales
 from tests.server.service import ServiceProcess
 
@@ -95,24 +94,13 @@ def test_tokenizers_are_project_scoped(
         assert_error(anonymous.get(f"{version}/tokenizer"), 401, "unauthorized")
 
 
-def _memory_kib(pid: int, field: str) -> int:
-    """A ``/proc/PID/status`` memory figure (``VmRSS``, ``VmHWM``), in KiB."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(f"{field}:"):
-            return int(line.split()[1])
-    raise AssertionError(f"no {field}")
-
-
 def test_the_server_does_not_parse_a_tokenizer_itself(
     service: ServiceProcess, admin: httpx.Client, version: str
 ) -> None:
     """An 8 MB ``[[],[],...]`` vocabulary is ~170 MB of Python lists once parsed (64 MiB,
     the largest taken, about 1.5 GiB and seconds holding the GIL): the server process parsed
     uploads itself and grew by that much; the sandbox child reads it now."""
-    pid = service.proc.pid
     bomb = b'{"model": {"vocab": [' + b",".join([b"[]"] * 2_700_000) + b"]}}"
-    Path(f"/proc/{pid}/clear_refs").write_text("5")  # the peak (VmHWM) restarts from now
-    before = _memory_kib(pid, "VmRSS")
-    answer = _put(admin, version, tokenizer=bomb)
+    answer, grown = peak_growth_kib(service.proc.pid, lambda: _put(admin, version, tokenizer=bomb))
     assert answer.status_code == 201, answer.text
-    assert _memory_kib(pid, "VmHWM") - before < 64 * 1024
+    assert grown < 64 * 1024
