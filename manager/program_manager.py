@@ -22,6 +22,10 @@ Programs: TypeAlias = ExportedProgram | Mapping[str, ExportedProgram]
 
 
 def _named(programs: Programs) -> dict[str, ExportedProgram]:
+    """Method -> program, each a :func:`_detached` copy: upstream's ``to_backend`` pops the
+    constants a delegate takes from its program's ``constants`` dict, which ``to_edge``
+    shares with the caller's ``ExportedProgram``, so lowering the caller's own object would
+    leave it unable to run (``program.module()``: KeyError on a lifted constant)."""
     named = {"forward": programs} if isinstance(programs, ExportedProgram) else dict(programs)
     if not named:
         raise ProgramInputError("no programs given")
@@ -31,7 +35,7 @@ def _named(programs: Programs) -> dict[str, ExportedProgram]:
                 f"method {method!r} is a {type(program).__name__}, not an ExportedProgram",
                 source=method,
             )
-    return named
+    return {method: _detached(program) for method, program in named.items()}
 
 
 def _detached(program: ExportedProgram) -> ExportedProgram:
@@ -46,6 +50,7 @@ def _detached(program: ExportedProgram) -> ExportedProgram:
         module_call_graph=copy.deepcopy(program.module_call_graph),
         constants=dict(program.constants),
         verifiers=[program.verifier],
+        example_inputs=program.example_inputs,
     )
 
 

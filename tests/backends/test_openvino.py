@@ -85,6 +85,30 @@ def test_mixed_plan_passes_the_numerics_check(pair: MultiMethod, mixed: Compiled
     assert set(numerics["methods"]) == {"encode", "decode"}
 
 
+class _Scaled(torch.nn.Module):
+    """A linear whose input is scaled by a non-persistent buffer (a lifted constant)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(8, 4)
+        self.register_buffer("scale", torch.linspace(0.5, 1.5, 8), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(x * self.scale)
+
+
+def test_lowering_leaves_the_callers_program_runnable(catalog: BackendCatalog) -> None:
+    """Upstream's to_backend pops the constants OpenVINO takes from a constants dict that
+    to_edge shares with the caller's program; the numerics check then ran the original
+    program and failed with a KeyError (BERT, Llama, CLIP in the zoo)."""
+    x = torch.randn(2, 8)
+    program = torch.export.export(_Scaled().eval(), (x,))
+    before, want = dict(program.constants), program.module()(x)
+    compile_programs({"forward": program}, {"all": {"partitioners": ["openvino"]}}, catalog)
+    assert program.constants.keys() == before.keys()
+    torch.testing.assert_close(program.module()(x), want)
+
+
 def test_int8_recipe_is_refused_saying_why(catalog: BackendCatalog) -> None:
     model = tiny_mlp()
     plan = {
