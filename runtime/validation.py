@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -127,3 +128,22 @@ def _holds_bool(data: Any) -> bool:
         return isinstance(data, bool)
     types = set(map(type, data))
     return bool in types or (list in types and any(map(_holds_bool, data)))
+
+
+JSON_BYTES_PER_ELEMENT = 48
+"""What a legitimate JSON tensor spends per element at most: a 24-character float, its comma,
+spaces and its share of the brackets of a nested form."""
+JSON_OVERHEAD_BYTES = 64 * 1024
+
+
+def json_request_budget(signature: MethodSignature) -> int | None:
+    """The most bytes a JSON request for ``signature`` needs (None: an input has no bound):
+    parsing JSON builds every value first, about 20 times the bytes of ``[[],[],...]``, so
+    a body past what the inputs can hold is refused before it is parsed."""
+    elements = 0
+    for spec in signature.inputs:
+        dims = spec.max_shape if spec.max_shape is not None else spec.shape
+        if any(d < 0 for d in dims):
+            return None
+        elements += math.prod(dims)
+    return JSON_OVERHEAD_BYTES + JSON_BYTES_PER_ELEMENT * elements

@@ -22,6 +22,7 @@ from pteforge.runtime.oip_codec import (
     encode_infer_response,
     split_model_name,
 )
+from pteforge.runtime.validation import JSON_BYTES_PER_ELEMENT, json_request_budget
 from pteforge.server.auth.dependencies import Principal
 from pteforge.server.inference.bodies import decompressed, inline
 from pteforge.server.inference.dependencies import InferenceState
@@ -33,7 +34,11 @@ from pteforge.server.inference.statistics import (
     counted_version,
     phase_times,
 )
-from pteforge.server.inference.statuses import NotFoundError, NotRunnableError
+from pteforge.server.inference.statuses import (
+    NotFoundError,
+    NotRunnableError,
+    RequestTooLargeError,
+)
 
 T = TypeVar("T")
 
@@ -222,7 +227,21 @@ async def _encode(
 def _decode(
     body: bytes, encoding: str, json_length: int | None, signature: MethodSignature, limit: int
 ) -> InferRequest:
-    return decode_infer_request(decompressed(encoding, body, limit), json_length, signature)
+    plain = decompressed(encoding, body, limit)
+    _check_json_size(len(plain) if json_length is None else min(json_length, len(plain)), signature)
+    return decode_infer_request(plain, json_length, signature)
+
+
+def _check_json_size(nbytes: int, signature: MethodSignature) -> None:
+    """413 for a JSON header larger than the method's inputs can need, before it is parsed
+    (:func:`~pteforge.runtime.validation.json_request_budget`)."""
+    budget = json_request_budget(signature)
+    if budget is not None and nbytes > budget:
+        raise RequestTooLargeError(
+            f"the request JSON has {nbytes} bytes; method {signature.name!r} needs at most "
+            f"{budget} ({JSON_BYTES_PER_ELEMENT} per element of its inputs): send large "
+            "tensors as binary data"
+        )
 
 
 def response_parameters(result: InferResult) -> dict[str, Any]:

@@ -168,6 +168,25 @@ def test_bad_inputs_get_400_naming_the_input(
     assert message in response.json()["error"]
 
 
+@pytest.mark.parametrize("compression", ["", "gzip"])
+def test_a_json_body_past_what_the_inputs_hold_is_413(server: Server, compression: str) -> None:
+    """mlp.forward takes [1, 16]: a JSON body needs 64 KiB and 48 bytes per element at most.
+    8 MB of ``[[],[],...]`` (~170 MB of Python lists once parsed: a 256 MiB body ~5 GiB and
+    half a minute holding the GIL) is refused before it is parsed, compressed or not."""
+    data = b"[" + b",".join([b"[]"] * 2_700_000) + b"]"
+    entry = b'{"name": "input_0", "datatype": "FP32", "shape": [1, 16], "data": ' + data
+    body = b'{"inputs": [' + entry + b"}]}"
+    headers = {**auth(), "content-type": "application/json"}
+    if compression:
+        body, headers["content-encoding"] = gzip.compress(body), compression
+    url = f"{server.url}/v2/models/mlp.forward/infer"
+    response = httpx.post(url, content=body, headers=headers)
+    assert response.status_code == 413, response.text
+    assert "send large tensors as binary data" in response.json()["error"]
+    fits = [{"name": "input_0", "datatype": "FP32", "shape": [1, 16], "data": [0.5] * 16}]
+    assert _post(server, "mlp.forward", fits).status_code == 200
+
+
 def test_tritonclient_sees_the_400_message(server: Server, artifacts: dict[str, Compiled]) -> None:
     entry = triton.InferInput("input_0", [1, 8], "FP32")
     entry.set_data_from_numpy(np.zeros((1, 8), np.float32))
