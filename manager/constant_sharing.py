@@ -179,18 +179,49 @@ def share_constants(
     kept = NamedDataStoreOutput(
         buffers=named.buffers, pte_data=_without(named, aliases), external_data={}
     )
-    serialized = serialize_pte_binary(
+    return _with_aliases(_serialized(manager, config, kept), aliases, config)
+
+
+def _serialized(
+    manager: ExecutorchProgramManager,
+    config: ExecutorchBackendConfig,
+    named: NamedDataStoreOutput | None,
+) -> Cord:
+    """``manager``'s emitted program serialised as upstream does, with ``named`` data."""
+    emitted = manager._emitter_output
+    return serialize_pte_binary(
         PTEFile(
             program=emitted.program,
             mutable_data=emitted.mutable_data,
-            named_data=kept if kept.pte_data else None,
+            named_data=named if named is not None and named.pte_data else None,
         ),
         extract_delegate_segments=config.extract_delegate_segments,
         segment_alignment=config.segment_alignment,
         constant_tensor_alignment=config.constant_tensor_alignment,
         delegate_alignment=config.delegate_alignment,
     )
-    return _with_aliases(serialized, aliases, config)
+
+
+def fill_empty_constant_segment(
+    manager: ExecutorchProgramManager, config: ExecutorchBackendConfig | None = None
+) -> bool:
+    """Give a constant segment of zero bytes one aligned block of zeros; True if it did.
+
+    A method whose only constants outside its delegates have no elements (a zero-size
+    buffer) reads them from a constant segment of 0 bytes. ExecuTorch's file and mmap
+    loaders load an empty range as a null pointer, and the runtime then takes the inline
+    ``constant_buffer`` path its builds disable: ``load_method`` fails with InvalidProgram
+    for a ``.pte`` loaded from a file (as the runtime workers and devices load it), while
+    the same bytes load from memory. The padding follows the last constant; no offset moves.
+    """
+    config = config or ExecutorchBackendConfig()
+    buffers = manager._emitter_output.program.constant_buffer
+    if len(buffers) < 2 or any(buffer.storage for buffer in buffers):
+        return False
+    buffers[-1].storage = bytes(config.constant_tensor_alignment or ALIGNMENT)
+    manager._pte_data = _serialized(manager, config, getattr(manager, "_named_data", None))
+    manager._buffer = None
+    return True
 
 
 def store_shared_once(

@@ -12,7 +12,7 @@ from executorch.exir.lowered_backend_module import LoweredBackendModule
 from executorch.exir.program import ExecutorchProgramManager
 from torch.export import ExportedProgram
 
-from pteforge.manager.constant_sharing import store_shared_once
+from pteforge.manager.constant_sharing import fill_empty_constant_segment, store_shared_once
 from pteforge.manager.errors import ProgramInputError
 from pteforge.manager.lowering import BackendRequest, LoweringJob, MethodTarget, lower
 from pteforge.manager.partitioners import StageCallback
@@ -97,7 +97,8 @@ class ProgramManager:
         Upstream rewrites edge graphs in place while emitting, and managers share the
         programs of methods a ``to_backend`` left alone, so this emits from copies. With
         ``share_constants`` a weight that a delegate and a portable kernel both read is
-        stored once (see :mod:`pteforge.manager.constant_sharing`).
+        stored once (see :mod:`pteforge.manager.constant_sharing`). A constant segment of zero
+        bytes gets one block of zeros, so the ``.pte`` loads from a file too.
         """
         copies = {m: _detached(self.exported_program(m)) for m in self.methods}
         edge = EdgeProgramManager(
@@ -106,6 +107,7 @@ class ProgramManager:
             EdgeCompileConfig(_check_ir_validity=False),
         )
         emitted = edge.to_executorch(config)
+        fill_empty_constant_segment(emitted, config)
         if share_constants:
             store_shared_once(emitted, config)
         return emitted

@@ -136,3 +136,32 @@ def test_nothing_to_share_keeps_upstream_bytes(
     emitted = manager.to_executorch(share_constants=False)
     assert share_constants(emitted) is None
     assert manager.to_executorch().buffer == emitted.buffer
+
+
+class _EmptyBuffer(nn.Module):
+    """A linear XNNPACK takes and a zero-size buffer it leaves to a portable kernel: the
+    method's only constant outside its delegate has no bytes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(8, 4)
+        self.register_buffer("empty", torch.zeros(0), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.linear(x), torch.cat([self.empty, x.flatten()])
+
+
+def test_constants_without_bytes_load_from_a_file(tmp_path: Path) -> None:
+    """Upstream writes a constant segment of 0 bytes, which ExecuTorch's file loaders load as
+    no segment: the method then failed with InvalidProgram from a file (GPT-2 under OpenVINO
+    in the zoo), and loaded only from memory."""
+    torch.manual_seed(0)
+    model = export_methods(_EmptyBuffer(), {"forward": (torch.randn(2, 8),)})
+    path = tmp_path / "empty.pte"
+    path.write_bytes(
+        to_edge(model.programs).to_backend(XnnpackPartitioner()).to_executorch().buffer
+    )
+    (x,) = model.inputs["forward"]
+    got = Runtime.get().load_program(path).load_method("forward").execute([x])
+    for out, ref in zip(got, model.eager["forward"](x), strict=True):
+        torch.testing.assert_close(out, ref)
