@@ -192,9 +192,8 @@ class Operations:
         self, name: str, version: int, tokenizer: str | Path, config: str | Path | None = None
     ) -> Op[dict[str, Any]]:
         """Attach ``tokenizer`` (a ``tokenizer.json``) and optionally ``config`` (its
-        ``tokenizer_config.json``, whose ``chat_template`` renders chats) to version
-        ``version`` of model ``name``, so that it answers text generation; the server's
-        record of them (their sha256 and sizes)."""
+        ``tokenizer_config.json``, whose ``chat_template`` renders chats) to ``version`` of
+        model ``name`` for text generation; returns the server's record (sha256s, sizes)."""
         files = {"tokenizer": Path(tokenizer)}
         if config is not None:
             files["tokenizer_config"] = Path(config)
