@@ -23,8 +23,18 @@ from pteforge.contracts.specs import methods_to_json as methods_to_json  # re-ex
 _PIPE_CONFIG = ConfigDict(extra="forbid")
 
 
+class _Described:
+    """A description with ``methods``: their names, in its order."""
+
+    methods: tuple[MethodSignature, ...]
+
+    @property
+    def method_names(self) -> tuple[str, ...]:
+        return tuple(m.name for m in self.methods)
+
+
 @dataclass(frozen=True)
-class ArchiveManifest:
+class ArchiveManifest(_Described):
     """What the static validator learnt from a pt2 archive without loading it."""
 
     root: str
@@ -32,13 +42,9 @@ class ArchiveManifest:
     payload_bytes: int
     entry_count: int
 
-    @property
-    def method_names(self) -> tuple[str, ...]:
-        return tuple(m.name for m in self.methods)
-
 
 @json_dataclass(frozen=True, config=_PIPE_CONFIG)
-class ProgramDescription(JsonForm):
+class ProgramDescription(_Described, JsonForm):
     """What a disposable worker reported after really loading a pt2 archive or a ``.pte``:
     the reply of both loader workers; its JSON form is ``{"methods": [...]}``, plus
     ``"generation"`` for a ``.pte`` that follows ExecuTorch's LLM runner convention."""
@@ -46,13 +52,9 @@ class ProgramDescription(JsonForm):
     methods: tuple[MethodSignature, ...]
     generation: GenerationInfo | None = None
 
-    @property
-    def method_names(self) -> tuple[str, ...]:
-        return tuple(m.name for m in self.methods)
-
 
 @json_dataclass(frozen=True, config=_PIPE_CONFIG)
-class PteDescription(JsonForm):
+class PteDescription(_Described, JsonForm):
     """A verified ``.pte``: its digest, size, per-method tensor metadata and, for a
     language model, its runner metadata."""
 
@@ -60,10 +62,6 @@ class PteDescription(JsonForm):
     size_bytes: int
     methods: tuple[MethodSignature, ...]
     generation: GenerationInfo | None = None
-
-    @property
-    def method_names(self) -> tuple[str, ...]:
-        return tuple(m.name for m in self.methods)
 
 
 @json_dataclass(frozen=True, config=_PIPE_CONFIG)
