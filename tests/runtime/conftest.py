@@ -10,6 +10,7 @@ import pytest
 
 from pteforge.runtime import RuntimePool
 from pteforge.runtime.native import build_xnnpack_options
+from tests.generation.lm_builder import LmFiles
 from tests.models import MultiMethod, seq2seq_programs, shared_linear_programs, small_mlp_programs
 from tests.runtime.helpers import (
     Compiled,
@@ -92,3 +93,18 @@ def server(pool: RuntimePool, artifacts: dict[str, Compiled]) -> Iterator[Server
     app, registry = build_app(resolver, pool)
     with serve(app) as url:
         yield Server(url, resolver, registry)
+
+
+@pytest.fixture(scope="package")
+def lm() -> LmFiles:
+    """The tiny Llama of the generation tests (built once per machine by ``lm_builder``)."""
+    from tests.generation.lm_builder import build_tiny_lm
+
+    return build_tiny_lm("llama")
+
+
+@pytest.fixture(scope="package")
+def gen_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RuntimePool]:
+    """One worker, so that a test can see it freed."""
+    with RuntimePool(1, 64 << 20, tmp_path_factory.mktemp("lm-artifacts")) as pool:
+        yield pool

@@ -8,15 +8,13 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import hashlib
-import json
 import os
 import signal
 import termios
 import time
-from collections.abc import AsyncGenerator, Callable, Iterator
+from collections.abc import AsyncGenerator
 from multiprocessing import Pipe
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -39,7 +37,6 @@ from pteforge.runtime.sessions import SessionLimits
 from pteforge.runtime.wire import WORKER_REPLY, decode_message, encode_message
 from pteforge.runtime.worker import Executor, WorkerConfig
 from tests.generation.lm_builder import Family, LmFiles, build_tiny_lm, eager_greedy, pte_greedy
-from tests.generation.lm_tokenizer import IM_END
 
 pytestmark = pytest.mark.zoo  # builds tiny LMs (cached per machine by lm_builder)
 
@@ -48,18 +45,6 @@ PROMPTS = ("def generate(prompt", "Hello, wörld! ☕", "1 2 3 4 5 6")
 
 def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-@pytest.fixture(scope="module")
-def lm() -> LmFiles:
-    return build_tiny_lm("llama")
-
-
-@pytest.fixture(scope="module")
-def gen_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RuntimePool]:
-    """One worker, so that a test can see it freed."""
-    with RuntimePool(1, 64 << 20, tmp_path_factory.mktemp("lm-artifacts")) as pool:
-        yield pool
 
 
 def _stream(
@@ -289,77 +274,3 @@ def test_the_worker_loop_stops_at_a_cancel(lm: LmFiles, tmp_path: Path) -> None:
     reply, _ = decode_message(pool_end.recv_bytes(), WORKER_REPLY)
     assert isinstance(reply, GeneratedReply) and reply.event.finish_reason is None
     assert not pool_end.poll(0)
-
-
-def _rewritten(pte: Path, target: Path, edit: Callable[[Any], None]) -> Path:
-    """A copy of ``pte`` whose Program table ``edit`` changed (segments kept)."""
-    from executorch.exir._serialize._program import deserialize_pte_binary, serialize_pte_binary
-
-    program = deserialize_pte_binary(pte.read_bytes())
-    edit(program.program)
-    target.write_bytes(bytes(serialize_pte_binary(program, extract_delegate_segments=True)))
-    return target
-
-
-def _without_method(pte: Path, name: str, target: Path) -> Path:
-    """A copy of ``pte`` without method ``name``."""
-
-    def drop(program: Any) -> None:
-        program.execution_plan = [p for p in program.execution_plan if p.name != name]
-
-    return _rewritten(pte, target, drop)
-
-
-def test_without_get_eos_ids_the_tokenizers_eos_ends_the_text(
-    gen_pool: RuntimePool, lm: LmFiles, tmp_path: Path
-) -> None:
-    """ExecuTorch's runner ends a text at the tokenizer's EOS when the program has no
-    get_eos_ids; the worker read no EOS at all and ran on to max_tokens (new-user pass)."""
-    pte = _without_method(lm.pte, "get_eos_ids", tmp_path / "no-eos.pte")
-    config = tmp_path / "tokenizer_config.json"
-    config.write_text(json.dumps({"eos_token": IM_END}))
-    im_end = [lm.encode(IM_END)[-1]]
-    expected = pte_greedy(lm.pte, lm.encode("Paris"), 40, im_end)
-    assert expected[-1] == im_end[0] and len(expected) < 40  # the prompt ends early
-
-    async def collect() -> list[GenerationEvent]:
-        request = GenerationRequest(prompt="Paris", max_tokens=40, temperature=0)
-        tokenizer = (_sha(lm.tokenizer_json), lm.tokenizer_json)
-        stream = gen_pool.generate_async(
-            _sha(pte),
-            pte,
-            request,
-            tokenizer=tokenizer,
-            tokenizer_config=(_sha(config), config),
-            scope="project-a",
-        )
-        return [event async for event in stream]
-
-    events = asyncio.run(collect())
-    assert _tokens(events) == expected
-    assert events[-1].finish_reason == "stop"
-
-
-def test_the_context_is_get_max_context_len_when_the_program_has_it(
-    gen_pool: RuntimePool, lm: LmFiles, tmp_path: Path
-) -> None:
-    """upstream's export_llama writes get_max_seq_len (the most tokens one call takes) and
-    get_max_context_len (the KV cache); a prompt longer than the first but within the
-    second was refused as longer than the model's context (new-user pass)."""
-
-    def shorter_calls(program: Any) -> None:
-        (plan,) = [p for p in program.execution_plan if p.name == "get_max_seq_len"]
-        plan.values[0].val.int_val = 8
-
-    pte = _rewritten(lm.pte, tmp_path / "seq8.pte", shorter_calls)
-    prompt = "Hello, world! How are you today?"
-    ids = lm.encode(prompt)
-    assert 8 < len(ids) < lm.max_seq_len  # over one call's 8 tokens, within the cache's 64
-
-    async def collect() -> list[GenerationEvent]:
-        request = GenerationRequest(prompt=prompt, max_tokens=12, temperature=0)
-        blob = (_sha(lm.tokenizer_json), lm.tokenizer_json)
-        stream = gen_pool.generate_async(_sha(pte), pte, request, tokenizer=blob, scope="a")
-        return [event async for event in stream]
-
-    assert _tokens(asyncio.run(collect())) == pte_greedy(lm.pte, ids, 12, lm.eos_ids)
