@@ -51,10 +51,6 @@ def _describe(services: Services, part: UploadedPart) -> tuple[MethodSignature, 
     return description.methods
 
 
-def _renamed(spec: MethodSignature, name: str) -> MethodSignature:
-    return MethodSignature(name=name, inputs=spec.inputs, outputs=spec.outputs)
-
-
 def _file_parts(upload: MultipartUpload) -> list[UploadedPart]:
     if not upload.files:
         raise InvalidUploadError(
@@ -90,7 +86,7 @@ def _single_method(services: Services, part: UploadedPart) -> MethodSignature:
         raise InvalidUploadError(
             f"part {part.field_name!r} holds {len(specs)} programs; a per-method part holds one"
         )
-    return _renamed(specs[0], part.field_name)
+    return specs[0].renamed(part.field_name)
 
 
 def create_program(services: Services, project_id: str, upload: MultipartUpload) -> Program:
