@@ -41,6 +41,10 @@ def _named(programs: Programs) -> dict[str, ExportedProgram]:
 def _detached(program: ExportedProgram) -> ExportedProgram:
     """A copy whose graph can be rewritten freely; constant tensors are shared, not copied."""
     module = copy.deepcopy(program.graph_module)
+    # deepcopy renames a node whose name shadows a builtin (a user input ``input`` becomes
+    # ``input_1``), which the signature does not: the copy keeps the original names.
+    for original, copied in zip(program.graph.nodes, module.graph.nodes, strict=True):
+        copied.name = original.name
     return ExportedProgram(
         root=module,
         graph=module.graph,

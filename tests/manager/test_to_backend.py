@@ -13,12 +13,14 @@ from executorch.exir.backend.compile_spec_schema import CompileSpec
 from executorch.exir.backend.partitioner import Partitioner, PartitionResult
 from torch.export import ExportedProgram
 
+from pteforge.backends import default_catalog
 from pteforge.manager import (
     DelegationSpec,
     LoweringError,
     ProgramManager,
     UnknownBackendIdError,
     UnknownMethodError,
+    compile_programs,
     to_edge,
 )
 from tests.manager.helpers import assert_runs_like_eager
@@ -235,3 +237,24 @@ def test_a_program_that_fails_before_any_backend_is_a_lowering_error() -> None:
     plan = {"all": {"delegate": {"backend_id": "XnnpackBackend"}}}
     with pytest.raises(ManagerError, match="rounding_mode"):
         compile_programs({"forward": program}, plan, default_catalog())
+
+
+class _InputNamedInput(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 4)
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        return self.linear(input)  # type: ignore[no-any-return]
+
+
+def test_an_input_named_like_a_builtin_lowers_and_keeps_its_name() -> None:
+    """Lowering works on copies of the caller's programs (4aca4d6); a deep copy of a graph
+    renames an input called ``input`` to ``input_1`` but not the signature, and every such
+    program failed at loading ("Input spec name input does not match node name input_1")."""
+    x = torch.randn(1, 4)
+    program = torch.export.export(_InputNamedInput().eval(), (x,))
+    plan = {"all": {"partitioners": ["xnnpack"]}}
+    compiled = compile_programs({"forward": program}, plan, default_catalog())
+    assert [spec.name for spec in compiled.methods["forward"].inputs] == ["input"]
+    assert [n.name for n in program.graph.nodes if n.op == "placeholder"][-1] == "input"
