@@ -4,6 +4,7 @@ timeout (slowloris), idle keep-alive; requests within them are untouched."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import threading
 import time
@@ -15,6 +16,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
+from uvicorn.logging import AccessFormatter
 
 from pteforge.server.http.bounded_httptools import GuardedHttpToolsProtocol, uvicorn_options
 from pteforge.server.settings import Settings
@@ -130,3 +132,18 @@ def test_serve_uses_the_guarded_protocol_with_the_settings() -> None:
     assert issubclass(options["http"], GuardedHttpToolsProtocol)
     assert (options["http"].max_header_bytes, options["http"].header_timeout_s) == (4096, 3)
     assert (options["loop"], options["timeout_keep_alive"]) == ("uvloop", 5.0)
+
+
+def test_the_access_log_leaves_out_query_strings() -> None:
+    """A token a client put in the URL is not written; the path and status are."""
+    config = uvicorn_options(Settings())["log_config"]
+    assert config["handlers"]["access"]["filters"] == ["query_hidden"]
+    hidden = config["filters"]["query_hidden"]["()"]()
+    args = ("127.0.0.1:5000", "GET", "/v1/programs?token=pf_secret", "1.1", 401)
+    record = logging.LogRecord(
+        "uvicorn.access", 20, __file__, 0, '%s - "%s %s HTTP/%s" %d', args, None
+    )
+    assert hidden.filter(record)
+    line = AccessFormatter(config["formatters"]["access"]["fmt"], use_colors=False).format(record)
+    assert "pf_secret" not in line
+    assert '"GET /v1/programs?(query not logged) HTTP/1.1" 401' in line
