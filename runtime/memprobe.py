@@ -34,9 +34,9 @@ def _probe(path: Path, first: str, second: str, library: Path | None) -> dict[st
 
     enabled = False
     if library is not None:
-        from pteforge.runtime.native import enable_xnnpack_weight_cache
+        from pteforge.runtime.native import set_xnnpack_weight_cache
 
-        enabled = enable_xnnpack_weight_cache(library)
+        enabled = set_xnnpack_weight_cache(library, True)
     program = Runtime.get().load_program(path)
     signatures = describe_program(program)
     before = memory_figure("VmRSS")

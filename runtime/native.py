@@ -69,18 +69,13 @@ def build_xnnpack_options(build_dir: Path) -> Path:
     return target
 
 
-def enable_xnnpack_weight_cache(library: Path) -> bool:
-    """Turn on XnnpackBackend's packed-weight cache in this process; returns the new state.
+def set_xnnpack_weight_cache(library: Path, enabled: bool) -> bool:
+    """Turn XnnpackBackend's packed-weight cache on or off in this process for the delegates
+    initialised from now on (a method load initialises its delegates); returns the new state.
 
     Must run after ``executorch.runtime`` is imported, so the shim binds to the same
     ``libexecutorch.so`` (and backend registry) as the Python bindings.
     """
-    return set_xnnpack_weight_cache(library, True)
-
-
-def set_xnnpack_weight_cache(library: Path, enabled: bool) -> bool:
-    """Turn XnnpackBackend's packed-weight cache on or off for the delegates initialised
-    from now on (a method load initialises its delegates); returns the new state."""
     import executorch.runtime  # noqa: F401  (loads libexecutorch.so first)
 
     shim = ctypes.CDLL(str(library))

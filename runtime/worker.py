@@ -103,7 +103,6 @@ class Executor:
         self._refill: list[tuple[LoadedProgram, str]] = []
         library = config.weight_cache_library
         self.weights = WeightCache(None if library is None else Path(library))
-        self.weight_cache = self.weights.enabled
         self.runtime._legacy_module._unsafe_reset_threadpool(config.threads)
         self.threads = int(self.runtime._legacy_module._threadpool_get_thread_count())
         from pteforge.runtime.generation_worker import LanguageModels
@@ -286,7 +285,7 @@ def worker_main(conn: Connection, config: WorkerConfig, scratch: str) -> None:
     # The worker inherits torch's and ExecuTorch's heap from the fork server: frozen, a full
     # garbage collection no longer walks it (~450 ms measured in the server) mid-request.
     gc.freeze()
-    send_message(conn, ReadyReply(weight_cache=executor.weight_cache), [])
+    send_message(conn, ReadyReply(weight_cache=executor.weights.enabled), [])
     while True:
         try:
             reply, outputs = _next(conn, executor, log)
