@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pteforge.backends.entry import Options, PartitionerEntry
+from pteforge.backends.entry import PartitionerEntry
 from pteforge.backends.errors import BackendCatalogError
 from pteforge.backends.options import CoreMLOptions
 
@@ -34,16 +34,15 @@ class CoreMLEntry(PartitionerEntry[CoreMLOptions]):
         "Compile-only here: Core ML models execute only on Apple platforms."
     )
 
-    def partitioner(self, options: Options = None) -> Partitioner:
+    def build_partitioner(self, options: CoreMLOptions) -> Partitioner:
         """A ``CoreMLPartitioner`` with compile specs built from :class:`CoreMLOptions`."""
-        parsed = self.validate(options)
         from executorch.backends.apple.coreml.partition import CoreMLPartitioner
 
         return CoreMLPartitioner(
-            compile_specs=coreml_compile_specs(parsed),
-            skip_ops_for_coreml_delegation=list(parsed.skip_ops),
-            take_over_mutable_buffer=parsed.take_over_mutable_buffer,
-            lower_full_graph=parsed.lower_full_graph,
+            compile_specs=coreml_compile_specs(options),
+            skip_ops_for_coreml_delegation=list(options.skip_ops),
+            take_over_mutable_buffer=options.take_over_mutable_buffer,
+            lower_full_graph=options.lower_full_graph,
         )
 
 

@@ -71,9 +71,13 @@ class PartitionerEntry(BaseEntry[OptionsT]):
 
     kind = EntryKind.PARTITIONER
 
-    @abc.abstractmethod
     def partitioner(self, options: Options = None) -> Partitioner:
         """A new partitioner configured by ``options`` (validated first)."""
+        return self.build_partitioner(self.validate(options))
+
+    @abc.abstractmethod
+    def build_partitioner(self, options: OptionsT) -> Partitioner:
+        """The partitioner for ``options``, already checked against :attr:`options_model`."""
 
 
 class DelegateEntryBase(BaseEntry[OptionsT]):

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pteforge.backends.entry import Options, PartitionerEntry
+from pteforge.backends.entry import PartitionerEntry
 from pteforge.backends.options import OpenvinoOptions
 from pteforge.backends.telemetry import block_openvino_telemetry
 from pteforge.quiet import OPENVINO_IMPORT_NOTICE, dropping_native_lines
@@ -56,15 +56,14 @@ class OpenvinoEntry(PartitionerEntry[OpenvinoOptions]):
         "outputs do not match the quantized reference."
     )
 
-    def partitioner(self, options: Options = None) -> Partitioner:
+    def build_partitioner(self, options: OpenvinoOptions) -> Partitioner:
         """An ``OpenvinoPartitioner`` for ``device`` that refuses quantized graphs."""
-        parsed = self.validate(options)
         block_openvino_telemetry()
         with dropping_native_lines(OPENVINO_IMPORT_NOTICE):
             from executorch.backends.openvino.partitioner import OpenvinoPartitioner
         from pteforge.backends.support import FloatOnly
 
-        return FloatOnly(OpenvinoPartitioner(openvino_compile_specs(parsed)))
+        return FloatOnly(OpenvinoPartitioner(openvino_compile_specs(options)))
 
 
 def openvino_compile_specs(options: OpenvinoOptions) -> list[CompileSpec]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pteforge.backends.entry import Options, PartitionerEntry
+from pteforge.backends.entry import PartitionerEntry
 from pteforge.backends.options import VulkanOptions
 
 if TYPE_CHECKING:
@@ -31,11 +31,10 @@ class VulkanEntry(PartitionerEntry[VulkanOptions]):
         "pip has no Vulkan backend, so its methods cannot run on this host."
     )
 
-    def partitioner(self, options: Options = None) -> Partitioner:
+    def build_partitioner(self, options: VulkanOptions) -> Partitioner:
         """A ``VulkanPartitioner`` with the compile options of :class:`VulkanOptions`."""
-        parsed = self.validate(options)
         from executorch.backends.vulkan.partitioner.vulkan_partitioner import (
             VulkanPartitioner,
         )
 
-        return VulkanPartitioner(compile_options=parsed.model_dump())
+        return VulkanPartitioner(compile_options=options.model_dump())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pteforge.backends.entry import Options, PartitionerEntry
+from pteforge.backends.entry import PartitionerEntry
 from pteforge.backends.options import XnnpackOptions
 
 if TYPE_CHECKING:
@@ -21,9 +21,8 @@ class XnnpackEntry(PartitionerEntry[XnnpackOptions]):
     backend_id = XNNPACK_BACKEND_ID
     description = "XnnpackPartitioner: delegates supported fp32 and quantized operators to XNNPACK."
 
-    def partitioner(self, options: Options = None) -> Partitioner:
+    def build_partitioner(self, options: XnnpackOptions) -> Partitioner:
         """An ``XnnpackPartitioner`` configured by :class:`XnnpackOptions`."""
-        parsed = self.validate(options)
         from executorch.backends.xnnpack.partition.config.xnnpack_config import (
             ConfigPrecisionType,
         )
@@ -32,6 +31,6 @@ class XnnpackEntry(PartitionerEntry[XnnpackOptions]):
         )
 
         precision = None
-        if parsed.precision is not None:
-            precision = ConfigPrecisionType[parsed.precision.upper()]
-        return XnnpackPartitioner(config_precisions=precision, per_op_mode=parsed.per_op_mode)
+        if options.precision is not None:
+            precision = ConfigPrecisionType[options.precision.upper()]
+        return XnnpackPartitioner(config_precisions=precision, per_op_mode=options.per_op_mode)
