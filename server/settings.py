@@ -38,6 +38,11 @@ class Settings(BaseSettings):
         default="127.0.0.1", description="Address gRPC listens on (serve sets it to --host)."
     )
     max_upload_bytes: int = _positive(2 * 1024**3, "Largest accepted request body (413 above it).")
+    max_json_body_bytes: int = _positive(
+        16 * 1024**2,
+        "Largest JSON body of a /v1 route (a compile job's plan and calibration tensors, "
+        "a chat): 413 above it, counted as it arrives, before it is parsed.",
+    )
     http_max_header_bytes: int = Field(
         default=64 * 1024,
         ge=1024,

@@ -24,9 +24,10 @@ from pteforge.server.generation.errors import OpenAIError, answer_of
 from pteforge.server.generation.responses import Shape
 from pteforge.server.generation.schemas import ChatBody, CompletionBody
 from pteforge.server.generation.target import parse_model, target_of
-from pteforge.server.inference.bodies import read_body
-from pteforge.server.inference.dependencies import InferenceState, inference_state
+from pteforge.server.http.bodies import read_json_body
+from pteforge.server.inference.dependencies import inference_state
 from pteforge.server.inference.routes_infer import BareRoute
+from pteforge.server.inference.statuses import RequestTooLargeError
 
 TAG = "generation"
 SESSION_HEADER = "X-Pteforge-Session"
@@ -39,9 +40,9 @@ router = APIRouter(tags=[TAG], route_class=BareRoute)
 
 
 async def _parse(
-    request: Request, state: InferenceState, body_type: type[CompletionBody | ChatBody]
+    request: Request, body_type: type[CompletionBody | ChatBody]
 ) -> tuple[CompletionBody | ChatBody, GenerationRequest]:
-    body = body_type.model_validate_json(await read_body(request, state.max_request_bytes))
+    body = body_type.model_validate_json(await read_json_body(request, RequestTooLargeError))
     field = body.unsupported()
     if field is not None:
         raise OpenAIError(400, f"{field!r} is not supported by pteforge: leave it out", field)
@@ -61,7 +62,7 @@ def _failed(exc: Exception) -> dict[str, Any]:
 async def _generate(request: Request, body_type: type[CompletionBody | ChatBody]) -> Response:
     state = inference_state(request)
     principal = await state.authenticate(request)
-    body, generation = await _parse(request, state, body_type)
+    body, generation = await _parse(request, body_type)
     store = get_services(request).store
     target = await target_of(state.targets, store, principal.project_id, *parse_model(body.model))
     shape = Shape(

@@ -20,11 +20,8 @@ from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
-from pteforge.server.errors import (
-    InvalidRequestError,
-    PayloadTooLargeError,
-    UnsupportedMediaTypeError,
-)
+from pteforge.server.errors import InvalidRequestError, UnsupportedMediaTypeError
+from pteforge.server.http.bodies import capped_chunks, check_content_length
 from pteforge.server.settings import Settings
 
 T = TypeVar("T")
@@ -64,15 +61,6 @@ class MultipartUpload:
         for part in self.files:
             with contextlib.suppress(FileNotFoundError):
                 part.path.unlink()
-
-
-def check_content_length(request: Request, limit: int) -> None:
-    """Refuse early when the client announces a body over ``limit``."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise PayloadTooLargeError(
-            f"request body of {declared} bytes exceeds the {limit}-byte limit"
-        )
 
 
 class _PartWriter:
@@ -199,11 +187,8 @@ async def receive_multipart(
 async def _feed(request: Request, parser: MultipartParser, limit: int) -> None:
     """Stream the body into ``parser`` off the event loop, cutting it off past ``limit``."""
     pending: list[bytes] = []
-    pending_bytes = received = 0
-    async for chunk in request.stream():
-        received += len(chunk)
-        if received > limit:
-            raise PayloadTooLargeError(f"request body exceeds the {limit}-byte limit")
+    pending_bytes = 0
+    async for chunk in capped_chunks(request, limit):
         pending.append(chunk)
         pending_bytes += len(chunk)
         if pending_bytes >= _WRITE_SLICE_BYTES:

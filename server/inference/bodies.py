@@ -7,6 +7,7 @@ import zlib
 from starlette.requests import Request
 
 from pteforge.runtime.oip_codec import HEADER_LENGTH, ProtocolError
+from pteforge.server.http.bodies import read_capped
 from pteforge.server.inference.statuses import RequestTooLargeError
 
 # Requests whose JSON part is larger than this are decoded in the threadpool, so a big JSON
@@ -55,16 +56,7 @@ def decompressed(encoding: str, body: bytes, limit: int) -> bytes:
 
 async def read_body(request: Request, limit: int) -> bytes:
     """The request body, refused (413) as soon as it is known to exceed ``limit`` bytes."""
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise RequestTooLargeError(f"request body of {declared} bytes is over {limit} bytes")
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise RequestTooLargeError(f"request body is over {limit} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
+    return await read_capped(request, limit, RequestTooLargeError)
 
 
 def inline(encoding: str, body: bytes, json_length: int | None) -> bool:

@@ -12,13 +12,14 @@ from starlette.concurrency import run_in_threadpool
 from pteforge.contracts.jobs import ProfileReport
 from pteforge.server.auth.dependencies import CurrentPrincipal
 from pteforge.server.common.services import ServicesDep
+from pteforge.server.http.bodies import CappedJsonRoute
 from pteforge.server.http.listing import DEFAULT_LIMIT, LimitQuery
 from pteforge.server.jobs import profile_service, service
 from pteforge.server.jobs.events import job_event_stream
 from pteforge.server.jobs.schemas import CompileJobRequest, JobList, JobOut, ProfileJobRequest
 from pteforge.storage.domain import JobStatus
 
-router = APIRouter(prefix="/v1", tags=["jobs"])
+router = APIRouter(prefix="/v1", tags=["jobs"], route_class=CappedJsonRoute)
 
 
 @router.post(

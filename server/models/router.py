@@ -15,6 +15,7 @@ from starlette.responses import Response
 from pteforge.server.auth.dependencies import CurrentPrincipal
 from pteforge.server.common.openapi_doc import multipart_body
 from pteforge.server.common.services import ServicesDep
+from pteforge.server.http.bodies import CappedJsonRoute
 from pteforge.server.http.listing import DEFAULT_LIMIT, MAX_LIMIT
 from pteforge.server.http.uploads import store_upload
 from pteforge.server.models import service, tokenizers
@@ -27,7 +28,7 @@ from pteforge.server.models.schemas import (
     TokenizerOut,
 )
 
-router = APIRouter(prefix="/v1", tags=["models"])
+router = APIRouter(prefix="/v1", tags=["models"], route_class=CappedJsonRoute)
 
 ModelLimit = Annotated[
     int, Query(ge=1, le=MAX_LIMIT, description="At most this many models, by name.")

@@ -1,0 +1,83 @@
+"""Request bodies read into memory under a byte budget, refused (413) as soon as they pass it.
+
+:func:`capped_chunks` is the one place a body is counted while it streams in: the ``/v2``
+infer route (``server/inference/bodies.py``), multipart uploads (``uploads.py``) and every
+``/v1`` route whose body FastAPI decodes as JSON (:class:`CappedJsonRoute`) read through it,
+so no body is ever held or parsed past its route's limit, whatever ``Content-Length`` said.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import Any
+
+from fastapi.routing import APIRoute
+from starlette.requests import Request
+from starlette.responses import Response
+
+from pteforge.server.common.services import get_services
+from pteforge.server.errors import PayloadTooLargeError
+
+TooLarge = Callable[[str], Exception]
+"""Builds the exception a route answers for a body over its limit (a 413 in its layer)."""
+
+JSON_LIMIT_SETTING = "PTEFORGE_MAX_JSON_BODY_BYTES"
+
+
+def check_content_length(
+    request: Request, limit: int, too_large: TooLarge = PayloadTooLargeError
+) -> None:
+    """Refuse early when the client announces a body over ``limit``."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise too_large(f"request body of {declared} bytes exceeds the {limit}-byte limit")
+
+
+async def capped_chunks(
+    request: Request, limit: int, too_large: TooLarge = PayloadTooLargeError
+) -> AsyncIterator[bytes]:
+    """The body's chunks as they arrive; ``too_large`` is raised once they pass ``limit``."""
+    check_content_length(request, limit, too_large)
+    received = 0
+    async for chunk in request.stream():
+        received += len(chunk)
+        if received > limit:
+            raise too_large(f"request body exceeds the {limit}-byte limit")
+        yield chunk
+
+
+async def read_capped(
+    request: Request, limit: int, too_large: TooLarge = PayloadTooLargeError
+) -> bytes:
+    """The whole body, at most ``limit`` bytes (``too_large`` past it)."""
+    return b"".join([chunk async for chunk in capped_chunks(request, limit, too_large)])
+
+
+async def read_json_body(request: Request, too_large: TooLarge = PayloadTooLargeError) -> bytes:
+    """A ``/v1`` JSON body, at most ``settings.max_json_body_bytes``; past it ``too_large``
+    names the limit and its setting. FastAPI reads a body whole, and ``[[],[],...]`` takes
+    ~50 times its size once parsed and validated: no more than the limit is ever held."""
+    limit = get_services(request).settings.max_json_body_bytes
+
+    def refused(message: str) -> Exception:
+        return too_large(f"{message} of JSON bodies ({JSON_LIMIT_SETTING})")
+
+    return await read_capped(request, limit, refused)
+
+
+class CappedJsonRoute(APIRoute):
+    """An ``APIRoute`` whose JSON body is read by :func:`read_json_body` before FastAPI
+    decodes it: a larger one is a 413 ``payload_too_large``. Routes without a body parameter
+    (those that stream an upload themselves) are untouched."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+        if self.body_field is None:
+            return handler
+
+        async def capped(request: Request) -> Response:
+            # Starlette's Request.body() returns what it finds in _body; FastAPI decodes that.
+            request._body = await read_json_body(request)
+            return await handler(request)
+
+        return capped

@@ -1,0 +1,88 @@
+"""The /v1 JSON budget (red-team pass): every route whose body is JSON reads it under
+``max_json_body_bytes`` (16 MiB by default) as it arrives, and refuses a larger one with a
+413 naming the limit before it is parsed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import httpx
+from fastapi.routing import APIRoute
+from starlette.routing import BaseRoute
+
+from pteforge.server.app import create_app
+from pteforge.server.http.bodies import CappedJsonRoute
+from pteforge.server.settings import Settings
+from tests.server.helpers import assert_error, peak_growth_kib
+from tests.server.service import ServiceProcess
+
+LIMIT = Settings().max_json_body_bytes
+# 24 MB of ``[[],[],...]``: ~1.7 GB of Python lists and pydantic values once decoded.
+LISTS = b"[" + b",".join([b"[]"] * (12 * 1024 * 1024)) + b"]"
+JSON = {"content-type": "application/json"}
+
+
+def _chunks(body: bytes) -> Iterator[bytes]:
+    """Sent chunked: no Content-Length to refuse up front, so the body is counted as read."""
+    step = 1 << 20
+    return (body[i : i + step] for i in range(0, len(body), step))
+
+
+def _calibration_plan(data: bytes) -> bytes:
+    target = b'{"quantize": "q", "calibration": [[{"shape": [1], "data": ' + data + b"}]]}"
+    return b'{"program_id": "p", "plan": {"methods": {"forward": ' + target + b"}}}"
+
+
+def _routes(routes: Iterable[BaseRoute]) -> Iterator[BaseRoute]:
+    """Every route, those of included routers too (FastAPI keeps those in their router)."""
+    for route in routes:
+        router = getattr(route, "original_router", None)
+        yield from [route] if router is None else _routes(router.routes)
+
+
+def test_every_v1_json_route_reads_its_body_under_the_budget(tmp_path: Path) -> None:
+    app = create_app(Settings(home=tmp_path))
+    taking_json = [
+        route
+        for route in _routes(app.routes)
+        if isinstance(route, APIRoute) and route.body_field is not None
+    ]
+    assert {r.path for r in taking_json} >= {"/v1/compile-jobs", "/v1/models/{name}/versions"}
+    assert [r.path for r in taking_json if not isinstance(r, CappedJsonRoute)] == []
+
+
+def test_a_calibration_set_over_the_budget_is_413_before_it_is_parsed(
+    service: ServiceProcess, admin: httpx.Client
+) -> None:
+    """The compile job's plan was read whole (up to the 2 GiB upload limit) and decoded: a
+    30 MB body grew the server by 2.1 GB. Now no more than the budget is held."""
+    body = _calibration_plan(LISTS)
+    answer, grown = peak_growth_kib(
+        service.proc.pid,
+        lambda: admin.post("/v1/compile-jobs", content=_chunks(body), headers=JSON),
+    )
+    assert_error(answer, 413, "payload_too_large")
+    message = answer.json()["error"]["message"]
+    assert f"exceeds the {LIMIT}-byte limit of JSON bodies" in message, message
+    assert "PTEFORGE_MAX_JSON_BODY_BYTES" in message
+    assert grown < 64 * 1024
+    declared = admin.post("/v1/models/m/versions", content=body, headers=JSON)
+    assert_error(declared, 413, "payload_too_large")
+    assert f"request body of {len(body)} bytes exceeds the {LIMIT}-byte limit" in declared.text
+
+
+def test_a_chat_over_the_budget_is_an_openai_413(
+    service: ServiceProcess, admin: httpx.Client
+) -> None:
+    """The chat routes read up to the /v2 limit (256 MiB): 30 MB of ``[[],...]`` messages
+    made pydantic collect one error per message, 15 GB."""
+    body = b'{"model": "m", "messages": ' + LISTS + b"}"
+    answer, grown = peak_growth_kib(
+        service.proc.pid,
+        lambda: admin.post("/v1/chat/completions", content=_chunks(body), headers=JSON),
+    )
+    assert answer.status_code == 413, answer.text
+    error = answer.json()["error"]
+    assert f"exceeds the {LIMIT}-byte limit of JSON bodies" in error["message"], error
+    assert grown < 64 * 1024
