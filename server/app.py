@@ -23,6 +23,7 @@ from pteforge.server.common.services import Services
 from pteforge.server.dashboard.router import mount_dashboard
 from pteforge.server.errors import install_error_handlers
 from pteforge.server.generation import router as generation_router
+from pteforge.server.generation.target import forget_target
 from pteforge.server.grpc_api import STOP_GRACE_S, start_grpc_server
 from pteforge.server.http import health
 from pteforge.server.http.docs import install_docs
@@ -104,6 +105,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.inference = store_inference_state(
             services.store, pool, registry, max_request_bytes=settings.max_infer_request_bytes
         )
+        services.model_changed = partial(forget_target, app.state.inference.targets)
         grpc_server = await _start_grpc(settings, app)  # last: nothing after it can fail
         freeze_startup_heap()
         if settings.describe_backends_at_start:  # in the background: seconds of imports

@@ -33,6 +33,9 @@ class Services:
     job_queued: Callable[[], None] = field(default=lambda: None)
     # Called after a running job's cancel is committed (the app interrupts its workers).
     job_canceled: Callable[[], None] = field(default=lambda: None)
+    # Called with (project id, model name, version) after a model version is added, deleted
+    # or given a tokenizer (the app forgets its resolved generation targets).
+    model_changed: Callable[[str, str, int], None] = field(default=lambda *_: None)
     # What this host gives upload-handling children (probed at startup); None: not probed.
     host: HostOut | None = None
     _catalog_json: bytes | None = field(default=None, init=False, repr=False)

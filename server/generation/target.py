@@ -1,8 +1,9 @@
 """What a request's ``model`` names: a model version's ``.pte`` and its tokenizer.
 
 ``model`` is a model name from ``/v1/models`` (its latest version) or ``name:version``; the
-``/v2`` generate routes name the version in their path instead. A pinned version's target
-is remembered for a while (``target_of``), like ``/v2``'s resolved artifacts.
+``/v2`` generate routes name the version in their path instead. A resolved target is
+remembered for a while (``target_of``), like ``/v2``'s resolved artifacts, and forgotten as
+soon as this server changes the model (``forget_target``).
 Everything is read in one query (``tx.models.served``), within the caller's project, so the
 program and the tokenizer are of the same version even while a new version is added.
 """
@@ -87,22 +88,29 @@ def resolve_version(store: Store, project_id: str, name: str, asked: int | None)
     )
 
 
-TargetCache = TtlCache[tuple[str, str, int], Target]
-"""Resolved targets of pinned model versions by (project id, model name, version)."""
+TargetCache = TtlCache[tuple[str, str, int | None], Target]
+"""Resolved targets by (project id, model name, version; None: the latest)."""
 
 
 async def target_of(
     cache: TargetCache, store: Store, project_id: str, name: str, asked: int | None
 ) -> Target:
-    """:func:`resolve_version` in the threadpool. A pinned version (``asked``) is remembered in
-    ``cache`` for its time to live, as ``/v2`` remembers a pinned version's artifact (a
-    tokenizer replaced or a version deleted takes effect within it); the latest version is
-    resolved every time, so a new version serves at once. Refusals are not remembered."""
-    key = None if asked is None else (project_id, name, asked)
-    cached = None if key is None else cache.get(key)
+    """:func:`resolve_version` in the threadpool, remembered in ``cache`` for its time to live
+    (a hit costs no query and no thread hop: the lookup was most of a stream's time to first
+    token). A version added, deleted or given a tokenizer through this server is forgotten
+    at once (``forget_target``), so it serves at once; through another replica it takes
+    effect within the time to live, as for ``/v2``'s artifacts. Refusals are not remembered."""
+    key = (project_id, name, asked)
+    cached = cache.get(key)
     if cached is not None:
         return cached
     target = await run_in_threadpool(resolve_version, store, project_id, name, asked)
-    if key is not None:
-        cache.put(key, target)
+    cache.put(key, target)
     return target
+
+
+def forget_target(cache: TargetCache, project_id: str, name: str, version: int) -> None:
+    """Forget what ``cache`` holds for ``version`` of model ``name`` and for its latest
+    version (which it may be, or have become): called once a change is committed."""
+    cache.discard((project_id, name, version))
+    cache.discard((project_id, name, None))

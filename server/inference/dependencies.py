@@ -48,7 +48,8 @@ class InferenceState:
     """Resolved artifacts by (principal, artifact id or model name, version); misses and a
     model's latest version are not cached."""
     targets: "TargetCache"
-    """Resolved generation targets of pinned model versions, the same way (not the latest)."""
+    """Resolved generation targets by (project id, model name, version or None: the latest),
+    forgotten when this server changes that model (``forget_target``)."""
     max_request_bytes: int
     server_version: str
 

@@ -16,7 +16,9 @@ def add_version(services: Services, project_id: str, name: str, artifact_id: str
     except InvalidModelNameError as exc:
         raise InvalidRequestError(str(exc)) from None
     with services.store.transaction() as tx:
-        return tx.models.add_version(project_id, name, artifact_id)
+        version = tx.models.add_version(project_id, name, artifact_id)
+    services.model_changed(project_id, name, version.version)
+    return version
 
 
 def get_model(services: Services, project_id: str, name: str) -> tuple[Model, list[ModelVersion]]:
@@ -40,3 +42,4 @@ def delete_version(services: Services, project_id: str, name: str, version: int)
     with services.store.transaction() as tx:
         if not tx.models.delete_version(project_id, name, version):
             raise NotFoundError(f"model {name!r} has no version {version}")
+    services.model_changed(project_id, name, version)

@@ -85,7 +85,9 @@ def attach_tokenizer(
     stored = store_file(services.store.blobs, tokenizer.path)
     stored_config = None if config is None else store_file(services.store.blobs, config.path)
     with services.store.transaction() as tx:
-        return tx.models.set_tokenizer(project_id, name, version, stored, stored_config)
+        attached = tx.models.set_tokenizer(project_id, name, version, stored, stored_config)
+    services.model_changed(project_id, name, version)
+    return attached
 
 
 def get_tokenizer(services: Services, project_id: str, name: str, version: int) -> ModelTokenizer:

@@ -1,6 +1,7 @@
-"""Generation targets: a pinned model version's is remembered for the resolve cache's time to
-live, as /v2 remembers a pinned version's artifact; the latest version and refusals are
-looked up on every request (on a real SQLite store, with a clock moved by hand)."""
+"""Generation targets: a model version's, and a model's latest, are remembered for the resolve
+cache's time to live, as /v2 remembers a pinned version's artifact, unless the server changed
+the model meanwhile (``forget_target``); refusals are looked up on every request (on a real
+SQLite store, with a clock moved by hand)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 
 from pteforge.server.auth.cache import TtlCache
 from pteforge.server.generation.errors import OpenAIError
-from pteforge.server.generation.target import Target, TargetCache, target_of
+from pteforge.server.generation.target import Target, TargetCache, forget_target, target_of
 from pteforge.storage import SqlStore, default_sqlite_url, open_store
 from pteforge.storage.domain import BlobRef
 
@@ -62,6 +63,8 @@ def test_a_pinned_target_is_remembered_until_its_ttl_passes(tmp_path: Path) -> N
             tx.models.set_tokenizer(project, "lm", 1, second, None)
             tx.models.delete_version(project, "lm", 2)
         assert _target(cache, store, project, 1).tokenizer[0] == first.sha256  # remembered
+        assert _target(cache, store, project, None).version == 2  # remembered too
+        forget_target(cache, project, "lm", 2)  # as the server does once it deleted it
         latest = _target(cache, store, project, None)  # looked up: version 2 went at once
         assert (latest.version, latest.tokenizer[0]) == (1, second.sha256)
         assert _refused(cache, store, stranger, 1) == "model_not_found"

@@ -14,13 +14,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import httpx
 import openai
 import pytest
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from tests.generation.lm_builder import LmFiles
 from tests.generation.lm_tokenizer import BOS, CHAT_TEMPLATE
-from tests.server.lm_serving import MODEL, greedy_reference
+from tests.server.lm_serving import MODEL, deploy_lm, greedy_reference
+from tests.server.model_names import deploy
 from tests.server.service import ServiceProcess
 
 PROMPT = "The quick brown fox"
@@ -132,6 +134,22 @@ def test_a_stream_closed_early_leaves_the_next_generation_right(
         model=deployed, prompt=prompt_ids, max_tokens=MAX_TOKENS, temperature=0, extra_body=IDS
     )
     assert whole.choices[0].to_dict()["token_ids"] == _expected(lm, prompt_ids)
+
+
+def test_a_version_added_serves_at_once(
+    client: openai.OpenAI, admin: httpx.Client, lm: LmFiles
+) -> None:
+    """The latest version's target is remembered between requests, but a version added or
+    given a tokenizer through the server is what the next request gets."""
+    model = deploy_lm(admin, lm, "fresh-lm")
+    client.completions.create(model=model, prompt="Hi", max_tokens=1)  # remembered
+    deploy(admin, model, admin.get(f"/v1/models/{model}").json()["versions"][0]["artifact_id"])
+    with pytest.raises(openai.BadRequestError) as raised:  # version 2 has no tokenizer yet
+        client.completions.create(model=model, prompt="Hi", max_tokens=1)
+    assert f"/v1/models/{model}/versions/2/tokenizer" in str(raised.value)
+    parts = {"tokenizer": ("tokenizer.json", lm.tokenizer_json.read_bytes())}
+    assert admin.put(f"/v1/models/{model}/versions/2/tokenizer", files=parts).status_code == 201
+    assert client.completions.create(model=model, prompt="Hi", max_tokens=1).choices
 
 
 def _chat(client: openai.OpenAI, messages: list[Any], session: str | None = None) -> list[int]:
