@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -153,7 +153,11 @@ def _input_entries(header: dict[str, Any], signature: MethodSignature) -> list[d
 
 
 def input_tensor(
-    signature: MethodSignature, name: str, datatype: str, shape: object, data: bytes | list[Any]
+    signature: MethodSignature,
+    name: str,
+    datatype: str,
+    shape: object,
+    data: bytes | Sequence[Any],
 ) -> np.ndarray:
     """Input ``name`` from its raw bytes or its flat list of values, checked like a /v2
     tensor (datatype, shape, size) against ``signature``; errors name the input."""

@@ -7,13 +7,15 @@ tensors are checked by the same helpers as /v2's JSON and binary bodies
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 from tritonclient.grpc import service_pb2 as pb
 
 from pteforge.contracts.oip import oip_datatype
-from pteforge.runtime.errors import ProtocolError
+from pteforge.runtime.errors import InvalidInputError, ProtocolError
 from pteforge.runtime.metadata import MethodSignature
 from pteforge.runtime.oip_codec import (
     InferRequest,
@@ -59,14 +61,23 @@ def _set_parameter(target: Any, value: Any) -> None:
         target.string_param = str(value)
 
 
-def _contents(tensor: Any) -> list[Any]:
+def _contents(tensor: Any) -> Sequence[Any]:
+    """The typed contents as protobuf holds them (no Python list: 30M floats would be 1 GB
+    of Python objects), as many values as the declared shape needs."""
     field = CONTENTS_FIELD.get(tensor.datatype)
     if field is None or not tensor.HasField("contents"):
         raise ProtocolError(
             f"input {tensor.name!r}: no raw_input_contents and no typed contents for "
             f"{tensor.datatype}"
         )
-    return list(getattr(tensor.contents, field))
+    values: Sequence[Any] = getattr(tensor.contents, field)
+    needed = math.prod(tensor.shape)
+    if len(values) != needed:
+        raise InvalidInputError(
+            f"input {tensor.name!r}: shape {list(tensor.shape)} needs {needed} elements, "
+            f"contents has {len(values)}"
+        )
+    return values
 
 
 def decode_request(request: Any, signature: MethodSignature) -> InferRequest:

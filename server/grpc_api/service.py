@@ -21,7 +21,7 @@ from pteforge.runtime import InferResult, PoolClosedError
 from pteforge.runtime.oip_codec import BINARY_EXTENSION, model_metadata
 from pteforge.server.auth.dependencies import Principal
 from pteforge.server.grpc_api.codec import decode_request, encode_response, metadata_response
-from pteforge.server.grpc_api.status import grpc_status
+from pteforge.server.grpc_api.status import grpc_status, refuse_unimplemented
 from pteforge.server.inference.dependencies import InferenceState
 from pteforge.server.inference.sequences import SEQUENCE_EXTENSION
 from pteforge.server.inference.statuses import NotFoundError, NotRunnableError
@@ -72,6 +72,7 @@ async def infer(state: InferenceState, principal: Principal, request: Any) -> An
     )
 
 
+@refuse_unimplemented(rpc.GRPCInferenceServiceServicer)
 class InferenceService(rpc.GRPCInferenceServiceServicer):
     """The gRPC service over the running app's state (see the module docstring)."""
 

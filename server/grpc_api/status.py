@@ -8,6 +8,8 @@ errors: ``server/inference/statuses.py``; every other layer: ``server/error_map.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import grpc
 
@@ -43,3 +45,33 @@ def grpc_status(exc: Exception) -> tuple[grpc.StatusCode, str]:
         log.exception("gRPC request failed", exc_info=exc)
         return grpc.StatusCode.INTERNAL, "internal error"
     return GRPC_CODE.get(answer.status, grpc.StatusCode.UNKNOWN), answer.message
+
+
+SERVICE_NAME = "inference.GRPCInferenceService"
+
+C = TypeVar("C", bound=type)
+
+
+def _unimplemented(rpc_name: str, served: str) -> Callable[..., Awaitable[Any]]:
+    message = f"{SERVICE_NAME}/{rpc_name} is not implemented by pteforge (it serves {served})"
+
+    async def refuse(self: object, request: object, context: grpc.aio.ServicerContext) -> Any:
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED, message)
+
+    return refuse
+
+
+def refuse_unimplemented(base: type) -> Callable[[C], C]:
+    """A class decorator: every RPC of the generated ``base`` servicer that the class does
+    not define answers UNIMPLEMENTED naming the RPC and what is served (the generated
+    stubs answer "Unexpected <class 'NotImplementedError'>")."""
+
+    def decorate(servicer: C) -> C:
+        rpcs = [name for name in vars(base) if not name.startswith("_")]
+        served = ", ".join(name for name in rpcs if name in vars(servicer))
+        for name in rpcs:
+            if name not in vars(servicer):
+                setattr(servicer, name, _unimplemented(name, served))
+        return servicer
+
+    return decorate

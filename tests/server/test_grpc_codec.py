@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import tracemalloc
 
 import grpc
 import numpy as np
 import pytest
 from tritonclient.grpc import service_pb2 as pb
+from tritonclient.grpc import service_pb2_grpc as rpc
 
 from pteforge.runtime import InvalidInputError, WorkerTimeoutError
 from pteforge.runtime.errors import SessionLimitError
@@ -20,6 +22,7 @@ from pteforge.server.grpc_api import GrpcPortError, start_grpc_server
 from pteforge.server.grpc_api.codec import decode_request, encode_response
 from pteforge.server.grpc_api.status import grpc_status
 from pteforge.server.inference.statuses import NotFoundError
+from tests.server.service import free_port
 
 SIG = MethodSignature(
     "decode",
@@ -98,3 +101,46 @@ def test_a_taken_port_fails_startup_naming_it() -> None:
         port = taken.getsockname()[1]
         with pytest.raises(GrpcPortError, match=f"127.0.0.1:{port}.*--grpc-port 0"):
             asyncio.run(start_grpc_server(lambda: None, "127.0.0.1", port, 1 << 20))
+
+
+@pytest.mark.parametrize("declared", [(2_000_002,), (2,)])
+def test_typed_contents_are_checked_before_they_become_python_values(
+    declared: tuple[int, ...],
+) -> None:
+    """2M typed floats under a shape the signature refuses, or more values than the shape
+    holds: refused without a Python list of them (``list(fp32_contents)`` was 1 GB for a
+    120 MB message)."""
+    request = _request(raw=False, memory_shape=declared)
+    request.inputs[0].contents.fp32_contents.extend(np.zeros(2_000_000, dtype=np.float32))
+    tracemalloc.start()
+    try:
+        with pytest.raises(InvalidInputError, match="'memory': "):
+            decode_request(request, SIG)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20
+
+
+def test_unimplemented_rpcs_and_big_messages_get_clear_statuses() -> None:
+    async def calls() -> list[tuple[grpc.StatusCode, str | None]]:
+        port = free_port()
+        server = await start_grpc_server(lambda: None, "127.0.0.1", port, 1 << 20)
+        answers = []
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = rpc.GRPCInferenceServiceStub(channel)
+            big = pb.ModelInferRequest(model_name="m", raw_input_contents=[b"\0" * (2 << 20)])
+            for call in (stub.RepositoryIndex(pb.RepositoryIndexRequest()), stub.ModelInfer(big)):
+                try:
+                    await call
+                except grpc.aio.AioRpcError as exc:
+                    answers.append((exc.code(), exc.details()))
+        await server.stop(0)
+        return answers
+
+    index, big = asyncio.run(calls())
+    assert index[0] is grpc.StatusCode.UNIMPLEMENTED
+    assert index[1] is not None and index[1].startswith(
+        "inference.GRPCInferenceService/RepositoryIndex is not implemented by pteforge"
+    )
+    assert big[0] is grpc.StatusCode.RESOURCE_EXHAUSTED, big
