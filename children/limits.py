@@ -11,7 +11,9 @@ from __future__ import annotations
 import os
 import resource
 import signal
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,3 +101,43 @@ def take_default_signals() -> None:
     handlers, which would keep it alive)."""
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, signal.SIG_DFL)
+
+
+@contextmanager
+def address_space_budget(extra_bytes: int) -> Iterator[None]:
+    """Within the block, this process may grow its address space by ``extra_bytes`` at most:
+    past that its allocations fail (``MemoryError``) instead of taking the host's memory.
+    For a bounded step of a long-lived process (a runtime worker rendering an uploaded chat
+    template); the soft ``RLIMIT_AS`` is lowered for the block and restored after, and
+    other threads of the process are held to it meanwhile."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    limit = memory_figure("VmSize") + extra_bytes
+    for bound in (soft, hard):
+        if bound != resource.RLIM_INFINITY:
+            limit = min(limit, bound)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+@contextmanager
+def wall_clock_deadline(seconds: float, expired: Callable[[], BaseException]) -> Iterator[None]:
+    """Within the block, ``expired()`` is raised where the block's Python code is once
+    ``seconds`` have passed (SIGALRM: on the main thread only; elsewhere no deadline). C code
+    is not interrupted: the error comes when it returns to Python."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum: int, frame: object) -> None:
+        raise expired()
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pteforge.children.limits import address_space_budget, wall_clock_deadline
 from pteforge.contracts.generation import ChatMessage, GenerationRequest
 from pteforge.runtime.errors import TokenizerError
 
@@ -26,6 +27,13 @@ DEFAULT_CHAT_TEMPLATE = (
 """The chat template used when the tokenizer config has none."""
 
 _SPECIAL = ("bos_token", "eos_token", "unk_token", "pad_token")
+
+MAX_RENDERED_CHARS = 8 << 20
+"""Most characters a rendered chat may have: a context of a million tokens at 8 each."""
+RENDER_MEMORY_BYTES = 512 << 20
+"""Most memory rendering a chat may take (a 8 Mi-character prompt takes 32 MiB at most)."""
+RENDER_SECONDS = 10.0
+"""Longest a chat template may render."""
 
 
 class TextCodec:
@@ -72,15 +80,38 @@ class TextCodec:
         return frozenset() if token is None else frozenset({int(token)})
 
     def render(self, messages: Sequence[ChatMessage]) -> str:
-        """The chat as one prompt, generation prompt included, by the sandboxed template."""
+        """The chat as one prompt, generation prompt included, by the sandboxed template.
+
+        The sandbox stops unsafe calls, not work: ``'x' * 10**10``, a string doubled in a
+        loop or nested ``range(100000)`` loops are all allowed. So the render may take
+        :data:`RENDER_MEMORY_BYTES` more memory, produce :data:`MAX_RENDERED_CHARS` and run
+        :data:`RENDER_SECONDS` (on the worker's main thread, where requests run)."""
         from jinja2 import TemplateError
 
         try:
-            template = self._compiled()
-            chat = [{"role": m.role, "content": m.content} for m in messages]
-            return str(template.render(messages=chat, add_generation_prompt=True, **self.specials))
-        except (TemplateError, TokenizerError, TypeError, ValueError) as exc:
+            with (
+                address_space_budget(RENDER_MEMORY_BYTES),
+                wall_clock_deadline(RENDER_SECONDS, _too_slow),
+            ):
+                return self._render(messages)
+        except MemoryError:
+            raise TokenizerError(
+                f"the chat template failed: it needs more than {RENDER_MEMORY_BYTES >> 20} MiB"
+            ) from None
+        except (TemplateError, TokenizerError, TypeError, ValueError, OverflowError) as exc:
             raise TokenizerError(f"the chat template failed: {exc}") from None
+
+    def _render(self, messages: Sequence[ChatMessage]) -> str:
+        chat = [{"role": m.role, "content": m.content} for m in messages]
+        pieces, size = [], 0
+        for piece in self._compiled().generate(
+            messages=chat, add_generation_prompt=True, **self.specials
+        ):
+            size += len(piece)
+            if size > MAX_RENDERED_CHARS:
+                raise TokenizerError(f"it renders over {MAX_RENDERED_CHARS} characters")
+            pieces.append(piece)
+        return "".join(pieces)
 
     def _compiled(self) -> Any:
         if self._template is None:
@@ -90,6 +121,10 @@ class TextCodec:
             env.globals["raise_exception"] = _raise
             self._template = env.from_string(self.template_source)
         return self._template
+
+
+def _too_slow() -> TokenizerError:
+    return TokenizerError(f"it renders for over {RENDER_SECONDS:g} s")
 
 
 def _raise(message: str) -> None:

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from pteforge.contracts.generation import ChatMessage, GenerationRequest
+from pteforge.runtime import text_codec
 from pteforge.runtime.errors import TokenizerError
 from pteforge.runtime.sampling import Sampler
 from pteforge.runtime.text_codec import TextCodec
@@ -149,3 +150,18 @@ def test_the_first_word_keeps_its_space_after_the_prompt(tmp_path: Path, strip: 
     text = TextStream(codec.decode, context=prompt)
     pieces = [text.push(t) for t in whole[len(prompt) :]]
     assert "".join([*pieces, text.finish()]) == " capital of"
+
+
+def test_a_template_looping_without_output_stops_at_its_deadline(
+    byte_tokenizer: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """10**10 empty iterations: no output to count, so the render's deadline stops it (the
+    worker's main thread; 10 s there, half a second here)."""
+    monkeypatch.setattr(text_codec, "RENDER_SECONDS", 0.5)
+    config = tmp_path / "tokenizer_config.json"
+    loops = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
+    config.write_text(json.dumps({"chat_template": loops}))
+    codec = TextCodec(byte_tokenizer, config)
+    with pytest.raises(TokenizerError, match=r"chat template failed: it renders for over 0\.5 s"):
+        codec.render((ChatMessage(role="user", content="hi"),))
+    assert codec.encode("plain", special=False)  # the alarm is off again

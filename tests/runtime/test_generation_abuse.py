@@ -1,0 +1,75 @@
+"""Uploaded chat templates that ask for unbounded work (red-team pass): Jinja's sandbox
+allows ``'x' * 10**10``, a string doubled in a loop and nested ``range(100000)`` loops. In a
+real runtime worker each fails only its request, with a clear error, within the render's
+memory, size and time budgets; the same worker serves the next request."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from pteforge.children.limits import memory_figure
+from pteforge.contracts.generation import GenerationEvent, GenerationRequest
+from pteforge.runtime import RuntimePool
+from pteforge.runtime.errors import TokenizerError
+from pteforge.runtime.text_codec import MAX_RENDERED_CHARS, RENDER_MEMORY_BYTES
+from tests.generation.lm_builder import LmFiles, pte_greedy
+
+pytestmark = pytest.mark.zoo  # builds tiny LMs (cached per machine by lm_builder)
+
+HOSTILE = {
+    "{{ 'x' * 10**10 }}": f"needs more than {RENDER_MEMORY_BYTES >> 20} MiB",
+    "{% set s = namespace(v='x') %}{% for i in range(40) %}{% set s.v = s.v ~ s.v %}"
+    "{% endfor %}{{ s.v }}": f"needs more than {RENDER_MEMORY_BYTES >> 20} MiB",
+    "{{ '%10000000000s' | format('x') }}": f"needs more than {RENDER_MEMORY_BYTES >> 20} MiB",
+    "{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}": (
+        f"renders over {MAX_RENDERED_CHARS} characters"
+    ),
+}
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _generate(
+    pool: RuntimePool, lm: LmFiles, config: Path, **fields: object
+) -> list[GenerationEvent]:
+    async def collect() -> list[GenerationEvent]:
+        stream = pool.generate_async(
+            _sha(lm.pte),
+            lm.pte,
+            GenerationRequest.model_validate(fields),
+            tokenizer=(_sha(lm.tokenizer_json), lm.tokenizer_json),
+            tokenizer_config=(_sha(config), config),
+            scope="project-a",
+        )
+        return [event async for event in stream]
+
+    return asyncio.run(collect())
+
+
+@pytest.mark.parametrize("template", list(HOSTILE))
+def test_a_template_asking_for_unbounded_work_fails_only_its_request(
+    gen_pool: RuntimePool, lm: LmFiles, tmp_path: Path, template: str
+) -> None:
+    (worker,) = gen_pool.workers.live
+    hostile = tmp_path / "hostile_config.json"
+    hostile.write_text(json.dumps({"chat_template": template}))
+    chat = [{"role": "user", "content": "hi"}]
+    with pytest.raises(TokenizerError, match=f"the chat template failed: it {HOSTILE[template]}"):
+        _generate(gen_pool, lm, hostile, messages=chat, max_tokens=4)
+    grown = memory_figure("VmHWM", Path(f"/proc/{worker.process.pid}/status"))
+    assert grown < memory_figure("VmRSS", Path(f"/proc/{worker.process.pid}/status")) + (
+        RENDER_MEMORY_BYTES
+    )
+    assert gen_pool.workers.live == {worker}  # not replaced: it answered and serves on
+    ids = lm.encode("hi")
+    events = _generate(
+        gen_pool, lm, lm.tokenizer_config, prompt_ids=ids, max_tokens=4, temperature=0
+    )
+    assert [t for e in events for t in e.token_ids] == pte_greedy(lm.pte, ids, 4, lm.eos_ids)
