@@ -15,8 +15,9 @@ untrusted, and the cold load is only cold in a process that never loaded it.
   runs (what stays allocated: weights, planned memory, delegate state; a transient peak
   inside one execution is not seen).
 - ``operators``: the ETDump events of the program loaded cold, run after its own warm-up
-  ``min(iterations, OPERATOR_RUNS)`` times, by :func:`pteforge.runtime.profiling.operator_times`
-  (reading an ETDump back costs about 25 ms per run, so its runs are bounded).
+  :func:`operator_runs` times, by :func:`pteforge.runtime.profiling.operator_times`: one
+  run per 20 timed ones (1 to ``OPERATOR_RUNS``), so that the instrumented runs add at most
+  5% to the timed ones.
 """
 
 from __future__ import annotations
@@ -36,6 +37,11 @@ from pteforge.runtime.profiling import delegate_backends, operator_times, summar
 
 OPERATOR_RUNS = 10
 """The most runs whose ETDump events make the operator rows."""
+
+
+def operator_runs(iterations: int) -> int:
+    """How many instrumented runs make the operator rows of a profile of ``iterations``."""
+    return max(1, min(OPERATOR_RUNS, iterations // 20))
 
 
 def latency_summary(samples: list[float]) -> LatencySummary:
@@ -82,7 +88,7 @@ def profile_program(
     plain, loaded, warm = _load(runtime, path, method, etdump=False)
     loaded_rss = memory_figure("VmRSS")
     samples = _timed_runs(loaded, inputs, iterations)
-    _timed_runs(instrumented, inputs, min(iterations, OPERATOR_RUNS))
+    _timed_runs(instrumented, inputs, operator_runs(iterations))
     peak = memory_figure("VmHWM") if exact_peak else max(loaded_rss, memory_figure("VmRSS"))
     peak = max(peak - before, 0)
     with tempfile.TemporaryDirectory() as tmp:
