@@ -44,7 +44,8 @@ class TextCodec:
 
         try:
             self.tokenizer = Tokenizer.from_file(str(tokenizer))
-        except Exception as exc:
+        except BaseException as exc:
+            _reraise_unless_failed(exc)
             raise TokenizerError(f"the tokenizer cannot be read: {exc}") from None
         settings = _read_config(config) if config is not None else {}
         self.template_source = _chat_template(settings)
@@ -63,14 +64,16 @@ class TextCodec:
         """``text``'s token ids; ``special``: with the tokenizer's own added tokens (a BOS)."""
         try:
             return list(self.tokenizer.encode(text, add_special_tokens=special).ids)
-        except Exception as exc:
+        except BaseException as exc:
+            _reraise_unless_failed(exc)
             raise TokenizerError(f"the tokenizer failed on the prompt: {exc}") from None
 
     def decode(self, ids: Sequence[int]) -> str:
         """The text of ``ids``, special tokens left out."""
         try:
             return str(self.tokenizer.decode(list(ids), skip_special_tokens=True))
-        except Exception as exc:
+        except BaseException as exc:
+            _reraise_unless_failed(exc)
             raise TokenizerError(f"the tokenizer failed to decode tokens: {exc}") from None
 
     def eos_ids(self) -> frozenset[int]:
@@ -121,6 +124,15 @@ class TextCodec:
             env.globals["raise_exception"] = _raise
             self._template = env.from_string(self.template_source)
         return self._template
+
+
+def _reraise_unless_failed(exc: BaseException) -> None:
+    """Re-raise ``exc`` unless it is the tokenizers library failing on its input: an
+    exception, or a Rust panic (pyo3's ``PanicException`` is a ``BaseException``: Oniguruma
+    stopping a backtracking pre-tokenizer regex at its retry limit is one, which killed the
+    worker)."""
+    if not isinstance(exc, Exception) and type(exc).__name__ != "PanicException":
+        raise exc
 
 
 def _too_slow() -> TokenizerError:

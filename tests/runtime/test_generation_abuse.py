@@ -73,3 +73,29 @@ def test_a_template_asking_for_unbounded_work_fails_only_its_request(
         gen_pool, lm, lm.tokenizer_config, prompt_ids=ids, max_tokens=4, temperature=0
     )
     assert [t for e in events for t in e.token_ids] == pte_greedy(lm.pte, ids, 4, lm.eos_ids)
+
+
+def test_a_backtracking_pre_tokenizer_fails_only_its_request(
+    gen_pool: RuntimePool, lm: LmFiles, tmp_path: Path
+) -> None:
+    """A tokenizer.json whose Split pre-tokenizer is ``(a+)+$``: Oniguruma stops the search
+    at its retry limit (in under a second), and the tokenizers library panics, which Python
+    sees as a BaseException that ``except Exception`` let through the worker."""
+    from tokenizers import Regex, Tokenizer, pre_tokenizers
+
+    tokenizer = Tokenizer.from_file(str(lm.tokenizer_json))
+    tokenizer.pre_tokenizer = pre_tokenizers.Split(Regex("(a+)+$"), "isolated")
+    hostile = tmp_path / "tokenizer.json"
+    tokenizer.save(str(hostile))
+    (worker,) = gen_pool.workers.live
+
+    async def encode() -> list[GenerationEvent]:
+        request = GenerationRequest(prompt="a" * 5000 + "b", max_tokens=4)
+        stream = gen_pool.generate_async(
+            _sha(lm.pte), lm.pte, request, tokenizer=(_sha(hostile), hostile), scope="project-a"
+        )
+        return [event async for event in stream]
+
+    with pytest.raises(TokenizerError, match=r"the tokenizer failed on the prompt: .*retry-limit"):
+        asyncio.run(encode())
+    assert gen_pool.workers.live == {worker}
