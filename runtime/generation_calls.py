@@ -1,7 +1,8 @@
 """Generation requests from the pool's side: one worker streams a generation's events.
 
 ``GenerationCalls.stream`` holds one worker for the whole generation and yields its events
-as they arrive over the pipe. Closing the iterator early (a client that disconnected, a
+as they arrive over the pipe (those that queued up while the server was busy as one event:
+``generation_replies``). Closing the iterator early (a client that disconnected, a
 cancelled task) sends the worker a ``CancelRequest``: it stops at its next token, and a
 thread reads what it sent meanwhile up to its ``CancelledReply`` and hands the worker
 back. A worker that crashes or hangs mid-stream is replaced like any other
@@ -31,7 +32,6 @@ from pteforge.contracts.runtime_messages import (
     CancelledReply,
     CancelRequest,
     ErrorReply,
-    GeneratedReply,
     GenerateRequest,
     WorkerReply,
 )
@@ -46,10 +46,11 @@ from pteforge.runtime.errors import (
     WorkerCrashedError,
     WorkerTimeoutError,
 )
+from pteforge.runtime.generation_replies import Replies, merged
 from pteforge.runtime.processes import WorkerProcess
 from pteforge.runtime.session_calls import SessionCalls
 from pteforge.runtime.sessions import Sequence, Session
-from pteforge.runtime.wire import encode_message, recv_reply
+from pteforge.runtime.wire import encode_message
 from pteforge.runtime.worker_calls import ASYNC_INLINE_FRAME_BYTES, Calls, Request
 
 if TYPE_CHECKING:
@@ -189,23 +190,24 @@ class GenerationCalls:
     async def _events(
         self, request: Request, pinned: WorkerProcess | None = None
     ) -> AsyncGenerator[GenerationEvent, None]:
-        worker: WorkerProcess | None = await self._acquire(request, pinned)
+        replies = Replies(self.calls, await self._acquire(request, pinned), request.what)
+        worker: WorkerProcess | None = replies.worker
         try:
             while worker is not None:
                 try:
-                    reply = await self._reply(request, worker)
+                    events, ending = await replies.batch()
                 except RuntimeLayerError:  # the worker was replaced
                     worker = None
                     raise
-                if isinstance(reply, GeneratedReply):
-                    if reply.event.finish_reason is not None:
-                        self.calls.workers.checkout.put(worker)
-                        worker = None
-                    yield reply.event
-                    continue
-                self.calls.workers.checkout.put(worker)
-                worker = None
-                raise _error(reply)
+                if isinstance(ending, RuntimeLayerError):  # replaced, after these events
+                    worker = None
+                elif ending is not None or events[-1].finish_reason is not None:
+                    self.calls.workers.checkout.put(worker)
+                    worker = None
+                if events:
+                    yield merged(events)
+                if ending is not None:
+                    raise ending if isinstance(ending, RuntimeLayerError) else _error(ending)
         finally:
             if worker is not None:  # closed early: stop the worker's loop, then free it
                 threading.Thread(target=self._cancel, args=(worker,), daemon=True).start()
@@ -226,19 +228,6 @@ class GenerationCalls:
         if request.error is not None:
             await self._crashed(got, request.what)
         return got
-
-    async def _reply(self, request: Request, worker: WorkerProcess) -> WorkerReply:
-        """The worker's next message; a crash or hang replaces it and raises."""
-        try:
-            if worker.conn.poll(0):  # already there (the worker runs ahead): no reader dance
-                reply, _ = recv_reply(worker.conn)
-            else:
-                reply, _ = await worker.reply_async(self.calls.timeout_s)
-        except TimeoutError:
-            raise self.calls.timed_out(worker, request.what) from None
-        except (EOFError, OSError):
-            await self._crashed(worker, request.what)
-        return reply
 
     async def _crashed(self, worker: WorkerProcess, what: str) -> NoReturn:
         reason, _ = await asyncio.to_thread(self.calls.crashed, worker, what)

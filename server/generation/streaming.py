@@ -9,11 +9,11 @@ which stops the worker's loop and frees the worker at once.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
 from typing import Any
 
 import anyio
+import orjson
 
 from pteforge.contracts.generation import GenerationEvent, GenerationRequest
 from pteforge.server.generation.responses import Collected
@@ -69,8 +69,9 @@ async def first_event(events: Events) -> GenerationEvent:
 
 
 def sse(payload: Payload) -> bytes:
-    """One server-sent event carrying ``payload`` as JSON."""
-    return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
+    """One server-sent event carrying ``payload`` as JSON (orjson: a few microseconds a
+    token less than the standard library's)."""
+    return b"data: " + orjson.dumps(payload) + b"\n\n"
 
 
 async def relay(
