@@ -3,6 +3,9 @@
 FastAPI's parameter and dependency solving cost about a third of the server's CPU on this
 route, so ``BareRoute`` calls its endpoint with the request and the raw path parameters;
 the endpoint's signature and ``openapi_extra`` still document it like any other route.
+Finding the route cost as much again (FastAPI matches a request against every route
+listed before it, twice through each included router), so the app also lists the infer
+routes first, undocumented (``front_routes``).
 """
 
 import time
@@ -13,6 +16,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from fastapi.routing import APIRoute
+from starlette.routing import Route
 
 from pteforge.runtime.oip_codec import HEADER_LENGTH
 from pteforge.server.auth.dependencies import Principal
@@ -99,3 +103,22 @@ async def infer(request: Request, model: str) -> Response:
 async def infer_versioned(request: Request, model: str, version: str) -> Response:
     """``infer`` of a pinned version of a model name (ignored for an artifact id)."""
     return await _serve(request, model, version)
+
+
+def front_routes() -> list[Route]:
+    """The infer routes again, undocumented, for the front of the app's route list: the
+    same endpoints called the same way (path parameters as strings; errors to the app's
+    handlers), found with one path match instead of a walk through every router before
+    /v2 (about 200 us of CPU per call, measured). They skip what ``include_router``
+    would add: nothing is added to the /v2 router; an option given there must be given
+    here too."""
+    infer_routes = [route for route in router.routes if isinstance(route, APIRoute)]
+    return [
+        Route(
+            route.path,
+            partial(_call_bare, route.endpoint),
+            methods=sorted(route.methods or ()),
+            include_in_schema=False,
+        )
+        for route in infer_routes
+    ]
