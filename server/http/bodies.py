@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from pteforge.server.common.services import get_services
-from pteforge.server.errors import PayloadTooLargeError
+from pteforge.server.errors import PayloadTooLargeError, UnsupportedMediaTypeError
 
 TooLarge = Callable[[str], Exception]
 """Builds the exception a route answers for a body over its limit (a 413 in its layer)."""
@@ -56,7 +56,13 @@ async def read_capped(
 async def read_json_body(request: Request, too_large: TooLarge = PayloadTooLargeError) -> bytes:
     """A ``/v1`` JSON body, at most ``settings.max_json_body_bytes``; past it ``too_large``
     names the limit and its setting. FastAPI reads a body whole, and ``[[],[],...]`` takes
-    ~50 times its size once parsed and validated: no more than the limit is ever held."""
+    ~50 times its size once parsed and validated: no more than the limit is ever held.
+    A compressed body is refused (415): FastAPI would not inflate it."""
+    encoding = request.headers.get("content-encoding", "identity").lower()
+    if encoding != "identity":
+        raise UnsupportedMediaTypeError(
+            f"Content-Encoding {encoding!r} is not taken on /v1 JSON bodies: send them as is"
+        )
     limit = get_services(request).settings.max_json_body_bytes
 
     def refused(message: str) -> Exception:

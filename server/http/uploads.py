@@ -78,6 +78,7 @@ class _PartWriter:
         self._file: BinaryIO | None = None
         self._text = bytearray()
         self._name = ""
+        self._parts = 0
 
     def callbacks(self) -> dict[str, object]:
         return {
@@ -98,6 +99,9 @@ class _PartWriter:
 
     def on_part_begin(self) -> None:
         self._headers, self._text, self._file = {}, bytearray(), None
+        self._parts += 1
+        if self._parts > _MAX_PARTS:  # text fields too: each is held in memory
+            raise InvalidRequestError(f"more than {_MAX_PARTS} parts")
 
     def on_header_end(self) -> None:
         self._headers[self._header_name.lower()] = self._header_value
@@ -112,8 +116,6 @@ class _PartWriter:
             return
         if self.check_name is not None:
             self.check_name(self._name)
-        if len(self.upload.files) >= _MAX_PARTS:
-            raise InvalidRequestError(f"more than {_MAX_PARTS} file parts")
         fd, path = tempfile.mkstemp(dir=self.directory, suffix=".upload")
         self._file = os.fdopen(fd, "wb")
         filename = options[b"filename"].decode("utf-8", "replace")

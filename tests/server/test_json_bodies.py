@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import gzip
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -86,3 +87,20 @@ def test_a_chat_over_the_budget_is_an_openai_413(
     error = answer.json()["error"]
     assert f"exceeds the {LIMIT}-byte limit of JSON bodies" in error["message"], error
     assert grown < 64 * 1024
+
+
+def test_a_compressed_json_body_is_415_and_many_form_fields_are_refused(
+    admin: httpx.Client,
+) -> None:
+    """FastAPI does not inflate bodies: a gzip plan was a bare 400 'There was an error
+    parsing the body'. And multipart text fields, each held in memory, were not counted:
+    1000 fields of 60 KB grew the server by 59 MiB (up to the 2 GiB upload limit)."""
+    packed = gzip.compress(b'{"program_id": "p", "plan": {}}')
+    headers = {**JSON, "content-encoding": "gzip"}
+    answer = admin.post("/v1/compile-jobs", content=packed, headers=headers)
+    assert_error(answer, 415, "unsupported_media_type")
+    assert "Content-Encoding 'gzip' is not taken" in answer.json()["error"]["message"]
+    fields = {f"f{i}": "v" for i in range(65)}
+    many = admin.post("/v1/programs", files={"forward": ("f.pt2", b"x")}, data=fields)
+    assert_error(many, 422, "invalid_request")
+    assert "more than 64 parts" in many.json()["error"]["message"]
