@@ -14,6 +14,7 @@ instance kept for that (its cache is not cleared, as upstream's runner does not 
 from __future__ import annotations
 
 import contextlib
+import select
 import weakref
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
@@ -55,13 +56,15 @@ class Channel:
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
+        self._incoming = select.poll()  # a syscall a look (Connection.poll builds a selector)
+        self._incoming.register(conn.fileno(), select.POLLIN)
 
     def send(self, reply: WorkerReply) -> None:
         send_message(self.conn, reply, [])
 
     def cancelled(self) -> bool:
         """Whether the pool asked to stop (only a cancel is ever sent mid-stream)."""
-        if not self.conn.poll(0):
+        if not self._incoming.poll(0):
             return False
         with contextlib.suppress(RuntimeLayerError):  # a malformed frame: stop all the same
             recv_request(self.conn)

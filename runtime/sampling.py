@@ -18,7 +18,15 @@ class Sampler:
     def __init__(self, temperature: float, top_p: float, seed: int | None) -> None:
         self.temperature = temperature
         self.top_p = top_p
-        self.rng = np.random.default_rng(seed)
+        self.seed = seed
+        self._rng: np.random.Generator | None = None  # made on first draw: greedy needs none
+
+    @property
+    def rng(self) -> np.random.Generator:
+        """The generator the draws come from (OS entropy, ~20 us, when unseeded)."""
+        if self._rng is None:
+            self._rng = np.random.default_rng(self.seed)
+        return self._rng
 
     def pick(self, logits: np.ndarray) -> int:
         """The next token for a 1-D row of logits."""
