@@ -249,7 +249,18 @@ def test_profile_of_an_xnnpack_method_in_the_browser(
         assert float(shown or "nan") == profile["latency_us"][field]
     _check_the_rest_expands(page, view, operators, tmp_path)
     _check_the_delegation_summary(page, report)
+    _check_the_profile_jobs_page(page, service.url, view.get_attribute("data-job"), operators)
     assert not errors, errors
+
+
+def _check_the_profile_jobs_page(
+    page: Page, url: str, job_id: str | None, operators: list[list[Any]]
+) -> None:
+    """The profile job's own page shows its profile, the same bars as the artifact's card."""
+    page.goto(f"{url}/#/jobs/{job_id}")
+    view = page.locator(f"#jobs #profile-forward[data-job='{job_id}']")  # the jobs tab's
+    expect(view).to_be_visible(timeout=WAIT_MS)
+    assert _bars(view.locator("#profile-operators > .bar-row")) == operators[:10]
 
 
 def _check_the_rest_expands(

@@ -3,6 +3,7 @@ import { api, streamEvents } from "./api.js";
 import { el, pairs, say, seconds, table, toolchainText } from "./dom.js";
 import { compileForm } from "./programs.js";
 import { routeHash } from "./routes.js";
+import { profileView } from "./profile.js";
 import { planCell, planSummary, programCell, programIndex, reasonText, shortCell } from "./summaries.js";
 import { timingsCard } from "./timings.js";
 
@@ -117,7 +118,11 @@ export async function showJob(section, jobId, nav) {
       },
       controller.signal,
     );
-    redraw(await api(`/v1/jobs/${jobId}`)); // the terminal state with its artifact and times
+    const done = await api(`/v1/jobs/${jobId}`); // the terminal state with its artifact and times
+    redraw(done);
+    if (done.kind === "profile" && done.status === "succeeded") {
+      timings.after(profileView(await api(`/v1/jobs/${jobId}/profile`), jobId));
+    }
   } catch (error) {
     if (error.name !== "AbortError") throw error;
   }

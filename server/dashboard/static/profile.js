@@ -2,6 +2,7 @@
 // numerics check's inputs, followed over its event stream, then GET /v1/jobs/{id}/profile):
 // latency, loads, peak memory and the top operators as sorted bars with the backend each ran
 // on, the rest collapsed into one row; and the method's delegation summary from the report.
+// A profile job's own page shows the same view (profileView).
 import { api, streamEvents } from "./api.js";
 import { PALETTE } from "./charts.js";
 import { bytes, el, pairs, table } from "./dom.js";
@@ -85,6 +86,13 @@ export function delegationSummary(method, report) {
       { id: `delegation-${method}` }) : "");
 }
 
+/** A profile (GET /v1/jobs/{id}/profile): its figures and its operators as sorted bars. */
+export function profileView(profile, jobId) {
+  return el("div", { id: `profile-${profile.method}`, "data-job": jobId },
+    el("h4", {}, `Profile of ${profile.method} (${profile.iterations} iterations)`),
+    summary(profile), el("h4", {}, "Operators by time (summed over the traced runs)"), operatorBars(profile.operators));
+}
+
 /** Queue a profile job and follow it; its profile once it succeeded (else an Error). */
 async function profileJob(artifact, method, iterations, onStatus) {
   const job = await api("/v1/profile-jobs", { method: "POST", body: { artifact_id: artifact.id, method, iterations } });
@@ -105,9 +113,7 @@ async function run(artifact, method, iterations, target) {
     const [jobId, profile] = await profileJob(artifact, method, iterations, (job) => {
       progress.textContent = `profile job ${job.id}: ${job.status}${job.stage ? ` · ${job.stage}` : ""}`;
     });
-    target.replaceChildren(el("div", { id: `profile-${method}`, "data-job": jobId },
-      el("h4", {}, `Profile of ${method} (${profile.iterations} iterations on the numerics check's inputs)`),
-      summary(profile), el("h4", {}, "Operators by time (summed over the traced runs)"), operatorBars(profile.operators)));
+    target.replaceChildren(profileView(profile, jobId));
   } catch (error) {
     target.replaceChildren(el("p", { class: "error" }, error.message));
   }
