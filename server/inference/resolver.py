@@ -39,6 +39,12 @@ class ResolvedArtifact:
     """Per method that cannot run here, the backend ids it delegates to that this host's
     runtime does not register (compile-only targets: CoreML, Vulkan); ``/v2`` ready says
     not ready for it."""
+    served: dict[str, MethodSignature] = field(
+        default_factory=dict, init=False, compare=False, repr=False
+    )
+    """Per method, the signature requests are checked against, once worked out (the
+    runtime's, named and pinned: ``work.model_of``): this object lives as long as the
+    resolve cache keeps it, and the same sha256 always has the same runtime signature."""
 
 
 class ArtifactResolver(Protocol):

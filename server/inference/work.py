@@ -90,9 +90,12 @@ async def model_of(
     version_number(version)
     ref, method = split_model_name(model)
     artifact = _check_model(model, version, await resolve(state, principal, ref, version))
-    signature = await state.pool.method_metadata_async(artifact.sha256, method, artifact.source)
-    named = signature.named(artifact.names.get(method))
-    return artifact, named.pinned_by(artifact.signatures.get(method))
+    served = artifact.served.get(method)
+    if served is None:  # naming and pinning cost ~20 us a request: once per resolve
+        signature = await state.pool.method_metadata_async(artifact.sha256, method, artifact.source)
+        named = signature.named(artifact.names.get(method))
+        served = artifact.served[method] = named.pinned_by(artifact.signatures.get(method))
+    return artifact, served
 
 
 async def check_ready(
