@@ -22,6 +22,7 @@ from pteforge.server.backends_api.router import router as backends_router
 from pteforge.server.common.services import Services
 from pteforge.server.dashboard.router import mount_dashboard
 from pteforge.server.errors import install_error_handlers
+from pteforge.server.generation import bare_routers as generation_bare_routers
 from pteforge.server.generation import router as generation_router
 from pteforge.server.generation.target import forget_target
 from pteforge.server.grpc_api import STOP_GRACE_S, start_grpc_server
@@ -153,4 +154,7 @@ def _install_routes(app: FastAPI) -> None:
         generation_router,
     ):
         app.include_router(router)
-    app.router.routes[:0] = front_routes()  # /v2 infer found first: ~200 us less per call
+    front = front_routes()  # /v2 infer found first: ~200 us less per call
+    for bare in generation_bare_routers:  # then generation: as much off time to first token
+        front += front_routes(bare)
+    app.router.routes[:0] = front

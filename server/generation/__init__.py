@@ -12,4 +12,7 @@ router = APIRouter()
 router.include_router(routes.router)
 router.include_router(v2_routes.router)
 
-__all__ = ["router"]
+bare_routers = (routes.router, v2_routes.router)
+"""The same routes by their own ``BareRoute`` routers (for the app's ``front_routes``)."""
+
+__all__ = ["bare_routers", "router"]
