@@ -39,7 +39,7 @@ from pydantic import (
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError, PydanticUndefined
 
-from pteforge.contracts.json_types import JsonObject, JsonValue
+from pteforge.contracts.json_types import FailFastList, JsonObject, JsonValue, at_most_entries
 from pteforge.contracts.names import METHOD_NAME_PATTERN
 
 __all__ = [
@@ -145,7 +145,9 @@ class DelegateTarget(PlanPart):
         "(GET /v1/backends lists them; an unknown one is answered 422).",
     )
     compile_specs: list[CompileSpecValue] = Field(
-        default_factory=list, description="Compile specs handed to the backend's preprocess."
+        default_factory=list,
+        fail_fast=True,
+        description="Compile specs handed to the backend's preprocess.",
     )
 
 
@@ -154,8 +156,18 @@ class CalibrationTensor(PlanPart):
 
     what: ClassVar[str] = "a tensor"
     dtype: str = Field(default="float32", description="A torch dtype name, e.g. float32.")
-    shape: list[Annotated[StrictInt, Field(ge=0)]] = Field(description="The tensor's sizes.")
+    shape: list[Annotated[StrictInt, Field(ge=0)]] = Field(
+        fail_fast=True, description="The tensor's sizes."
+    )
     data: JsonValue = Field(description="The values, nested lists (or flat) of numbers.")
+
+
+CalibrationSample = FailFastList[CalibrationTensor]
+"""One calibration sample: a tensor per input. Every list of a plan stops at its first bad
+item (``fail_fast``): pydantic would report every one, ~1 KB each."""
+
+MAX_PLAN_METHODS = 256
+"""Most method entries a plan may hold (a program has at most 64 methods)."""
 
 
 class TargetSpec(PlanPart):
@@ -165,6 +177,7 @@ class TargetSpec(PlanPart):
     what: ClassVar[str] = "a target"
     partitioners: list[PartitionerItem] = Field(
         default_factory=list,
+        fail_fast=True,
         description="Catalog partitioners, tried in order (a name or {name, options}).",
     )
     delegate: DelegateTarget | None = Field(
@@ -176,10 +189,12 @@ class TargetSpec(PlanPart):
         description="A quantization recipe of the catalog, e.g. "
         "xnnpack_pt2e_int8_dynamic_per_channel.",
     )
-    calibration: Annotated[list[list[CalibrationTensor]], Field(min_length=1)] | None = Field(
-        default=None,
-        description="Calibration samples for quantize: a list of input lists, each tensor "
-        "{dtype, shape, data}; default: the program's example inputs.",
+    calibration: Annotated[list[CalibrationSample], Field(min_length=1, fail_fast=True)] | None = (
+        Field(
+            default=None,
+            description="Calibration samples for quantize: a list of input lists, each tensor "
+            "{dtype, shape, data}; default: the program's example inputs.",
+        )
     )
 
     @model_validator(mode="after")
@@ -226,7 +241,7 @@ class PlanSpec(PlanPart):
     options."""
 
     what: ClassVar[str] = "a plan"
-    methods: dict[str, TargetSpec] | None = Field(
+    methods: Annotated[dict[str, TargetSpec], at_most_entries(MAX_PLAN_METHODS)] | None = Field(
         default=None, description="The target of each named method of the program."
     )
     all: TargetSpec | None = Field(

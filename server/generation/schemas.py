@@ -9,11 +9,12 @@ argument supplied").
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from pteforge.contracts.generation import ChatMessage, GenerationRequest
+from pteforge.contracts.json_types import FailFastList, at_most_entries
 
 CHAT_MAX_TOKENS = 1 << 20
 """A chat without ``max_tokens`` runs until the end of the sequence or of the context."""
@@ -36,7 +37,7 @@ class SamplingFields(BaseModel):
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
     seed: int | None = Field(default=None, ge=0, lt=1 << 64)
-    stop: str | list[str] | None = None
+    stop: str | FailFastList[str] | None = None
 
     def stops(self) -> tuple[str, ...]:
         """``stop`` as a tuple of strings."""
@@ -65,7 +66,7 @@ class _Sampling(SamplingFields):
     user: str | None = None
     presence_penalty: float | None = None
     frequency_penalty: float | None = None
-    logit_bias: dict[str, float] | None = None
+    logit_bias: Annotated[dict[str, float], at_most_entries(300)] | None = None
     return_token_ids: bool = False
     """pteforge's extension (as vLLM's): each choice carries the ``token_ids`` generated."""
 
@@ -92,7 +93,9 @@ class _Sampling(SamplingFields):
 class CompletionBody(_Sampling):
     """``POST /v1/completions``: ``prompt`` is text or token ids (one prompt)."""
 
-    prompt: str | list[int] | list[str] | list[list[int]] = Field(min_length=1)
+    prompt: str | FailFastList[int] | FailFastList[str] | FailFastList[FailFastList[int]] = Field(
+        min_length=1
+    )
     max_tokens: int | None = Field(default=16, ge=1, le=CHAT_MAX_TOKENS)
     echo: bool | None = False
     logprobs: int | None = None
@@ -134,7 +137,7 @@ class Message(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     role: Literal["system", "developer", "user", "assistant"]
-    content: str | list[TextPart]
+    content: str | FailFastList[TextPart]
     name: str | None = None
 
     def as_chat(self) -> ChatMessage:
@@ -147,7 +150,7 @@ class Message(BaseModel):
 class ChatBody(_Sampling):
     """``POST /v1/chat/completions``."""
 
-    messages: list[Message] = Field(min_length=1)
+    messages: list[Message] = Field(min_length=1, fail_fast=True)
     max_tokens: int | None = Field(default=None, ge=1, le=CHAT_MAX_TOKENS)
     max_completion_tokens: int | None = Field(default=None, ge=1, le=CHAT_MAX_TOKENS)
     logprobs: bool | None = False

@@ -45,6 +45,7 @@ class ProfileJobRequest(BaseModel):
     )
     inputs: list[JsonObject] | None = Field(
         default=None,
+        fail_fast=True,
         description=(
             "The method's inputs as /v2 JSON tensors ({name, datatype, shape, data}); "
             "default: the inputs of the artifact's numerics check."
