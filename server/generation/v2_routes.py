@@ -32,11 +32,11 @@ from pteforge.server.generation.responses import Collected
 from pteforge.server.generation.routes import SESSION_HEADER, TAG
 from pteforge.server.generation.target import target_of
 from pteforge.server.generation.v2_schemas import GenerateBody, parse_generate
-from pteforge.server.inference.bodies import read_body
+from pteforge.server.http.bodies import read_json_body
 from pteforge.server.inference.dependencies import InferenceState, running_state
 from pteforge.server.inference.resolver import version_number
 from pteforge.server.inference.routes_infer import BareRoute
-from pteforge.server.inference.statuses import error_response
+from pteforge.server.inference.statuses import RequestTooLargeError, error_response
 
 ModelName = Annotated[str, Path(description="A model name from `/v1/models` with a tokenizer")]
 _BODY = json_body(
@@ -91,7 +91,7 @@ async def _generate(
 ) -> Response:
     principal = await state.authenticate(request)
     asked = version_number(version)
-    raw = await read_body(request, state.max_request_bytes)
+    raw = await read_json_body(request, RequestTooLargeError)  # JSON: the /v1 budget
     body: GenerateBody = parse_generate(raw, request.headers.get(SESSION_HEADER))
     store = get_services(request).store
     target = await target_of(state.targets, store, principal.project_id, model, asked)

@@ -74,19 +74,18 @@ def test_a_calibration_set_over_the_budget_is_413_before_it_is_parsed(
     assert f"request body of {len(body)} bytes exceeds the {LIMIT}-byte limit" in declared.text
 
 
-def test_a_chat_over_the_budget_is_an_openai_413(
-    service: ServiceProcess, admin: httpx.Client
+@pytest.mark.parametrize("route", ["/v1/chat/completions", "/v2/models/m/generate"])
+def test_a_generation_body_over_the_budget_is_413(
+    service: ServiceProcess, admin: httpx.Client, route: str
 ) -> None:
-    """The chat routes read up to the /v2 limit (256 MiB): 30 MB of ``[[],...]`` messages
-    made pydantic collect one error per message, 15 GB."""
-    body = b'{"model": "m", "messages": ' + LISTS + b"}"
+    """The generation routes (/v2 generate too) read up to the /v2 infer limit (256 MiB):
+    30 MB of ``[[],...]`` chat messages made pydantic collect one error each, 15.7 GB."""
+    body = b'{"model": "m", "text_input": "x", "messages": ' + LISTS + b"}"
     answer, grown = peak_growth_kib(
-        service.proc.pid,
-        lambda: admin.post("/v1/chat/completions", content=_chunks(body), headers=JSON),
+        service.proc.pid, lambda: admin.post(route, content=_chunks(body), headers=JSON)
     )
     assert answer.status_code == 413, answer.text
-    error = answer.json()["error"]
-    assert f"exceeds the {LIMIT}-byte limit of JSON bodies" in error["message"], error
+    assert f"exceeds the {LIMIT}-byte limit of JSON bodies" in answer.text
     assert grown < 64 * 1024
 
 
