@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import time
 from collections.abc import AsyncGenerator, Sequence
@@ -294,6 +295,7 @@ class RuntimePool:
         self.close()
 
 
+@functools.lru_cache(maxsize=256)
 def _infer_request(sha256: str, method: str, profile: bool, path: Path) -> InferRequest:
     """The (frozen) message of a stateless call, built and validated once per method."""
     return InferRequest(sha256=sha256, method=method, profile=profile, path=str(path))
