@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 from fastapi import FastAPI
+from fastapi.testclient import TestClient
 
 from pteforge.server.app import create_app
 from pteforge.server.settings import Settings
@@ -67,3 +68,19 @@ def test_the_same_app_started_twice_serves_infer_on_its_new_pool(
             got = _infer(c, f"{artifact_id}.forward", x.numpy())
             np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
             assert c.get("/v2/health/ready").json() == {"ready": True}
+
+
+def test_infer_is_found_first_and_documented_once(started: tuple[FastAPI, str, Path]) -> None:
+    """The infer routes lead the app's route list (FastAPI walks every router before /v2
+    otherwise: ~170 us of CPU per call, issue 20), the OpenAPI document lists infer once,
+    and they answer as the documented routes do (no runtime here: 503 from the handler)."""
+    app, _, _ = started
+    paths = [getattr(route, "path", None) for route in app.router.routes[:2]]
+    assert paths == ["/v2/models/{model}/infer", "/v2/models/{model}/versions/{version}/infer"]
+    documented = app.openapi()["paths"]
+    assert list(documented["/v2/models/{model}/infer"]) == ["post"]
+    assert "/v2/models/{model}/versions/{version}/infer" not in documented
+    client = TestClient(app)  # not started: no lifespan, no runtime pool
+    wrong = client.get("/v2/models/a.forward/infer")
+    assert (wrong.status_code, wrong.headers["allow"]) == (405, "POST")
+    assert client.post("/v2/models/a.forward/versions/2/infer", content=b"{}").status_code == 503
