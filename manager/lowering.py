@@ -42,7 +42,26 @@ BackendRequest: TypeAlias = Partitioner | DelegationSpec | Mapping[str, MethodTa
 # What XNNPACK-style preprocess errors say: "For <node>, call_function:<op> is not supported"
 _NODE_IN_MESSAGE = re.compile(r"For (?P<node>[\w.]+), \w+:(?P<op>[\w.]+)")
 _BACKEND_NOT_FOUND = re.compile(r"Backend (?P<backend>\S+) was not found")
+_MAX_CAUSES = 4
+"""The most errors of a ``__cause__`` chain a lowering error's detail quotes."""
 T = TypeVar("T")
+
+
+def described(exc: BaseException) -> str:
+    """``Type: message`` of ``exc`` and of each error it was raised from.
+
+    Upstream pass managers wrap the real failure (torch.fx's ``PassManager``: "An error
+    occurred when running the 'ChannelsLastTaggedReshapePass' pass ...", raised from the
+    ``RuntimeError`` that says what went wrong); the message alone would drop the reason.
+    """
+    parts: list[str] = []
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen and len(parts) < _MAX_CAUSES:
+        seen.add(id(current))
+        parts.append(f"{type(current).__name__}: {current}")
+        current = current.__cause__
+    return " <- caused by ".join(parts)
 
 
 def normalize_request(request: BackendRequest, methods: Sequence[str]) -> dict[str, MethodTarget]:
@@ -137,11 +156,11 @@ class LoweringJob:
             return UnknownBackendIdError(missing["backend"], registered_backend_ids())
         if isinstance(exc, UnsupportedNodeError):  # a catalog partitioner named the node
             return self._at_node(exc.node, exc.operator, exc.reason)
-        detail = f"{type(exc).__name__}: {message}"
+        detail = described(exc)
         checked = self._first_unsupported(edge_programs, detail)
         if checked is not None:
             return checked
-        return self._from_message(message, detail)
+        return self._from_message(detail)
 
     def _first_unsupported(
         self, edge_programs: Callable[[], Mapping[str, ExportedProgram]], detail: str
@@ -165,9 +184,9 @@ class LoweringJob:
                 )
         return None
 
-    def _from_message(self, message: str, detail: str) -> LoweringError:
+    def _from_message(self, detail: str) -> LoweringError:
         """Fallback when no support check applies: read the node from upstream's message."""
-        found = _NODE_IN_MESSAGE.search(message)
+        found = _NODE_IN_MESSAGE.search(detail)
         if found is None:
             return self._at_node(None, None, detail)
         return self._at_node(found["node"], found["op"], detail)

@@ -219,6 +219,38 @@ def test_partitioner_failure_without_a_node_names_method_and_backend() -> None:
     assert "dependency cycles" in str(error) and "'decode'" in str(error)
 
 
+class PassFailingPartitioner(Partitioner):
+    """Runs its graph through upstream's ``PassManager`` with a pass that fails, as
+    XNNPACK's partitioner runs ``ChannelsLastTaggedReshapePass``: the manager's exception
+    only says which pass failed, the reason is the error it was raised from."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.delegation_spec = DelegationSpec("XnnpackBackend", [])
+
+    def partition(self, exported_program: ExportedProgram) -> PartitionResult:
+        from torch.fx.passes.infra.pass_manager import PassManager
+
+        def channels_last(graph_module: torch.fx.GraphModule) -> None:
+            raise RuntimeError("required rank 4 tensor to use channels_last format")
+
+        PassManager([channels_last])(exported_program.graph_module)
+        return PartitionResult(exported_program, {})
+
+
+def test_a_wrapped_upstream_failure_keeps_its_reason() -> None:
+    """MobileViT under xnnpack-int8 failed with only "An error occurred when running the
+    'ChannelsLastTaggedReshapePass' pass after the following passes: []": the RuntimeError
+    that pass raised is part of the message."""
+    program = torch.export.export(ReluSinRelu(), (torch.randn(4),))
+    with pytest.raises(LoweringError) as raised:
+        to_edge({"forward": program}).to_backend({"forward": PassFailingPartitioner()})
+    message = str(raised.value)
+    assert "'forward'" in message and "XnnpackBackend" in message
+    assert "'channels_last' pass" in message
+    assert "RuntimeError: required rank 4 tensor to use channels_last format" in message
+
+
 def test_a_program_that_fails_before_any_backend_is_a_lowering_error() -> None:
     """An operator argument torch itself refuses (a string argument an upload can set to
     anything) fails the whole-graph lowering with the manager's error, naming torch's words,
