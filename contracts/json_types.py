@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from typing import Annotated, Any, TypeVar
 
-from pydantic import BeforeValidator, Field, JsonValue
+from pydantic import AfterValidator, BeforeValidator, Field, JsonValue
 from pydantic_core import PydanticCustomError
 
 JsonObject = dict[str, JsonValue]
@@ -17,7 +19,22 @@ FailFastList = Annotated[list[T], Field(fail_fast=True)]
 """A list whose validation stops at its first bad item: pydantic would report every one,
 ~1 KB of error each, so a 16 MiB body of bad items took gigabytes."""
 
-__all__ = ["FailFastList", "JsonObject", "JsonValue", "at_most_entries", "plain_json"]
+__all__ = ["Base64Text", "FailFastList", "JsonObject", "JsonValue", "at_most_entries", "plain_json"]
+
+
+def _decodes_as_base64(value: str) -> str:
+    try:
+        base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError) as error:
+        raise PydanticCustomError(
+            "base64", "not valid base64: {error}", {"error": str(error)}
+        ) from None
+    return value
+
+
+Base64Text = Annotated[str, AfterValidator(_decodes_as_base64)]
+"""Bytes as base64 text (the standard alphabet, padding included), refused when it does
+not decode."""
 
 
 def plain_json(value: Any) -> Any:

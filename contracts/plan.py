@@ -20,7 +20,6 @@ manager (``pteforge.manager.plan_check``), not here.
 from __future__ import annotations
 
 import base64
-import binascii
 import hashlib
 import json
 from typing import Annotated, Any, ClassVar
@@ -33,13 +32,18 @@ from pydantic import (
     StrictBool,
     StrictInt,
     Tag,
-    field_validator,
     model_validator,
 )
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError, PydanticUndefined
 
-from pteforge.contracts.json_types import FailFastList, JsonObject, JsonValue, at_most_entries
+from pteforge.contracts.json_types import (
+    Base64Text,
+    FailFastList,
+    JsonObject,
+    JsonValue,
+    at_most_entries,
+)
 from pteforge.contracts.names import METHOD_NAME_PATTERN
 
 __all__ = [
@@ -112,23 +116,12 @@ class CompileSpecValue(PlanPart):
 
     what: ClassVar[str] = "a compile spec"
     key: str = Field(min_length=1, description="The compile spec key.")
-    value_b64: str = Field(
+    value_b64: Base64Text = Field(
         default="",
         description="The compile spec value bytes, base64-encoded (standard alphabet).",
-        # In the schema only: the validator below checks (and words) it, padding included.
+        # In the schema only: Base64Text's validator checks (and words) it, padding included.
         json_schema_extra={"pattern": r"^[A-Za-z0-9+/]*={0,2}$"},
     )
-
-    @field_validator("value_b64")
-    @classmethod
-    def _is_base64(cls, value: str) -> str:
-        try:
-            base64.b64decode(value, validate=True)
-        except (binascii.Error, ValueError) as error:
-            raise PydanticCustomError(
-                "base64", "not valid base64: {error}", {"error": str(error)}
-            ) from None
-        return value
 
     def value(self) -> bytes:
         """The decoded compile spec value."""
@@ -144,10 +137,8 @@ class DelegateTarget(PlanPart):
         description="Class name of a registered BackendDetails, e.g. XnnpackBackend "
         "(GET /v1/backends lists them; an unknown one is answered 422).",
     )
-    compile_specs: list[CompileSpecValue] = Field(
-        default_factory=list,
-        fail_fast=True,
-        description="Compile specs handed to the backend's preprocess.",
+    compile_specs: FailFastList[CompileSpecValue] = Field(
+        default_factory=list, description="Compile specs handed to the backend's preprocess."
     )
 
 
@@ -156,8 +147,8 @@ class CalibrationTensor(PlanPart):
 
     what: ClassVar[str] = "a tensor"
     dtype: str = Field(default="float32", description="A torch dtype name, e.g. float32.")
-    shape: list[Annotated[StrictInt, Field(ge=0)]] = Field(
-        fail_fast=True, description="The tensor's sizes."
+    shape: FailFastList[Annotated[StrictInt, Field(ge=0)]] = Field(
+        description="The tensor's sizes."
     )
     data: JsonValue = Field(description="The values, nested lists (or flat) of numbers.")
 
@@ -175,9 +166,8 @@ class TargetSpec(PlanPart):
     ({}: portable operators); optionally quantized first."""
 
     what: ClassVar[str] = "a target"
-    partitioners: list[PartitionerItem] = Field(
+    partitioners: FailFastList[PartitionerItem] = Field(
         default_factory=list,
-        fail_fast=True,
         description="Catalog partitioners, tried in order (a name or {name, options}).",
     )
     delegate: DelegateTarget | None = Field(
@@ -189,12 +179,10 @@ class TargetSpec(PlanPart):
         description="A quantization recipe of the catalog, e.g. "
         "xnnpack_pt2e_int8_dynamic_per_channel.",
     )
-    calibration: Annotated[list[CalibrationSample], Field(min_length=1, fail_fast=True)] | None = (
-        Field(
-            default=None,
-            description="Calibration samples for quantize: a list of input lists, each tensor "
-            "{dtype, shape, data}; default: the program's example inputs.",
-        )
+    calibration: Annotated[FailFastList[CalibrationSample], Field(min_length=1)] | None = Field(
+        default=None,
+        description="Calibration samples for quantize: a list of input lists, each tensor "
+        "{dtype, shape, data}; default: the program's example inputs.",
     )
 
     @model_validator(mode="after")

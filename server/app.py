@@ -16,6 +16,7 @@ from starlette.concurrency import run_in_threadpool
 
 from pteforge import __version__
 from pteforge.backends import default_catalog
+from pteforge.runtime import RuntimePool
 from pteforge.server import error_map
 from pteforge.server.artifacts.router import router as artifacts_router
 from pteforge.server.backends_api.router import router as backends_router
@@ -83,6 +84,19 @@ async def _start_grpc(settings: Settings, app: FastAPI) -> grpc.aio.Server | Non
     )
 
 
+async def _start_inference(app: FastAPI, services: Services) -> RuntimePool:
+    """Start the runtime pool; the /v2 and generation routes (created with the app) serve
+    it through ``app.state.inference`` until shutdown."""
+    settings = services.settings
+    pool = await run_in_threadpool(start_runtime_pool, settings)
+    registry = await run_in_threadpool(operations_registry, services)
+    app.state.inference = store_inference_state(
+        services.store, pool, registry, max_request_bytes=settings.max_infer_request_bytes
+    )
+    services.model_changed = partial(forget_target, app.state.inference.targets)
+    return pool
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     """A FastAPI app whose lifespan opens the store, bootstraps it and runs the workers."""
     settings = settings or Settings()
@@ -101,13 +115,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         supervisor.start()
         services.job_queued = supervisor.wake
         services.job_canceled = supervisor.interrupt
-        pool = await run_in_threadpool(start_runtime_pool, settings)
-        registry = await run_in_threadpool(operations_registry, services)
-        # The /v2 routes (created with the app) serve this startup's pool until shutdown.
-        app.state.inference = store_inference_state(
-            services.store, pool, registry, max_request_bytes=settings.max_infer_request_bytes
-        )
-        services.model_changed = partial(forget_target, app.state.inference.targets)
+        pool = await _start_inference(app, services)
         grpc_server = await _start_grpc(settings, app)  # last: nothing after it can fail
         freeze_startup_heap()
         if settings.describe_backends_at_start:  # in the background: seconds of imports
