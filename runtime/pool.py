@@ -37,8 +37,7 @@ from pteforge.runtime.threads import routes
 from pteforge.runtime.worker import WorkerConfig
 from pteforge.runtime.worker_calls import ASYNC_INLINE_FRAME_BYTES, Calls, Request
 
-# A blocking caller writes the whole frame in the hand-over, however big.
-_WHOLE = float("inf")
+_WHOLE = float("inf")  # a blocking caller writes the whole frame in the hand-over, however big
 
 _Expected = TypeVar("_Expected", DescribeReply, InferReply)
 
