@@ -105,3 +105,28 @@ def test_a_memory_plan_past_64_bits_is_the_programs_error(catalog: BackendCatalo
     with pytest.raises(ProgramInputError, match="does not fit in 64 bits") as info:
         compile_programs({"forward": program}, {}, catalog)
     assert info.value.code == "invalid_program"
+
+
+class GeluPair(torch.nn.Module):
+    """Gemma's MLP activation (``gelu_pytorch_tanh``) next to the exact GELU."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        gelu = torch.nn.functional.gelu
+        return gelu(x, approximate="tanh"), gelu(x)
+
+
+def test_tanh_gelu_is_not_delegated_as_the_exact_one(catalog: BackendCatalog) -> None:
+    """XNNPACK ran ``gelu(approximate="tanh")`` as the exact GELU (4.7e-4 off on [-6, 6]),
+    which flagged Gemma 3 over tolerance: the tanh one now stays portable, the exact one
+    is still delegated, and both equal eager."""
+    x = torch.linspace(-6, 6, 1201).reshape(1, -1)
+    program = torch.export.export(GeluPair(), (x,))
+    compiled = compile_programs(
+        {"forward": program}, {"all": {"partitioners": ["xnnpack"]}}, catalog
+    )
+    report = compiled.report["methods"]["forward"]
+    assert report["backends"]["XnnpackBackend"]["delegated_operators"] == 1
+    assert report["non_delegated_operators"] >= 1
+    tanh, exact = run_method(compiled.pte, "forward", [x])
+    torch.testing.assert_close(tanh, GeluPair()(x)[0], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(exact, GeluPair()(x)[1], rtol=1e-5, atol=1e-5)
