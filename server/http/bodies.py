@@ -22,6 +22,11 @@ TooLarge = Callable[[str], Exception]
 """Builds the exception a route answers for a body over its limit (a 413 in its layer)."""
 
 JSON_LIMIT_SETTING = "PTEFORGE_MAX_JSON_BODY_BYTES"
+BYTES_PER_CONTAINER = 16
+"""A ``/v1`` JSON body may open one array or object per this many bytes of its limit (a
+million for 16 MiB). Each takes about 200 bytes once parsed and validated against 2 to 3 in
+the text: 16 MiB of ``[[],[],...]`` took 1.2 GB and 22 s; real plans, calibration sets
+(rows of numbers) and chats open far fewer."""
 
 
 def check_content_length(
@@ -54,9 +59,10 @@ async def read_capped(
 
 
 async def read_json_body(request: Request, too_large: TooLarge = PayloadTooLargeError) -> bytes:
-    """A ``/v1`` JSON body, at most ``settings.max_json_body_bytes``; past it ``too_large``
-    names the limit and its setting. FastAPI reads a body whole, and ``[[],[],...]`` takes
-    ~50 times its size once parsed and validated: no more than the limit is ever held.
+    """A ``/v1`` JSON body, at most ``settings.max_json_body_bytes`` and one array or object
+    per :data:`BYTES_PER_CONTAINER` bytes of it; past either ``too_large`` names the limit
+    and its setting. FastAPI reads a body whole, and ``[[],[],...]`` takes ~70 times its
+    size once parsed and validated: no more than the limit is ever held.
     A compressed body is refused (415): FastAPI would not inflate it."""
     encoding = request.headers.get("content-encoding", "identity").lower()
     if encoding != "identity":
@@ -68,7 +74,14 @@ async def read_json_body(request: Request, too_large: TooLarge = PayloadTooLarge
     def refused(message: str) -> Exception:
         return too_large(f"{message} of JSON bodies ({JSON_LIMIT_SETTING})")
 
-    return await read_capped(request, limit, refused)
+    body = await read_capped(request, limit, refused)
+    opened = body.count(b"[") + body.count(b"{")  # brackets in strings count too: a bound
+    if opened > (most := limit // BYTES_PER_CONTAINER):
+        raise refused(
+            f"request body opens {opened} arrays and objects, more than {most}: one per "
+            f"{BYTES_PER_CONTAINER} bytes of the {limit}-byte limit"
+        )
+    return body
 
 
 class CappedJsonRoute(APIRoute):

@@ -74,6 +74,25 @@ def test_a_calibration_set_over_the_budget_is_413_before_it_is_parsed(
     assert f"request body of {len(body)} bytes exceeds the {LIMIT}-byte limit" in declared.text
 
 
+def test_a_body_of_empty_lists_under_the_budget_is_413_before_it_is_parsed(
+    service: ServiceProcess, admin: httpx.Client
+) -> None:
+    """3.2 MB of ``[[],[],...]`` is within the byte budget, but its 1.1 million lists took
+    ~200 bytes each once parsed and validated (16 MiB of them: 1.2 GB): a body may open one
+    array or object per 16 bytes of the budget."""
+    lists = 1_100_000
+    body = _calibration_plan(b"[" + b",".join([b"[]"] * lists) + b"]")
+    assert len(body) < LIMIT
+    answer, grown = peak_growth_kib(
+        service.proc.pid, lambda: admin.post("/v1/compile-jobs", content=body, headers=JSON)
+    )
+    assert_error(answer, 413, "payload_too_large")
+    message = answer.json()["error"]["message"]
+    opened = lists + 9  # the lists, and the plan's own 9 arrays and objects around them
+    assert f"opens {opened} arrays and objects, more than {LIMIT // 16}" in message, message
+    assert grown < 64 * 1024
+
+
 @pytest.mark.parametrize("route", ["/v1/chat/completions", "/v2/models/m/generate"])
 def test_a_generation_body_over_the_budget_is_413(
     service: ServiceProcess, admin: httpx.Client, route: str
