@@ -43,7 +43,6 @@ from pteforge.runtime.errors import (
     SessionEndedError,
     SessionLimitError,
     UnknownSessionError,
-    WorkerCrashedError,
     WorkerTimeoutError,
 )
 from pteforge.runtime.generation_replies import Replies, merged
@@ -230,8 +229,7 @@ class GenerationCalls:
         return got
 
     async def _crashed(self, worker: WorkerProcess, what: str) -> NoReturn:
-        reason, _ = await asyncio.to_thread(self.calls.crashed, worker, what)
-        raise WorkerCrashedError(reason)
+        raise await self.calls.crashed_error(worker, what)
 
     def _cancel(self, worker: WorkerProcess) -> None:
         """Stop ``worker``'s generation and read up to its ``CancelledReply``; then it is

@@ -10,12 +10,11 @@ each. Nothing is held back for that: a batch is only what had already arrived.
 
 from __future__ import annotations
 
-import asyncio
 import select
 
 from pteforge.contracts.generation import GenerationEvent
 from pteforge.contracts.runtime_messages import GeneratedReply, WorkerReply
-from pteforge.runtime.errors import RuntimeLayerError, WorkerCrashedError
+from pteforge.runtime.errors import RuntimeLayerError
 from pteforge.runtime.processes import WorkerProcess
 from pteforge.runtime.wire import recv_reply
 from pteforge.runtime.worker_calls import Calls
@@ -49,8 +48,7 @@ class Replies:
         except TimeoutError:
             raise self.calls.timed_out(self.worker, self.what) from None
         except (EOFError, OSError):
-            reason, _ = await asyncio.to_thread(self.calls.crashed, self.worker, self.what)
-            raise WorkerCrashedError(reason) from None
+            raise await self.calls.crashed_error(self.worker, self.what) from None
         return reply
 
     async def batch(self) -> tuple[list[GenerationEvent], Ending]:

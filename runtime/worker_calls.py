@@ -10,6 +10,7 @@ in how they wait.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
@@ -18,7 +19,7 @@ import numpy as np
 
 from pteforge.contracts.runtime_messages import WorkerReply, WorkerRequest
 from pteforge.runtime import dispatch
-from pteforge.runtime.errors import PoolClosedError, WorkerTimeoutError
+from pteforge.runtime.errors import PoolClosedError, WorkerCrashedError, WorkerTimeoutError
 from pteforge.runtime.native_log import leftover, log_suffix
 from pteforge.runtime.processes import WorkerProcess
 from pteforge.runtime.supervisor import Workers
@@ -94,6 +95,11 @@ class Calls:
         reason += log_suffix(leftover(worker.scratch))  # e.g. why it aborted
         self.workers.lost(worker, reason)
         return reason, code
+
+    async def crashed_error(self, worker: WorkerProcess, what: str) -> WorkerCrashedError:
+        """:meth:`crashed` off the event loop, as the error to raise."""
+        reason, _ = await asyncio.to_thread(self.crashed, worker, what)
+        return WorkerCrashedError(reason)
 
     def timed_out(self, worker: WorkerProcess, what: str) -> WorkerTimeoutError:
         self.count(worker_timeouts=1)
