@@ -1,7 +1,7 @@
 """Request bodies read into memory under a byte budget, refused (413) as soon as they pass it.
 
 :func:`capped_chunks` is the one place a body is counted while it streams in: the ``/v2``
-infer route (``server/inference/bodies.py``), multipart uploads (``uploads.py``) and every
+infer route (``server/inference/routes_infer.py``), multipart uploads (``uploads.py``) and every
 ``/v1`` route whose body FastAPI decodes as JSON (:class:`CappedJsonRoute`) read through it,
 so no body is ever held or parsed past its route's limit, whatever ``Content-Length`` said.
 """

@@ -7,7 +7,6 @@ import zlib
 from starlette.requests import Request
 
 from pteforge.runtime.oip_codec import HEADER_LENGTH, ProtocolError
-from pteforge.server.http.bodies import read_capped
 from pteforge.server.inference.statuses import RequestTooLargeError
 
 # Requests whose JSON part is larger than this are decoded in the threadpool, so a big JSON
@@ -52,11 +51,6 @@ def decompressed(encoding: str, body: bytes, limit: int) -> bytes:
     if not inflater.eof or inflater.unused_data:
         raise ProtocolError(f"the {encoding} request body is truncated or has trailing data")
     return inflated
-
-
-async def read_body(request: Request, limit: int) -> bytes:
-    """The request body, refused (413) as soon as it is known to exceed ``limit`` bytes."""
-    return await read_capped(request, limit, RequestTooLargeError)
 
 
 def inline(encoding: str, body: bytes, json_length: int | None) -> bool:
