@@ -61,7 +61,10 @@ def test_greedy_generate_and_stream_are_the_pte_text(
         assert stream.status_code == 200
         assert stream.headers["content-type"].startswith("text/event-stream")
         events = _events(stream)
-    assert len(events) > 1 and all(e["model_name"] == deployed for e in events)
+    # Tokens that queued up while the server was busy go out as one event, so how many
+    # events there are depends on timing; what they carry does not.
+    assert events and all(e["model_name"] == deployed for e in events)
+    assert not any("finish_reason" in e for e in events[:-1])
     assert "".join(e["text_output"] for e in events) == text
     assert events[-1]["finish_reason"] == finish and events[-1]["usage"] == answer["usage"]
 
