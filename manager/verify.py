@@ -44,6 +44,7 @@ from torch.export import ExportedProgram
 from torch.export.graph_signature import ConstantArgument, InputKind
 from torch.utils import _pytree as pytree
 
+from pteforge.contracts.et_errors import name_error_codes
 from pteforge.contracts.plan import TargetSpec, VerifySpec
 from pteforge.manager.compiler import CompiledProgram
 
@@ -228,7 +229,7 @@ def verify_method(
         if cases is not None:
             cases[method] = (flat, reference)
     except Exception as exc:  # any failure to run is reported on the artifact, not raised
-        message = " ".join(f"{type(exc).__name__}: {exc}".split())[:1000]
+        message = " ".join(f"{type(exc).__name__}: {name_error_codes(str(exc))}".split())[:1000]
         return {**record, "status": "error", "message": message}
     passed = all(output["within_tolerance"] for output in record["outputs"])
     return {**record, "status": "passed" if passed else "over_tolerance"}

@@ -17,7 +17,7 @@ import re
 import sys
 from pathlib import Path
 
-from pteforge.runtime.et_errors import name_error_codes
+from pteforge.contracts.et_errors import name_error_codes
 
 MAX_LOG_CHARS = 2000
 """The most characters of native log one error message carries."""

@@ -48,7 +48,7 @@ def _job(argv: list[str]) -> ProgramDescription:
     try:
         return _describe(data)
     except RuntimeError as exc:  # ExecuTorch's bindings quote only the error code's number
-        from pteforge.runtime.et_errors import name_error_codes
+        from pteforge.contracts.et_errors import name_error_codes
 
         raise RuntimeError(name_error_codes(str(exc))) from exc
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pteforge.runtime.et_errors import error_name, name_error_codes
+from pteforge.contracts.et_errors import error_name, name_error_codes
 from pteforge.runtime.native_log import (
     LOG_FILE,
     MAX_LEFTOVER_BYTES,
