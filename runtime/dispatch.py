@@ -167,12 +167,12 @@ async def call_async(calls: Calls, request: Request, pinned: WorkerProcess | Non
 def _awaitable(
     calls: Calls, request: Request, op: Op, worker: WorkerProcess | None
 ) -> Awaitable[object]:
+    """``_perform``'s step as an awaitable: acquiring and waiting for the reply on the event
+    loop, the blocking steps (writing the frame; reaping a crash, which waits for the process
+    to exit) in a thread."""
     if op == "acquire":
         return calls.workers.checkout.get_async(calls.timeout_s, request.start, worker)
-    assert worker is not None
     if op == "reply":
+        assert worker is not None
         return worker.reply_async(calls.timeout_s)
-    if op == "send":
-        return asyncio.to_thread(worker.send, request.frame)
-    # Crash handling waits for the process to exit: not on the event loop.
-    return asyncio.to_thread(calls.crashed, worker, request.what)
+    return asyncio.to_thread(_perform, calls, request, op, worker)
