@@ -3,13 +3,15 @@
 
 :func:`parse_plan` validates a plan's JSON into a :class:`PlanSpec`, a bad field raising
 ``PlanError`` naming it as written; :func:`resolve_targets` gives each method of a program its
-target; :func:`calibration_tensors` turns a target's calibration data into torch tensors. What
-needs the catalog or the program is checked by :mod:`pteforge.manager.plan_check`.
+target; :func:`calibration_tensors` turns a target's calibration data into torch tensors (in
+the lowering child), :func:`check_calibration` checks it can without torch (in the server).
+What needs the catalog or the program is checked by :mod:`pteforge.manager.plan_check`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeAlias
 
 from pydantic import ValidationError
@@ -18,7 +20,7 @@ from pteforge.contracts.plan import CalibrationTensor, PlanSpec, TargetSpec
 from pteforge.contracts.plan_problems import plan_problem
 from pteforge.manager.errors import PlanError, UnknownMethodError
 
-if TYPE_CHECKING:  # the server checks plans without loading torch until a plan calibrates
+if TYPE_CHECKING:  # the server checks plans without torch, calibration data too
     import torch
 
 Calibration: TypeAlias = "tuple[tuple[torch.Tensor, ...], ...]"
@@ -71,3 +73,60 @@ def _tensor(name: str, spec: CalibrationTensor) -> torch.Tensor:
         raise PlanError(
             f"{name}.data", f"does not hold a {spec.shape} {dtype} tensor: {exc}"
         ) from None
+
+
+_INTEGER_BITS = {"int8": 8, "int16": 16, "short": 16, "int32": 32, "int": 32}
+CALIBRATION_DTYPES = frozenset(
+    {"bool", "uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64"}
+    | {"float16", "bfloat16", "float32", "float64", "half", "float", "double", "short"}
+    | {"int", "long"}
+)
+"""The torch dtype names a calibration tensor may have (``torch.<name>`` is a dtype)."""
+
+
+def check_calibration(where: str, target: TargetSpec) -> None:
+    """Raise ``PlanError`` for the first calibration tensor of ``target`` that
+    :func:`calibration_tensors` could not build, without torch: the server checks uploaded
+    plans with the standard library only (the lowering child builds the tensors). Its dtype
+    must be one of :data:`CALIBRATION_DTYPES`; its data a number or regular nested lists of
+    numbers, as many as its shape holds, each integer within the signed range of the dtype's
+    width (int64's for the unsigned and floating ones)."""
+    for index, sample in enumerate(target.calibration or ()):
+        for i, spec in enumerate(sample):
+            name = f"{where}.calibration[{index}][{i}]"
+            if spec.dtype not in CALIBRATION_DTYPES:
+                raise PlanError(f"{name}.dtype", f"unknown dtype {spec.dtype!r}")
+            problem = _data_problem(spec)
+            if problem is not None:
+                message = f"does not hold a {spec.shape} {spec.dtype} tensor: {problem}"
+                raise PlanError(f"{name}.data", message)
+
+
+def _data_problem(spec: CalibrationTensor) -> str | None:
+    """Why ``spec.data`` is not a tensor of ``spec.shape``, or None; level by level (no
+    recursion, whatever the nesting)."""
+    level, count = [spec.data], 1
+    while any(isinstance(item, list) for item in level):
+        if not all(isinstance(item, list) for item in level):
+            return "it mixes lists and numbers at one depth"
+        lengths = {len(item) for item in level}  # type: ignore[arg-type]
+        if len(lengths) > 1:
+            return f"its lists at one depth have different lengths {sorted(lengths)[:4]}"
+        count *= lengths.pop()
+        level = [value for item in level for value in item]  # type: ignore[union-attr]
+    if count != math.prod(spec.shape):
+        return f"it holds {count} values, not {math.prod(spec.shape)}"
+    return next((p for p in map(_number_problem(spec.dtype), level) if p), None)
+
+
+def _number_problem(dtype: str) -> Callable[[object], str | None]:
+    bits = _INTEGER_BITS.get(dtype, 64)
+
+    def problem(value: object) -> str | None:
+        if not isinstance(value, int | float):  # bool is an int
+            return f"{str(value)[:40]!r} is not a number"
+        if isinstance(value, int) and not -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
+            return f"{value} does not fit in {dtype}"
+        return None
+
+    return problem

@@ -18,7 +18,7 @@ from pteforge.backends.entry import DelegateEntryBase, PartitionerEntry, Quantiz
 from pteforge.backends.errors import BackendCatalogError, UnknownBackendError
 from pteforge.contracts.plan import PlanSpec, TargetSpec
 from pteforge.manager.errors import PlanError
-from pteforge.manager.plan import calibration_tensors, resolve_targets
+from pteforge.manager.plan import check_calibration, resolve_targets
 
 
 def check_plan(plan: PlanSpec, methods: Sequence[str], catalog: BackendCatalog) -> None:
@@ -26,7 +26,7 @@ def check_plan(plan: PlanSpec, methods: Sequence[str], catalog: BackendCatalog) 
     resolve_targets(plan, methods)  # methods the program lacks
     written = list(_written_targets(plan))
     for where, target in written:
-        calibration_tensors(where, target)
+        check_calibration(where, target)
     for where, target in written:
         _check_target(where, target, catalog)
 
