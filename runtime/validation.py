@@ -58,6 +58,14 @@ def check_tensor(spec: TensorSpec, datatype: str, shape: Sequence[int]) -> None:
         raise InvalidInputError(
             f"input {spec.name!r}: expected datatype {spec.datatype}, got {datatype}"
         )
+    # The program's own ranges first: they name the dimension, where the planned bound
+    # (max_shape) would only say the whole shape missed it.
+    for dim in spec.dynamic_dims or ():
+        if dim.axis < len(shape) and not dim.allows(shape[dim.axis]):
+            raise InvalidInputError(
+                f"input {spec.name!r}: dimension {dim.axis} is {shape[dim.axis]}, outside the "
+                f"range {dim.range_text()} the program was exported with, got {list(shape)}"
+            )
     if spec.max_shape is None:
         if tuple(shape) != spec.shape:
             raise InvalidInputError(
@@ -69,12 +77,6 @@ def check_tensor(spec: TensorSpec, datatype: str, shape: Sequence[int]) -> None:
             f"input {spec.name!r}: expected a shape within {list(spec.max_shape)} "
             f"(dynamic){fixed}, got {list(shape)}"
         )
-    for dim in spec.dynamic_dims or ():
-        if dim.axis < len(shape) and not dim.allows(shape[dim.axis]):
-            raise InvalidInputError(
-                f"input {spec.name!r}: dimension {dim.axis} is {shape[dim.axis]}, outside the "
-                f"range {dim.range_text()} the program was exported with, got {list(shape)}"
-            )
 
 
 def check_shared_sizes(signature: MethodSignature, shapes: Sequence[Sequence[int]]) -> None:

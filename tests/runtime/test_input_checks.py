@@ -1,0 +1,36 @@
+"""The input checks' messages, on specs alone (no program, no worker)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pteforge.contracts.specs import DynamicDim, TensorSpec
+from pteforge.runtime.errors import InvalidInputError
+from pteforge.runtime.validation import check_tensor
+
+# resnet18 exported with Dim("batch", min=1, max=8) on axis 0, as its artifact describes it.
+BATCHED = TensorSpec(
+    name="x",
+    dtype="float32",
+    shape=(-1, 3, 64, 64),
+    max_shape=(8, 3, 64, 64),
+    dynamic_dims=(DynamicDim(axis=0, symbol="s77", min=1, max=8),),
+)
+
+
+@pytest.mark.parametrize("batch", [9, 64])
+def test_a_batch_over_the_exported_range_names_the_dimension_and_the_range(batch: int) -> None:
+    """Over the top of a ``Dim``'s range the planned bound is passed too; the answer names the
+    dimension and the range (it quoted the planned bound and the whole shape before)."""
+    with pytest.raises(InvalidInputError) as caught:
+        check_tensor(BATCHED, "FP32", (batch, 3, 64, 64))
+    assert str(caught.value) == (
+        f"input 'x': dimension 0 is {batch}, outside the range 1..8 the program was exported "
+        f"with, got [{batch}, 3, 64, 64]"
+    )
+
+
+def test_a_batch_within_the_range_passes_and_a_fixed_dimension_still_must_match() -> None:
+    check_tensor(BATCHED, "FP32", (8, 3, 64, 64))
+    with pytest.raises(InvalidInputError, match=r"expected a shape within \[8, 3, 64, 64\]"):
+        check_tensor(BATCHED, "FP32", (2, 3, 32, 64))
