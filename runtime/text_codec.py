@@ -3,7 +3,8 @@
 Both are uploads, so both are only read here: the tokenizer (a Hugging Face
 ``tokenizer.json``) by the ``tokenizers`` library, the chat template (``chat_template`` of
 ``tokenizer_config.json``) by Jinja2's ``ImmutableSandboxedEnvironment``, which lets a
-template read its variables but call nothing unsafe and change nothing.
+template read its variables but call nothing unsafe and change nothing, with what
+``transformers`` adds to it (:mod:`pteforge.runtime.chat_template`).
 
 Without a config, or a config without ``chat_template``, :data:`DEFAULT_CHAT_TEMPLATE`
 renders each message as ``role: content`` on its own line, then ``assistant:``.
@@ -107,8 +108,10 @@ class TextCodec:
     def _render(self, messages: Sequence[ChatMessage]) -> str:
         chat = [{"role": m.role, "content": m.content} for m in messages]
         pieces, size = [], 0
+        # tools and documents are None, as transformers passes them without any
+        variables = {"tools": None, "documents": None, **self.specials}
         for piece in self._compiled().generate(
-            messages=chat, add_generation_prompt=True, **self.specials
+            messages=chat, add_generation_prompt=True, **variables
         ):
             size += len(piece)
             if size > MAX_RENDERED_CHARS:
@@ -118,11 +121,9 @@ class TextCodec:
 
     def _compiled(self) -> Any:
         if self._template is None:
-            from jinja2.sandbox import ImmutableSandboxedEnvironment
+            from pteforge.runtime.chat_template import environment
 
-            env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-            env.globals["raise_exception"] = _raise
-            self._template = env.from_string(self.template_source)
+            self._template = environment().from_string(self.template_source)
         return self._template
 
 
@@ -137,10 +138,6 @@ def _reraise_unless_failed(exc: BaseException) -> None:
 
 def _too_slow() -> TokenizerError:
     return TokenizerError(f"it renders for over {RENDER_SECONDS:g} s")
-
-
-def _raise(message: str) -> None:
-    raise TokenizerError(str(message))
 
 
 def _read_config(path: Path) -> dict[str, Any]:

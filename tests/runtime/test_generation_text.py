@@ -165,3 +165,26 @@ def test_a_template_looping_without_output_stops_at_its_deadline(
     with pytest.raises(TokenizerError, match=r"chat template failed: it renders for over 0\.5 s"):
         codec.render((ChatMessage(role="user", content="hi"),))
     assert codec.encode("plain", special=False)  # the alarm is off again
+
+
+HF_STYLE = (
+    "{% generation %}{% for m in messages %}{% if m.role == 'skip' %}{% continue %}{% endif %}"
+    "{{ m.content | tojson }}{% if m.role == 'assistant' %}{% break %}{% endif %}{% endfor %}"
+    "{% endgeneration %}|{{ {'k': '<é>'} | tojson(indent=1) }}|{{ tools is none }}|"
+    "{{ strftime_now('%Y') }}"
+)
+
+
+def test_templates_get_what_transformers_gives_them(byte_tokenizer: Path, tmp_path: Path) -> None:
+    """Loop controls, the ``{% generation %}`` block, a ``tojson`` that keeps non-ASCII and
+    ``<``, ``tools`` as None and ``strftime_now``, as in ``apply_chat_template`` (models
+    pass: each was a 'chat template failed' 400, or a different prompt)."""
+    from datetime import datetime
+
+    config = tmp_path / "tokenizer_config.json"
+    config.write_text(json.dumps({"chat_template": HF_STYLE}))
+    roles = ("user", "skip", "assistant", "user")
+    chat = tuple(ChatMessage(role=r, content=f"{r} ☕") for r in roles)
+    year = datetime.now().strftime("%Y")
+    expected = f'"user ☕""assistant ☕"|{{\n "k": "<é>"\n}}|True|{year}'
+    assert TextCodec(byte_tokenizer, config).render(chat) == expected
