@@ -25,25 +25,23 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from pteforge.contracts.json_types import Contract
 
 FinishReason = Literal["stop", "length"]
 """Why generation ended: ``stop`` (an end-of-sequence token or a stop string), ``length``
 (``max_tokens`` reached, or the model's context is full)."""
 
 
-class _Contract(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class ChatMessage(_Contract):
+class ChatMessage(Contract):
     """One message of a chat, as the chat template sees it."""
 
     role: str = Field(min_length=1, max_length=64)
     content: str
 
 
-class GenerationRequest(_Contract):
+class GenerationRequest(Contract):
     """What to generate from: exactly one of ``prompt`` (text, tokenized with the
     tokenizer's own special-token rules), ``prompt_ids`` (token ids, used as they are) or
     ``messages`` (rendered by the chat template, with the generation prompt appended, then
@@ -77,7 +75,7 @@ class GenerationRequest(_Contract):
         return self
 
 
-class Usage(_Contract):
+class Usage(Contract):
     """Token counts of one generation, OpenAI's ``usage``."""
 
     prompt_tokens: int
@@ -85,7 +83,7 @@ class Usage(_Contract):
     total_tokens: int
 
 
-class GenerationEvent(_Contract):
+class GenerationEvent(Contract):
     """A piece of the generation: ``text`` is always whole UTF-8 (bytes of a character
     split across tokens wait for its last byte), ``token_ids`` the tokens generated since
     the previous event (an end-of-sequence token included, though it adds no text). The last

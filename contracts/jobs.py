@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import Field, TypeAdapter
 
 from pteforge.contracts.errors import ErrorCode
-from pteforge.contracts.json_types import JsonObject
+from pteforge.contracts.json_types import Contract, JsonObject
 from pteforge.contracts.specs import MethodSignature
 
 COMPILE_KIND = "compile"
@@ -30,11 +30,7 @@ MAX_PROFILE_ITERATIONS = 1000
 """The most timed executions one profile job may ask for."""
 
 
-class _Contract(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class CompilePayload(_Contract):
+class CompilePayload(Contract):
     """What a queued compile job holds: the program, its canonical plan and the plan's hash
     (the dedupe key of the compiled artifact)."""
 
@@ -43,7 +39,7 @@ class CompilePayload(_Contract):
     plan_hash: str
 
 
-class LoweringRequest(_Contract):
+class LoweringRequest(Contract):
     """What one lowering process does: read ``program_path``, apply ``plan``, write ``.pte``."""
 
     program_path: str
@@ -53,7 +49,7 @@ class LoweringRequest(_Contract):
     bundle_path: str | None = None  # where to write the BundledProgram (.bpte), if anywhere
 
 
-class ProfilePayload(_Contract):
+class ProfilePayload(Contract):
     """What a queued profile job holds: the artifact and method, how many timed runs, and
     the inputs as ``/v2`` JSON tensors (None: the artifact's numerics-check inputs)."""
 
@@ -63,7 +59,7 @@ class ProfilePayload(_Contract):
     inputs: list[JsonObject] | None = None
 
 
-class ProfileRequest(_Contract):
+class ProfileRequest(Contract):
     """What one profiling process does: load the ``.pte`` at ``pte_path`` (cold, then warm),
     run ``method`` once to warm up and ``iterations`` times timed, with ETDump on. Inputs:
     ``inputs`` (``/v2`` JSON tensors checked against ``signature``), or the numerics-check
@@ -79,7 +75,7 @@ class ProfileRequest(_Contract):
     memory_limit_bytes: int | None = None
 
 
-class LatencySummary(_Contract):
+class LatencySummary(Contract):
     """Wall time of each timed execution (µs), and its order statistics."""
 
     min: float
@@ -89,14 +85,14 @@ class LatencySummary(_Contract):
     samples: list[float]
 
 
-class LoadTimes(_Contract):
+class LoadTimes(Contract):
     """Program and method load (ms): first in a fresh process, then again in the same one."""
 
     cold: float
     warm: float
 
 
-class OperatorTime(_Contract):
+class OperatorTime(Contract):
     """One operator (or delegate call) summed over the timed runs; ``backend``: the
     delegate's backend id, or ``portable``; ``share``: of all rows' time."""
 
@@ -107,7 +103,7 @@ class OperatorTime(_Contract):
     share: float
 
 
-class ProfileReport(_Contract):
+class ProfileReport(Contract):
     """The result of a profile job (``GET /v1/jobs/{id}/profile``); operators sorted by
     ``total_us``, largest first. ``peak_memory_bytes``: the profiling process's peak
     resident memory growth over loading and running the method."""
@@ -121,7 +117,7 @@ class ProfileReport(_Contract):
     operators: list[OperatorTime]
 
 
-class LoweringResult(_Contract):
+class LoweringResult(Contract):
     """What a lowering that succeeded reports: the manager's report, the methods' specs and
     the numerics check of the written ``.pte``."""
 
@@ -131,28 +127,28 @@ class LoweringResult(_Contract):
     bundled: bool = False  # a BundledProgram was written to the request's ``bundle_path``
 
 
-class JobError(_Contract):
+class JobError(Contract):
     """Why a job failed: a stable ``/v1`` error code and a message for people."""
 
     code: ErrorCode
     message: str
 
 
-class StageMessage(_Contract):
+class StageMessage(Contract):
     """The child entered a new stage (``to_edge``, ``emit``, ``verify``, ...)."""
 
     kind: Literal["stage"] = "stage"
     stage: str
 
 
-class ResultMessage(_Contract):
+class ResultMessage(Contract):
     """The child's last message when the lowering succeeded."""
 
     kind: Literal["result"] = "result"
     result: LoweringResult
 
 
-class ProfileMessage(_Contract):
+class ProfileMessage(Contract):
     """The child's last message when the profiling succeeded (``artifact_id`` left empty:
     the worker knows it)."""
 
@@ -160,7 +156,7 @@ class ProfileMessage(_Contract):
     profile: ProfileReport
 
 
-class ErrorMessage(_Contract):
+class ErrorMessage(Contract):
     """The child's last message when the lowering failed."""
 
     kind: Literal["error"] = "error"

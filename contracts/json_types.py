@@ -7,7 +7,7 @@ import binascii
 import json
 from typing import Annotated, Any, TypeVar
 
-from pydantic import AfterValidator, BeforeValidator, Field, JsonValue
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, JsonValue
 from pydantic_core import PydanticCustomError
 
 JsonObject = dict[str, JsonValue]
@@ -19,7 +19,22 @@ FailFastList = Annotated[list[T], Field(fail_fast=True)]
 """A list whose validation stops at its first bad item: pydantic would report every one,
 ~1 KB of error each, so a 16 MiB body of bad items took gigabytes."""
 
-__all__ = ["Base64Text", "FailFastList", "JsonObject", "JsonValue", "at_most_entries", "plain_json"]
+
+class Contract(BaseModel):
+    """A message between processes or layers: immutable once built, unknown fields refused."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+__all__ = [
+    "Base64Text",
+    "Contract",
+    "FailFastList",
+    "JsonObject",
+    "JsonValue",
+    "at_most_entries",
+    "plain_json",
+]
 
 
 def _decodes_as_base64(value: str) -> str:

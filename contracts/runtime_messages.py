@@ -21,16 +21,12 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import ConfigDict, Field, TypeAdapter
 from pydantic.dataclasses import dataclass
 
 from pteforge.contracts.generation import GenerationEvent, GenerationRequest
+from pteforge.contracts.json_types import Contract
 from pteforge.contracts.specs import MethodSignature
-
-
-class _Contract(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
 
 _STATE_CONFIG = ConfigDict(extra="forbid")
 
@@ -77,7 +73,7 @@ class ProgramState:
 # -- pool to worker ----------------------------------------------------------------------
 
 
-class DescribeRequest(_Contract):
+class DescribeRequest(Contract):
     """Load (verifying its sha256) the program at ``path`` and describe its methods."""
 
     op: Literal["describe"] = "describe"
@@ -85,7 +81,7 @@ class DescribeRequest(_Contract):
     path: str
 
 
-class InferRequest(_Contract):
+class InferRequest(Contract):
     """Run ``method`` of the program on the frame's tensors.
 
     Without ``session`` the method starts from the program's initial state. With it, the
@@ -103,21 +99,21 @@ class InferRequest(_Contract):
     close: bool = False
 
 
-class DropRequest(_Contract):
+class DropRequest(Contract):
     """Free the instances of the sessions ``drop`` (ended or expired in the pool)."""
 
     op: Literal["drop"] = "drop"
     drop: tuple[int, ...]
 
 
-class BlobFile(_Contract):
+class BlobFile(Contract):
     """A file the worker reads besides the program (a tokenizer): verified by sha256."""
 
     sha256: str
     path: str
 
 
-class GenerateRequest(_Contract):
+class GenerateRequest(Contract):
     """Generate text with ``method`` (``forward(tokens, input_pos)``) of the program, the
     tokenizer and its optional config; ``session``, ``open``, ``close`` as for infer."""
 
@@ -133,7 +129,7 @@ class GenerateRequest(_Contract):
     close: bool = False
 
 
-class CancelRequest(_Contract):
+class CancelRequest(Contract):
     """Stop the generation under way (if any) and answer :class:`CancelledReply`."""
 
     op: Literal["cancel"] = "cancel"
@@ -149,14 +145,14 @@ WorkerRequest = Annotated[
 # -- worker to pool ----------------------------------------------------------------------
 
 
-class ReadyReply(_Contract):
+class ReadyReply(Contract):
     """A worker's first message: it has loaded ExecuTorch and serves requests."""
 
     kind: Literal["ready"] = "ready"
     weight_cache: bool
 
 
-class DescribeReply(_Contract):
+class DescribeReply(Contract):
     """The methods' signatures and state; ``hit``: the program was already loaded."""
 
     kind: Literal["described"] = "described"
@@ -165,7 +161,7 @@ class DescribeReply(_Contract):
     hit: bool
 
 
-class ProfileEvent(_Contract):
+class ProfileEvent(Contract):
     """One timed event of a profiled run: an operator, a delegate call or a delegate's event."""
 
     name: str | None = None
@@ -173,7 +169,7 @@ class ProfileEvent(_Contract):
     us: float
 
 
-class Profile(_Contract):
+class Profile(Contract):
     """Per-operator, per-delegate-call and per-delegate-event times (µs) of a profiled run."""
 
     operators: tuple[ProfileEvent, ...] = ()
@@ -181,7 +177,7 @@ class Profile(_Contract):
     delegates: tuple[ProfileEvent, ...] = ()
 
 
-class InferReply(_Contract):
+class InferReply(Contract):
     """The method ran: its outputs are the frame's tensors. ``load_ms``: getting the
     program and method ready (``hit``: the program was already loaded); ``execute_ms``:
     running it; ``threads``: the XNNPACK threads it ran with."""
@@ -194,20 +190,20 @@ class InferReply(_Contract):
     threads: int = 1
 
 
-class DropReply(_Contract):
+class DropReply(Contract):
     """The sessions were freed."""
 
     kind: Literal["dropped"] = "dropped"
 
 
-class GeneratedReply(_Contract):
+class GeneratedReply(Contract):
     """One event of a generation; the last one has ``event.finish_reason``."""
 
     kind: Literal["generated"] = "generated"
     event: GenerationEvent
 
 
-class CancelledReply(_Contract):
+class CancelledReply(Contract):
     """The generation was stopped (or had already ended) on a :class:`CancelRequest`."""
 
     kind: Literal["cancelled"] = "cancelled"
@@ -228,7 +224,7 @@ WorkerErrorKind = Literal[
 """What failed, as the worker names it; the pool raises the matching runtime-layer error."""
 
 
-class ErrorReply(_Contract):
+class ErrorReply(Contract):
     """The request (or the worker's start) failed; ``error`` says how."""
 
     kind: Literal["error"] = "error"
