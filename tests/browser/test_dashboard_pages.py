@@ -235,6 +235,36 @@ def test_the_models_page_lists_versions_and_opens_their_artifacts(
     assert not errors, errors
 
 
+def test_an_artifact_page_downloads_its_bundle_and_deploys_it(
+    service: ServiceProcess, browser: Browser, compiled: dict[str, Any], tmp_path: Path
+) -> None:
+    token = service.admin_token
+    assert token
+    artifact = compiled["jobs"]["xnnpack"]["artifact_id"]
+    page = new_page(browser)
+    errors = script_errors(page)
+    page.goto(f"{service.url}/#/artifacts/{artifact}")
+    sign_in(page, token)
+    program = compiled["program"]
+    shown = page.locator("#artifact-program")
+    expect(shown).to_have_text(f"{program.name} · {program.id}", timeout=WAIT_MS)
+    with page.expect_download() as download:
+        page.click("#artifact-download-bundled")
+    saved = tmp_path / "bundled.bpte"
+    download.value.save_as(saved)
+    with service.client(token) as api:
+        assert saved.read_bytes() == api.get(f"/v1/artifacts/{artifact}/bpte").content
+
+    page.fill("#deploy-name", "no spaces allowed")  # refused: the API's message is shown
+    page.click("#deploy-form button[type=submit]")
+    expect(page.locator("#message")).to_contain_text("invalid model name", timeout=WAIT_MS)
+    page.fill("#deploy-name", "pages-deployed")
+    page.click("#deploy-form button[type=submit]")
+    expect(page).to_have_url(re.compile(r"#/models/pages-deployed$"), timeout=WAIT_MS)
+    expect(page.locator("#models tr[data-version] [data-field=artifact]")).to_have_text(artifact)
+    assert not errors, errors
+
+
 def _answered(stats: Locator) -> None:
     """Wait for the turn under way to end; it must have succeeded."""
     expect(stats).not_to_have_attribute("data-state", "streaming", timeout=WAIT_MS)

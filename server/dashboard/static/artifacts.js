@@ -92,16 +92,46 @@ function numericsCard(numerics) {
     table(["method", "output", "max abs error", "max rel error", "SQNR dB", "status"], rows, { id: "numerics-table" }));
 }
 
+/** The program's name and id, or its bare id when it is gone. */
+async function programText(id) {
+  if (!id) return "uploaded .pte";
+  const program = await api(`/v1/programs/${id}`).catch(() => null);
+  return program ? `${program.name} · ${id}` : id;
+}
+
+/** The artifact's actions: its .pte and .bpte, and deploying it as a model's next version. */
+function actions(artifact) {
+  const save = (kind) => () =>
+    download(`/v1/artifacts/${artifact.id}/${kind}`, `${artifact.id}.${kind}`).catch((e) => say(e.message, true));
+  const name = el("input", { id: "deploy-name", placeholder: "model name", required: "" });
+  const deploy = async (event) => {
+    event.preventDefault();
+    try {
+      const created = await api(`/v1/models/${encodeURIComponent(name.value)}/versions`, {
+        method: "POST", body: { artifact_id: artifact.id } });
+      window.location.hash = routeHash("models", created.name);
+    } catch (e) {
+      say(e.message, true);
+    }
+  };
+  return el("div", { class: "actions" },
+    el("button", { id: "artifact-download", onclick: save("pte") }, "Download .pte"), " ",
+    el("button", { id: "artifact-download-bundled", title: "with each method's numerics-check inputs and expected outputs",
+      onclick: save("bpte") }, "Download bundled .bpte"), " ",
+    el("form", { id: "deploy-form", class: "inline", onsubmit: deploy }, name, " ",
+      el("button", { type: "submit" }, "Deploy as model")));
+}
+
 /** Show one artifact's report. */
 export async function showArtifact(section, artifactId) {
   const artifact = await api(`/v1/artifacts/${artifactId}`);
-  const get = () => download(`/v1/artifacts/${artifact.id}/pte`, `${artifact.id}.pte`).catch((e) => say(e.message, true));
   section.replaceChildren(
     el("h2", {}, "Artifact ", el("span", { class: "muted", id: "artifact-id" }, artifact.id)),
-    pairs([["program", artifact.program_id ?? ""], ["sha256", artifact.sha256], ["size", bytes(artifact.size_bytes)],
+    pairs([["program", el("span", { id: "artifact-program" }, await programText(artifact.program_id))],
+      ["sha256", artifact.sha256], ["size", bytes(artifact.size_bytes)],
       ["plan", el("code", {}, JSON.stringify(artifact.plan))], ["toolchain", el("span", { id: "artifact-toolchain" }, toolchainText(artifact.toolchain))],
       ["created", artifact.created_at]]),
-    el("button", { id: "artifact-download", onclick: get }, "Download .pte"),
+    actions(artifact),
     operatorsCard(artifact.report), sizeCard(artifact), numericsCard(artifact.numerics), profileCard(artifact));
 }
 
