@@ -30,7 +30,7 @@ def validate_pt2_archive(path: str | Path, limits: ArchiveLimits | None = None) 
     input/output specs.
     """
     limits = limits or ArchiveLimits()
-    zf, index = open_checked_zip(Path(path), limits)
+    zf, index = _open_program_zip(Path(path), limits)
     with zf:
         models = _check_entry_names(index, limits)
         _check_fixed_entries(zf, index)
@@ -59,10 +59,33 @@ def check_pt2_container(path: str | Path, limits: ArchiveLimits | None = None) -
     of 64 MiB ``[[],[],...]`` is about 1.5 GiB once parsed, so the documents are parsed (and
     validated in full) only in the disposable child that then loads the archive."""
     limits = limits or ArchiveLimits()
-    zf, index = open_checked_zip(Path(path), limits)
+    zf, index = _open_program_zip(Path(path), limits)
     with zf:
         _check_entry_names(index, limits)
         _check_fixed_entries(zf, index)
+
+
+def _open_program_zip(path: Path, limits: ArchiveLimits) -> tuple[zipfile.ZipFile, ZipIndex]:
+    """:func:`open_checked_zip`, refusing with what the file is instead when it is another
+    torch save format (``torch.save``, TorchScript, an older ``torch.export.save``, whose
+    entries have no root folder): its entries would otherwise be "unknown" or "unsafe"."""
+    try:
+        zf, index = open_checked_zip(path, limits)
+    except UnsafeArchiveError as exc:
+        if exc.reason == "unsafe_entry_name" and (other := _rootless_format(path)):
+            raise UnsafeArchiveError("invalid_program", other) from exc
+        raise
+    if fmt.ARCHIVE_FORMAT_PATH not in index.entries and (other := fmt.other_format(index.entries)):
+        zf.close()
+        raise UnsafeArchiveError("invalid_program", other)
+    return zf, index
+
+
+def _rootless_format(path: Path) -> str | None:
+    """The other format of a zip whose entries have no root folder (its central directory was
+    read and its entry count checked already), if known."""
+    with zipfile.ZipFile(path) as zf:
+        return fmt.other_format(zf.namelist())
 
 
 def _check_entry_names(index: ZipIndex, limits: ArchiveLimits) -> list[str]:
@@ -98,8 +121,9 @@ def _check_fixed_entries(zf: zipfile.ZipFile, index: ZipIndex) -> None:
             raise UnsafeArchiveError("invalid_program", f"{rel} is missing")
         found = read_entry(zf, index, rel, _SMALL_ENTRY_BYTES)
         if found != value.encode():
+            why = fmt.VERSION_MISMATCH if rel == fmt.ARCHIVE_VERSION_PATH else ""
             raise UnsafeArchiveError(
-                "invalid_program", f"expected {value!r}, found {found[:40]!r}", rel
+                "invalid_program", f"expected {value!r}, found {found[:40]!r}{why}", rel
             )
 
 
