@@ -179,12 +179,13 @@ def run(
         delta = "" if ended else text.push(token)
         full = len(history) >= step.info.context_len
         if ended or text.stopped or full or count == request.max_tokens:
+            delta += text.finish()  # may find a stop string: a last piece can end mid-character
             reason: FinishReason = "stop" if ended or text.stopped else "length"
             usage = Usage(
                 prompt_tokens=len(prompt), completion_tokens=count, total_tokens=len(prompt) + count
             )
             final = GenerationEvent(
-                text=delta + text.finish(), token_ids=(token,), finish_reason=reason, usage=usage
+                text=delta, token_ids=(token,), finish_reason=reason, usage=usage
             )
             return GeneratedReply(event=final)
         out.send(GeneratedReply(event=GenerationEvent(text=delta, token_ids=(token,))))

@@ -4,17 +4,23 @@ stop strings, sampling, and chat templates in Jinja2's sandbox. No model needed.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from multiprocessing import Pipe
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from pteforge.contracts.generation import ChatMessage, GenerationRequest
+from pteforge.contracts.runtime_messages import GeneratedReply
 from pteforge.runtime import text_codec
 from pteforge.runtime.errors import TokenizerError
+from pteforge.runtime.generation_worker import Channel, Step, run
+from pteforge.runtime.language_model import LmInfo
 from pteforge.runtime.sampling import Sampler
 from pteforge.runtime.text_codec import TextCodec
 from pteforge.runtime.text_stream import TextStream
+from pteforge.runtime.wire import WORKER_REPLY, decode_message
 
 TEXT = "naïve café ☕ 日本語, emoji 🙂 done"
 
@@ -188,3 +194,41 @@ def test_templates_get_what_transformers_gives_them(byte_tokenizer: Path, tmp_pa
     year = datetime.now().strftime("%Y")
     expected = f'"user ☕""assistant ☕"|{{\n "k": "<é>"\n}}|True|{year}'
     assert TextCodec(byte_tokenizer, config).render(chat) == expected
+
+
+class _Scripted(Step):
+    """A "model" whose logits pick the scripted tokens in turn."""
+
+    def __init__(self, script: list[int], vocab: int) -> None:
+        info = LmInfo(64, "get_max_seq_len", frozenset(), vocab, 64, True, "int64")
+        super().__init__(None, info)
+        self.script = iter(script)
+
+    def feed(self, tokens: Sequence[int], history: list[int]) -> np.ndarray:
+        history.extend(tokens)
+        logits = np.zeros(self.info.vocab_size, dtype=np.float32)
+        logits[next(self.script, 0)] = 1.0
+        return logits
+
+
+def test_a_stop_string_found_in_the_last_piece_finishes_with_stop(tmp_path: Path) -> None:
+    """The last token "b" + the first byte of "🙂" completes the stop string "ab": its text
+    ends mid-character, so only the final flush finds the stop (models pass: Gemma's answer
+    was cut at its stop string but said finish_reason "length")."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    vocab = {c: i for i, c in enumerate(["<eos>", *alphabet, "bð"])}
+    tokenizer = Tokenizer(models.BPE(vocab, [("b", "ð")]))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.save(str(tmp_path / "tokenizer.json"))
+    codec = TextCodec(tmp_path / "tokenizer.json", None)
+    script = codec.encode("xab🙂", special=False)[:3]  # x, a, "b" + 0xF0
+    request = GenerationRequest(prompt="q", max_tokens=3, stop=("ab",), temperature=0)
+    ours, theirs = Pipe()
+    reply = run(_Scripted(script, len(vocab)), codec, request, [], Channel(ours))
+    assert isinstance(reply, GeneratedReply)
+    assert (reply.event.text, reply.event.finish_reason) == ("", "stop")
+    first = decode_message(theirs.recv_bytes(), WORKER_REPLY)[0]
+    assert isinstance(first, GeneratedReply) and first.event.text == "x"
