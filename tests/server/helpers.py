@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import httpx
+from starlette.routing import BaseRoute
 
 from tests.server.service import wait_until
 
@@ -113,3 +114,10 @@ def peak_growth_kib(pid: int, action: Callable[[], httpx.Response]) -> tuple[htt
     before = memory_kib(pid, "VmRSS")
     answer = action()
     return answer, memory_kib(pid, "VmHWM") - before
+
+
+def app_routes(routes: Iterable[BaseRoute]) -> Iterator[BaseRoute]:
+    """Every route, those of included routers too (FastAPI keeps those in their router)."""
+    for route in routes:
+        router = getattr(route, "original_router", None)
+        yield from [route] if router is None else app_routes(router.routes)

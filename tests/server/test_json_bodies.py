@@ -5,18 +5,17 @@
 from __future__ import annotations
 
 import gzip
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 from fastapi.routing import APIRoute
-from starlette.routing import BaseRoute
 
 from pteforge.server.app import create_app
 from pteforge.server.http.bodies import CappedJsonRoute
 from pteforge.server.settings import Settings
-from tests.server.helpers import assert_error, peak_growth_kib
+from tests.server.helpers import app_routes, assert_error, peak_growth_kib
 from tests.server.service import ServiceProcess
 
 LIMIT = Settings().max_json_body_bytes
@@ -36,18 +35,11 @@ def _calibration_plan(data: bytes) -> bytes:
     return b'{"program_id": "p", "plan": {"methods": {"forward": ' + target + b"}}}"
 
 
-def _routes(routes: Iterable[BaseRoute]) -> Iterator[BaseRoute]:
-    """Every route, those of included routers too (FastAPI keeps those in their router)."""
-    for route in routes:
-        router = getattr(route, "original_router", None)
-        yield from [route] if router is None else _routes(router.routes)
-
-
 def test_every_v1_json_route_reads_its_body_under_the_budget(tmp_path: Path) -> None:
     app = create_app(Settings(home=tmp_path))
     taking_json = [
         route
-        for route in _routes(app.routes)
+        for route in app_routes(app.routes)
         if isinstance(route, APIRoute) and route.body_field is not None
     ]
     assert {r.path for r in taking_json} >= {"/v1/compile-jobs", "/v1/models/{name}/versions"}
