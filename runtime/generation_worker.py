@@ -148,7 +148,9 @@ class Step:
 def check_prompt(prompt: list[int], info: LmInfo) -> None:
     """Refuse an empty prompt, one longer than the context or with unknown token ids."""
     if not prompt:
-        raise InvalidInputError("the prompt has no tokens")
+        raise InvalidInputError(
+            "the prompt has no tokens (an empty text, and the tokenizer adds no BOS)"
+        )
     if len(prompt) > info.context_len:
         raise ContextLengthError(
             f"the prompt has {len(prompt)} tokens, more than the model's context of "

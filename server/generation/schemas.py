@@ -93,9 +93,8 @@ class _Sampling(SamplingFields):
 class CompletionBody(_Sampling):
     """``POST /v1/completions``: ``prompt`` is text or token ids (one prompt)."""
 
-    prompt: str | FailFastList[int] | FailFastList[str] | FailFastList[FailFastList[int]] = Field(
-        min_length=1
-    )
+    prompt: str | FailFastList[int] | FailFastList[str] | FailFastList[FailFastList[int]]
+    """Text ("" is a prompt too: the tokenizer's BOS alone, where it adds one), or token ids."""
     max_tokens: int | None = Field(default=16, ge=1, le=CHAT_MAX_TOKENS)
     echo: bool | None = False
     logprobs: int | None = None
@@ -117,6 +116,8 @@ class CompletionBody(_Sampling):
             prompt = prompt[0]  # a batch of one
         if isinstance(prompt, list) and not all(isinstance(t, int) for t in prompt):
             raise ValueError("one prompt per request: a batch of prompts is not supported")
+        if isinstance(prompt, list) and not prompt:
+            raise ValueError("a prompt of token ids needs at least one token")
         source = {"prompt": prompt} if isinstance(prompt, str) else {"prompt_ids": prompt}
         tokens = 16 if self.max_tokens is None else self.max_tokens
         return GenerationRequest(**source, **self.sampling(tokens), session=session)

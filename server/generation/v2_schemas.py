@@ -37,7 +37,7 @@ class _Body(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     id: str | None = Field(default=None, max_length=256)
-    text_input: str = Field(min_length=1)
+    text_input: str  # "" is a prompt too: the BOS token alone, where the tokenizer adds one
     parameters: dict[str, Any] = Field(default_factory=dict)
 
 

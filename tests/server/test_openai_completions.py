@@ -121,6 +121,17 @@ def test_a_prompt_longer_than_the_context_is_400(
         assert str(len(too_long)) in error["message"] and str(lm.max_seq_len) in error["message"]
 
 
+def test_an_empty_prompt_is_the_bos_token_alone(
+    client: openai.OpenAI, deployed: str, lm: LmFiles
+) -> None:
+    """An empty text is a prompt (OpenAI takes it): the tokenizer's BOS alone (models
+    pass: it was a 400 'Value should have at least 1 item')."""
+    expected = _expected(lm, lm.encode(""))
+    arguments: dict[str, Any] = {"max_tokens": MAX_TOKENS, "temperature": 0, "extra_body": IDS}
+    whole = client.completions.create(model=deployed, prompt="", **arguments)
+    assert (whole.choices[0].to_dict()["token_ids"], whole.usage.prompt_tokens) == (expected, 1)
+
+
 def test_a_stream_closed_early_leaves_the_next_generation_right(
     client: openai.OpenAI, deployed: str, lm: LmFiles
 ) -> None:

@@ -59,6 +59,7 @@ def test_an_unknown_model_is_404(client: openai.OpenAI) -> None:
         ({"temperature": 3}, "temperature", "less than or equal to 2"),
         ({"extra_body": {"colour": "red"}}, "colour", "Unrecognized request argument"),
         ({"prompt": ["one", "two"]}, "prompt", "one prompt per request"),
+        ({"prompt": [[]]}, "prompt", "at least one token"),
         ({"stop": [""]}, None, "stop string"),
     ],
 )
