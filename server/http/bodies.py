@@ -97,6 +97,23 @@ class CappedJsonRoute(APIRoute):
         async def capped(request: Request) -> Response:
             # Starlette's Request.body() returns what it finds in _body; FastAPI decodes that.
             request._body = await read_json_body(request)
+            if request._body:
+                check_json_content_type(request)
             return await handler(request)
 
         return capped
+
+
+def check_json_content_type(request: Request) -> None:
+    """Refuse (415) a body sent as anything but JSON: FastAPI would not decode it and
+    answered 'Input should be a valid dictionary', which names neither the header nor the
+    fix (``curl -d`` sends ``application/x-www-form-urlencoded``)."""
+    sent = request.headers.get("content-type", "")
+    kind, _, subtype = sent.partition(";")[0].strip().lower().partition("/")
+    if kind == "application" and (subtype == "json" or subtype.endswith("+json")):
+        return
+    got = f"Content-Type {sent!r}" if sent else "no Content-Type"
+    raise UnsupportedMediaTypeError(
+        f"expected a JSON body with Content-Type: application/json, got {got} "
+        "(with curl: -H 'content-type: application/json')"
+    )

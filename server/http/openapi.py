@@ -87,8 +87,8 @@ def _error_statuses(path: str, method: str, operation: dict[str, Any]) -> set[in
         statuses |= {400, 413, 422}
     if "application/json" in body and not path.startswith("/v2"):
         statuses.add(404)  # a JSON body names other resources by id (compile-jobs' program)
-    if "multipart/form-data" in body:
-        statuses.add(415)
+    if body and not path.startswith("/v2"):
+        statuses.add(415)  # another Content-Type, or a Content-Encoding
     if path.startswith("/v2/models/"):
         statuses |= {400, 404, 422, 503} if path.endswith("/infer") else {404}
     if method == "get" and path.endswith(("/pte", "/bpte")):
