@@ -52,6 +52,8 @@ class InferRequest:
 
 
 def _split_body(body: bytes, header_length: int | None) -> tuple[dict[str, Any], memoryview]:
+    if not body:
+        raise ProtocolError('the request has no body: send a JSON object {"inputs": [...]}')
     if header_length is None:
         header_length = len(body)
     if not 0 < header_length <= len(body):

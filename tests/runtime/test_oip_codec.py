@@ -94,6 +94,9 @@ def test_malformed_bodies_are_protocol_errors() -> None:
         decode_infer_request(b"{not json", None, SIG)
     with pytest.raises(ProtocolError, match="Inference-Header-Content-Length"):
         decode_infer_request(b"{}", 10, SIG)
+    for header_length in (None, 0):  # curl -X POST without -d: 'is 0 but the body has 0 bytes'
+        with pytest.raises(ProtocolError, match=r"^the request has no body: send a JSON object"):
+            decode_infer_request(b"", header_length, SIG)
     with pytest.raises(ProtocolError, match="nested too deeply"):  # was a RecursionError: 500
         decode_infer_request(b'{"inputs": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", None, SIG)
     head = _body(
