@@ -8,6 +8,10 @@ from abc import ABC, abstractmethod
 
 from pteforge.storage.domain import BlobRef, Model, ModelTokenizer, ModelVersion, ServedVersion
 
+MAX_VERSION = 2**31 - 1
+"""The largest number a version can have (its column is a 32-bit integer): a larger one
+names no version."""
+
 
 class ModelRepository(ABC):
     """Models and their versions, seen within one project (another project's model is as

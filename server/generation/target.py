@@ -50,7 +50,7 @@ def parse_model(model: str) -> tuple[str, int | None]:
     name, colon, version = model.partition(":")
     if not colon:
         return name, None
-    if not version.isdigit():
+    if not (version.isascii() and version.isdigit()):  # int() refuses some isdigit() takes
         raise OpenAIError(
             400, f"model {model!r}: the version after ':' must be a number", "model", None
         )

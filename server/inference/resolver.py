@@ -10,6 +10,7 @@ from typing import Protocol
 from pteforge.runtime import ArtifactSource, MethodSignature, TensorNames
 from pteforge.server.auth.dependencies import Principal
 from pteforge.server.inference.statuses import InvalidVersionError
+from pteforge.storage.model_names import MAX_VERSION
 
 
 @dataclass(frozen=True)
@@ -66,9 +67,15 @@ class ArtifactResolver(Protocol):
 def version_number(version: str | None) -> int | None:
     """The model version a ``/v2`` path names (``/versions/{version}/...``; None: the
     latest), the one parse every ``/v2`` route (infer, metadata, ready, stats, generate)
-    and gRPC use: 400 naming it when it is not a number, whatever the model."""
+    and gRPC use: 400 naming it when it is not a number (ASCII digits: ``int()`` refuses
+    some that ``isdigit`` takes, and a 5000-digit one) or past the largest a version can
+    have, whatever the model."""
     if version is None:
         return None
-    if not version.isdigit():
-        raise InvalidVersionError(f"model version {version!r} must be a number")
+    if not (version.isascii() and version.isdigit()):
+        raise InvalidVersionError(f"model version {version[:40]!r} must be a number")
+    if len(version) > len(str(MAX_VERSION)) or int(version) > MAX_VERSION:
+        raise InvalidVersionError(
+            f"model version {version[:40]!r} is past the largest one, {MAX_VERSION}"
+        )
     return int(version)

@@ -12,13 +12,13 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, and_, delete, func, select, update
+from sqlalchemy import ColumnElement, Select, and_, delete, false, func, select, update
 from sqlalchemy.orm import Session
 
 from pteforge.storage import domain
 from pteforge.storage.errors import ConflictError, NotFoundError
 from pteforge.storage.ids import new_id
-from pteforge.storage.model_names import ModelRepository
+from pteforge.storage.model_names import MAX_VERSION, ModelRepository
 from pteforge.storage.models import (
     ArtifactRow,
     BlobRow,
@@ -42,11 +42,17 @@ _TOKENIZER_OF_VERSION = and_(
 )
 
 
+def _is_version(version: int) -> ColumnElement[bool]:
+    """``ModelVersionRow.version == version``; false, without sending the number, for one no
+    version has (SQLite refuses to bind an integer past 64 bits: a 500 on every route)."""
+    return ModelVersionRow.version == version if 0 < version <= MAX_VERSION else false()
+
+
 def _one_version(versions: Select[Any], version: int | None) -> Select[Any]:
     """``versions`` narrowed to ``version``, or to the latest when it is None."""
     if version is None:
         return versions.order_by(ModelVersionRow.version.desc()).limit(1)
-    return versions.where(ModelVersionRow.version == version)
+    return versions.where(_is_version(version))
 
 
 def _models(project_id: str) -> Select[Any]:
@@ -192,15 +198,12 @@ class SqlModels(ModelRepository):
         model_id = self._model_id(project_id, name)
         if model_id is None:
             return False
-        deleted = self._session.execute(
-            delete(ModelVersionRow).where(
-                ModelVersionRow.model_id == model_id, ModelVersionRow.version == version
-            )
-        )
+        mine = and_(ModelVersionRow.model_id == model_id, _is_version(version))
+        deleted = self._session.execute(delete(ModelVersionRow).where(mine))
         return bool(deleted.rowcount)  # type: ignore[attr-defined]
 
     def _version_row(self, project_id: str, name: str, version: int) -> ModelVersionRow | None:
-        query = self._versions(project_id, name).where(ModelVersionRow.version == version)
+        query = self._versions(project_id, name).where(_is_version(version))
         return self._session.scalars(query).first()
 
     def _require_blob(self, blob: domain.BlobRef) -> None:

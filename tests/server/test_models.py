@@ -149,3 +149,30 @@ def test_switching_the_latest_version_fails_no_request(
             thread.join()
     assert failures == []
     assert served <= {1.0, 2.0, 3.0} and served
+
+
+@pytest.mark.parametrize("version", ["99999999999999999999", "9" * 5000, "%C2%B2", "2147483648"])
+def test_a_version_no_version_can_have_is_4xx_on_every_route(
+    admin: httpx.Client, scales: dict[float, str], version: str
+) -> None:
+    """Past 64 bits SQLite refuses to bind the number (``OverflowError``), past 4300 digits
+    ``int()`` refuses it, and ``int('²')`` too though ``'²'.isdigit()``: each was a 500 (a
+    reset connection on /v2 infer). Now the version does not exist (404) or, in a ``/v2``
+    path, cannot (400), and the server answers on."""
+    _deploy(admin, "bounded", scales[1.0])
+    pinned = f"/v2/models/bounded.forward/versions/{version}"
+    tokenizer = {"tokenizer": ("t.json", b'{"model": {"vocab": {"a": 0}}}')}
+    answers = [
+        admin.get(pinned),
+        admin.post(f"{pinned}/infer", json=infer_body()),
+        admin.post(f"/v2/models/bounded/versions/{version}/generate", json={"text_input": "a"}),
+        admin.get(f"/v1/models/bounded/versions/{version}/tokenizer"),
+        admin.put(f"/v1/models/bounded/versions/{version}/tokenizer", files=tokenizer),
+        admin.delete(f"/v1/models/bounded/versions/{version}"),
+    ]
+    if len(version) < 100:  # a model field holds at most 200 characters
+        model = f"bounded:{version.replace('%C2%B2', '²')}"
+        answers.append(admin.post("/v1/completions", json={"model": model, "prompt": "a"}))
+    assert [(a.request.url.path[:60], a.status_code) for a in answers if a.status_code >= 500] == []
+    assert all(400 <= a.status_code < 500 for a in answers), [a.text for a in answers]
+    assert admin.get("/v1/models/bounded").status_code == 200

@@ -147,3 +147,19 @@ def test_served_reads_a_version_its_content_and_tokenizer_in_one_go(store: SqlSt
         program = programs[artifact_id]
         assert program is not None
         assert served.program == BlobRef(program.sha256, program.size_bytes)
+
+
+@pytest.mark.parametrize("version", [2**31, 2**70])
+def test_a_number_no_version_can_have_names_none(store: SqlStore, version: int) -> None:
+    """SQLite refused to bind an integer past 64 bits (``OverflowError``: a 500 on every
+    route that takes a version); a number past the column's range names no version."""
+    alpha = _project(store, "alpha")
+    _add(store, alpha, "m", _artifact(store, alpha, "a"))
+    blob = store.blobs.write([b"{}"])
+    with store.transaction() as tx:
+        assert tx.models.artifact_id(alpha, "m", version) is None
+        assert tx.models.served(alpha, "m", version) is None
+        assert tx.models.tokenizer(alpha, "m", version) is None
+        assert not tx.models.delete_version(alpha, "m", version)
+        with pytest.raises(NotFoundError):
+            tx.models.set_tokenizer(alpha, "m", version, blob, None)
