@@ -147,8 +147,8 @@ COMMANDS: tuple[Command, ...] = (
             _arg(
                 "model",
                 metavar="MODEL.METHOD",
-                help="an artifact id or a model name (its latest version), a dot, a method: "
-                "art_123.forward, classifier.forward",
+                help="an artifact id or a model name (its latest version, or NAME:VERSION), a "
+                "dot, a method: art_123.forward, classifier.forward, classifier:2.forward",
             ),
             _inputs("an input tensor; repeat in order, or name each"),
             _arg("--save", type=Path, metavar="DIR", help="write each output as NAME.npy"),

@@ -236,12 +236,16 @@ def profile(args: argparse.Namespace, out: Output) -> None:
 
 
 def run(args: argparse.Namespace, out: Output) -> None:
-    artifact, dot, method = args.model.rpartition(".")
-    if not dot or not artifact or not method:
-        raise BadInputError(f"{args.model!r}: expected MODEL.METHOD (an artifact id or name)")
+    target, dot, method = args.model.rpartition(".")
+    name, colon, version = target.partition(":")
+    if not dot or not name or not method or (colon and not version.isdigit()):
+        raise BadInputError(
+            f"{args.model!r}: expected MODEL.METHOD (an artifact id or a model name, or "
+            "NAME:VERSION for a model's version)"
+        )
     inputs = _read_inputs(args.input)
     with connect() as client:
-        result = client.infer(artifact, method, inputs)
+        result = client.infer(name, method, inputs, version=int(version) if colon else None)
     if args.save is not None:
         import numpy as np
 

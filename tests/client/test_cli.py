@@ -175,3 +175,17 @@ def test_no_login_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, c
     monkeypatch.delenv("PTEFORGE_URL", raising=False)
     monkeypatch.delenv("PTEFORGE_TOKEN", raising=False)
     assert "pteforge login" in _fails(capsys, 1, "ls", "jobs")
+
+
+def test_run_takes_a_models_pinned_version(
+    logged_in: Path, artifact: Artifact, seq2seq: MultiMethod, tmp_path: Path, capsys: Any
+) -> None:
+    """``run NAME:VERSION.METHOD`` calls that version, as ``chat NAME:VERSION`` does."""
+    tokens = tmp_path / "tokens.npy"
+    np.save(tokens, seq2seq.inputs["encode"][0].numpy())
+    version = _json(capsys, "deploy", artifact.id, "pinned")["version"]
+    ran = _json(capsys, "run", f"pinned:{version}.encode", "--input", str(tokens))
+    assert ran["model_name"] == "pinned.encode"
+    missing = _fails(capsys, 1, "run", f"pinned:{version + 1}.encode", "--input", str(tokens))
+    assert f"no artifact or model 'pinned' version '{version + 1}'" in missing
+    assert "NAME:VERSION" in _fails(capsys, 2, "run", "pinned:latest.encode")
