@@ -80,6 +80,7 @@ class Job:
     created_at: datetime | None
     started_at: datetime | None
     finished_at: datetime | None
+    changed_at: datetime | None  # when the job reached this status and stage
     raw: dict[str, Any] = field(repr=False, compare=False)
 
     @classmethod
@@ -95,6 +96,7 @@ class Job:
             created_at=_time(obj.get("created_at")),
             started_at=_time(obj.get("started_at")),
             finished_at=_time(obj.get("finished_at")),
+            changed_at=_time(obj.get("changed_at")),
             raw=obj,
         )
 

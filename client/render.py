@@ -118,7 +118,9 @@ class StageDisplay(_LiveBar):
         label = job.stage if job.status == "running" else job.status
         if label == self.current or label is None:
             return
-        now = time.perf_counter()
+        # The server's stamp of each change: events may arrive together (a stream that
+        # caught up, a poll), so their arrival times would split the stages wrongly.
+        now = job.changed_at.timestamp() if job.changed_at else time.perf_counter()
         took = f" ({self.current} took {now - self.since:.2f}s)" if self.current else ""
         if not job.done and label not in self.planned:  # a stage this client did not expect
             at = self.planned.index(self.current) + 1 if self.current in self.planned else 0

@@ -167,6 +167,22 @@ def _job(status: str, stage: str | None) -> Job:
     return Job.from_json({"id": "job_1", "status": status, "stage": stage})
 
 
+def test_stage_display_times_stages_by_the_servers_stamps() -> None:
+    """Events that arrive together (a stream catching up) are timed by each change's
+    ``changed_at``, not by when they came: the CLI showed 'loading took 0.00s' and gave
+    loading's time to the next stage."""
+    console = Console(file=io.StringIO(), force_terminal=False, width=100)
+    display = StageDisplay(console, stage_plan({}, ["forward"]))
+    stamps = [("queued", None, "00.0"), ("running", "loading", "00.5")]
+    stamps += [("running", "to_edge", "02.0"), ("succeeded", "to_edge", "02.25")]
+    for status, stage, second in stamps:
+        changed = f"2026-01-01T00:00:{second}Z"
+        display(Job.from_json({"id": "j", "status": status, "stage": stage, "changed_at": changed}))
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "loading (queued took 0.50s)" in text and "to_edge (loading took 1.50s)" in text
+    assert "succeeded (to_edge took 0.25s)" in text
+
+
 @pytest.mark.parametrize("terminal", [True, False])
 def test_stage_display_numbers_every_stage(terminal: bool) -> None:
     console = Console(file=io.StringIO(), force_terminal=terminal, width=100)
