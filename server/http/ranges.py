@@ -7,7 +7,10 @@ from dataclasses import dataclass
 
 from pteforge.server.errors import RangeNotSatisfiableError
 
-_RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
+_RANGE = re.compile(r"^bytes=([0-9]*)-([0-9]*)$")
+_FAR = 2**63
+"""Past any body: a position of 19 digits or more reads as this (``int()`` refuses more than
+4300 digits, a 500 before)."""
 
 
 @dataclass(frozen=True)
@@ -41,18 +44,24 @@ def parse_range(header: str | None, size: int) -> ByteRange | None:
     first, last = match.groups()
     if not first and not last:
         return None
+    shown = header if len(header) <= 80 else f"{header[:60]}..."
     if not first:  # suffix: the last N bytes
-        suffix = int(last)
+        suffix = _position(last)
         if suffix == 0 or size == 0:
-            raise RangeNotSatisfiableError(f"range {header!r} selects no bytes", size)
+            raise RangeNotSatisfiableError(f"range {shown!r} selects no bytes", size)
         return ByteRange(max(0, size - suffix), size - 1, size)
-    start = int(first)
-    if last and int(last) < start:
+    start = _position(first)
+    if last and _position(last) < start:
         return None  # invalid, not unsatisfiable: the header is ignored
-    end = min(int(last), size - 1) if last else size - 1
+    end = min(_position(last), size - 1) if last else size - 1
     if start >= size:
-        raise RangeNotSatisfiableError(f"range {header!r} is outside the {size}-byte body", size)
+        raise RangeNotSatisfiableError(f"range {shown!r} is outside the {size}-byte body", size)
     return ByteRange(start, end, size)
+
+
+def _position(digits: str) -> int:
+    significant = digits.lstrip("0") or "0"
+    return int(significant) if len(significant) < 19 else _FAR
 
 
 def quoted_etag(sha256: str) -> str:

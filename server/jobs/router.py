@@ -101,7 +101,11 @@ def job_events(
     principal: CurrentPrincipal,
     last_event_id: Annotated[
         int,
-        Header(ge=0, description="Resume after this event id (an SSE client sends it)."),
+        # at most the event column's largest: SQLite refuses to bind past 64 bits (a broken
+        # stream once it had started)
+        Header(
+            ge=0, le=2**31 - 1, description="Resume after this event id (an SSE client sends it)."
+        ),
     ] = 0,
 ) -> StreamingResponse:
     """Every change since the job was queued (or since ``Last-Event-ID``), in order, each

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import httpx
+import torch
 
-from tests.server.helpers import assert_error, read_stream
+from tests.models import small_mlp_programs
+from tests.server.helpers import assert_error, read_stream, submit, upload_methods, wait_job
 
 ALL_STAGES = [
     ("running", stage)
@@ -43,3 +46,18 @@ def test_events_resume_after_last_event_id(admin: httpx.Client, compiled: dict[s
     assert [m["id"] for m in resumed if m["event"] == "job"] == [m["id"] for m in whole[3:]]
     bad = admin.get(f"/v1/jobs/{job_id}/events", headers={"Last-Event-ID": "soon"})
     assert_error(bad, 422)
+
+
+def test_a_resume_id_past_any_event_is_422_not_a_broken_stream(
+    admin: httpx.Client, tmp_path: Path
+) -> None:
+    """An id past 64 bits reached the query after the stream had started: SQLite refused to
+    bind it (``OverflowError``) and the client got a cut stream; the largest one is taken."""
+    path = tmp_path / "forward.pt2"
+    torch.export.save(small_mlp_programs().programs["forward"], path)
+    program = upload_methods(admin, {"forward": path}, name="events-resume")
+    job_id = wait_job(admin, submit(admin, program["id"], {})["id"])["id"]
+    far = admin.get(f"/v1/jobs/{job_id}/events", headers={"Last-Event-ID": str(2**70)})
+    assert_error(far, 422)
+    largest = read_stream(admin, job_id, headers={"Last-Event-ID": str(2**31 - 1)})
+    assert [m["event"] for m in largest] == ["end"]
