@@ -100,6 +100,12 @@ _TOKENIZER_DOC = multipart_body(
                 "format": "binary",
                 "description": "Optional tokenizer_config.json; its chat_template renders chats.",
             },
+            tokenizers.TEMPLATE_PART: {
+                "type": "string",
+                "format": "binary",
+                "description": "Optional chat_template.jinja (as transformers saves it), "
+                "stored as the config's chat_template.",
+            },
         },
     }
 )

@@ -6,9 +6,17 @@ A tokenizer is an untrusted upload. The server stores its bytes; a disposable sa
 read, and an optional ``tokenizer_config.json`` object whose ``chat_template`` is a string or
 Hugging Face's list of named templates). Tokenizing and rendering the template happen only
 in the confined runtime workers.
+
+``transformers`` saves a tokenizer's chat template as its own file, ``chat_template.jinja``,
+and leaves it out of ``tokenizer_config.json``: an optional ``chat_template`` part takes that
+file, and the config is stored with it as its ``chat_template`` (added as text after the
+child's check, so the server still parses no upload).
 """
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 from pteforge.server.common.blob_files import store_file
 from pteforge.server.common.services import Services
@@ -21,20 +29,24 @@ from pteforge.storage.domain import ModelTokenizer
 
 TOKENIZER_PART = "tokenizer"
 CONFIG_PART = "tokenizer_config"
+TEMPLATE_PART = "chat_template"
+_PARTS = (TOKENIZER_PART, CONFIG_PART, TEMPLATE_PART)
 MAX_TOKENIZER_BYTES = 64 * 1024 * 1024
 """The largest ``tokenizer.json`` taken (large vocabularies' files are about 10 MiB)."""
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
-MAX_UPLOAD_BYTES = MAX_TOKENIZER_BYTES + MAX_CONFIG_BYTES + 64 * 1024
+MAX_UPLOAD_BYTES = MAX_TOKENIZER_BYTES + 2 * MAX_CONFIG_BYTES + 64 * 1024
 """The request body limit of a tokenizer upload (413 above it)."""
 _WORKER = "pteforge.server.sandbox.tokenizer_worker"
 
 
 def check_part_name(name: str) -> None:
-    """Refuse a file part other than ``tokenizer`` and ``tokenizer_config`` (422)."""
-    if name not in (TOKENIZER_PART, CONFIG_PART):
+    """Refuse a file part other than ``tokenizer``, ``tokenizer_config`` and
+    ``chat_template`` (422)."""
+    if name not in _PARTS:
         raise InvalidUploadError(
             f"unexpected part {name[:40]!r}: a tokenizer upload has a {TOKENIZER_PART!r} part "
-            f"(tokenizer.json) and optionally a {CONFIG_PART!r} part (tokenizer_config.json)"
+            f"(tokenizer.json) and optionally a {CONFIG_PART!r} part (tokenizer_config.json) "
+            f"and a {TEMPLATE_PART!r} part (chat_template.jinja)"
         )
 
 
@@ -45,7 +57,9 @@ def _check_size(part: UploadedPart, limit: int) -> None:
         )
 
 
-def _check_shape(services: Services, tokenizer: UploadedPart, config: UploadedPart | None) -> None:
+def _check_shape(
+    services: Services, tokenizer: UploadedPart, config: UploadedPart | None
+) -> TokenizerCheck:
     """Read the parts as JSON in a disposable child (:mod:`.tokenizer_worker`): a 422 saying
     what is wrong with them, or what stopped the child (its memory or its time)."""
     _check_size(tokenizer, MAX_TOKENIZER_BYTES)
@@ -54,18 +68,49 @@ def _check_shape(services: Services, tokenizer: UploadedPart, config: UploadedPa
     paths = [str(p.path.resolve()) for p in (tokenizer, config) if p is not None]
     try:
         reply = services.isolation.run(_WORKER, paths, services.process_limits)
-        read_result(TokenizerCheck, reply)
+        return read_result(TokenizerCheck, reply)
     except UploadRejectedError as exc:
         raise InvalidUploadError(exc.message) from None
 
 
-def _parts(upload: MultipartUpload) -> tuple[UploadedPart, UploadedPart | None]:
+def _utf8(part: UploadedPart, codec: str = "utf-8") -> str:
+    try:
+        return part.path.read_bytes().decode(codec)
+    except UnicodeDecodeError as exc:
+        raise InvalidUploadError(f"part {part.field_name!r} is not UTF-8 text: {exc}") from None
+
+
+def _config_with_template(
+    config: UploadedPart | None, template: UploadedPart, check: TokenizerCheck
+) -> Path:
+    """The config (checked a JSON object by the child) with ``template``'s text as its
+    ``chat_template``, written beside the uploaded parts."""
+    _check_size(template, MAX_CONFIG_BYTES)
+    if check.config_has_template:
+        raise InvalidUploadError(
+            f"part {CONFIG_PART!r} has a chat_template and a {TEMPLATE_PART!r} part came "
+            "too: send one of them"
+        )
+    entry = json.dumps({"chat_template": _utf8(template)}, ensure_ascii=False)[1:-1]
+    if config is None:
+        merged = "{" + entry + "}"
+    else:  # a JSON object's text ends with "}"
+        head = _utf8(config, "utf-8-sig").rstrip()[:-1]
+        merged = head + ("," if check.config_keys else "") + entry + "}"
+    path = template.path.with_name("tokenizer_config.merged.json")
+    path.write_text(merged, encoding="utf-8")
+    return path
+
+
+def _parts(
+    upload: MultipartUpload,
+) -> tuple[UploadedPart, UploadedPart | None, UploadedPart | None]:
     found = {part.field_name: part for part in upload.files}
     if len(found) != len(upload.files):
         raise InvalidUploadError("a part is repeated")
     if TOKENIZER_PART not in found:
         raise InvalidUploadError(f"no {TOKENIZER_PART!r} part (a tokenizer.json)")
-    return found[TOKENIZER_PART], found.get(CONFIG_PART)
+    return found[TOKENIZER_PART], found.get(CONFIG_PART), found.get(TEMPLATE_PART)
 
 
 def _require_version(services: Services, project_id: str, name: str, version: int) -> None:
@@ -77,13 +122,17 @@ def _require_version(services: Services, project_id: str, name: str, version: in
 def attach_tokenizer(
     services: Services, project_id: str, name: str, version: int, upload: MultipartUpload
 ) -> ModelTokenizer:
-    """Check the uploaded tokenizer (and config), store them and attach them to the version,
-    replacing its tokenizer (404 for a version the project does not have; runs in a thread)."""
-    tokenizer, config = _parts(upload)
+    """Check the uploaded tokenizer (and config, and chat template), store them and attach
+    them to the version, replacing its tokenizer (404 for a version the project does not
+    have; runs in a thread)."""
+    tokenizer, config, template = _parts(upload)
     _require_version(services, project_id, name, version)
-    _check_shape(services, tokenizer, config)
+    check = _check_shape(services, tokenizer, config)
+    config_path = None if config is None else config.path
+    if template is not None:
+        config_path = _config_with_template(config, template, check)
     stored = store_file(services.store.blobs, tokenizer.path)
-    stored_config = None if config is None else store_file(services.store.blobs, config.path)
+    stored_config = None if config_path is None else store_file(services.store.blobs, config_path)
     with services.store.transaction() as tx:
         attached = tx.models.set_tokenizer(project_id, name, version, stored, stored_config)
     services.model_changed(project_id, name, version)

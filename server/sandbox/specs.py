@@ -67,6 +67,9 @@ class PteDescription(_Described, JsonForm):
 @json_dataclass(frozen=True, config=_PIPE_CONFIG)
 class TokenizerCheck(JsonForm):
     """A worker's reply after reading an uploaded tokenizer (and its config) as JSON: the
-    number of parts it found well-formed."""
+    number of parts it found well-formed, and of the config: how many keys it has and
+    whether one is ``chat_template``."""
 
     parts: int
+    config_keys: int = 0
+    config_has_template: bool = False

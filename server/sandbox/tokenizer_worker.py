@@ -75,9 +75,11 @@ def check_tokenizer_config(document: dict[str, Any]) -> None:
 def _job(argv: list[str]) -> TokenizerCheck:
     """``argv``: the tokenizer's path, then optionally the config's."""
     check_tokenizer_json(_json_object(argv[0], "tokenizer"))
-    if len(argv) > 1:
-        check_tokenizer_config(_json_object(argv[1], "tokenizer_config"))
-    return TokenizerCheck(len(argv))
+    if len(argv) == 1:
+        return TokenizerCheck(1)
+    config = _json_object(argv[1], "tokenizer_config")
+    check_tokenizer_config(config)
+    return TokenizerCheck(2, len(config), "chat_template" in config)
 
 
 JOB = WorkerJob(_job, failure_reason=_REASON)

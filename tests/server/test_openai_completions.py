@@ -8,6 +8,7 @@ Greedy (``temperature`` 0) answers, streamed and not, carry exactly the tokens o
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -107,6 +108,28 @@ def test_greedy_chats_are_the_pte_tokens(client: openai.OpenAI, deployed: str, l
     stream = client.chat.completions.create(model=deployed, messages=CHAT, stream=True, **arguments)  # type: ignore[arg-type]
     text, ids, finishes, _ = _streamed(list(stream))
     assert (text, ids, finishes[-1]) == (choice.message.content, expected, choice.finish_reason)
+
+
+def test_a_chat_template_file_serves_chats(
+    client: openai.OpenAI, admin: httpx.Client, deployed: str, lm: LmFiles
+) -> None:
+    """The template as ``transformers`` saves it, ``chat_template.jinja`` beside a config
+    without one, renders chats as the config's own does."""
+    config = json.loads(lm.tokenizer_config.read_text())
+    template = config.pop("chat_template")
+    versions = admin.get(f"/v1/models/{deployed}").raise_for_status().json()["versions"]
+    deploy(admin, "tiny-llama-jinja", versions[0]["artifact_id"])
+    parts = {
+        "tokenizer": ("tokenizer.json", lm.tokenizer_json.read_bytes()),
+        "tokenizer_config": ("tokenizer_config.json", json.dumps(config).encode()),
+        "chat_template": ("chat_template.jinja", template.encode()),
+    }
+    put = admin.put("/v1/models/tiny-llama-jinja/versions/1/tokenizer", files=parts)
+    assert put.status_code == 201, put.text
+    expected = _expected(lm, _chat_prompt(lm, CHAT))
+    arguments: dict[str, Any] = {"max_tokens": MAX_TOKENS, "temperature": 0, "extra_body": IDS}
+    whole = client.chat.completions.create(model="tiny-llama-jinja", messages=CHAT, **arguments)  # type: ignore[arg-type]
+    assert whole.choices[0].to_dict()["token_ids"] == expected
 
 
 def test_a_prompt_longer_than_the_context_is_400(

@@ -3,6 +3,7 @@ replaced, project-scoped; a file that is not a tokenizer.json is refused naming 
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -80,6 +81,29 @@ def test_a_chat_template_must_be_text(admin: httpx.Client, version: str) -> None
     answer = _put(admin, version, tokenizer=_tokenizer_json(), tokenizer_config=config)
     assert_error(answer, 422, "invalid_upload")
     assert "chat_template" in answer.json()["error"]["message"]
+
+
+def test_a_chat_template_file_is_stored_as_the_configs_template(
+    admin: httpx.Client, version: str
+) -> None:
+    """transformers saves the template as ``chat_template.jinja`` and leaves it out of
+    ``tokenizer_config.json`` (models pass: such a tokenizer's chats silently used the
+    default ``role: content`` template): the part is stored in the config."""
+    template = "{% for m in messages %}{{ m.content }} ☕\n{% endfor %}"
+    config = b'{"eos_token": "</s>"}\n'
+    parts = {"tokenizer": _tokenizer_json(), "chat_template": template.encode()}
+    entry = json.dumps({"chat_template": template}, ensure_ascii=False)[1:-1].encode()
+    for given, stored in ((config, config[:-2] + b"," + entry + b"}"), (None, b"{" + entry + b"}")):
+        answer = _put(admin, version, **parts, **({"tokenizer_config": given} if given else {}))
+        assert answer.status_code == 201, answer.text
+        assert answer.json()["tokenizer_config"]["sha256"] == hashlib.sha256(stored).hexdigest()
+        assert json.loads(stored)["chat_template"] == template
+    both = _put(admin, version, **parts, tokenizer_config=CONFIG.encode())
+    assert_error(both, 422, "invalid_upload")
+    assert "send one of them" in both.json()["error"]["message"]
+    binary = _put(admin, version, tokenizer=_tokenizer_json(), chat_template=b"\xff{{ x }}")
+    assert_error(binary, 422, "invalid_upload")
+    assert "not UTF-8" in binary.json()["error"]["message"]
 
 
 def test_tokenizers_are_project_scoped(
