@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -42,6 +42,12 @@ class Settings(BaseSettings):
         16 * 1024**2,
         "Largest JSON body of a /v1 route (a compile job's plan and calibration tensors, "
         "a chat): 413 above it, counted as it arrives, before it is parsed.",
+    )
+    metrics_token: SecretStr | None = Field(
+        default=None,
+        description="A bearer token /metrics then requires (401 without it). Unset, /metrics "
+        "needs none, and its series name every project's models: keep it off networks "
+        "that tenants reach.",
     )
     http_max_header_bytes: int = Field(
         default=64 * 1024,

@@ -19,6 +19,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 
+from pydantic import SecretStr
+
 from pteforge.children.limits import WEIGHTS_ONLY_ENV
 from pteforge.server.settings import Settings
 from pteforge.server.startup.host import report_confinement
@@ -40,8 +42,8 @@ def settings_env(settings: Settings) -> dict[str, str]:
         name = f"PTEFORGE_{key.upper()}"
         if value is None:
             env.pop(name, None)
-        else:
-            env[name] = str(value)
+        else:  # a secret as itself, not its mask
+            env[name] = str(value.get_secret_value() if isinstance(value, SecretStr) else value)
     env.update(WEIGHTS_ONLY_ENV)
     return env
 

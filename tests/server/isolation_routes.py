@@ -133,5 +133,5 @@ UNSCOPED = {  # routes that name no project's thing
     ("GET", "/v1/backends"): "the catalog and this host",
     ("POST", "/v1/programs"): "an upload names nothing that exists",
     ("POST", "/v1/artifacts"): "an upload names nothing that exists",
-    ("GET", "/metrics"): "operators' metrics, not a project's: see docs/SECURITY.md",
+    ("GET", "/metrics"): "operators' (PTEFORGE_METRICS_TOKEN): see docs/SECURITY.md",
 }
