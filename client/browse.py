@@ -6,14 +6,22 @@ With ``--json`` each prints what the API answered, in the API's own shape."""
 from __future__ import annotations
 
 import argparse
+import re
 from typing import Any
 
 from pteforge.client.cli import BadInputError
 from pteforge.client.config import load_credentials
-from pteforge.client.models import Artifact, Job, Program
+from pteforge.client.models import Artifact, Job, Model, Program
 from pteforge.client.render import Output
 from pteforge.client.sync import Client
-from pteforge.client.views import artifact_summary, job_summary, listing, program_summary
+from pteforge.client.views import (
+    artifact_summary,
+    job_summary,
+    listing,
+    model_summary,
+    program_summary,
+)
+from pteforge.contracts.names import MODEL_NAME_PATTERN
 
 # An id's prefix -> what it names (the API's path segment).
 KINDS = {"prog_": "programs", "art_": "artifacts", "job_": "jobs"}
@@ -26,11 +34,17 @@ def connect() -> Client:
 
 
 def kind_of(ident: str) -> str:
-    """``programs``, ``artifacts`` or ``jobs``: what ``ident`` names, by its prefix."""
+    """``programs``, ``artifacts`` or ``jobs``: what ``ident`` names, by its prefix; else
+    ``models`` for a model name (``NAME`` or ``NAME:VERSION``)."""
     for prefix, kind in KINDS.items():
         if ident.startswith(prefix) and len(ident) > len(prefix):
             return kind
-    raise BadInputError(f"{ident!r}: expected an id starting with prog_, art_ or job_")
+    name, colon, version = ident.partition(":")
+    if re.fullmatch(MODEL_NAME_PATTERN, name) and (not colon or version.isdigit()):
+        return "models"
+    raise BadInputError(
+        f"{ident!r}: expected an id starting with prog_, art_ or job_, or a model name"
+    )
 
 
 def ls(args: argparse.Namespace, out: Output) -> None:
@@ -40,10 +54,13 @@ def ls(args: argparse.Namespace, out: Output) -> None:
             items: list[Any] = client.list_programs(limit=args.limit)
         elif args.what == "artifacts":
             items = client.list_artifacts(limit=args.limit)
+        elif args.what == "models":
+            items = client.list_models(limit=args.limit)
         else:
             items = client.list_jobs(status=args.status, limit=args.limit)
     if out.as_json:
-        out.json({args.what: [item.raw for item in items]})
+        raw = [item.raw for item in items]
+        out.json({"object": "list", "data": raw} if args.what == "models" else {args.what: raw})
         return
     listing(out, args.what, items)
 
@@ -52,11 +69,13 @@ def show(args: argparse.Namespace, out: Output) -> None:
     """``pteforge show ID``: a program, artifact or job, as a summary or the API's object."""
     kind = kind_of(args.id)
     with connect() as client:
-        item: Program | Artifact | Job
+        item: Program | Artifact | Job | Model
         if kind == "programs":
             item = client.get_program(args.id)
         elif kind == "artifacts":
             item = client.get_artifact(args.id)
+        elif kind == "models":
+            item = client.get_model(args.id.partition(":")[0])
         else:
             item = client.get_job(args.id)
     if out.as_json:
@@ -65,24 +84,32 @@ def show(args: argparse.Namespace, out: Output) -> None:
         program_summary(out, item)
     elif isinstance(item, Artifact):
         artifact_summary(out, item)
+    elif isinstance(item, Model):
+        model_summary(out, item)
     else:
         job_summary(out, item)
 
 
 def rm(args: argparse.Namespace, out: Output) -> None:
-    """``pteforge rm ID``: delete a program (its artifacts stay) or an artifact."""
+    """``pteforge rm ID``: delete a program (its artifacts stay), an artifact, or a model's
+    version (``NAME:VERSION``; the one before becomes the latest)."""
     kind = kind_of(args.id)
     if kind == "jobs":
         raise BadInputError(f"{args.id!r}: a job is not deleted; stop it with `pteforge cancel`")
+    name, colon, version = args.id.partition(":")
+    if kind == "models" and not colon:
+        raise BadInputError(f"{args.id!r}: name the version to delete: NAME:VERSION")
     with connect() as client:
         if kind == "programs":
             client.delete_program(args.id)
+        elif kind == "models":
+            client.delete_model_version(name, int(version))
         else:
             client.delete_artifact(args.id)
     if out.as_json:
         out.json({"id": args.id, "deleted": True})
         return
-    out.line(f"Deleted {kind[:-1]} {args.id}.")
+    out.line(f"Deleted {'model version' if kind == 'models' else kind[:-1]} {args.id}.")
 
 
 def cancel(args: argparse.Namespace, out: Output) -> None:

@@ -175,25 +175,25 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "ls",
-        "list the project's programs, artifacts or jobs, newest first",
+        "list the project's programs, artifacts or jobs, newest first, or its models by name",
         "pteforge ls jobs --status failed",
         (
-            _arg("what", choices=["programs", "artifacts", "jobs"], help="what to list"),
+            _arg("what", choices=["programs", "artifacts", "jobs", "models"], help="what to list"),
             _arg("--limit", type=int, default=20, help="at most this many (default: 20)"),
             _arg("--status", help="jobs only: queued, running, succeeded, failed, ..."),
         ),
     ),
     Command(
         "show",
-        "show a program, artifact or job by its id (--json: the API's object)",
+        "show a program, artifact or job by its id, or a model by name (--json: the API's object)",
         "pteforge show art_...",
-        (_arg("id", metavar="ID", help="an id: prog_..., art_... or job_..."),),
+        (_arg("id", metavar="ID", help="an id: prog_..., art_... or job_..., or a model name"),),
     ),
     Command(
         "rm",
-        "delete a program (its artifacts stay) or an artifact",
+        "delete a program (its artifacts stay), an artifact, or a model's version",
         "pteforge rm prog_...",
-        (_arg("id", metavar="ID", help="an id: prog_... or art_..."),),
+        (_arg("id", metavar="ID", help="an id: prog_... or art_..., or NAME:VERSION"),),
     ),
     Command(
         "cancel",

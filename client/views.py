@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
-from pteforge.client.models import Artifact, InferResult, Job, MethodSignature, Program
+from pteforge.client.models import Artifact, InferResult, Job, MethodSignature, Model, Program
 from pteforge.client.render import Output, size
 from pteforge.client.tensors import json_tensors
 
@@ -122,20 +123,26 @@ def listing(out: Output, what: str, items: Sequence[Any]) -> None:
     rows: list[tuple[str, ...]]
     if what == "programs":
         rows = [
-            (p.id, p.name, ", ".join(m.name for m in p.methods), size(p.size_bytes), _when(p))
-            for p in items
+            (p.id, p.name, _method_names(p), size(p.size_bytes), _when(p.created_at)) for p in items
         ]
         out.table(None, ["id", "name", "methods", "size", "created"], rows)
+    elif what == "models":
+        rows = [(m.name, str(m.latest_version or "-"), _when(_epoch(m.created))) for m in items]
+        out.table(None, ["name", "latest version", "created"], rows)
     elif what == "artifacts":
-        rows = [
-            (a.id, a.program_id or "-", ", ".join(m.name for m in a.methods), size(a.size_bytes))
-            for a in items
-        ]
+        rows = [(a.id, a.program_id or "-", _method_names(a), size(a.size_bytes)) for a in items]
         out.table(None, ["id", "program", "methods", "size"], rows)
     else:
         out.table(
             None, ["id", "status", "stage", "result", "seconds"], [_job_row(j) for j in items]
         )
+
+
+def model_summary(out: Output, model: Model) -> None:
+    """``pteforge show NAME``: the model's versions, oldest first, and which is the latest."""
+    out.line(f"model {model.name}, latest version {model.latest_version or '-'}")
+    rows = [(str(v.version), v.artifact_id, _when(v.created_at)) for v in model.versions]
+    out.table(None, ["version", "artifact", "created"], rows)
 
 
 def _job_row(job: Job) -> tuple[str, ...]:
@@ -146,8 +153,16 @@ def _job_row(job: Job) -> tuple[str, ...]:
     return (job.id, job.status, job.stage or "-", result[:80], seconds)
 
 
-def _when(item: Program | Artifact) -> str:
-    return item.created_at.strftime("%Y-%m-%d %H:%M:%S") if item.created_at else "-"
+def _method_names(item: Program | Artifact) -> str:
+    return ", ".join(m.name for m in item.methods)
+
+
+def _when(at: datetime | None) -> str:
+    return at.strftime("%Y-%m-%d %H:%M:%S") if at else "-"
+
+
+def _epoch(seconds: int) -> datetime | None:
+    return datetime.fromtimestamp(seconds, UTC) if seconds else None
 
 
 def infer_answer(result: InferResult) -> dict[str, Any]:

@@ -149,7 +149,25 @@ def test_show_is_the_api_object(
         shown = _cli("show", ident, env=env)
         assert shown.returncode == 0 and ident in shown.stdout, shown.stderr
     assert "404 not_found" in _one_line(_cli("show", "art_missing", env=env), 1)
-    assert "prog_, art_ or job_" in _one_line(_cli("show", "nope", env=env), 2)
+    assert "model 'nope' not found" in _one_line(_cli("show", "nope", env=env), 1)  # a name
+    assert "prog_, art_ or job_" in _one_line(_cli("show", "no/pe", env=env), 2)
+
+
+def test_models_are_listed_shown_and_their_versions_removed(
+    env: dict[str, str], service: ServiceProcess, token: str, artifact: Artifact
+) -> None:
+    """``ls models``, ``show NAME`` and ``rm NAME:VERSION``, with ``--json`` in the API's
+    shapes (``GET /v1/models`` is OpenAI's list)."""
+    first = _json(env, "deploy", artifact.id, "listed")["version"]
+    second = _json(env, "deploy", artifact.id, "listed")["version"]
+    assert _json(env, "ls", "models", "--limit", "5") == _api(service, token, "/v1/models?limit=5")
+    assert _json(env, "show", "listed") == _api(service, token, "/v1/models/listed")
+    shown = _cli("show", "listed", env=env)
+    assert shown.returncode == 0 and f"latest version {second}" in shown.stdout, shown.stderr
+    removed = _cli("rm", f"listed:{second}", env=env)
+    assert removed.stdout.strip() == f"Deleted model version listed:{second}.", removed.stderr
+    assert _json(env, "show", "listed")["latest_version"] == first
+    assert "NAME:VERSION" in _one_line(_cli("rm", "listed", env=env), 2)
 
 
 def test_rm_deletes_a_program_and_an_artifact(
