@@ -6,8 +6,10 @@ import argparse
 import logging
 import os
 import signal
+import socket
 import sys
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from pteforge.cli import add_command
 
@@ -88,7 +90,7 @@ def serve_command(args: argparse.Namespace) -> int:
 
     settings = Settings()
     if "PTEFORGE_PUBLIC_URL" not in os.environ:
-        settings.public_url = f"http://{args.host}:{args.port}"
+        settings.public_url = public_url(args.host, args.port)
     if args.no_workers:
         settings.compile_workers = 0
     settings.grpc_host = args.host
@@ -126,11 +128,23 @@ def startup_help(settings: Settings) -> str:
         if settings.database_url
         else f"PTEFORGE_HOME={settings.home.expanduser()}"
     )
+    url = settings.public_url
+    if urlsplit(url).hostname in ("127.0.0.1", "localhost", "::1"):
+        then = f"from this machine only (--host 0.0.0.0 for others): {pteforge}"
+    else:
+        then = "from any machine: pteforge"
     return (
         f"pteforge serve: database {shown_database_url(settings)}\n"
         f"  tokens for this server: {where} {pteforge} tokens create --name NAME\n"
-        f"  then, from any machine: pteforge login {settings.public_url} --token TOKEN"
+        f"  then, {then} login {url} --token TOKEN"
     )
+
+
+def public_url(host: str, port: int) -> str:
+    """The server's URL for the help ``serve`` prints: a wildcard address (``0.0.0.0``) is
+    nothing a client can connect to, so this machine's name stands for it."""
+    shown = socket.gethostname() if host in ("0.0.0.0", "::", "") else host
+    return f"http://[{shown}]:{port}" if ":" in shown else f"http://{shown}:{port}"
 
 
 def worker_command(args: argparse.Namespace) -> int:
