@@ -70,10 +70,12 @@ def _file_parts(upload: MultipartUpload) -> list[UploadedPart]:
 
 def _program_name(upload: MultipartUpload, default: str) -> str:
     """The ``name`` field, checked by the program-name rule (422 naming the field), else
-    ``default`` (a part's file name, cut to the rule's length, or ``program``)."""
+    ``default`` (a part's file name, cut to the rule's length, or ``program``), without the
+    control characters the rule refuses (an escape sequence in a listing's terminal)."""
     name = upload.fields.get("name")
     if not name:
-        return default[:PROGRAM_NAME_MAX_CHARS]
+        printable = "".join(c for c in default if c.isprintable() or c == " ")
+        return printable[:PROGRAM_NAME_MAX_CHARS] or "program"
     try:
         return check_program_name(name)
     except InvalidProgramNameError as exc:

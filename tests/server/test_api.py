@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.models import small_mlp_programs
 from tests.server.conftest import MAX_UPLOAD_BYTES
 from tests.server.helpers import assert_error, peak_growth_kib
 from tests.server.service import ServiceProcess
@@ -174,6 +175,22 @@ def test_program_name_rule_is_stated(admin: httpx.Client, name: str) -> None:
         "/v1/programs", files={"forward": ("f.pt2", b"x")}, data={"name": "p" * 200}
     )
     assert "name" not in longest.json()["error"]["message"], longest.text
+
+
+def test_a_file_name_becomes_a_program_name_without_control_characters(
+    admin: httpx.Client, tmp_path: Path
+) -> None:
+    """Without a ``name`` field a ``program`` part's file name names the program; it skipped
+    the rule, so an escape sequence (httpx sends ESC and DEL as they are) reached listings
+    and the terminal of whoever ran ``pteforge ls``."""
+    from torch.export.pt2_archive._package import package_pt2
+
+    archive = tmp_path / "mlp.pt2"
+    package_pt2(archive, exported_programs=dict(small_mlp_programs().programs))
+    part = ("mlp\x1b[2J\x7f.pt2", archive.read_bytes())
+    response = admin.post("/v1/programs", files={"program": part})
+    assert response.status_code == 201, response.text
+    assert response.json()["name"] == "mlp[2J.pt2"
 
 
 def test_the_server_does_not_parse_a_programs_documents_itself(
