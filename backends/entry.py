@@ -70,6 +70,9 @@ class PartitionerEntry(BaseEntry[OptionsT]):
     """An entry that builds a ``Partitioner`` from its options."""
 
     kind = EntryKind.PARTITIONER
+    quantized_refusal: ClassVar[str | None] = None
+    """Why a plan that quantizes cannot lower with this entry (None: it can); the plan check
+    refuses such a plan before any work, as lowering would."""
 
     def partitioner(self, options: Options = None) -> Partitioner:
         """A new partitioner configured by ``options`` (validated first)."""

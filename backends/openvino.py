@@ -47,6 +47,7 @@ class OpenvinoEntry(PartitionerEntry[OpenvinoOptions]):
     options_model = OpenvinoOptions
     name = "openvino"
     backend_id = OPENVINO_BACKEND_ID
+    quantized_refusal = INT8_REFUSAL
     description = (
         "OpenvinoPartitioner: compiles supported fp32 operators with OpenVINO for a device "
         "(CPU by default); the runtime runs them through the openvino package. OpenVINO "

@@ -52,6 +52,19 @@ def _check_target(where: str, target: TargetSpec, catalog: BackendCatalog) -> No
     if target.quantize is not None:
         entry = _entry(catalog, target.quantize, EntryKind.QUANTIZER, f"{where}.quantize")
         assert isinstance(entry, QuantizerEntryBase)
+        _check_quantized_lowering(where, target, catalog)
+
+
+def _check_quantized_lowering(where: str, target: TargetSpec, catalog: BackendCatalog) -> None:
+    """A target that quantizes uses no partitioner that refuses quantized programs (lowering
+    would fail after quantizing and exporting, minutes into a large model's job)."""
+    for index, spec in enumerate(target.partitioner_specs()):
+        entry = catalog.entries[spec.name]
+        if isinstance(entry, PartitionerEntry) and entry.quantized_refusal:
+            field = f"{where}.partitioners[{index}]"
+            raise PlanError(
+                f"{where}.quantize", f"{field} is {spec.name!r}: {entry.quantized_refusal}"
+            )
 
 
 def _check_delegate(where: str, options: dict[str, object], catalog: BackendCatalog) -> None:

@@ -19,6 +19,7 @@ from pteforge.backends import BackendCatalog, default_catalog
 from pteforge.backends.openvino import openvino_compile_specs
 from pteforge.backends.options import OpenvinoOptions
 from pteforge.manager import CompiledProgram, LoweringError, compile_programs, verify_numerics
+from pteforge.manager.errors import PlanError
 from tests.backends.harness import delegated_backends, run_pte, tiny_mlp
 from tests.models import MultiMethod, shared_linear_programs
 
@@ -110,12 +111,19 @@ def test_lowering_leaves_the_callers_program_runnable(catalog: BackendCatalog) -
 
 
 def test_int8_recipe_is_refused_saying_why(catalog: BackendCatalog) -> None:
+    """A plan that quantizes for OpenVINO is refused by the plan check, before any work; a
+    program that arrives quantized is refused by the partitioner, naming the node."""
     model = tiny_mlp()
-    plan = {
-        "all": {"partitioners": ["openvino"], "quantize": "xnnpack_pt2e_int8_dynamic_per_channel"}
-    }
-    with pytest.raises(LoweringError) as raised:
+    recipe = "xnnpack_pt2e_int8_dynamic_per_channel"
+    plan = {"all": {"partitioners": ["openvino"], "quantize": recipe}}
+    with pytest.raises(PlanError) as refused:
         compile_programs(model.programs, plan, catalog)
+    assert refused.value.field == "all.quantize" and "fp32 programs only" in str(refused.value)
+    quantized = catalog.get_quantizer(recipe).quantize(
+        model.programs["forward"], [model.inputs["forward"]]
+    )
+    with pytest.raises(LoweringError) as raised:
+        compile_programs({"forward": quantized}, {"all": {"partitioners": ["openvino"]}}, catalog)
     error = raised.value  # names the method, the backend and the quantized node's operator
     assert (error.method, error.backend_id) == ("forward", "OpenvinoBackend")
     assert error.node and error.operator and "quantize" in error.operator

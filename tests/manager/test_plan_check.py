@@ -48,6 +48,16 @@ def _check(plan: Any) -> None:
         ),
         (
             {
+                "all": {
+                    "partitioners": ["openvino"],
+                    "quantize": "xnnpack_pt2e_int8_dynamic_per_channel",
+                }
+            },
+            "all.quantize",
+            "all.partitioners[0] is 'openvino': the openvino entry lowers fp32 programs only",
+        ),
+        (
+            {
                 "methods": {
                     "encode": {"calibration": [[{"dtype": "nope", "shape": [1], "data": [1]}]]}
                 }
