@@ -51,7 +51,8 @@ PROGRAM_NAME_MAX_CHARS = 200
 PROGRAM_NAME_RULE = (
     f"a program name is 1 to {PROGRAM_NAME_MAX_CHARS} characters, none of them a control character"
 )
-_PROGRAM_NAME = re.compile(rf"[^\x00-\x1f\x7f]{{1,{PROGRAM_NAME_MAX_CHARS}}}")
+# C0, DEL and C1 (U+0080-U+009F: U+009B is a terminal's CSI, as ESC [ is)
+_PROGRAM_NAME = re.compile(rf"[^\x00-\x1f\x7f-\x9f]{{1,{PROGRAM_NAME_MAX_CHARS}}}")
 
 
 class InvalidProgramNameError(ValueError):

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from pteforge.contracts import METHOD_NAME_RULE, InvalidMethodNameError, check_method_name
+from pteforge.contracts.names import InvalidProgramNameError, check_program_name
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -33,3 +34,16 @@ def test_cli_refuses_a_path_as_method_name(tmp_path: Path) -> None:
     assert done.returncode == 2, done.stderr
     assert METHOD_NAME_RULE in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+@pytest.mark.parametrize("name", ["mlp v2", "éncodeur", "模型", "a" * 200])
+def test_program_names_are_labels(name: str) -> None:
+    assert check_program_name(name) == name
+
+
+@pytest.mark.parametrize("name", ["", "a\nb", "a\x1b[2Jb", "a\x7fb", "a\x9b2Jb", "a\x85b"])
+def test_program_names_hold_no_control_character(name: str) -> None:
+    """C1 controls too (U+009B is CSI to a terminal): the rule says none, the check let
+    them through."""
+    with pytest.raises(InvalidProgramNameError, match="none of them a control character"):
+        check_program_name(name)
