@@ -41,17 +41,29 @@ class Principal:
     token_id: str
 
 
-def _bearer_token(credentials: HTTPAuthorizationCredentials | None) -> str:
-    if credentials is None or credentials.scheme.lower() != "bearer":
-        raise UnauthorizedError("missing bearer token (Authorization: Bearer <token>)")
-    return credentials.credentials
+def no_bearer_token(authorization: str | None) -> UnauthorizedError:
+    """The 401 for a call without a bearer token, saying what came instead: a token sent
+    without its ``Bearer`` scheme (``-H "Authorization: $TOKEN"``) was 'missing'. The
+    header's value is never quoted: it may be the token."""
+    if not authorization:
+        return UnauthorizedError("missing bearer token (Authorization: Bearer <token>)")
+    scheme, token = get_authorization_scheme_param(authorization)
+    if scheme.lower() == "bearer":
+        why = "its token is empty"
+    elif token and scheme.isalpha() and len(scheme) <= 16:
+        why = f"its scheme is {scheme!r}"
+    else:
+        why = "it has no scheme"
+    return UnauthorizedError(f"the Authorization header is not 'Bearer <token>': {why}")
 
 
 def resolve_bearer(
-    services: Services, credentials: HTTPAuthorizationCredentials | None
+    services: Services, credentials: HTTPAuthorizationCredentials | None, authorization: str | None
 ) -> Principal:
     """The principal of a bearer credential; 401 when it is missing or unknown."""
-    return resolve_token(services.store, _bearer_token(credentials))
+    if credentials is None or credentials.scheme.lower() != "bearer":
+        raise no_bearer_token(authorization)
+    return resolve_token(services.store, credentials.credentials)
 
 
 def resolve_token(store: Store, plaintext: str) -> Principal:
@@ -69,7 +81,10 @@ async def require_principal(
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Principal:
     """Dependency: the authenticated caller (its token is read in the threadpool)."""
-    return await run_in_threadpool(resolve_bearer, get_services(request), credentials)
+    authorization = request.headers.get("authorization")
+    return await run_in_threadpool(
+        resolve_bearer, get_services(request), credentials, authorization
+    )
 
 
 CurrentPrincipal = Annotated[Principal, Depends(require_principal)]
@@ -88,9 +103,10 @@ def cached_principal(
     """
 
     async def principal_of(request: HasHeaders) -> Principal:
-        scheme, token = get_authorization_scheme_param(request.headers.get("authorization"))
+        authorization = request.headers.get("authorization")
+        scheme, token = get_authorization_scheme_param(authorization)
         if not token or scheme.lower() != "bearer":
-            raise UnauthorizedError("missing bearer token (Authorization: Bearer <token>)")
+            raise no_bearer_token(authorization)
         key = hashlib.sha256(token.encode()).hexdigest()
         principal = cache.get(key)
         if principal is None:

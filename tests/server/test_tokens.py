@@ -57,3 +57,24 @@ def test_revoking_an_unknown_token_fails_clearly(service: ServiceProcess) -> Non
     done = _tokens(service, "revoke", "tok_nope", "--project", "revocation")
     assert done.returncode == 2
     assert "no token 'tok_nope'" in done.stderr
+
+
+def test_an_authorization_header_without_bearer_says_so(
+    service: ServiceProcess, admin: httpx.Client
+) -> None:
+    """A token sent as ``Authorization: $TOKEN`` was 'missing bearer token'; the answer now
+    says what the header lacks, on /v1 and /v2, and never quotes the token."""
+    token = service.admin_token
+    assert token
+    cases = {
+        token: "it has no scheme",
+        f"Basic {token}": "its scheme is 'Basic'",
+        "Bearer": "its token is empty",
+    }
+    for value, why in cases.items():
+        for path in ("/v1/programs", "/v2/models/art_none.forward"):
+            answer = httpx.get(f"{service.url}{path}", headers={"authorization": value})
+            assert answer.status_code == 401, answer.text
+            assert why in answer.text and token not in answer.text
+            assert "the Authorization header is not 'Bearer <token>'" in answer.text
+    assert "missing bearer token" in httpx.get(f"{service.url}/v1/programs").text
