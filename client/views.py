@@ -6,7 +6,15 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from pteforge.client.models import Artifact, InferResult, Job, MethodSignature, Model, Program
+from pteforge.client.models import (
+    Artifact,
+    InferResult,
+    Job,
+    MethodSignature,
+    Model,
+    Program,
+    TensorSpec,
+)
 from pteforge.client.render import Output, size
 from pteforge.client.tensors import json_tensors
 
@@ -32,8 +40,19 @@ def stage_plan(plan: Mapping[str, Any], methods: Sequence[str]) -> list[str]:
     ]
 
 
-def _tensors(specs: Sequence[Any]) -> str:
-    return ", ".join(f"{t.name}: {t.dtype}{list(t.shape)}" for t in specs) or "-"
+def _tensors(specs: Sequence[TensorSpec]) -> str:
+    return ", ".join(f"{t.name}: {t.dtype}[{_dims(t)}]" for t in specs) or "-"
+
+
+def _dims(spec: TensorSpec) -> str:
+    """The shape, each dynamic dimension as the range it was exported with (``1..8``, ``4..``)
+    where the program says, else ``<=N`` up to the planned bound, else ``?``."""
+    ranges = {d.axis: f"{d.min}..{'' if d.max is None else d.max}" for d in spec.dynamic_dims or ()}
+    bound = spec.max_shape or ()
+    return ", ".join(
+        str(size) if size >= 0 else ranges.get(axis) or (f"<={bound[axis]}" if bound else "?")
+        for axis, size in enumerate(spec.shape)
+    )
 
 
 def _method_table(out: Output, methods: Sequence[MethodSignature]) -> None:

@@ -23,6 +23,7 @@ from pteforge.client import (
     Job,
     LoweringFailedError,
     NotFoundError,
+    Program,
     ServiceUnavailableError,
     TransportError,
     UploadRejectedError,
@@ -30,10 +31,10 @@ from pteforge.client import (
 from pteforge.client.calls import Attempts, Call, Reply, RetryPolicy
 from pteforge.client.config import NotConfiguredError, load_credentials, save_credentials
 from pteforge.client.errors import error_from_body
-from pteforge.client.render import ByteProgress, StageDisplay
+from pteforge.client.render import ByteProgress, Output, StageDisplay
 from pteforge.client.sse import EventParser
 from pteforge.client.tensors import decode_response, encode_request, named_inputs
-from pteforge.client.views import stage_plan
+from pteforge.client.views import program_summary, stage_plan
 from pteforge.runtime.metadata import MethodSignature, TensorSpec
 from pteforge.runtime.oip_codec import decode_infer_request, encode_infer_response
 
@@ -165,6 +166,22 @@ def test_login_file_and_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
 def _job(status: str, stage: str | None) -> Job:
     return Job.from_json({"id": "job_1", "status": status, "stage": stage})
+
+
+def test_shapes_show_dynamic_dimensions_as_their_ranges(capsys: pytest.CaptureFixture[str]) -> None:
+    """``show`` and ``push`` printed a dynamic batch as ``-1`` (``x: float32[-1, 3, 64,
+    64]``); it is the range the program was exported with, or the planned bound."""
+    batch = {"axis": 0, "symbol": "s0", "min": 1, "max": 8}
+    inputs = [
+        {"name": "x", "dtype": "float32", "shape": [-1, 3], "dynamic_dims": [batch]},
+        {"name": "y", "dtype": "int64", "shape": [-1, -1], "max_shape": [4, 16]},
+    ]
+    method = {"name": "forward", "inputs": inputs, "outputs": []}
+    program = Program.from_json(
+        {"id": "prog_1", "name": "p", "sha256": "0", "size_bytes": 1, "methods": [method]}
+    )
+    program_summary(Output(as_json=False), program)
+    assert "x: float32[1..8, 3], y: int64[<=4, <=16]" in capsys.readouterr().out
 
 
 def test_stage_display_times_stages_by_the_servers_stamps() -> None:
