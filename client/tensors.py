@@ -38,7 +38,7 @@ def named_inputs(inputs: Inputs, names: Sequence[str] | None) -> dict[str, np.nd
         return {str(k): to_numpy(v, str(k)) for k, v in inputs.items()}
     items = list(inputs)
     if names is None or len(items) != len(names):
-        expected = "its inputs by name" if names is None else f"{len(names)} inputs"
+        expected = "its inputs by name" if names is None else f"{len(names)}: {', '.join(names)}"
         raise InvalidInputError(f"got {len(items)} inputs, the method takes {expected}")
     return {name: to_numpy(v, name) for name, v in zip(names, items, strict=True)}
 

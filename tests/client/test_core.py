@@ -109,7 +109,7 @@ def test_the_request_is_what_the_server_decodes_and_back() -> None:
 
 
 def test_inputs_in_order_need_the_right_count() -> None:
-    with pytest.raises(InvalidInputError, match="got 1 inputs, the method takes 2"):
+    with pytest.raises(InvalidInputError, match=r"got 1 inputs, the method takes 2: a, b$"):
         named_inputs([np.zeros(1)], ["a", "b"])
     with pytest.raises(InvalidInputError, match="uint16"):
         named_inputs({"a": np.zeros(1, np.uint16)}, None)
