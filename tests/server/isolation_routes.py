@@ -46,7 +46,7 @@ def _req(method: str, url: str, **kwargs: Any) -> Call:
 
 
 _INFER = infer_body()
-_TEXT = {"text_input": "a", "max_tokens": 1}
+_TEXT = {"text_input": "a", "parameters": {"max_tokens": 1}}
 _CHAT = {"model": "{model}", "messages": [{"role": "user", "content": "a"}], "max_tokens": 1}
 TOKENIZER_FILES = {"tokenizer": ("tokenizer.json", json.dumps(TOKENIZER).encode())}
 # Routes that read (asked by the owner too) and routes that change things (A's only).
@@ -96,7 +96,7 @@ READS: dict[tuple[str, str], list[Call]] = {
         _post("/v2/models/{model}/versions/1/generate", _TEXT)
     ],
     ("POST", "/v2/models/{model}/versions/{version}/generate_stream"): [
-        _post("/v2/models/{model}/versions/1/generate_stream", {**_TEXT, "stream": True})
+        _post("/v2/models/{model}/versions/1/generate_stream", _TEXT)
     ],
     ("POST", "/v1/completions"): [
         _post("/v1/completions", {"model": "{model}", "prompt": "a", "max_tokens": 1}),
