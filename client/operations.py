@@ -189,14 +189,23 @@ class Operations:
         return ModelVersion.from_json(reply.json())
 
     def set_tokenizer(
-        self, name: str, version: int, tokenizer: str | Path, config: str | Path | None = None
+        self,
+        name: str,
+        version: int,
+        tokenizer: str | Path,
+        config: str | Path | None = None,
+        chat_template: str | Path | None = None,
     ) -> Op[dict[str, Any]]:
         """Attach ``tokenizer`` (a ``tokenizer.json``) and optionally ``config`` (its
-        ``tokenizer_config.json``, whose ``chat_template`` renders chats) to ``version`` of
-        model ``name`` for text generation; returns the server's record (sha256s, sizes)."""
+        ``tokenizer_config.json``, whose ``chat_template`` renders chats) and
+        ``chat_template`` (the ``chat_template.jinja`` ``transformers`` saves beside a config
+        without one) to ``version`` of model ``name`` for text generation; returns the
+        server's record (sha256s, sizes)."""
         files = {"tokenizer": Path(tokenizer)}
         if config is not None:
             files["tokenizer_config"] = Path(config)
+        if chat_template is not None:
+            files["chat_template"] = Path(chat_template)
         path = f"/v1/models/{name}/versions/{version}/tokenizer"
         reply = yield Call("PUT", path, ok=(201,), files=files)
         return dict(reply.json())

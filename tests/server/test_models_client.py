@@ -4,6 +4,7 @@ commands, against the real service."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -107,4 +108,9 @@ def test_deploy_attaches_a_tokenizer(
     assert service.admin_token
     with Client(service.url, service.admin_token) as client:
         again = client.set_tokenizer("lm-cli", 1, tokenizer)
+        template = tmp_path / "chat_template.jinja"
+        template.write_text("{{ messages[0]['content'] }}")
+        jinja = client.set_tokenizer("lm-cli", 1, tokenizer, chat_template=template)
     assert again["tokenizer_config"] is None
+    stored = json.dumps({"chat_template": template.read_text()}).encode()
+    assert jinja["tokenizer_config"]["sha256"] == hashlib.sha256(stored).hexdigest()
