@@ -8,6 +8,7 @@ from pathlib import Path
 import torch
 from torch.export import ExportedProgram
 
+from pteforge.contracts.saved_files import SAVE_CALL, other_format
 from pteforge.manager.errors import ProgramInputError
 
 
@@ -21,9 +22,17 @@ def check_archive(path: str | Path, method: str | None = None) -> Path:
     if not file.is_file():
         raise ProgramInputError(f"{_where(method)}{file}: no such file", source=str(file))
     if not zipfile.is_zipfile(file):
+        with open(file, "rb") as head:
+            pte = head.read(8)[4:8] == b"ET12"  # an ExecuTorch program's identifier
+        what = "an ExecuTorch .pte, already compiled" if pte else "not a zip file"
         raise ProgramInputError(
-            f"{_where(method)}{file}: not a torch.export archive (not a zip file)",
-            source=str(file),
+            f"{_where(method)}{file}: not a torch.export archive ({what})", source=str(file)
+        )
+    with zipfile.ZipFile(file) as archive:
+        other = other_format(archive.namelist(), older_export=False)
+    if other:  # torch.export.load would log a traceback and then fail without saying why
+        raise ProgramInputError(
+            f"{_where(method)}{file}: {other}: save it with {SAVE_CALL}", source=str(file)
         )
     return file
 

@@ -7,7 +7,8 @@ that moves them fails loudly instead of silently widening the allowlist.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+
+from pteforge.contracts.saved_files import SAVE_CALL
 
 ARCHIVE_FORMAT_PATH = "archive_format"
 ARCHIVE_FORMAT_VALUE = "pt2"
@@ -61,39 +62,14 @@ DANGEROUS_ENTRIES: tuple[tuple[re.Pattern[str], str, str], ...] = (
     ),
 )
 
-_SAVE_AGAIN = (
-    "export it and save it with torch.export.save(torch.export.export(model, example_args), "
-    "'model.pt2') under the torch release the server runs (a job's toolchain names it)"
-)
-# What a file that is not a pt2 archive was saved as, recognized by its entries (below the
-# zip's root folder): the user learns which save call to use instead of an "unknown entry".
-OTHER_FORMATS: tuple[tuple[str, str], ...] = (
-    (
-        "serialized_exported_program.json",
-        "the file is a torch.export archive in the format of older torch releases "
-        f"(serialized_exported_program.json), not a pt2 archive: {_SAVE_AGAIN}",
-    ),
-    (
-        "constants.pkl",
-        "the file is a TorchScript archive (torch.jit.save), not a torch.export program: "
-        + _SAVE_AGAIN,
-    ),
-    (
-        "data.pkl",
-        "the file is a torch.save pickle (a module or a state_dict), not a torch.export "
-        f"program: {_SAVE_AGAIN}",
-    ),
+SAVE_AGAIN = (
+    f"export it and save it with {SAVE_CALL} under the torch release the server runs (a "
+    "job's toolchain names it)"
 )
 VERSION_MISMATCH = (
     ": the archive was written by another torch release's torch.export.save; "
-    + _SAVE_AGAIN.replace("export it and save it", "save it again")
+    + SAVE_AGAIN.replace("export it and save it", "save it again")
 )
-
-
-def other_format(entries: Iterable[str]) -> str | None:
-    """What a zip holding ``entries`` (and no ``archive_format``) is instead, when known."""
-    names = set(entries)
-    return next((what for entry, what in OTHER_FORMATS if entry in names), None)
 
 
 # schema.ScalarType code -> (torch dtype name, element size in bytes)

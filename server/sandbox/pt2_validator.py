@@ -7,6 +7,8 @@ import pickletools
 import zipfile
 from pathlib import Path
 
+from pteforge.contracts.saved_files import other_format
+
 from . import pt2_format as fmt
 from .errors import UnsafeArchiveError, UploadTooLargeError
 from .limits import ArchiveLimits
@@ -73,11 +75,11 @@ def _open_program_zip(path: Path, limits: ArchiveLimits) -> tuple[zipfile.ZipFil
         zf, index = open_checked_zip(path, limits)
     except UnsafeArchiveError as exc:
         if exc.reason == "unsafe_entry_name" and (other := _rootless_format(path)):
-            raise UnsafeArchiveError("invalid_program", other) from exc
+            raise UnsafeArchiveError("invalid_program", f"{other}: {fmt.SAVE_AGAIN}") from exc
         raise
-    if fmt.ARCHIVE_FORMAT_PATH not in index.entries and (other := fmt.other_format(index.entries)):
+    if other := other_format(index.entries):
         zf.close()
-        raise UnsafeArchiveError("invalid_program", other)
+        raise UnsafeArchiveError("invalid_program", f"{other}: {fmt.SAVE_AGAIN}")
     return zf, index
 
 
@@ -85,7 +87,7 @@ def _rootless_format(path: Path) -> str | None:
     """The other format of a zip whose entries have no root folder (its central directory was
     read and its entry count checked already), if known."""
     with zipfile.ZipFile(path) as zf:
-        return fmt.other_format(zf.namelist())
+        return other_format(zf.namelist())
 
 
 def _check_entry_names(index: ZipIndex, limits: ArchiveLimits) -> list[str]:

@@ -34,6 +34,8 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     model = small_mlp_programs()
     torch.export.save(model.programs["forward"], path / "mlp.pt2")
     (path / "not-a-zip.pt2").write_text("definitely not a program")
+    torch.save(torch.nn.Linear(4, 2), path / "pickled.pt2")  # not torch.export.save
+    (path / "model.pte").write_bytes(b"<\x00\x00\x00ET12" + b"\x00" * 64)  # a .pte's head
     plans = {
         "xnnpack.json": {"all": {"partitioners": ["xnnpack"]}},
         "unknown-method.json": {"methods": {"encode": {}}},
@@ -73,6 +75,8 @@ def test_compile_writes_a_pte_that_runs(workdir: Path) -> None:
     ("program", "plan", "expected"),
     [
         ("not-a-zip.pt2", None, "not a zip file"),
+        ("pickled.pt2", None, "the file is a torch.save pickle (a module or a state_dict)"),
+        ("model.pte", None, "not a torch.export archive (an ExecuTorch .pte, already compiled)"),
         ("mlp.pt2", "unknown-method.json", "unknown method 'encode'"),
         ("mlp.pt2", "unknown-backend.json", "unknown backend id 'NoSuchBackend'"),
         ("mlp.pt2", "bad-verify.json", "plan field 'verify.rtol': must be a number"),
