@@ -134,4 +134,5 @@ def test_a_pte_that_does_not_run_is_an_error(seq2seq: MultiMethod, mixed: Compil
     numerics = verify_numerics(seq2seq.programs, broken)
     assert numerics["status"] == "error" and numerics["flagged"] is True
     assert all(r["status"] == "error" and r["message"] for r in numerics["methods"].values())
-    assert all("error: 0x12 (InvalidArgument)" in r["message"] for r in numerics["methods"].values())
+    named = "error: 0x12 (InvalidArgument)"  # the code and its name
+    assert all(named in r["message"] for r in numerics["methods"].values())
