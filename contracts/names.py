@@ -49,10 +49,15 @@ def check_model_name(name: str) -> str:
 
 PROGRAM_NAME_MAX_CHARS = 200
 PROGRAM_NAME_RULE = (
-    f"a program name is 1 to {PROGRAM_NAME_MAX_CHARS} characters, none of them a control character"
+    f"a program name is 1 to {PROGRAM_NAME_MAX_CHARS} characters, none of them a control "
+    "character or a bidirectional override"
 )
-# C0, DEL and C1 (U+0080-U+009F: U+009B is a terminal's CSI, as ESC [ is)
-_PROGRAM_NAME = re.compile(rf"[^\x00-\x1f\x7f-\x9f]{{1,{PROGRAM_NAME_MAX_CHARS}}}")
+# C0, DEL and C1 (U+0080-U+009F: U+009B is a terminal's CSI, as ESC [ is), and the
+# bidirectional marks, embeddings, overrides and isolates, which make a listing show a name
+# other than its text ("Trojan Source")
+_PROGRAM_NAME = re.compile(
+    rf"[^\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]{{1,{PROGRAM_NAME_MAX_CHARS}}}"
+)
 
 
 class InvalidProgramNameError(ValueError):

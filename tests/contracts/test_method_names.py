@@ -41,9 +41,12 @@ def test_program_names_are_labels(name: str) -> None:
     assert check_program_name(name) == name
 
 
-@pytest.mark.parametrize("name", ["", "a\nb", "a\x1b[2Jb", "a\x7fb", "a\x9b2Jb", "a\x85b"])
+@pytest.mark.parametrize(
+    "name",
+    ["", "a\nb", "a\x1b[2Jb", "a\x7fb", "a\x9b2Jb", "a\x85b", "mlp\u202etxt.exe", "a\u2066b"],
+)
 def test_program_names_hold_no_control_character(name: str) -> None:
     """C1 controls too (U+009B is CSI to a terminal): the rule says none, the check let
-    them through."""
+    them through; and bidirectional overrides, which make a listing show other text."""
     with pytest.raises(InvalidProgramNameError, match="none of them a control character"):
         check_program_name(name)
