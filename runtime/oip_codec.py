@@ -233,8 +233,10 @@ def encode_infer_response(
     signature: MethodSignature,
     outputs: list[np.ndarray],
     parameters: dict[str, Any],
+    model_version: str = "1",
 ) -> tuple[bytes, int | None]:
-    """Build the response body; the second item is the JSON length if binary data follows."""
+    """Build the response body; the second item is the JSON length if binary data follows.
+    ``model_version``: the version that answered (a model name's), ``"1"`` for an artifact."""
     tensors: list[dict[str, Any]] = []
     chunks: list[Any] = []  # arrays, joined into the body from their buffers
     for wanted, array in requested_outputs(request, signature, outputs):
@@ -246,7 +248,7 @@ def encode_infer_response(
         else:
             tensor["data"] = json_values(array)
         tensors.append(tensor)
-    response: dict[str, Any] = {"model_name": model_name, "model_version": "1"}
+    response: dict[str, Any] = {"model_name": model_name, "model_version": model_version}
     if request.id is not None:
         response["id"] = request.id
     response["parameters"] = parameters

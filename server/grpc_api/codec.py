@@ -114,9 +114,11 @@ def encode_response(
     signature: MethodSignature,
     outputs: list[np.ndarray],
     parameters: dict[str, Any],
+    version: str = "1",
 ) -> Any:
-    """The ``ModelInferResponse`` of ``outputs``: the requested ones, as raw contents."""
-    response = pb.ModelInferResponse(model_name=model, model_version="1", id=request.id or "")
+    """The ``ModelInferResponse`` of ``outputs``: the requested ones, as raw contents;
+    ``version`` is the model version that answered (``"1"`` for an artifact)."""
+    response = pb.ModelInferResponse(model_name=model, model_version=version, id=request.id or "")
     for key, value in parameters.items():
         _set_parameter(response.parameters[key], value)
     for wanted, array in requested_outputs(request, signature, outputs):

@@ -32,6 +32,7 @@ from pteforge.server.inference.work import (
     model_statistics,
     response_parameters,
     run_decoded,
+    served_version,
 )
 
 T = TypeVar("T")
@@ -65,7 +66,8 @@ async def infer(state: InferenceState, principal: Principal, request: Any) -> An
 
     async def encode(result: InferResult) -> Any:
         parameters = response_parameters(result)
-        return encode_response(model, decoded, signature, result.outputs, parameters)
+        served = served_version(artifact)
+        return encode_response(model, decoded, signature, result.outputs, parameters, served)
 
     return await run_decoded(
         state, principal, model, version, artifact, signature, decoded, encode, started=started

@@ -135,7 +135,7 @@ async def infer(
     except Exception:
         count_undecodable(state, principal, model, version, artifact, started)
         raise
-    encode = partial(_encode, model, request, signature, cheap)
+    encode = partial(_encode, model, served_version(artifact), request, signature, cheap)
     return await run_decoded(
         state, principal, model, version, artifact, signature, request, encode, started=started
     )
@@ -220,10 +220,21 @@ def _count(state: InferenceState, key: StatsKey, total_s: float, phases: PhaseTi
     state.statistics.count(key, total_s, phases)
 
 
+def served_version(artifact: ResolvedArtifact) -> str:
+    """The ``model_version`` a response names: the model version that answered (a model
+    name's latest, or the one named), ``"1"`` for an artifact id, which has no versions."""
+    return "1" if artifact.version is None else str(artifact.version)
+
+
 async def _encode(
-    model: str, request: InferRequest, signature: MethodSignature, cheap: bool, result: InferResult
+    model: str,
+    version: str,
+    request: InferRequest,
+    signature: MethodSignature,
+    cheap: bool,
+    result: InferResult,
 ) -> Encoded:
-    encode = partial(_encoded, model, request, signature, result)
+    encode = partial(_encoded, model, version, request, signature, result)
     return encode() if cheap else await run_in_threadpool(encode)
 
 
@@ -258,10 +269,10 @@ def response_parameters(result: InferResult) -> dict[str, Any]:
 
 
 def _encoded(
-    model: str, request: InferRequest, signature: MethodSignature, result: InferResult
+    model: str, version: str, request: InferRequest, signature: MethodSignature, result: InferResult
 ) -> Encoded:
     parameters = response_parameters(result)
     body_out, json_length = encode_infer_response(
-        model, request, signature, result.outputs, parameters
+        model, request, signature, result.outputs, parameters, version
     )
     return body_out, json_length, result.timings

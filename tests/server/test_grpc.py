@@ -190,6 +190,7 @@ def test_a_model_name_serves_over_grpc_and_counts_in_its_statistics(
 ) -> None:
     model, artifact = cached_lm
     deploy(admin, "grpc-named", artifact)
+    version = str(deploy(admin, "grpc-named", artifact)["version"])
     step = (np.array([[3]]), np.array([0]))
     got = calls.infer("grpc-named.decode", *step)
     _assert_eager(got, model, "decode", *step)
@@ -197,6 +198,10 @@ def test_a_model_name_serves_over_grpc_and_counts_in_its_statistics(
     (entry,) = stats["model_stats"]
     assert entry["name"] == "grpc-named.decode"
     assert int(entry["inference_stats"]["success"]["count"]) == 1
+    answer = client.infer(
+        "grpc-named.decode", calls.inputs("grpc-named.decode", *step), headers=headers
+    )
+    assert answer.get_response().model_version == version  # the version that answered
 
 
 def test_the_load_balancers_grpc_frontend_reaches_a_replica(

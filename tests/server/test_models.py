@@ -101,6 +101,11 @@ def test_v2_serves_the_latest_version_or_a_pinned_one(
     assert served_scale(latest) == 2.0  # at once: a name's latest version is not cached
     old = admin.post(f"/v2/models/pinned.forward/versions/{first}/infer", json=infer_body())
     assert served_scale(old) == 1.0
+    # each answer names the version that answered (it was "1" for every model and version)
+    assert [latest.json()["model_version"], old.json()["model_version"]] == [
+        f"{second}",
+        f"{first}",
+    ]
     for path in ("", f"/versions/{second}"):
         assert admin.get(f"/v2/models/pinned.forward{path}/ready").json()["ready"] is True
         metadata = admin.get(f"/v2/models/pinned.forward{path}").json()
@@ -115,6 +120,7 @@ def test_v2_serves_the_latest_version_or_a_pinned_one(
     assert admin.get("/v2/models/pinned.nomethod").status_code == 404
     by_id = admin.post(f"/v2/models/{scales[1.0]}.forward/infer", json=infer_body())
     assert served_scale(by_id) == 1.0  # artifact ids keep working
+    assert by_id.json()["model_version"] == "1"  # an artifact has no versions
 
 
 def test_switching_the_latest_version_fails_no_request(
