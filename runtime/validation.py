@@ -72,11 +72,25 @@ def check_tensor(spec: TensorSpec, datatype: str, shape: Sequence[int]) -> None:
                 f"input {spec.name!r}: expected shape {list(spec.shape)}, got {list(shape)}"
             )
     elif not _fits(shape, spec.shape, spec.max_shape):
-        fixed = "" if set(spec.shape) == {DYNAMIC_DIM} else f" matching {list(spec.shape)}"
-        raise InvalidInputError(
-            f"input {spec.name!r}: expected a shape within {list(spec.max_shape)} "
-            f"(dynamic){fixed}, got {list(shape)}"
-        )
+        raise InvalidInputError(_over_the_plan(spec, shape, spec.max_shape))
+
+
+def _over_the_plan(spec: TensorSpec, shape: Sequence[int], bound: Sequence[int]) -> str:
+    """Why ``shape`` misses the ``.pte``'s planned bound: a dimension whose exported range has
+    no upper bound was planned for the example input's size, which the user never chose."""
+    for dim in spec.dynamic_dims or ():
+        if dim.max is None and len(shape) == len(bound) and shape[dim.axis] > bound[dim.axis]:
+            return (
+                f"input {spec.name!r}: dimension {dim.axis} is {shape[dim.axis]}, over the "
+                f"{bound[dim.axis]} the .pte's memory was planned for: the program's range for it "
+                "has no upper bound, so ExecuTorch planned for the example input; export with "
+                "Dim(..., max=N) to take up to N"
+            )
+    fixed = "" if set(spec.shape) == {DYNAMIC_DIM} else f" matching {list(spec.shape)}"
+    return (
+        f"input {spec.name!r}: expected a shape within {list(bound)} "
+        f"(dynamic){fixed}, got {list(shape)}"
+    )
 
 
 def check_shared_sizes(signature: MethodSignature, shapes: Sequence[Sequence[int]]) -> None:

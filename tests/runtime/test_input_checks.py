@@ -34,3 +34,23 @@ def test_a_batch_within_the_range_passes_and_a_fixed_dimension_still_must_match(
     check_tensor(BATCHED, "FP32", (8, 3, 64, 64))
     with pytest.raises(InvalidInputError, match=r"expected a shape within \[8, 3, 64, 64\]"):
         check_tensor(BATCHED, "FP32", (2, 3, 32, 64))
+
+
+def test_a_size_over_a_plan_made_for_the_example_input_says_why() -> None:
+    """``Dim("batch")`` without ``max``: ExecuTorch plans the example input's batch (2), so a
+    batch of 3 is refused, and the answer says why and what to export instead."""
+    unbounded = TensorSpec(
+        name="x",
+        dtype="float32",
+        shape=(-1, 4),
+        max_shape=(2, 4),
+        dynamic_dims=(DynamicDim(axis=0, symbol="s0", min=0),),
+    )
+    check_tensor(unbounded, "FP32", (2, 4))
+    with pytest.raises(InvalidInputError) as caught:
+        check_tensor(unbounded, "FP32", (3, 4))
+    assert str(caught.value) == (
+        "input 'x': dimension 0 is 3, over the 2 the .pte's memory was planned for: the "
+        "program's range for it has no upper bound, so ExecuTorch planned for the example "
+        "input; export with Dim(..., max=N) to take up to N"
+    )
