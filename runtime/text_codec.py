@@ -102,7 +102,14 @@ class TextCodec:
             raise TokenizerError(
                 f"the chat template failed: it needs more than {RENDER_MEMORY_BYTES >> 20} MiB"
             ) from None
-        except (TemplateError, TokenizerError, TypeError, ValueError, OverflowError) as exc:
+        except (
+            TemplateError,
+            TokenizerError,
+            TypeError,
+            ValueError,
+            OverflowError,
+            RecursionError,
+        ) as exc:
             raise TokenizerError(f"the chat template failed: {exc}") from None
 
     def _render(self, messages: Sequence[ChatMessage]) -> str:

@@ -106,6 +106,9 @@ def test_default_and_configured_chat_templates(byte_tokenizer: Path, tmp_path: P
         "{{ messages.append(1) }}",
         "{{ raise_exception('no system role') }}",
         "{% for m in messages %}",
+        # nested 100000 deep: json.dumps and repr raised RecursionError, not a refusal
+        "{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}"
+        "{% endfor %}{{ ns.x | tojson }}",
     ],
 )
 def test_unsafe_or_broken_templates_are_refused(
