@@ -202,10 +202,14 @@ def deploy(args: argparse.Namespace, out: Output) -> None:
     tokenizer = None
     with connect() as client:
         created = client.deploy(args.artifact, args.name)
-        if args.tokenizer is not None:
-            tokenizer = client.set_tokenizer(
-                created.name, created.version, args.tokenizer, args.tokenizer_config
-            )
+        try:
+            if args.tokenizer is not None:
+                tokenizer = client.set_tokenizer(
+                    created.name, created.version, args.tokenizer, args.tokenizer_config
+                )
+        except PteforgeError:  # one step: no version is left without the tokenizer it was given
+            client.delete_model_version(created.name, created.version)
+            raise
     if out.as_json:
         out.json(created.raw if tokenizer is None else {**created.raw, "tokenizer": tokenizer})
         return

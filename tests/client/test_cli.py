@@ -189,3 +189,15 @@ def test_run_takes_a_models_pinned_version(
     missing = _fails(capsys, 1, "run", f"pinned:{version + 1}.encode", "--input", str(tokens))
     assert f"no artifact or model 'pinned' version '{version + 1}'" in missing
     assert "NAME:VERSION" in _fails(capsys, 2, "run", "pinned:latest.encode")
+
+
+def test_deploy_keeps_no_version_whose_tokenizer_was_refused(
+    logged_in: Path, artifact: Artifact, tmp_path: Path, capsys: Any
+) -> None:
+    """``deploy --tokenizer`` is one step: a tokenizer the server refuses leaves no version
+    behind (it left one without a tokenizer, and the retry became the next version)."""
+    bad = tmp_path / "tokenizer.json"
+    bad.write_text("{}")
+    line = _fails(capsys, 1, "deploy", artifact.id, "rolled-back", "--tokenizer", str(bad))
+    assert "not a tokenizer.json" in line
+    assert _json(capsys, "show", "rolled-back")["latest_version"] is None
