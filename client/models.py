@@ -211,11 +211,13 @@ class Model:
 class InferResult:
     """The outputs of one ``/v2`` call, by name in the method's order; indexable by position
     or name and iterable over the arrays (``y, = client.infer(...)``). ``parameters`` holds
-    the server's timings (``queue_ms``, ``execute_ms``, ...)."""
+    the server's timings (``queue_ms``, ``execute_ms``, ...). ``version`` is the model version
+    that answered (a model name's latest, or the one asked for; ``"1"`` for an artifact)."""
 
     model: str
     outputs: dict[str, np.ndarray]
     parameters: dict[str, Any]
+    version: str = "1"
 
     def __getitem__(self, key: int | str) -> np.ndarray:
         if isinstance(key, int):

@@ -252,8 +252,7 @@ class Operations:
             headers=headers,
             idempotent=stateless,
         )
-        _, outputs, params = decode_response(reply.body, reply.headers)
-        return InferResult(model, outputs, params)
+        return decode_response(reply.body, reply.headers)  # names the model as addressed
 
     def by_name(
         self, artifact: Ref, method: str, model: str, inputs: Inputs

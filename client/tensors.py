@@ -11,6 +11,7 @@ import numpy as np
 import orjson
 
 from pteforge.client.errors import InvalidInputError, PteforgeError
+from pteforge.client.models import InferResult
 from pteforge.contracts.oip import HEADER_LENGTH, NUMPY_TO_OIP, OIP_TO_NUMPY, json_values
 
 Inputs = Sequence[Any] | Mapping[str, Any]
@@ -38,7 +39,8 @@ def named_inputs(inputs: Inputs, names: Sequence[str] | None) -> dict[str, np.nd
         return {str(k): to_numpy(v, str(k)) for k, v in inputs.items()}
     items = list(inputs)
     if names is None or len(items) != len(names):
-        expected = "its inputs by name" if names is None else f"{len(names)}: {', '.join(names)}"
+        listed = f"{len(names)} inputs: {', '.join(names)}" if names is not None else ""
+        expected = listed or "its inputs by name"
         raise InvalidInputError(f"got {len(items)} inputs, the method takes {expected}")
     return {name: to_numpy(v, name) for name, v in zip(names, items, strict=True)}
 
@@ -83,10 +85,8 @@ def encode_request(
     return body, headers
 
 
-def decode_response(
-    body: bytes, headers: Mapping[str, str]
-) -> tuple[str, dict[str, np.ndarray], dict[str, Any]]:
-    """(model name, outputs by name, parameters) of an infer response body."""
+def decode_response(body: bytes, headers: Mapping[str, str]) -> InferResult:
+    """The model name and version, outputs by name and parameters of an infer response."""
     length = headers.get(HEADER_LENGTH)  # httpx headers: any case
     split = int(length) if length else len(body)
     try:
@@ -103,9 +103,7 @@ def _loads_lenient(data: bytes) -> Any:
         raise PteforgeError(f"the infer response is not valid JSON: {exc}") from None
 
 
-def _decoded(
-    header: Any, body: bytes, split: int
-) -> tuple[str, dict[str, np.ndarray], dict[str, Any]]:
+def _decoded(header: Any, body: bytes, split: int) -> InferResult:
     if not isinstance(header, dict):
         raise PteforgeError("the infer response is not a JSON object")
     outputs: dict[str, np.ndarray] = {}
@@ -113,7 +111,9 @@ def _decoded(
     for entry in header.get("outputs", []):
         array, offset = _output(entry, body, offset)
         outputs[str(entry["name"])] = array
-    return str(header.get("model_name", "")), outputs, dict(header.get("parameters") or {})
+    parameters = dict(header.get("parameters") or {})
+    model, version = str(header.get("model_name", "")), str(header.get("model_version", "1"))
+    return InferResult(model, outputs, parameters, version)
 
 
 def _output(entry: Mapping[str, Any], body: bytes, offset: int) -> tuple[np.ndarray, int]:

@@ -186,9 +186,9 @@ def _epoch(seconds: int) -> datetime | None:
 
 def infer_answer(result: InferResult) -> dict[str, Any]:
     """``pteforge run --json``: the outputs as ``/v2`` answers a JSON infer request (Open
-    Inference Protocol tensors with their ``data``), less ``model_version``."""
-    outputs = json_tensors(result.outputs)
-    return {"model_name": result.model, "parameters": result.parameters, "outputs": outputs}
+    Inference Protocol tensors with their ``data``)."""
+    head = {"model_name": result.model, "model_version": result.version}
+    return {**head, "parameters": result.parameters, "outputs": json_tensors(result.outputs)}
 
 
 def output_rows(out: Output, result: InferResult) -> None:
@@ -199,7 +199,9 @@ def output_rows(out: Output, result: InferResult) -> None:
         head = ", ".join(f"{v:.6g}" if array.dtype.kind == "f" else str(v) for v in flat[:6])
         more = ", ..." if flat.size > 6 else ""
         rows.append((name, str(array.dtype), str(list(array.shape)), f"[{head}{more}]"))
-    out.table(result.model, ["output", "dtype", "shape", "values"], rows)
+    named = not result.model.startswith("art_")  # a model name: which version answered
+    title = f"{result.model} (version {result.version})" if named else result.model
+    out.table(title, ["output", "dtype", "shape", "values"], rows)
     timings = ", ".join(f"{k} {v}" for k, v in result.parameters.items() if k.endswith("_ms"))
     if timings:
         out.line(f"server: {timings}")

@@ -185,7 +185,9 @@ def test_run_takes_a_models_pinned_version(
     np.save(tokens, seq2seq.inputs["encode"][0].numpy())
     version = _json(capsys, "deploy", artifact.id, "pinned")["version"]
     ran = _json(capsys, "run", f"pinned:{version}.encode", "--input", str(tokens))
-    assert ran["model_name"] == "pinned.encode"
+    assert (ran["model_name"], ran["model_version"]) == ("pinned.encode", f"{version}")
+    assert main(["run", "pinned.encode", "--input", str(tokens)]) == 0
+    assert f"pinned.encode (version {version})" in capsys.readouterr().out  # the latest
     missing = _fails(capsys, 1, "run", f"pinned:{version + 1}.encode", "--input", str(tokens))
     assert f"no artifact or model 'pinned' version '{version + 1}'" in missing
     assert "NAME:VERSION" in _fails(capsys, 2, "run", "pinned:latest.encode")

@@ -106,8 +106,8 @@ def test_run_json_is_the_api_answer(
     seq2seq: MultiMethod,
     tmp_path: Path,
 ) -> None:
-    """``run --json`` prints what ``/v2`` answers a JSON infer request (less its constant
-    ``model_version``): the same outputs, as Open Inference Protocol tensors."""
+    """``run --json`` prints what ``/v2`` answers a JSON infer request: the same outputs, as
+    Open Inference Protocol tensors, and the version that answered."""
     tokens = seq2seq.inputs["encode"][0].numpy()
     np.save(tmp_path / "tokens.npy", tokens)
     model = f"{artifact.id}.encode"
@@ -118,8 +118,10 @@ def test_run_json_is_the_api_answer(
         tensor = {"name": spec["name"], "datatype": spec["datatype"], "shape": list(tokens.shape)}
         body = {"inputs": [{**tensor, "data": data}]}
         api = http.post(f"/v2/models/{model}/infer", json=body).raise_for_status().json()
-    assert list(ran) == [key for key in api if key != "model_version"]
-    assert ran["model_name"] == api["model_name"] and ran["outputs"] == api["outputs"]
+    assert list(ran) == list(api)
+    assert [ran[key] for key in ("model_name", "model_version", "outputs")] == [
+        api[key] for key in ("model_name", "model_version", "outputs")
+    ]
 
 
 @pytest.mark.parametrize("value", ["not a url", "ftp://127.0.0.1:8000", "localhost:port"])

@@ -103,13 +103,15 @@ def test_the_request_is_what_the_server_decodes_and_back() -> None:
     outputs = [np.full((1, 4, 64), np.nan, np.float32), np.array([[True, False, True, True]])]
     answer, length = encode_infer_response("art.decode", request, signature, outputs, {"t": 1})
     headers = httpx.Headers({"inference-header-content-length": str(length)})
-    model, decoded, params = decode_response(answer, headers)
-    assert model == "art.decode" and params == {"t": 1} and list(decoded) == ["logits", "mask"]
+    result = decode_response(answer, headers)
+    assert (result.model, result.version, result.parameters) == ("art.decode", "1", {"t": 1})
+    decoded = result.outputs
+    assert list(decoded) == ["logits", "mask"]
     assert np.isnan(decoded["logits"]).all() and decoded["mask"].dtype == np.bool_
 
 
 def test_inputs_in_order_need_the_right_count() -> None:
-    with pytest.raises(InvalidInputError, match=r"got 1 inputs, the method takes 2: a, b$"):
+    with pytest.raises(InvalidInputError, match=r"got 1 inputs, the method takes 2 inputs: a, b$"):
         named_inputs([np.zeros(1)], ["a", "b"])
     with pytest.raises(InvalidInputError, match="uint16"):
         named_inputs({"a": np.zeros(1, np.uint16)}, None)
