@@ -23,11 +23,14 @@ whose probability reaches ``top_p``; with ``seed`` the draws repeat exactly.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, JsonValue, model_validator
 
-from pteforge.contracts.json_types import Contract
+from pteforge.contracts.json_types import Contract, at_most_entries
+
+MAX_TEMPLATE_KWARGS = 32
+"""Most variables a request may add to the chat template's."""
 
 FinishReason = Literal["stop", "length"]
 """Why generation ended: ``stop`` (an end-of-sequence token or a stop string), ``length``
@@ -50,7 +53,9 @@ class GenerationRequest(Contract):
     ``stop``: strings that end generation where they first appear (the text returned stops
     before them). ``session``: an optional key under which a multi-turn session keeps the
     model's KV cache between requests (a later request whose prompt starts with the
-    tokens already in the cache only computes the new ones).
+    tokens already in the cache only computes the new ones). ``template_kwargs``: more
+    variables for the chat template (``enable_thinking`` for Qwen3's), as
+    ``apply_chat_template`` takes them.
     """
 
     prompt: str | None = None
@@ -62,6 +67,9 @@ class GenerationRequest(Contract):
     seed: int | None = Field(default=None, ge=0, lt=1 << 64)
     stop: tuple[str, ...] = Field(default=(), max_length=16)
     session: str | None = Field(default=None, min_length=1, max_length=256)
+    template_kwargs: Annotated[dict[str, JsonValue], at_most_entries(MAX_TEMPLATE_KWARGS)] = Field(
+        default_factory=dict
+    )
 
     @model_validator(mode="after")
     def _one_prompt(self) -> GenerationRequest:
@@ -72,6 +80,10 @@ class GenerationRequest(Contract):
             raise ValueError("prompt_ids must be a non-empty list of token ids (>= 0)")
         if any(not s for s in self.stop):
             raise ValueError("a stop string must not be empty")
+        if self.template_kwargs and self.messages is None:
+            raise ValueError("template_kwargs are for a chat (messages) only")
+        if "messages" in self.template_kwargs:
+            raise ValueError("template_kwargs may not replace the messages")
         return self
 
 

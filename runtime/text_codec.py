@@ -13,7 +13,7 @@ renders each message as ``role: content`` on its own line, then ``assistant:``.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +58,8 @@ class TextCodec:
         if request.prompt_ids is not None:
             return list(request.prompt_ids)
         if request.messages is not None:
-            return self.encode(self.render(request.messages), special=False)
+            rendered = self.render(request.messages, request.template_kwargs)
+            return self.encode(rendered, special=False)
         return self.encode(request.prompt or "", special=True)
 
     def encode(self, text: str, *, special: bool) -> list[int]:
@@ -83,8 +84,11 @@ class TextCodec:
         token = self.tokenizer.token_to_id(self.specials["eos_token"] or "")
         return frozenset() if token is None else frozenset({int(token)})
 
-    def render(self, messages: Sequence[ChatMessage]) -> str:
-        """The chat as one prompt, generation prompt included, by the sandboxed template.
+    def render(
+        self, messages: Sequence[ChatMessage], variables: Mapping[str, Any] | None = None
+    ) -> str:
+        """The chat as one prompt, generation prompt included, by the sandboxed template
+        (``variables``: more of the template's variables, e.g. ``enable_thinking``).
 
         The sandbox stops unsafe calls, not work: ``'x' * 10**10``, a string doubled in a
         loop or nested ``range(100000)`` loops are all allowed. So the render may take
@@ -97,7 +101,7 @@ class TextCodec:
                 address_space_budget(RENDER_MEMORY_BYTES),
                 wall_clock_deadline(RENDER_SECONDS, _too_slow),
             ):
-                return self._render(messages)
+                return self._render(messages, variables or {})
         except MemoryError:
             raise TokenizerError(
                 f"the chat template failed: it needs more than {RENDER_MEMORY_BYTES >> 20} MiB"
@@ -112,14 +116,13 @@ class TextCodec:
         ) as exc:
             raise TokenizerError(f"the chat template failed: {exc}") from None
 
-    def _render(self, messages: Sequence[ChatMessage]) -> str:
+    def _render(self, messages: Sequence[ChatMessage], extra: Mapping[str, Any]) -> str:
         chat = [{"role": m.role, "content": m.content} for m in messages]
         pieces, size = [], 0
         # tools and documents are None, as transformers passes them without any
-        variables = {"tools": None, "documents": None, **self.specials}
-        for piece in self._compiled().generate(
-            messages=chat, add_generation_prompt=True, **variables
-        ):
+        variables = {"tools": None, "documents": None, **self.specials, **extra}
+        variables.setdefault("add_generation_prompt", True)
+        for piece in self._compiled().generate(messages=chat, **variables):
             size += len(piece)
             if size > MAX_RENDERED_CHARS:
                 raise TokenizerError(f"it renders over {MAX_RENDERED_CHARS} characters")

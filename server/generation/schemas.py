@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-from pteforge.contracts.generation import ChatMessage, GenerationRequest
+from pteforge.contracts.generation import MAX_TEMPLATE_KWARGS, ChatMessage, GenerationRequest
 from pteforge.contracts.json_types import FailFastList, at_most_entries
 
 CHAT_MAX_TOKENS = 1 << 20
@@ -160,6 +160,10 @@ class ChatBody(_Sampling):
     tool_choice: Any = None
     parallel_tool_calls: bool | None = None
     response_format: dict[str, Any] | None = None
+    chat_template_kwargs: (
+        Annotated[dict[str, JsonValue], at_most_entries(MAX_TEMPLATE_KWARGS)] | None
+    ) = None
+    """vLLM's and SGLang's extension: more variables for the chat template."""
 
     UNSUPPORTED: ClassVar[dict[str, tuple[object, ...]]] = {
         **_Sampling.UNSUPPORTED,
@@ -174,4 +178,7 @@ class ChatBody(_Sampling):
         """The one generation this body asks for."""
         tokens = self.max_completion_tokens or self.max_tokens or CHAT_MAX_TOKENS
         messages = tuple(m.as_chat() for m in self.messages)
-        return GenerationRequest(messages=messages, **self.sampling(tokens), session=session)
+        extra = self.chat_template_kwargs or {}
+        return GenerationRequest(
+            messages=messages, **self.sampling(tokens), session=session, template_kwargs=extra
+        )

@@ -235,3 +235,23 @@ def test_a_stop_string_found_in_the_last_piece_finishes_with_stop(tmp_path: Path
     assert (reply.event.text, reply.event.finish_reason) == ("", "stop")
     first = decode_message(theirs.recv_bytes(), WORKER_REPLY)[0]
     assert isinstance(first, GeneratedReply) and first.event.text == "x"
+
+
+def test_a_request_adds_variables_to_the_template(byte_tokenizer: Path, tmp_path: Path) -> None:
+    """``chat_template_kwargs`` (vLLM's extension): Qwen3's template leaves its thinking out
+    with ``enable_thinking`` false, and ``add_generation_prompt`` may be turned off."""
+    config = tmp_path / "tokenizer_config.json"
+    template = (
+        "{{ messages[0].content }}{% if add_generation_prompt %}|A:{% endif %}"
+        "{% if enable_thinking is defined and enable_thinking is false %}<think></think>{% endif %}"
+    )
+    config.write_text(json.dumps({"chat_template": template}))
+    codec = TextCodec(byte_tokenizer, config)
+    chat = (ChatMessage(role="user", content="hi"),)
+    assert codec.render(chat) == "hi|A:"
+    assert codec.render(chat, {"enable_thinking": False}) == "hi|A:<think></think>"
+    assert codec.render(chat, {"add_generation_prompt": False}) == "hi"
+    with pytest.raises(ValueError, match="chat"):
+        GenerationRequest(prompt="hi", template_kwargs={"enable_thinking": False})
+    with pytest.raises(ValueError, match="replace the messages"):
+        GenerationRequest(messages=chat, template_kwargs={"messages": []})

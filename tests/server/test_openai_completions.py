@@ -132,6 +132,26 @@ def test_a_chat_template_file_serves_chats(
     assert whole.choices[0].to_dict()["token_ids"] == expected
 
 
+def test_chat_template_kwargs_reach_the_template(
+    client: openai.OpenAI, deployed: str, lm: LmFiles
+) -> None:
+    """vLLM's ``chat_template_kwargs`` (Qwen3's ``enable_thinking``): here the template's
+    ``add_generation_prompt`` turned off; ``messages`` may not be replaced."""
+    template = ImmutableSandboxedEnvironment().from_string(CHAT_TEMPLATE)
+    rendered = template.render(messages=CHAT, bos_token=BOS, add_generation_prompt=False)
+    extra = {"chat_template_kwargs": {"add_generation_prompt": False}}
+    whole = client.chat.completions.create(
+        model=deployed,
+        messages=CHAT,
+        max_tokens=1,
+        extra_body=extra,  # type: ignore[arg-type]
+    )
+    assert whole.usage and whole.usage.prompt_tokens == len(lm.encode(rendered.removeprefix(BOS)))
+    with pytest.raises(openai.BadRequestError, match="replace the messages"):
+        extra = {"chat_template_kwargs": {"messages": []}}
+        client.chat.completions.create(model=deployed, messages=CHAT, extra_body=extra)  # type: ignore[arg-type]
+
+
 def test_a_prompt_longer_than_the_context_is_400(
     client: openai.OpenAI, deployed: str, lm: LmFiles
 ) -> None:
