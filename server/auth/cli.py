@@ -10,7 +10,8 @@ import argparse
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from pteforge.cli import add_command
 from pteforge.server.startup.bootstrap import DEFAULT_PROJECT
@@ -70,25 +71,45 @@ def _project_option(parser: argparse.ArgumentParser, what: str) -> None:
 
 
 @contextmanager
-def _in_project(name: str) -> Iterator[tuple[Transaction, Project]]:
-    """A transaction on the service's database and its project ``name`` (created if
-    missing), after telling the user which database it is."""
+def _in_project(name: str, *, create: bool = False) -> Iterator[tuple[Transaction, Project]]:
+    """A transaction on the service's database and its project ``name``, after telling the
+    user which database it is. Only ``create`` makes a missing database or project: for
+    ``list`` and ``revoke`` one is a wrong PTEFORGE_HOME or ``--project`` (exit 2)."""
+    from sqlalchemy.engine import make_url
+
     from pteforge.server.settings import Settings
-    from pteforge.server.startup.database import open_service_store, shown_database_url
+    from pteforge.server.startup import database
 
     settings = Settings()
-    print(f"database: {shown_database_url(settings)}", file=sys.stderr)
-    store = open_service_store(settings)
+    print(f"database: {database.shown_database_url(settings)}", file=sys.stderr)
+    url = make_url(database.database_url(settings))
+    if not create and url.get_backend_name() == "sqlite" and not Path(url.database or "").exists():
+        _refuse(f"no database at {url.database}: {_SAME_DATABASE}")
+    store = database.open_service_store(settings)
     try:
         with store.transaction() as tx:
-            yield tx, tx.projects.get_or_create(name)
+            project = tx.projects.get_or_create(name) if create else tx.projects.get_by_name(name)
+            if project is None:
+                _refuse(f"no project {name!r} in this database")
+            yield tx, project
     finally:
         store.close()
 
 
+_SAME_DATABASE = (
+    "run it with the PTEFORGE_HOME (or PTEFORGE_DATABASE_URL) of `pteforge serve`, which "
+    "prints its database when it starts"
+)
+
+
+def _refuse(message: str) -> NoReturn:
+    print(f"pteforge tokens: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
 def create_command(args: argparse.Namespace) -> int:
     """Create a token for ``--project`` and print it (last line) for scripts."""
-    with _in_project(args.project) as (tx, project):
+    with _in_project(args.project, create=True) as (tx, project):
         issued = tx.tokens.create(project.id, args.name)
     print(f"token {args.name!r} for project {project.name!r} ({project.id}):")
     print(issued.plaintext)

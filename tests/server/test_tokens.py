@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import httpx
 
@@ -21,10 +22,29 @@ def _tokens(service: ServiceProcess, *args: str) -> subprocess.CompletedProcess[
 
 
 def test_admin_commands_say_which_database(service: ServiceProcess) -> None:
-    done = _tokens(service, "list", "--project", "nobody-here")
+    done = _tokens(service, "list")
     assert done.returncode == 0, done.stderr
     assert f"{service.home}/pteforge.db" in done.stderr
     assert done.stderr.startswith("database: sqlite")
+
+
+def test_list_and_revoke_create_no_database_or_project(
+    service: ServiceProcess, tmp_path: Path
+) -> None:
+    """A typo in PTEFORGE_HOME or --project is said (exit 2): ``list`` created an empty
+    database or project there and listed nothing, as if the server had no tokens."""
+    nobody = _tokens(service, "list", "--project", "nobody-here")
+    assert nobody.returncode == 2 and "no project 'nobody-here'" in nobody.stderr
+    assert _tokens(service, "list", "--project", "nobody-here").returncode == 2  # not made
+    elsewhere = {**service.env, "PTEFORGE_HOME": str(tmp_path / "typo")}
+    for args in (("list",), ("revoke", "tok_x")):
+        done = subprocess.run(
+            [sys.executable, "-m", "pteforge", "tokens", *args],
+            env=elsewhere, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert done.returncode == 2, done.stderr
+        assert f"no database at {tmp_path / 'typo' / 'pteforge.db'}" in done.stderr
+    assert not (tmp_path / "typo").exists()
 
 
 def test_revoked_token_stops_at_once_on_v1_and_within_the_ttl_on_v2(
