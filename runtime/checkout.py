@@ -1,4 +1,4 @@
-"""Idle runtime workers, handed out first-come first-served to threads and coroutines alike.
+"""Idle runtime workers, handed out fairly across scopes to threads and coroutines alike.
 
 The pool serves blocking callers (threads) and asyncio callers (the /v2 routes) from the
 same workers. A ``queue.Queue`` would force coroutines through a thread hop just to wait
@@ -12,6 +12,11 @@ have died while idle); one that fails goes to ``on_unusable`` and the next is tr
 caller may also wait for one particular item (a session's worker): such a caller is
 served before the general queue when that item comes back. ``forget`` wakes the callers
 waiting for an item that will never come back, ``abort`` every general caller.
+
+General callers wait in the queue of their scope (a project, as sessions are scoped;
+``DEFAULT_SCOPE`` for internal calls): a returned item goes to the scopes in turn
+(round-robin, first come first served within one), so a project that floods the pool
+holds at most one turn ahead of another project's caller, not its whole backlog.
 """
 
 from __future__ import annotations
@@ -19,16 +24,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections import deque
-from collections.abc import Callable
+from collections import Counter, deque
+from collections.abc import Callable, Iterator
+from itertools import chain
 from typing import Generic, TypeVar
 
 W = TypeVar("W")
 
+DEFAULT_SCOPE = ""
+"""The scope of callers that name none (internal calls, tests): a scope like any other."""
+
 
 class _ThreadWaiter(Generic[W]):
-    def __init__(self, start: Callable[[W], None]) -> None:
+    def __init__(self, start: Callable[[W], None], scope: str) -> None:
         self.start = start
+        self.scope = scope
         self.event = threading.Event()
         self.item: W | None = None
         self.error: BaseException | None = None
@@ -45,9 +55,12 @@ class _ThreadWaiter(Generic[W]):
 
 
 class _AsyncWaiter(Generic[W]):
-    def __init__(self, loop: asyncio.AbstractEventLoop, start: Callable[[W], None]) -> None:
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, start: Callable[[W], None], scope: str
+    ) -> None:
         self.loop = loop
         self.start = start
+        self.scope = scope
         self.future: asyncio.Future[W | None] = loop.create_future()
 
     def offer(self, item: W, checkout: Checkout[W]) -> bool:
@@ -90,8 +103,49 @@ class _AsyncWaiter(Generic[W]):
 Waiter = _ThreadWaiter[W] | _AsyncWaiter[W]
 
 
+class _Fair(Generic[W]):
+    """Waiters in one FIFO per scope; the scopes take turns, in the order they came."""
+
+    def __init__(self) -> None:
+        self._scopes: dict[str, deque[Waiter[W]]] = {}  # insertion order: whose turn is next
+
+    def __iter__(self) -> Iterator[Waiter[W]]:
+        return (waiter for queue in self._scopes.values() for waiter in queue)
+
+    def append(self, waiter: Waiter[W]) -> None:
+        self._scopes.setdefault(waiter.scope, deque()).append(waiter)
+
+    def popleft(self) -> Waiter[W] | None:
+        """The first waiter of the scope whose turn it is; that scope goes last."""
+        if not self._scopes:
+            return None
+        scope = next(iter(self._scopes))
+        queue = self._scopes.pop(scope)
+        waiter = queue.popleft()
+        if queue:
+            self._scopes[scope] = queue  # back in line, behind the others
+        return waiter
+
+    def remove(self, waiter: Waiter[W]) -> bool:
+        """Take out ``waiter`` (keeping the turns of the others); False if not here."""
+        queue = self._scopes.get(waiter.scope)
+        if queue is None or waiter not in queue:
+            return False
+        queue.remove(waiter)
+        if not queue:
+            del self._scopes[waiter.scope]
+        return True
+
+    def drain(self) -> list[Waiter[W]]:
+        """Every waiter, taken out."""
+        waiters = list(self)
+        self._scopes.clear()
+        return waiters
+
+
 class Checkout(Generic[W]):
-    """A FIFO of idle items and of callers waiting for one (threads or coroutines)."""
+    """A FIFO of idle items, and of callers waiting for one (threads or coroutines) served
+    round-robin across their scopes."""
 
     def __init__(
         self,
@@ -100,14 +154,14 @@ class Checkout(Generic[W]):
     ) -> None:
         self._lock = threading.Lock()
         self._idle: deque[W] = deque()
-        self._waiters: deque[Waiter[W]] = deque()
+        self._waiters: _Fair[W] = _Fair()
         self._targeted: dict[W, deque[Waiter[W]]] = {}
         self._usable = usable
         self._on_unusable = on_unusable
 
     def put(self, item: W) -> None:
-        """Return ``item``: a caller waiting for it, else the longest-waiting caller gets it,
-        else it becomes idle."""
+        """Return ``item``: a caller waiting for it, else the longest-waiting caller of the
+        scope whose turn it is gets it, else it becomes idle."""
         while True:
             with self._lock:
                 waiter = self._next_waiter(item)
@@ -124,7 +178,7 @@ class Checkout(Generic[W]):
             if not targeted:
                 del self._targeted[item]
             return waiter
-        return self._waiters.popleft() if self._waiters else None
+        return self._waiters.popleft()
 
     def _take_idle(self) -> W | None:
         """The first idle item that passes ``usable`` (checked outside the lock)."""
@@ -158,8 +212,7 @@ class Checkout(Generic[W]):
     def _withdraw(self, waiter: Waiter[W]) -> bool:
         """Remove a waiter that was never chosen; False if it was chosen (or failed)."""
         with self._lock:
-            if waiter in self._waiters:
-                self._waiters.remove(waiter)
+            if self._waiters.remove(waiter):
                 return True
             for item, queue in list(self._targeted.items()):
                 if waiter in queue:
@@ -169,11 +222,18 @@ class Checkout(Generic[W]):
                     return True
         return False
 
-    def get(self, timeout_s: float, start: Callable[[W], None], item: W | None = None) -> W | None:
+    def get(
+        self,
+        timeout_s: float,
+        start: Callable[[W], None],
+        item: W | None = None,
+        scope: str = DEFAULT_SCOPE,
+    ) -> W | None:
         """An idle item (``item`` itself when given), waiting up to ``timeout_s`` seconds
-        (blocking); ``None`` on timeout or when it was forgotten. ``start(item)`` has run
-        (in this thread or the one returning it) once it is ours. Raises ``abort``'s error."""
-        waiter: _ThreadWaiter[W] = _ThreadWaiter(start)
+        (blocking) in ``scope``'s turn; ``None`` on timeout or when it was forgotten.
+        ``start(item)`` has run (in this thread or the one returning it) once it is ours.
+        Raises ``abort``'s error."""
+        waiter: _ThreadWaiter[W] = _ThreadWaiter(start, scope)
         got = self._enqueue(waiter, item)
         if got is not None:
             start(got)
@@ -186,11 +246,15 @@ class Checkout(Generic[W]):
         return waiter.item
 
     async def get_async(
-        self, timeout_s: float, start: Callable[[W], None], item: W | None = None
+        self,
+        timeout_s: float,
+        start: Callable[[W], None],
+        item: W | None = None,
+        scope: str = DEFAULT_SCOPE,
     ) -> W | None:
         """Like ``get``, awaiting on the running loop instead of blocking a thread;
         ``start(item)`` runs on this loop as soon as the item is this caller's."""
-        waiter: _AsyncWaiter[W] = _AsyncWaiter(asyncio.get_running_loop(), start)
+        waiter: _AsyncWaiter[W] = _AsyncWaiter(asyncio.get_running_loop(), start, scope)
         got = self._enqueue(waiter, item)
         if got is not None:
             start(got)
@@ -217,10 +281,16 @@ class Checkout(Generic[W]):
     def abort(self, error: BaseException) -> None:
         """Fail every caller waiting for any item with ``error``."""
         with self._lock:
-            waiters = list(self._waiters)
-            self._waiters.clear()
+            waiters = self._waiters.drain()
         for waiter in waiters:
             waiter.fail(error)
+
+    def waiting(self) -> dict[str, int]:
+        """How many callers wait now, for any item or for one in particular, per scope (a
+        snapshot)."""
+        with self._lock:
+            targeted = (waiter for queue in self._targeted.values() for waiter in queue)
+            return dict(Counter(waiter.scope for waiter in chain(self._waiters, targeted)))
 
     def idle(self) -> list[W]:
         """The idle items now (a snapshot)."""

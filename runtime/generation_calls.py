@@ -119,7 +119,7 @@ class GenerationCalls:
         ``SessionLimitError`` if ``scope`` already has as many under way (or waiting for
         a worker) as it may hold sessions."""
         if sequence is None:
-            events = self._events(Request(message, [], ASYNC_INLINE_FRAME_BYTES))
+            events = self._events(Request(message, [], ASYNC_INLINE_FRAME_BYTES, scope))
         else:
             events = self._in_session(message, sequence, nbytes)
         with self._slot(scope):
@@ -151,7 +151,8 @@ class GenerationCalls:
     ) -> AsyncGenerator[GenerationEvent, None]:
         session, opening = self._session(sequence, message.sha256, nbytes)
         update = {"session": session.id, "open": opening}
-        request = Request(message.model_copy(update=update), [], ASYNC_INLINE_FRAME_BYTES)
+        message = message.model_copy(update=update)
+        request = Request(message, [], ASYNC_INLINE_FRAME_BYTES, sequence.scope)
         events = self._events(request, None if opening else session.worker)
         failed = True  # unless it ends well or is closed early (the worker keeps it then)
         try:
@@ -214,7 +215,8 @@ class GenerationCalls:
     async def _acquire(self, request: Request, pinned: WorkerProcess | None) -> WorkerProcess:
         calls = self.calls
         calls.workers.check()
-        got = await calls.workers.checkout.get_async(calls.timeout_s, request.start, pinned)
+        checkout = calls.workers.checkout
+        got = await checkout.get_async(calls.timeout_s, request.start, pinned, request.scope)
         if got is None:
             raise WorkerTimeoutError(f"no runtime worker became free within {calls.timeout_s:.0f}s")
         if not request.inline:

@@ -65,8 +65,8 @@ class RuntimePool:
     state; requests naming a ``Sequence`` share one program instance (``SessionCalls``).
     A worker that dies while idle is replaced before a request reaches it; a stateless
     request whose worker crashes is retried once on another (``dispatch``, written once for
-    blocking and asyncio callers); replacements back
-    off and give up after ``restart_policy.attempts`` failures (``Workers``).
+    blocking and asyncio callers); replacements back off and give up after
+    ``restart_policy.attempts`` failures (``Workers``); waiters take turns by scope.
     ``weight_cache_library`` (see ``native``) turns on XNNPACK's packed-weight cache so
     methods sharing weights share packed copies. Workers never fork from the caller: a
     fork server started with a clean environment forks them, and each confines itself
@@ -215,20 +215,20 @@ class RuntimePool:
         *,
         profile: bool = False,
         sequence: SequenceRef | None = None,
+        scope: str = "",
     ) -> InferResult:
-        """``infer`` for an asyncio caller: no thread is blocked while the worker runs.
-
-        With ``sequence`` the call runs in that sequence's session (started by
-        ``sequence.start``, ended after answering by ``sequence.end``). Once the artifact is
-        described and its file is local (after its first request), everything happens on the
-        event loop; before that, the blocking preparation runs in a thread.
-        """
+        """``infer`` for an asyncio caller, waiting for a worker in ``scope``'s turn (its
+        project: ``Checkout``); no thread is blocked while the worker runs. With ``sequence``
+        it runs in that sequence's session (in its scope; started by ``sequence.start``,
+        ended after answering by ``sequence.end``). Once the artifact is described and its
+        file is local (after its first request), everything happens on the event loop;
+        before that, the blocking preparation runs in a thread."""
         start = time.perf_counter()
         signature = await self.method_metadata_async(sha256, method, source)
         path = await self.local_path_async(sha256, source)
         message = _infer_request(sha256, method, profile, path)
         if sequence is None:
-            request = Request(message, inputs, ASYNC_INLINE_FRAME_BYTES)
+            request = Request(message, inputs, ASYNC_INLINE_FRAME_BYTES, scope)
             (reply, outputs), queue_ms = await self.routes.stateless().call_async(request)
         else:
             nbytes = self.described(sha256, source).state.planned_bytes

@@ -58,7 +58,8 @@ class SessionCalls:
         else:
             session = self.sessions.find(sequence, message.sha256)
         in_session = {"session": session.id, "open": sequence.start, "close": sequence.end}
-        request = Request(message.model_copy(update=in_session), arrays, ASYNC_INLINE_FRAME_BYTES)
+        message = message.model_copy(update=in_session)
+        request = Request(message, arrays, ASYNC_INLINE_FRAME_BYTES, sequence.scope)
         answered = False
         try:
             (reply, outputs), queue_ms = await self.calls.call_async(request, session.worker)

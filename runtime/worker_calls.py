@@ -19,6 +19,7 @@ import numpy as np
 
 from pteforge.contracts.runtime_messages import WorkerReply, WorkerRequest
 from pteforge.runtime import dispatch
+from pteforge.runtime.checkout import DEFAULT_SCOPE
 from pteforge.runtime.errors import PoolClosedError, WorkerCrashedError, WorkerTimeoutError
 from pteforge.runtime.native_log import leftover, log_suffix
 from pteforge.runtime.processes import WorkerProcess
@@ -40,13 +41,19 @@ class Request:
     The frame is encoded up front: bad inputs fail before a worker is held. ``start`` is
     the hand-over callback (``Checkout``): it writes the frame the moment a worker is
     given, unless the frame is over ``inline_limit`` bytes, which the caller writes itself
-    once it holds the worker (off the event loop, for asyncio callers).
+    once it holds the worker (off the event loop, for asyncio callers). It waits for a
+    worker in ``scope``'s turn (the caller's project, as sessions are scoped: ``Checkout``).
     """
 
     def __init__(
-        self, message: WorkerRequest, arrays: Sequence[np.ndarray], inline_limit: float
+        self,
+        message: WorkerRequest,
+        arrays: Sequence[np.ndarray],
+        inline_limit: float,
+        scope: str = DEFAULT_SCOPE,
     ) -> None:
         self.message = message
+        self.scope = scope
         self.frame = encode_message(message, arrays)
         self.inline = len(self.frame) <= inline_limit
         self.error: OSError | None = None

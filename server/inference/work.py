@@ -172,6 +172,7 @@ async def run_decoded(
             artifact.sha256, signature.name, request.inputs, artifact.source,
             profile=bool(request.parameters.get("profile", False)),
             sequence=sequence_of(principal, request.parameters),
+            scope=session_scope(principal),
         )  # fmt: skip
         ran = time.perf_counter()
         encoded = await encode(result)

@@ -1,0 +1,181 @@
+"""Fair hand-out of idle workers (``Checkout``): waiters take turns by scope (project), so
+one project's backlog does not queue another project's request behind all of it.
+
+Ordering only, never timing: the unit tests hold every item and return them one at a time;
+the end-to-end test holds the one worker of a real pool while two projects queue on it."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+from pteforge.runtime import RuntimePool
+from pteforge.runtime.checkout import DEFAULT_SCOPE, Checkout
+from tests.runtime.helpers import Compiled, MemoryResolver, build_app, serve
+from tests.server.service import wait_until
+
+# (name, scope) in the order the callers queue up, and the order they are served in.
+FLOOD = [("A1", "a"), ("A2", "a"), ("A3", "a"), ("A4", "a"), ("A5", "a"), ("B1", "b")]
+FLOOD_SERVED = ["A1", "B1", "A2", "A3", "A4", "A5"]
+THREE = [("A1", "a"), ("A2", "a"), ("A3", "a"), ("B1", "b"), ("B2", "b"), ("C1", DEFAULT_SCOPE)]
+THREE_SERVED = ["A1", "B1", "C1", "A2", "B2", "A3"]
+
+
+def _queued(checkout: Checkout[Any], count: int) -> Callable[[], bool]:
+    """Whether ``count`` callers wait on ``checkout`` now, whatever their scopes."""
+    return lambda: sum(checkout.waiting().values()) == count
+
+
+def _served_by_threads(callers: list[tuple[str, str]]) -> list[str]:
+    """Queue blocking callers in order, then return one item at a time: who got each."""
+    checkout: Checkout[int] = Checkout()
+    served: list[str] = []
+
+    def caller(name: str, scope: str) -> None:
+        assert checkout.get(60, lambda item: served.append(name), scope=scope) is not None
+
+    threads = [threading.Thread(target=caller, args=c, daemon=True) for c in callers]
+    for queued, thread in enumerate(threads, 1):
+        thread.start()
+        wait_until(_queued(checkout, queued), 60, "the caller to queue", every=0.01)
+    for item in range(len(callers)):
+        checkout.put(item)  # a thread waiter is started in the returning thread
+        assert len(served) == item + 1
+    for thread in threads:
+        thread.join(60)
+    return served
+
+
+async def _until(check: Callable[[], bool], what: str) -> None:
+    """Poll ``check`` on the event loop (other tasks run meanwhile) for up to 60 s."""
+    deadline = time.monotonic() + 60
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.001)
+
+
+async def _served_by_coroutines(callers: list[tuple[str, str]]) -> list[str]:
+    """``_served_by_threads`` with asyncio callers, all on this loop."""
+    checkout: Checkout[int] = Checkout()
+    served: list[str] = []
+    tasks = []
+    for queued, (name, scope) in enumerate(callers, 1):
+
+        def start(item: int, name: str = name) -> None:
+            served.append(name)
+
+        tasks.append(asyncio.create_task(checkout.get_async(60, start, scope=scope)))
+        await _until(_queued(checkout, queued), "the caller to queue")
+    for item in range(len(callers)):
+        checkout.put(item)  # on the waiters' own loop: started right here
+        assert len(served) == item + 1
+    assert set(await asyncio.gather(*tasks)) == set(range(len(callers)))
+    return served
+
+
+def test_a_flooding_scope_gets_one_turn_ahead_of_another_scope() -> None:
+    assert _served_by_threads(FLOOD) == FLOOD_SERVED
+    assert asyncio.run(_served_by_coroutines(FLOOD)) == FLOOD_SERVED
+
+
+def test_scopes_take_turns_in_the_order_they_came_fifo_within_each() -> None:
+    assert _served_by_threads(THREE) == THREE_SERVED
+    assert asyncio.run(_served_by_coroutines(THREE)) == THREE_SERVED
+
+
+def test_a_caller_for_one_item_still_comes_first_and_a_withdrawn_one_keeps_no_turn() -> None:
+    checkout: Checkout[str] = Checkout()
+    served: list[str] = []
+    assert checkout.get(0, served.append, scope="b") is None  # timed out: withdrawn
+    threads = [
+        threading.Thread(target=checkout.get, args=(60, lambda i: served.append("A1")),
+                         kwargs={"scope": "a"}, daemon=True),
+        threading.Thread(target=checkout.get, args=(60, lambda i: served.append("mine"), "w"),
+                         daemon=True),
+    ]  # fmt: skip
+    threads[0].start()
+    wait_until(_queued(checkout, 1), 60, "the general caller", every=0.01)
+    threads[1].start()
+    wait_until(_queued(checkout, 2), 60, "the caller for 'w'", every=0.01)
+    assert checkout.waiting() == {"a": 1, DEFAULT_SCOPE: 1}
+    checkout.put("w")
+    checkout.put("v")
+    assert served == ["mine", "A1"]
+    for thread in threads:
+        thread.join(60)
+
+
+def test_a_real_pool_serves_two_projects_in_turns(
+    tmp_path: Path, artifacts: dict[str, Compiled]
+) -> None:
+    """Project a queues three requests on the pool's one worker, then project b one: b's is
+    answered second, not fourth (the /v2 routes pass the caller's project as ``scope``)."""
+    mlp = artifacts["mlp"]
+    x = [mlp.model.inputs["forward"][0].numpy()]
+    answered: list[str] = []
+
+    async def infer(pool: RuntimePool, name: str, scope: str) -> np.ndarray:
+        result = await pool.infer_async(mlp.sha256, "forward", x, mlp.path, scope=scope)
+        answered.append(name)  # before the loop runs anything else: in order of service
+        return result.outputs[0]
+
+    async def run(pool: RuntimePool) -> list[np.ndarray]:
+        checkout = pool.workers.checkout
+        held = checkout.get(60, lambda worker: None)  # the pool's one worker, idle
+        assert held is not None
+        calls = []
+        for queued, (name, scope) in enumerate(FLOOD[:3] + FLOOD[5:], 1):
+            calls.append(asyncio.create_task(infer(pool, name, scope)))
+            await _until(_queued(checkout, queued), f"{name} to queue")
+        assert checkout.waiting() == {"a": 3, "b": 1}
+        checkout.put(held)
+        return await asyncio.gather(*calls)
+
+    with RuntimePool(1, 1 << 26, tmp_path) as pool:
+        expected = pool.infer(mlp.sha256, "forward", x, mlp.path).outputs[0]  # described, local
+        outputs = asyncio.run(run(pool))
+    assert answered == ["A1", "B1", "A2", "A3"]
+    for output in outputs:
+        np.testing.assert_array_equal(output, expected)
+
+
+def test_the_v2_route_queues_a_request_in_its_callers_project(
+    tmp_path: Path, artifacts: dict[str, Compiled]
+) -> None:
+    """While the one worker is held, each project's /v2 requests wait in its own scope."""
+    body = {"inputs": [{"name": "input_0", "datatype": "FP32", "shape": [1, 16],
+                        "data": [0.5] * 16}]}  # fmt: skip
+    resolver = MemoryResolver()
+    for project in ("project-a", "project-b"):
+        resolver.add(project, "mlp", artifacts["mlp"], as_path=True)
+    replies: list[int] = []
+
+    def post(url: str, token: str) -> None:
+        headers = {"Authorization": f"Bearer {token}"}
+        replies.append(httpx.post(url, json=body, headers=headers, timeout=60).status_code)
+
+    with RuntimePool(1, 1 << 26, tmp_path) as pool, serve(build_app(resolver, pool)[0]) as url:
+        url = f"{url}/v2/models/mlp.forward/infer"
+        post(url, "tok-a")  # described and local: later requests go straight to the queue
+        held = pool.workers.checkout.get(60, lambda worker: None)
+        assert held is not None
+        callers = [
+            threading.Thread(target=post, args=(url, t)) for t in ("tok-a", "tok-a", "tok-b")
+        ]
+        for queued, caller in enumerate(callers, 1):
+            caller.start()
+            wait_until(
+                _queued(pool.workers.checkout, queued), 60, "the request to queue", every=0.01
+            )
+        assert pool.workers.checkout.waiting() == {"project-a": 2, "project-b": 1}
+        pool.workers.checkout.put(held)
+        for caller in callers:
+            caller.join(60)
+    assert replies == [200] * 4
