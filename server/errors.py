@@ -158,6 +158,17 @@ def _allowed_methods(request: Request) -> list[str]:
     ]
 
 
+def _routing_message(request: Request, exc: StarletteHTTPException, allowed: list[str]) -> str:
+    """The router's bare 'Not Found' and 'Method Not Allowed', in words that name the route
+    (a Triton client's GET /v2/models/M/config said only 'Not Found')."""
+    where = f"{request.method} {request.url.path}"
+    if exc.status_code == 404 and exc.detail == "Not Found":
+        return f"no route {where}; every route is listed at /docs and in docs/http-api.md"
+    if exc.status_code == 405 and exc.detail == "Method Not Allowed":
+        return f"{where}: the route takes {', '.join(allowed) or 'no method'}"
+    return str(exc.detail)
+
+
 def _validation_problem(error: Mapping[str, Any]) -> str:
     """One request-validation problem in words: where it is and what is wrong."""
     loc = [str(p) for p in error.get("loc", ())]
@@ -196,13 +207,15 @@ def install_error_handlers(
         return response
 
     async def on_http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        allowed = _allowed_methods(request) if exc.status_code == 405 else []
+        message = _routing_message(request, exc, allowed)
         response = error_response(
-            request, exc.status_code, _status_code_name(exc.status_code), exc.detail
+            request, exc.status_code, _status_code_name(exc.status_code), message
         )
         for key, value in (exc.headers or {}).items():
             response.headers[key] = value
         if exc.status_code == HTTPStatus.METHOD_NOT_ALLOWED:
-            response.headers["Allow"] = ", ".join(_allowed_methods(request))
+            response.headers["Allow"] = ", ".join(allowed)
         return response
 
     async def on_validation(request: Request, exc: RequestValidationError) -> JSONResponse:

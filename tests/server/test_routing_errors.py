@@ -1,0 +1,29 @@
+"""The router's own 404 and 405 name the route (they said 'Not Found' and 'Method Not
+Allowed'), in each layer's error shape; no server start: the app without its lifespan."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi.testclient import TestClient
+
+from pteforge.server.app import create_app
+from pteforge.server.settings import Settings
+
+
+def test_no_route_and_a_wrong_method_are_named(tmp_path: Path) -> None:
+    client = TestClient(create_app(Settings(home=tmp_path)))
+    v1 = client.get("/v1/nothing")
+    assert (v1.status_code, v1.json()["error"]["code"]) == (404, "not_found")
+    assert v1.json()["error"]["message"] == (
+        "no route GET /v1/nothing; every route is listed at /docs and in docs/http-api.md"
+    )
+    config = client.get("/v2/models/m.forward/config")  # tritonclient's get_model_config
+    assert config.status_code == 404
+    assert config.json() == {
+        "error": "no route GET /v2/models/m.forward/config; every route is listed at /docs "
+        "and in docs/http-api.md"
+    }
+    put = client.put("/v1/programs/some-id")
+    assert (put.status_code, put.headers["allow"]) == (405, "GET, DELETE")
+    assert put.json()["error"]["message"] == "PUT /v1/programs/some-id: the route takes GET, DELETE"
