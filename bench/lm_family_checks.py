@@ -113,7 +113,9 @@ class Checks:
 
     def __init__(self, lm: Lm, client: openai.OpenAI, admin: httpx.Client, model: str) -> None:
         self.lm, self.client, self.admin, self.model = lm, client, admin, model
-        self.base = {"model": model, "temperature": 0, "extra_body": {"return_token_ids": True}}
+        self.base: dict[str, Any] = {
+            "model": model, "temperature": 0, "extra_body": {"return_token_ids": True},
+        }  # fmt: skip
 
     def run(self, names: tuple[str, ...]) -> dict[str, Any]:
         """Each named check's result: True, a note, or ``FAIL ...``."""
@@ -153,12 +155,25 @@ class Checks:
     def _chat(self, messages: list[dict[str, str]]) -> None:
         want = self.lm.pte(self.lm.chat_ids(messages))
         create = self.client.chat.completions.create
-        whole = create(messages=messages, max_tokens=MAX, **self.base).choices[0]  # type: ignore[call-overload]
+        whole = create(messages=messages, max_tokens=MAX, **self.base).choices[0]  # type: ignore[arg-type]
         assert _ids(whole) == want, f"chat {_ids(whole)} != {want}"
         text, streamed, _ = _stream(
             self.client, True, messages=messages, max_tokens=MAX, **self.base
         )
         assert streamed == want and text == whole.message.content, "stream differs"
+
+    def thinking_off(self) -> Any:
+        """``chat_template_kwargs`` {"enable_thinking": false}: apply_chat_template's prompt."""
+        if "enable_thinking" not in (self.lm.tok.chat_template or ""):
+            return "skipped: the template has no enable_thinking"
+        text = self.lm.tok.apply_chat_template(
+            CHAT, add_generation_prompt=True, tokenize=False, enable_thinking=False
+        )
+        want = self.lm.pte(list(self.lm.tok.encode(text, add_special_tokens=False)))
+        extra = {**self.base["extra_body"], "chat_template_kwargs": {"enable_thinking": False}}
+        base = {**self.base, "extra_body": extra}
+        whole = self.client.chat.completions.create(messages=CHAT, max_tokens=MAX, **base)  # type: ignore[arg-type]
+        assert _ids(whole.choices[0]) == want, f"{_ids(whole.choices[0])} != {want}"
 
     def chat(self) -> None:
         """The chat prompt is apply_chat_template's: the greedy tokens of those ids."""
@@ -169,7 +184,7 @@ class Checks:
         if self.lm.family.system_ok:
             return self._chat(SYSTEM)
         try:
-            self.client.chat.completions.create(messages=SYSTEM, max_tokens=2, **self.base)  # type: ignore[call-overload]
+            self.client.chat.completions.create(messages=SYSTEM, max_tokens=2, **self.base)  # type: ignore[arg-type]
         except openai.BadRequestError as exc:
             assert "System role not supported" in str(exc), str(exc)
             return "400 from raise_exception, as the template says"
@@ -208,13 +223,13 @@ class Checks:
         """A second turn in a session: the greedy tokens of the whole chat."""
         key = {"X-Pteforge-Session": uuid.uuid4().hex}
         create = self.client.chat.completions.create
-        first = create(messages=CHAT, max_tokens=4, extra_headers=key, **self.base)  # type: ignore[call-overload]
+        first = create(messages=CHAT, max_tokens=4, extra_headers=key, **self.base)  # type: ignore[arg-type]
         reply = {"role": "assistant", "content": first.choices[0].message.content or "x"}
         turn = [*CHAT, reply, {"role": "user", "content": "And Spain?"}]
         if len(self.lm.chat_ids(turn)) + 4 > self.lm.metadata["get_max_seq_len"]:
             return "skipped: the second turn does not fit this tiny context"
         want = self.lm.pte(self.lm.chat_ids(turn), 4)
-        second = create(messages=turn, max_tokens=4, extra_headers=key, **self.base)  # type: ignore[call-overload]
+        second = create(messages=turn, max_tokens=4, extra_headers=key, **self.base)  # type: ignore[arg-type]
         assert _ids(second.choices[0]) == want, f"{_ids(second.choices[0])} != {want}"
 
     def v2(self) -> None:
@@ -228,10 +243,11 @@ class Checks:
         assert "".join(e.get("text_output", "") for e in events) == whole
 
 
-_CHATS = ("chat", "chat_system", "session")
+_CHATS = ("chat", "chat_system", "session", "thinking_off")
 ALL = (
     "greedy_equal",
     "chat",
+    "thinking_off",
     "chat_system",
     "stop",
     "context_limit",
