@@ -272,6 +272,9 @@ def _read_inputs(specs: list[str]) -> list[Any] | dict[str, Any]:
     for spec in specs:
         file = spec.partition("=")[2] or spec
         try:
+            with open(file, "rb") as npy:  # numpy's own advice, to allow pickles, misleads
+                if npy.read(6) != b"\x93NUMPY":
+                    raise ValueError("not a .npy file (numpy.save writes one)")
             arrays.append(np.load(file, allow_pickle=False))
         except (OSError, ValueError) as exc:
             raise BadInputError(f"--input {file}: not a readable .npy array: {exc}") from exc

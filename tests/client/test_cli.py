@@ -168,6 +168,10 @@ def test_errors_are_one_line(
     assert "not a readable .npy" in _fails(
         capsys, 2, "run", f"{artifact.id}.encode", "--input", str(tmp_path / "missing.npy")
     )
+    text = tmp_path / "x.txt"
+    text.write_text("1 2 3 4")  # numpy's answer was 'pickled data ... use allow_pickle'
+    line = _fails(capsys, 2, "run", f"{artifact.id}.encode", "--input", str(text))
+    assert line.endswith("not a .npy file (numpy.save writes one)") and "pickle" not in line
 
 
 def test_no_login_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
