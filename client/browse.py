@@ -62,7 +62,7 @@ def ls(args: argparse.Namespace, out: Output) -> None:
         raw = [item.raw for item in items]
         out.json({"object": "list", "data": raw} if args.what == "models" else {args.what: raw})
         return
-    listing(out, args.what, items)
+    listing(out, args.what, items, args.status if args.what == "jobs" else None)
 
 
 def show(args: argparse.Namespace, out: Output) -> None:

@@ -137,8 +137,12 @@ def job_summary(out: Output, job: Job) -> None:
         out.line(f"error {job.error.code}: {job.error.message}")
 
 
-def listing(out: Output, what: str, items: Sequence[Any]) -> None:
-    """``pteforge ls``: one table row per item."""
+def listing(out: Output, what: str, items: Sequence[Any], status: str | None = None) -> None:
+    """``pteforge ls``: one table row per item; a line saying there is none (with the
+    ``--status`` asked for), where a table of headers alone was printed."""
+    if not items:
+        out.line(f"no {status} {what}" if status else f"no {what}")
+        return
     rows: list[tuple[str, ...]]
     if what == "programs":
         rows = [

@@ -34,7 +34,7 @@ from pteforge.client.errors import error_from_body
 from pteforge.client.render import ByteProgress, Output, StageDisplay
 from pteforge.client.sse import EventParser
 from pteforge.client.tensors import decode_response, encode_request, named_inputs
-from pteforge.client.views import program_summary, stage_plan
+from pteforge.client.views import listing, program_summary, stage_plan
 from pteforge.runtime.metadata import MethodSignature, TensorSpec
 from pteforge.runtime.oip_codec import decode_infer_request, encode_infer_response
 
@@ -184,6 +184,12 @@ def test_shapes_show_dynamic_dimensions_as_their_ranges(capsys: pytest.CaptureFi
     )
     program_summary(Output(as_json=False), program)
     assert "x: float32[1..8, 3], y: int64[<=4, <=16]" in capsys.readouterr().out
+
+
+def test_an_empty_listing_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    listing(Output(as_json=False), "jobs", [], "failed")  # was a table of headers alone
+    listing(Output(as_json=False), "models", [])
+    assert capsys.readouterr().out.splitlines() == ["no failed jobs", "no models"]
 
 
 def test_stage_display_times_stages_by_the_servers_stamps() -> None:
