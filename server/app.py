@@ -90,8 +90,13 @@ async def _start_inference(app: FastAPI, services: Services) -> RuntimePool:
     settings = services.settings
     pool = await run_in_threadpool(start_runtime_pool, settings)
     registry = await run_in_threadpool(operations_registry, services)
+    token = settings.metrics_token
     app.state.inference = store_inference_state(
-        services.store, pool, registry, max_request_bytes=settings.max_infer_request_bytes
+        services.store,
+        pool,
+        registry,
+        max_request_bytes=settings.max_infer_request_bytes,
+        metrics_token=token.get_secret_value() if token is not None else None,
     )
     services.model_changed = partial(forget_target, app.state.inference.targets)
     return pool

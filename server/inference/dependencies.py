@@ -52,6 +52,8 @@ class InferenceState:
     forgotten when this server changes that model (``forget_target``)."""
     max_request_bytes: int
     server_version: str
+    metrics_token: str | None = None
+    """The bearer token ``/metrics`` answers (``PTEFORGE_METRICS_TOKEN``); None: open."""
 
 
 def new_inference_state(
@@ -64,6 +66,7 @@ def new_inference_state(
     resolve_ttl_s: float = DEFAULT_RESOLVE_TTL_S,
     clock: Callable[[], float] = time.monotonic,
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+    metrics_token: str | None = None,
 ) -> InferenceState:
     """The state of the /v2 routes over ``pool`` (which the caller owns and closes).
 
@@ -73,7 +76,8 @@ def new_inference_state(
     version is resolved on every request, so a new version serves at once. A pinned version's
     generation target (its program and tokenizer) is remembered the same way, so a tokenizer
     replaced on it also takes effect within ``resolve_ttl_s``. An infer body
-    over ``max_request_bytes``, as sent or once decompressed, gets a 413.
+    over ``max_request_bytes``, as sent or once decompressed, gets a 413. ``/metrics``
+    answers only ``metrics_token`` as a bearer token when one is given.
     """
     statistics = ModelStatistics(LATENCY_BUCKETS)
     return InferenceState(
@@ -87,6 +91,7 @@ def new_inference_state(
         targets=TtlCache(resolve_ttl_s, clock=clock),
         max_request_bytes=max_request_bytes,
         server_version=server_version,
+        metrics_token=metrics_token,
     )
 
 

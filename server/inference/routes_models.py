@@ -9,7 +9,7 @@ serves its ``/v2/models/{model}/versions/{version}/...`` twin: a model name's pi
 import hmac
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import JSONResponse, Response
 from fastapi.security.utils import get_authorization_scheme_param
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -17,8 +17,6 @@ from pydantic import BaseModel
 
 from pteforge.runtime.oip_codec import BINARY_EXTENSION, model_metadata
 from pteforge.server.auth.dependencies import Principal
-from pteforge.server.common.services import get_services
-from pteforge.server.errors import UnauthorizedError
 from pteforge.server.inference.dependencies import (
     Caller,
     InferenceState,
@@ -102,16 +100,16 @@ async def model_ready(
 async def prometheus(request: Request) -> Response:
     """The running app's metrics registry, Prometheus text format; 401 without the metrics
     token where one is set (``PTEFORGE_METRICS_TOKEN``): its series are every project's."""
-    _check_metrics_token(request)
-    registry = inference_state(request).registry
-    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+    state = inference_state(request)
+    _check_metrics_token(request, state.metrics_token)
+    return Response(generate_latest(state.registry), media_type=CONTENT_TYPE_LATEST)
 
 
-def _check_metrics_token(request: Request) -> None:
-    expected = get_services(request).settings.metrics_token
+def _check_metrics_token(request: Request, expected: str | None) -> None:
     if expected is None:
         return
     scheme, given = get_authorization_scheme_param(request.headers.get("authorization"))
-    wanted = expected.get_secret_value().encode()
+    wanted = expected.encode()
     if scheme.lower() != "bearer" or not hmac.compare_digest(given.encode(), wanted):
-        raise UnauthorizedError("/metrics needs the metrics token (PTEFORGE_METRICS_TOKEN)")
+        detail = "/metrics needs the metrics token (PTEFORGE_METRICS_TOKEN)"
+        raise HTTPException(401, detail, headers={"WWW-Authenticate": "Bearer"})

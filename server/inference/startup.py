@@ -147,6 +147,7 @@ def store_inference_state(
     token_ttl_s: float = DEFAULT_TOKEN_TTL_S,
     artifact_ttl_s: float = DEFAULT_RESOLVE_TTL_S,
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+    metrics_token: str | None = None,
 ) -> InferenceState:
     """The state the app's lifespan sets as ``app.state.inference``: ``/v2`` over ``pool``,
     authenticated like ``/v1``, with ``/metrics`` serving ``registry`` (the /v2 metrics added).
@@ -163,4 +164,5 @@ def store_inference_state(
         server_version=__version__,
         resolve_ttl_s=artifact_ttl_s,
         max_request_bytes=max_request_bytes,
+        metrics_token=metrics_token,
     )
