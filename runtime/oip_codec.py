@@ -51,6 +51,12 @@ class InferRequest:
     parameters: dict[str, Any] = field(default_factory=dict)
 
 
+_STALE_HEADER_HINT = (
+    " (left from an earlier request? tritonclient.http writes it into the headers dict it is "
+    "given: pass a new dict to each call)"
+)
+
+
 def _split_body(body: bytes, header_length: int | None) -> tuple[dict[str, Any], memoryview]:
     if not body:
         raise ProtocolError('the request has no body: send a JSON object {"inputs": [...]}')
@@ -59,6 +65,7 @@ def _split_body(body: bytes, header_length: int | None) -> tuple[dict[str, Any],
     if not 0 < header_length <= len(body):
         raise ProtocolError(
             f"{HEADER_LENGTH} is {header_length} but the body has {len(body)} bytes"
+            + (_STALE_HEADER_HINT if header_length > len(body) else "")
         )
     try:
         header = _loads(memoryview(body)[:header_length])
