@@ -235,3 +235,14 @@ def error_from_body(status: int, body: Any, fallback: str) -> APIError:
     elif isinstance(error, str):
         message = error
     return error_class(status, code)(message, status=status, code=code)
+
+
+def raise_for_job(job: Job) -> None:
+    """Raise the error a job ended with (the class of its ``error.code``), if any."""
+    if job.status == "succeeded" and job.artifact_id:
+        return
+    if job.status == "canceled":
+        raise JobCanceledError(f"{job} was canceled", code="canceled", job=job)
+    code = job.error.code if job.error else "compile_failed"
+    message = job.error.message if job.error else f"{job} ended without an artifact"
+    raise error_class(422, code)(message, code=code, job=job)

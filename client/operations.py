@@ -12,12 +12,7 @@ from typing import Any, BinaryIO, Literal, TypeVar, overload
 import numpy as np
 
 from pteforge.client.calls import Call, Reply
-from pteforge.client.errors import (
-    JobCanceledError,
-    NumericsWarning,
-    TransportError,
-    error_class,
-)
+from pteforge.client.errors import NumericsWarning, TransportError, raise_for_job
 from pteforge.client.models import Artifact, InferResult, Job, Model, ModelVersion, Program
 from pteforge.client.sinks import DownloadSink, JobEventSink, ProgressCallback, StageCallback
 from pteforge.client.tensors import Inputs, decode_response, encode_request, named_inputs
@@ -295,14 +290,3 @@ def _names_fixed(reference: str, model: str) -> bool:
     """Whether a /v2 model path always means one artifact: an artifact id, or a pinned
     version of a model name (not a name's latest version)."""
     return reference.startswith(ARTIFACT_ID_PREFIX) or "/versions/" in model
-
-
-def raise_for_job(job: Job) -> None:
-    """Raise the error a job ended with (the class of its ``error.code``), if any."""
-    if job.status == "succeeded" and job.artifact_id:
-        return
-    if job.status == "canceled":
-        raise JobCanceledError(f"{job} was canceled", code="canceled", job=job)
-    code = job.error.code if job.error else "compile_failed"
-    message = job.error.message if job.error else f"{job} ended without an artifact"
-    raise error_class(422, code)(message, code=code, job=job)

@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Any, Literal, overload
 
 from pteforge.client.calls import Call
+from pteforge.client.errors import raise_for_job
 from pteforge.client.models import Job
-from pteforge.client.operations import Op, Operations, Ref, raise_for_job, ref
+from pteforge.client.operations import Op, Operations, Ref, ref
 from pteforge.client.sinks import StageCallback
 from pteforge.client.tensors import Inputs, json_tensors
 from pteforge.contracts.jobs import ProfileReport
