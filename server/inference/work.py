@@ -77,7 +77,8 @@ def _check_model(
         raise NotFoundError(f"model {model!r}: no artifact or model {ref!r}{pinned}")
     if method not in artifact.methods:
         known = ", ".join(artifact.methods)
-        raise NotFoundError(f"model {model!r}: artifact has no method {method!r} ({known})")
+        which = "artifact" if artifact.version is None else f"{ref!r} version {artifact.version}"
+        raise NotFoundError(f"model {model!r}: {which} has no method {method!r} ({known})")
     return artifact
 
 

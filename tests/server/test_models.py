@@ -117,7 +117,11 @@ def test_v2_serves_the_latest_version_or_a_pinned_one(
     ]
     for answer in not_numbers:  # 400 naming the version, as /v2 generate answers
         assert answer.status_code == 400 and "'latest'" in answer.json()["error"], answer.text
-    assert admin.get("/v2/models/pinned.nomethod").status_code == 404
+    nomethod = admin.get("/v2/models/pinned.nomethod")
+    assert nomethod.status_code == 404  # names the version it looked in
+    assert nomethod.json()["error"] == (
+        f"model 'pinned.nomethod': 'pinned' version {second} has no method 'nomethod' (forward)"
+    )
     by_id = admin.post(f"/v2/models/{scales[1.0]}.forward/infer", json=infer_body())
     assert served_scale(by_id) == 1.0  # artifact ids keep working
     assert by_id.json()["model_version"] == "1"  # an artifact has no versions
