@@ -73,7 +73,9 @@ def version_number(version: str | None) -> int | None:
     if version is None:
         return None
     if not (version.isascii() and version.isdigit()):
-        raise InvalidVersionError(f"model version {version[:40]!r} must be a number")
+        raise InvalidVersionError(
+            f"model version {version[:40]!r} must be a number (1, 2, ...: digits only)"
+        )
     if len(version) > len(str(MAX_VERSION)) or int(version) > MAX_VERSION:
         raise InvalidVersionError(
             f"model version {version[:40]!r} is past the largest one, {MAX_VERSION}"

@@ -117,6 +117,10 @@ def test_v2_serves_the_latest_version_or_a_pinned_one(
     ]
     for answer in not_numbers:  # 400 naming the version, as /v2 generate answers
         assert answer.status_code == 400 and "'latest'" in answer.json()["error"], answer.text
+    negative = admin.post("/v2/models/pinned.forward/versions/-1/infer", json=infer_body())
+    assert negative.json()["error"] == (
+        "model version '-1' must be a number (1, 2, ...: digits only)"
+    )
     nomethod = admin.get("/v2/models/pinned.nomethod")
     assert nomethod.status_code == 404  # names the version it looked in
     assert nomethod.json()["error"] == (
