@@ -76,7 +76,7 @@ def test_a_revoked_token_is_refused_once_the_ttl_passes(tmp_path: Path) -> None:
             asyncio.run(require(request))
         with pytest.raises(UnauthorizedError, match="invalid"):
             asyncio.run(require(_request("Bearer nope")))
-        with pytest.raises(UnauthorizedError, match="its scheme is .Basic."):
+        with pytest.raises(UnauthorizedError, match=r"its scheme is .Basic."):
             asyncio.run(require(_request("Basic abc")))
     finally:
         store.close()
