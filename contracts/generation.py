@@ -32,6 +32,10 @@ from pteforge.contracts.json_types import Contract, at_most_entries
 MAX_TEMPLATE_KWARGS = 32
 """Most variables a request may add to the chat template's."""
 
+MAX_TOKEN_ID = 2**31 - 1
+"""The largest token id a prompt may hold (vocabularies are far smaller; the vocabulary's own
+size is checked where the model is known)."""
+
 FinishReason = Literal["stop", "length"]
 """Why generation ended: ``stop`` (an end-of-sequence token or a stop string), ``length``
 (``max_tokens`` reached, or the model's context is full)."""
@@ -76,8 +80,11 @@ class GenerationRequest(Contract):
         given = [self.prompt is not None, self.prompt_ids is not None, self.messages is not None]
         if sum(given) != 1:
             raise ValueError("give exactly one of prompt, prompt_ids or messages")
-        if self.prompt_ids is not None and (not self.prompt_ids or min(self.prompt_ids) < 0):
-            raise ValueError("prompt_ids must be a non-empty list of token ids (>= 0)")
+        ids = self.prompt_ids
+        if ids is not None and (not ids or min(ids) < 0 or max(ids) > MAX_TOKEN_ID):
+            raise ValueError(
+                f"prompt_ids must be a non-empty list of token ids from 0 to {MAX_TOKEN_ID}"
+            )
         if any(not s for s in self.stop):
             raise ValueError("a stop string must not be empty")
         if self.template_kwargs and self.messages is None:

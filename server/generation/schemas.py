@@ -13,7 +13,12 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-from pteforge.contracts.generation import MAX_TEMPLATE_KWARGS, ChatMessage, GenerationRequest
+from pteforge.contracts.generation import (
+    MAX_TEMPLATE_KWARGS,
+    MAX_TOKEN_ID,
+    ChatMessage,
+    GenerationRequest,
+)
 from pteforge.contracts.json_types import FailFastList, at_most_entries
 
 CHAT_MAX_TOKENS = 1 << 20
@@ -118,6 +123,8 @@ class CompletionBody(_Sampling):
             raise ValueError("one prompt per request: a batch of prompts is not supported")
         if isinstance(prompt, list) and not prompt:
             raise ValueError("a prompt of token ids needs at least one token")
+        if isinstance(prompt, list) and not 0 <= min(prompt) <= max(prompt) <= MAX_TOKEN_ID:
+            raise ValueError(f"a prompt's token ids are from 0 to {MAX_TOKEN_ID}")
         source = {"prompt": prompt} if isinstance(prompt, str) else {"prompt_ids": prompt}
         tokens = 16 if self.max_tokens is None else self.max_tokens
         return GenerationRequest(**source, **self.sampling(tokens), session=session)

@@ -22,6 +22,7 @@ def test_exactly_one_prompt_form() -> None:
     [
         {"prompt_ids": []},
         {"prompt_ids": [-1]},
+        {"prompt_ids": [2**31]},
         {"temperature": -0.1},
         {"top_p": 0.0},
         {"max_tokens": 0},

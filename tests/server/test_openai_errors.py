@@ -60,6 +60,7 @@ def test_an_unknown_model_is_404(client: openai.OpenAI) -> None:
         ({"extra_body": {"colour": "red"}}, "colour", "Unrecognized request argument"),
         ({"prompt": ["one", "two"]}, "prompt", "one prompt per request"),
         ({"prompt": [[]]}, "prompt", "at least one token"),
+        ({"prompt": [2**64]}, "prompt", "token ids are from 0 to 2147483647"),
         ({"stop": [""]}, None, "stop string"),
     ],
 )
