@@ -275,11 +275,14 @@ def requested_outputs(
         yield wanted, np.ascontiguousarray(by_name[wanted.name])
 
 
-def model_metadata(model_name: str, signature: MethodSignature) -> dict[str, Any]:
-    """The OIP model metadata object of one method."""
+def model_metadata(
+    model_name: str, signature: MethodSignature, version: int | None = None
+) -> dict[str, Any]:
+    """The OIP model metadata object of one method; ``versions`` names the model version
+    that answers (an artifact id has none: "1")."""
     return {
         "name": model_name,
-        "versions": ["1"],
+        "versions": [str(version or 1)],
         "platform": "executorch",
         "inputs": [spec.oip_json() for spec in signature.inputs],
         "outputs": [spec.oip_json() for spec in signature.outputs],

@@ -141,8 +141,8 @@ class InferenceService(rpc.GRPCInferenceServiceServicer):
         async def work() -> Any:
             state, principal = await self._caller(context)
             name, version = request.name, request.version or None
-            _, signature = await model_of(state, principal, name, version)
-            return metadata_response(model_metadata(name, signature))
+            artifact, signature = await model_of(state, principal, name, version)
+            return metadata_response(model_metadata(name, signature, artifact.version))
 
         return await self._answer(context, work)
 

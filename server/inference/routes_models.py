@@ -67,8 +67,8 @@ async def server_metadata(principal: Caller, state: State) -> ServerMetadata:
 async def _metadata(
     state: InferenceState, principal: Principal, model: str, version: str | None
 ) -> Response:
-    _, signature = await model_of(state, principal, model, version)
-    return JSONResponse(model_metadata(model, signature))
+    artifact, signature = await model_of(state, principal, model, version)
+    return JSONResponse(model_metadata(model, signature, artifact.version))
 
 
 @router.get("/v2/models/{model}", summary="Model metadata of `{artifact_id}.{method}`")

@@ -106,10 +106,15 @@ def test_v2_serves_the_latest_version_or_a_pinned_one(
         f"{second}",
         f"{first}",
     ]
-    for path in ("", f"/versions/{second}"):
+    for path, version in (
+        ("", second),
+        (f"/versions/{second}", second),
+        (f"/versions/{first}", first),
+    ):
         assert admin.get(f"/v2/models/pinned.forward{path}/ready").json()["ready"] is True
         metadata = admin.get(f"/v2/models/pinned.forward{path}").json()
         assert [t["name"] for t in metadata["inputs"]] == [INPUT_NAME]
+        assert metadata["versions"] == [str(version)]  # the version that answers
     assert admin.get("/v2/models/pinned.forward/versions/9").status_code == 404
     not_numbers = [
         admin.get("/v2/models/pinned.forward/versions/latest"),
