@@ -137,6 +137,12 @@ COMMANDS: tuple[Command, ...] = (
                 metavar="FILE",
                 help="its tokenizer_config.json (its chat_template renders chats)",
             ),
+            _arg(
+                "--chat-template",
+                type=Path,
+                metavar="FILE",
+                help="the chat_template.jinja transformers saves beside a config without one",
+            ),
         ),
     ),
     Command(

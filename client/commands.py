@@ -194,9 +194,14 @@ def pull(args: argparse.Namespace, out: Output) -> None:
 
 
 def deploy(args: argparse.Namespace, out: Output) -> None:
-    if args.tokenizer_config is not None and args.tokenizer is None:
-        raise BadInputError("--tokenizer-config needs --tokenizer")
-    for local in (args.tokenizer, args.tokenizer_config):
+    extras = (
+        ("--tokenizer-config", args.tokenizer_config),
+        ("--chat-template", args.chat_template),
+    )
+    for flag, given in extras:
+        if given is not None and args.tokenizer is None:
+            raise BadInputError(f"{flag} needs --tokenizer")
+    for local in (args.tokenizer, args.tokenizer_config, args.chat_template):
         if local is not None and not local.is_file():
             raise BadInputError(f"{local}: no such file")  # before a version is added
     tokenizer = None
@@ -205,7 +210,11 @@ def deploy(args: argparse.Namespace, out: Output) -> None:
         try:
             if args.tokenizer is not None:
                 tokenizer = client.set_tokenizer(
-                    created.name, created.version, args.tokenizer, args.tokenizer_config
+                    created.name,
+                    created.version,
+                    args.tokenizer,
+                    args.tokenizer_config,
+                    args.chat_template,
                 )
         except PteforgeError:  # one step: no version is left without the tokenizer it was given
             client.delete_model_version(created.name, created.version)

@@ -114,3 +114,7 @@ def test_deploy_attaches_a_tokenizer(
     assert again["tokenizer_config"] is None
     stored = json.dumps({"chat_template": template.read_text()}).encode()
     assert jinja["tokenizer_config"]["sha256"] == hashlib.sha256(stored).hexdigest()
+    assert main(["deploy", scales[5.0], "lm-cli", "--chat-template", str(template)]) == 2
+    assert main([*argv, "--chat-template", str(template), "--json"]) == 0  # as transformers saves
+    from_cli = json.loads(capsys.readouterr().out)["tokenizer"]["tokenizer_config"]
+    assert from_cli["sha256"] == hashlib.sha256(stored).hexdigest()
