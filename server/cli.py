@@ -86,9 +86,9 @@ def serve_command(args: argparse.Namespace) -> int:
 
     from pteforge.server.app import create_app
     from pteforge.server.http.bounded_httptools import uvicorn_options
-    from pteforge.server.settings import Settings
+    from pteforge.server.settings import settings_from_environment
 
-    settings = Settings()
+    settings = settings_from_environment("serve")
     if "PTEFORGE_PUBLIC_URL" not in os.environ:
         settings.public_url = public_url(args.host, args.port)
     if args.no_workers:
@@ -150,10 +150,10 @@ def public_url(host: str, port: int) -> str:
 def worker_command(args: argparse.Namespace) -> int:
     """Run compile workers in the foreground (migrating the schema first, as serve does)."""
     from pteforge.server.jobs.compile_workers import run_workers
-    from pteforge.server.settings import Settings
+    from pteforge.server.settings import settings_from_environment
     from pteforge.server.startup.database import open_service_store
 
-    settings = Settings()
+    settings = settings_from_environment("worker")
     count = settings.compile_workers if args.count is None else args.count
     if count < 1:
         raise SystemExit("pteforge worker: --count must be at least 1")
@@ -165,9 +165,9 @@ def worker_command(args: argparse.Namespace) -> int:
 
 def migrate_command(args: argparse.Namespace) -> int:
     """Apply pending migrations and exit (a deployment runs this once before its replicas)."""
-    from pteforge.server.settings import Settings
+    from pteforge.server.settings import settings_from_environment
     from pteforge.server.startup.database import open_service_store
 
-    open_service_store(Settings()).close()
+    open_service_store(settings_from_environment("migrate")).close()
     print("database schema is up to date")
     return 0

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -87,7 +87,9 @@ class Settings(BaseSettings):
         "wake it (a fallback).",
     )
     compile_memory_limit_bytes: int | None = Field(
-        default=8 * 1024**3, description="RLIMIT_AS of the process lowering one job (None: none)."
+        default=8 * 1024**3,
+        gt=0,
+        description="RLIMIT_AS of the process lowering one job (`none`: no limit).",
     )
     compile_warmup: bool = Field(
         default=True,
@@ -169,7 +171,27 @@ class Settings(BaseSettings):
         "Planned memory all open /v2 sessions together may hold (503 above).",
     )
 
+    @field_validator("compile_memory_limit_bytes", mode="before")
+    @classmethod
+    def _none_is_no_limit(cls, value: object) -> object:
+        """``PTEFORGE_COMPILE_MEMORY_LIMIT_BYTES=none`` (an environment holds only strings)."""
+        return None if isinstance(value, str) and value.strip().lower() == "none" else value
+
     @property
     def uploads_dir(self) -> Path:
         """Scratch space for request bodies streamed to disk before validation."""
         return self.home / "uploads"
+
+
+def settings_from_environment(command: str) -> Settings:
+    """The settings of ``pteforge COMMAND``: a ``PTEFORGE_`` variable that does not parse ends
+    the command with one line naming the variable, its value and why, not a traceback."""
+    try:
+        return Settings()
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"PTEFORGE_{'_'.join(map(str, error['loc'])).upper()}={error.get('input')!r}: "
+            f"{error['msg']}"
+            for error in exc.errors()
+        )
+        raise SystemExit(f"pteforge {command}: {problems}") from None

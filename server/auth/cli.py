@@ -77,10 +77,10 @@ def _in_project(name: str, *, create: bool = False) -> Iterator[tuple[Transactio
     ``list`` and ``revoke`` one is a wrong PTEFORGE_HOME or ``--project`` (exit 2)."""
     from sqlalchemy.engine import make_url
 
-    from pteforge.server.settings import Settings
+    from pteforge.server.settings import settings_from_environment
     from pteforge.server.startup import database
 
-    settings = Settings()
+    settings = settings_from_environment("tokens")
     print(f"database: {database.shown_database_url(settings)}", file=sys.stderr)
     url = make_url(database.database_url(settings))
     if not create and url.get_backend_name() == "sqlite" and not Path(url.database or "").exists():

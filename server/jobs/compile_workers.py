@@ -40,7 +40,9 @@ def settings_env(settings: Settings) -> dict[str, str]:
     env = dict(os.environ)
     for key, value in settings.model_dump().items():
         name = f"PTEFORGE_{key.upper()}"
-        if value is None:
+        if value is None and Settings.model_fields[key].default is not None:
+            env[name] = "none"  # no limit, where the default is one
+        elif value is None:
             env.pop(name, None)
         else:  # a secret as itself, not its mask
             env[name] = str(value.get_secret_value() if isinstance(value, SecretStr) else value)
