@@ -87,8 +87,10 @@ def serve_command(args: argparse.Namespace) -> int:
     from pteforge.server.app import create_app
     from pteforge.server.http.bounded_httptools import uvicorn_options
     from pteforge.server.settings import settings_from_environment
+    from pteforge.server.startup.database import open_for_command
 
     settings = settings_from_environment("serve")
+    open_for_command(settings, "serve").close()  # migrated, or one line on why not
     if "PTEFORGE_PUBLIC_URL" not in os.environ:
         settings.public_url = public_url(args.host, args.port)
     if args.no_workers:
@@ -151,14 +153,14 @@ def worker_command(args: argparse.Namespace) -> int:
     """Run compile workers in the foreground (migrating the schema first, as serve does)."""
     from pteforge.server.jobs.compile_workers import run_workers
     from pteforge.server.settings import settings_from_environment
-    from pteforge.server.startup.database import open_service_store
+    from pteforge.server.startup.database import open_for_command
 
     settings = settings_from_environment("worker")
     count = settings.compile_workers if args.count is None else args.count
     if count < 1:
         raise SystemExit("pteforge worker: --count must be at least 1")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    open_service_store(settings).close()
+    open_for_command(settings, "worker").close()
     run_workers(settings, count)
     return 0
 
@@ -166,8 +168,8 @@ def worker_command(args: argparse.Namespace) -> int:
 def migrate_command(args: argparse.Namespace) -> int:
     """Apply pending migrations and exit (a deployment runs this once before its replicas)."""
     from pteforge.server.settings import settings_from_environment
-    from pteforge.server.startup.database import open_service_store
+    from pteforge.server.startup.database import open_for_command
 
-    open_service_store(settings_from_environment("migrate")).close()
+    open_for_command(settings_from_environment("migrate"), "migrate").close()
     print("database schema is up to date")
     return 0

@@ -6,7 +6,10 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
+from alembic.util import CommandError
 from sqlalchemy import Engine, text
+
+from pteforge.storage.errors import StorageError
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 # Any constant works; it only has to be the same for every pteforge process.
@@ -34,4 +37,10 @@ def upgrade_to_head(engine: Engine) -> None:
                 text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_MIGRATION_LOCK_KEY}
             )
         config.attributes["connection"] = connection
-        command.upgrade(config, "head")
+        try:
+            command.upgrade(config, "head")
+        except CommandError as exc:  # the database's revision is none of ours
+            raise StorageError(
+                f"{exc}: the schema is from a newer pteforge; run that version (or restore "
+                "the backup taken before its upgrade)"
+            ) from exc

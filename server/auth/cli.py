@@ -85,7 +85,7 @@ def _in_project(name: str, *, create: bool = False) -> Iterator[tuple[Transactio
     url = make_url(database.database_url(settings))
     if not create and url.get_backend_name() == "sqlite" and not Path(url.database or "").exists():
         _refuse(f"no database at {url.database}: {_SAME_DATABASE}")
-    store = database.open_service_store(settings)
+    store = database.open_for_command(settings, "tokens")
     try:
         with store.transaction() as tx:
             project = tx.projects.get_or_create(name) if create else tx.projects.get_by_name(name)

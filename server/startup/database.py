@@ -23,3 +23,16 @@ def open_service_store(settings: Settings, *, migrate: bool = True) -> Store:
     """The store for ``settings``; the server migrates the schema, workers just connect."""
     settings.home.mkdir(parents=True, exist_ok=True)
     return open_store(database_url(settings), migrate=migrate)
+
+
+def open_for_command(settings: Settings, command: str) -> Store:
+    """``open_service_store`` for ``pteforge COMMAND``: a database it cannot open or migrate
+    (unreachable, refused credentials, a schema from a newer pteforge) ends the command with
+    one line naming the database and the reason, not a traceback."""
+    from pteforge.storage.errors import StorageError
+
+    try:
+        return open_service_store(settings)
+    except StorageError as exc:
+        where = shown_database_url(settings)
+        raise SystemExit(f"pteforge {command}: database {where}: {exc}") from None
