@@ -86,18 +86,10 @@ def serve_command(args: argparse.Namespace) -> int:
 
     from pteforge.server.app import create_app
     from pteforge.server.http.bounded_httptools import uvicorn_options
-    from pteforge.server.settings import settings_from_environment
     from pteforge.server.startup.database import open_for_command
 
-    settings = settings_from_environment("serve")
+    settings = serve_settings(args)
     open_for_command(settings, "serve").close()  # migrated, or one line on why not
-    if "PTEFORGE_PUBLIC_URL" not in os.environ:
-        settings.public_url = public_url(args.host, args.port)
-    if args.no_workers:
-        settings.compile_workers = 0
-    settings.grpc_host = args.host
-    if args.grpc_port is not None:
-        settings.grpc_port = args.grpc_port
     print(startup_help(settings), file=sys.stderr, flush=True)
     for stop in (signal.SIGINT, signal.SIGTERM):
         signal.signal(stop, _exit_cleanly)
@@ -109,6 +101,24 @@ def serve_command(args: argparse.Namespace) -> int:
         **uvicorn_options(settings),
     )
     return 0
+
+
+def serve_settings(args: argparse.Namespace) -> Settings:
+    """The environment's settings with ``serve``'s options applied: ``--host`` also for gRPC
+    and the URL the help prints, unless ``PTEFORGE_GRPC_HOST`` or ``PTEFORGE_PUBLIC_URL`` say
+    otherwise."""
+    from pteforge.server.settings import settings_from_environment
+
+    settings = settings_from_environment("serve")
+    if "PTEFORGE_PUBLIC_URL" not in os.environ:
+        settings.public_url = public_url(args.host, args.port)
+    if "PTEFORGE_GRPC_HOST" not in os.environ:
+        settings.grpc_host = args.host
+    if args.no_workers:
+        settings.compile_workers = 0
+    if args.grpc_port is not None:
+        settings.grpc_port = args.grpc_port
+    return settings
 
 
 def _exit_cleanly(signum: int, frame: object) -> None:

@@ -35,7 +35,8 @@ class Settings(BaseSettings):
         "tritonclient.grpc), on the HTTP host; 0 turns it off.",
     )
     grpc_host: str = Field(
-        default="127.0.0.1", description="Address gRPC listens on (serve sets it to --host)."
+        default="127.0.0.1",
+        description="Address gRPC listens on; unset, serve's --host (HTTP's address).",
     )
     max_upload_bytes: int = _positive(2 * 1024**3, "Largest accepted request body (413 above it).")
     max_json_body_bytes: int = _positive(
@@ -150,7 +151,11 @@ class Settings(BaseSettings):
         "Local artifact copies the runtime loads by path; least recently used are "
         "deleted above this (never one used in the last 5 minutes).",
     )
-    runtime_request_timeout_seconds: float = _positive(60.0)
+    runtime_request_timeout_seconds: float = _positive(
+        60.0,
+        "Longest one /v2 or gRPC request may hold a runtime worker; a hung worker is "
+        "killed and replaced after it, and the request answers 503 with Retry-After.",
+    )
     runtime_restart_attempts: int = Field(
         default=6,
         ge=1,

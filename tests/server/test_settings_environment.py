@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pteforge.cli import main
+from pteforge.cli import build_parser, main
+from pteforge.server.cli import serve_settings
 from pteforge.server.jobs.compile_workers import settings_env
 from pteforge.server.settings import Settings
 
@@ -38,3 +39,16 @@ def test_compile_workers_get_no_limit_too(tmp_path: Path, monkeypatch: pytest.Mo
             monkeypatch.setenv(name, value)
     assert Settings().compile_memory_limit_bytes is None
     assert Settings().database_url is None  # an unset setting whose default is None stays unset
+
+
+@pytest.mark.parametrize(("grpc_host", "listens"), [(None, "0.0.0.0"), ("127.0.0.1", "127.0.0.1")])
+def test_grpc_listens_on_its_setting_else_on_serves_host(
+    grpc_host: str | None, listens: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """serve overwrote PTEFORGE_GRPC_HOST with --host, so the documented setting did nothing."""
+    monkeypatch.setenv("PTEFORGE_HOME", str(tmp_path))
+    if grpc_host:
+        monkeypatch.setenv("PTEFORGE_GRPC_HOST", grpc_host)
+    args = build_parser().parse_args(["serve", "--host", "0.0.0.0", "--no-workers"])
+    settings = serve_settings(args)
+    assert (settings.grpc_host, settings.compile_workers) == (listens, 0)
