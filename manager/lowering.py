@@ -41,6 +41,10 @@ BackendRequest: TypeAlias = Partitioner | DelegationSpec | Mapping[str, MethodTa
 
 # What XNNPACK-style preprocess errors say: "For <node>, call_function:<op> is not supported"
 _NODE_IN_MESSAGE = re.compile(r"For (?P<node>[\w.]+), \w+:(?P<op>[\w.]+)")
+_OPENVINO_NODE = re.compile(r"(?:operation |friendly_name ')(?P<node>\w+)/(?P<op>\w+\.\w+\.\w+)")
+"""OpenVINO's frontend names a node it cannot convert by the FX node's name and target:
+``conversion of operation aten_avg_pool2d_default/aten.avg_pool2d.default`` or
+``friendly_name 'aten_avg_pool2d_default/aten.avg_pool2d.default/AvgPool'``."""
 _BACKEND_NOT_FOUND = re.compile(r"Backend (?P<backend>\S+) was not found")
 _MAX_CAUSES = 4
 """The most errors of a ``__cause__`` chain a lowering error's detail quotes."""
@@ -186,7 +190,7 @@ class LoweringJob:
 
     def _from_message(self, detail: str) -> LoweringError:
         """Fallback when no support check applies: read the node from upstream's message."""
-        found = _NODE_IN_MESSAGE.search(detail)
+        found = _NODE_IN_MESSAGE.search(detail) or _OPENVINO_NODE.search(detail)
         if found is None:
             return self._at_node(None, None, detail)
         return self._at_node(found["node"], found["op"], detail)
