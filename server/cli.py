@@ -90,6 +90,7 @@ def serve_command(args: argparse.Namespace) -> int:
 
     settings = serve_settings(args)
     open_for_command(settings, "serve").close()  # migrated, or one line on why not
+    _check_ports(settings)
     print(startup_help(settings), file=sys.stderr, flush=True)
     for stop in (signal.SIGINT, signal.SIGTERM):
         signal.signal(stop, _exit_cleanly)
@@ -119,6 +120,18 @@ def serve_settings(args: argparse.Namespace) -> Settings:
     if args.grpc_port is not None:
         settings.grpc_port = args.grpc_port
     return settings
+
+
+def _check_ports(settings: Settings) -> None:
+    """A taken gRPC port ends ``serve`` with one line before anything starts (in the
+    lifespan, uvicorn printed the same error inside a traceback)."""
+    from pteforge.server.grpc_api.server import GrpcPortError, check_grpc_port
+
+    if settings.grpc_port:
+        try:
+            check_grpc_port(settings.grpc_host, settings.grpc_port)
+        except GrpcPortError as exc:
+            raise SystemExit(f"pteforge serve: {exc}") from None
 
 
 def _exit_cleanly(signum: int, frame: object) -> None:

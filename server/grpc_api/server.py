@@ -3,6 +3,8 @@ event loop as uvicorn)."""
 
 from __future__ import annotations
 
+import socket
+
 import grpc
 from tritonclient.grpc import service_pb2_grpc as rpc
 
@@ -31,13 +33,33 @@ async def start_grpc_server(
         ]
     )
     rpc.add_GRPCInferenceServiceServicer_to_server(InferenceService(current), server)
-    address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     try:
-        server.add_insecure_port(address)
+        server.add_insecure_port(_address(host, port))
     except RuntimeError:
-        raise GrpcPortError(
-            f"cannot listen for gRPC on {address}: the port is in use (or not allowed); pass "
-            "--grpc-port PORT (or set PTEFORGE_GRPC_PORT), or --grpc-port 0 to turn gRPC off"
-        ) from None
+        raise _port_error(host, port) from None
     await server.start()
     return server
+
+
+def check_grpc_port(host: str, port: int) -> None:
+    """``GrpcPortError`` now if ``host:port`` cannot be bound, so ``serve`` says so in one
+    line before it starts anything (the lifespan's own bind stays the final word)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as grpc does
+        try:
+            probe.bind((host, port))
+        except OSError:
+            raise _port_error(host, port) from None
+
+
+def _address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _port_error(host: str, port: int) -> GrpcPortError:
+    return GrpcPortError(
+        f"cannot listen for gRPC on {_address(host, port)}: the port is in use (or not "
+        "allowed); pass --grpc-port PORT (or set PTEFORGE_GRPC_PORT), or --grpc-port 0 to "
+        "turn gRPC off"
+    )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import tracemalloc
+from pathlib import Path
 
 import grpc
 import numpy as np
@@ -14,6 +15,7 @@ import pytest
 from tritonclient.grpc import service_pb2 as pb
 from tritonclient.grpc import service_pb2_grpc as rpc
 
+from pteforge.cli import main
 from pteforge.runtime import InvalidInputError, WorkerTimeoutError
 from pteforge.runtime.errors import SessionLimitError
 from pteforge.runtime.metadata import MethodSignature, TensorSpec
@@ -101,6 +103,22 @@ def test_a_taken_port_fails_startup_naming_it() -> None:
         port = taken.getsockname()[1]
         with pytest.raises(GrpcPortError, match=f"127.0.0.1:{port}.*--grpc-port 0"):
             asyncio.run(start_grpc_server(lambda: None, "127.0.0.1", port, 1 << 20))
+
+
+def test_serve_refuses_a_taken_port_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two replicas on one host both took the default 8001: the second printed the error
+    inside uvicorn's 'Application startup failed' traceback, after starting its runtime pool."""
+    monkeypatch.setenv("PTEFORGE_HOME", str(tmp_path))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(
+            SystemExit, match=f"^pteforge serve: cannot listen for gRPC on 127.0.0.1:{port}"
+        ):
+            main(["serve", "--port", "0", "--grpc-port", str(port), "--no-workers"])
 
 
 @pytest.mark.parametrize("declared", [(2_000_002,), (2,)])
