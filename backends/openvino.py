@@ -10,8 +10,11 @@ Two limits of upstream (executorch 1.5.1) the entry states rather than hides:
 
 - No precision hint: ``preprocess`` hands OpenVINO only ``device`` (each value as a string,
   while OpenVINO's ``config`` must be a dict) and the runtime imports the blob with no
-  properties, so OpenVINO's own default decides: fp32 where the CPU has no bf16, but bf16 on
-  CPUs with AVX512_BF16 or AMX, where an fp32 method may miss a tight fp32 tolerance.
+  properties, so OpenVINO's own default decides: bf16 on CPUs with AVX512_BF16 or AMX (an
+  MLP 2e-3 off eager). pteforge's processes therefore cap oneDNN below bf16
+  (:data:`~pteforge.children.limits.FP32_CPU_ENV`, in every child's environment and set by
+  the command line), which makes fp32 OpenVINO's default: fp32 methods stay fp32. A process
+  of one's own that runs such a ``.pte`` needs the same variable before OpenVINO loads.
 - No int8: a pt2e int8 graph (upstream's NNCF ``OpenVINOQuantizer`` included) lowers, but
   its runtime outputs differ from the quantized reference by 15-23% on a two-layer MLP,
   so partitions holding quantize/dequantize operators are refused
@@ -52,9 +55,10 @@ class OpenvinoEntry(PartitionerEntry[OpenvinoOptions]):
         "OpenvinoPartitioner: compiles supported fp32 operators with OpenVINO for a device "
         "(CPU by default); the runtime runs them through the openvino package. OpenVINO "
         "picks the inference precision itself: upstream passes no precision hint (neither "
-        "its preprocess nor its runtime reads one), so on CPUs with bf16 (AVX512_BF16, AMX) "
-        "fp32 methods may run in bf16. Int8 recipes are refused: OpenvinoBackend's int8 "
-        "outputs do not match the quantized reference."
+        "its preprocess nor its runtime reads one), so pteforge's processes keep oneDNN "
+        "from bf16 (ONEDNN_MAX_CPU_ISA) and fp32 methods run in fp32 on CPUs with bf16 "
+        "(AVX512_BF16, AMX) too. Int8 recipes are refused: OpenvinoBackend's int8 outputs "
+        "do not match the quantized reference."
     )
 
     def build_partitioner(self, options: OpenvinoOptions) -> Partitioner:

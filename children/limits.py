@@ -51,9 +51,18 @@ def reset_memory_peak() -> bool:
     return True
 
 
+FP32_CPU_ENV = {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE_VNNI"}
+"""oneDNN may not use bf16 instructions (AVX512_BF16, AMX), so OpenVINO's CPU plugin runs
+fp32 methods in fp32: upstream's runtime imports a compiled OpenVINO method with no
+properties (a precision hint given at compile time is lost), and on a CPU with bf16 the
+plugin then picks bf16 (an MLP 2e-3 off eager). XNNPACK and the portable kernels do not use
+oneDNN. Every process that runs such a method starts with it: sandboxed children, and the
+command line (``setdefault``: an operator's own value stands)."""
+
 _PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH")
 _CHILD_ENV = {
     **WEIGHTS_ONLY_ENV,
+    **FP32_CPU_ENV,
     "MALLOC_ARENA_MAX": "2",
     "OMP_NUM_THREADS": "1",
     "PYTHONDONTWRITEBYTECODE": "1",

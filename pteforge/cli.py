@@ -114,8 +114,11 @@ def command_name() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code."""
+    from pteforge.children.limits import FP32_CPU_ENV
     from pteforge.quiet import quiet_third_party
 
+    for name, value in FP32_CPU_ENV.items():  # before any OpenVINO plugin reads the CPU
+        os.environ.setdefault(name, value)
     quiet_third_party()
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
 
+from pteforge.children.limits import FP32_CPU_ENV
 from tests import tiers
 from tests.server.service import ServiceProcess, running_service
 
@@ -91,6 +93,8 @@ def _share_the_inference_protos() -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     _share_the_inference_protos()
+    for name, value in FP32_CPU_ENV.items():  # in-process OpenVINO runs as pteforge's do
+        os.environ.setdefault(name, value)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -18,6 +18,7 @@ import torch
 from pteforge.backends import BackendCatalog, default_catalog
 from pteforge.backends.openvino import openvino_compile_specs
 from pteforge.backends.options import OpenvinoOptions
+from pteforge.children.limits import FP32_CPU_ENV, child_env
 from pteforge.manager import CompiledProgram, LoweringError, compile_programs, verify_numerics
 from pteforge.manager.errors import PlanError
 from tests.backends.harness import delegated_backends, run_pte, tiny_mlp
@@ -53,6 +54,42 @@ def test_openvino_executes_here_and_says_what_precision_it_runs() -> None:
     entry = default_catalog().get("openvino")
     assert entry.can_execute() is True
     assert "bf16" in entry.description and "precision hint" in entry.description
+
+
+# What upstream's runtime does with a compiled method: import the exported blob, no properties.
+_IMPORTED_ERROR = """
+import numpy as np, openvino as ov, openvino.opset13 as ops
+rng = np.random.default_rng(0)
+x, w1, w2 = (rng.standard_normal(s).astype(np.float32) for s in ((8, 64), (64, 64), (64, 64)))
+p = ops.parameter([8, 64], np.float32)
+hidden = ops.relu(ops.matmul(p, ops.constant(w1), False, False))
+out = ops.matmul(hidden, ops.constant(w2), False, False)
+core = ov.Core()
+compiled = core.compile_model(ov.Model([out], [p]), "CPU")
+imported = core.import_model(compiled.export_model(), "CPU")
+print(float(np.abs(imported([x])[0] - np.maximum(x @ w1, 0) @ w2).max()))
+"""
+
+
+def _imported_error(env: dict[str, str]) -> float:
+    done = subprocess.run(
+        [sys.executable, "-c", _IMPORTED_ERROR], env=env, capture_output=True, text=True,
+        timeout=300, check=True,
+    )  # fmt: skip
+    return float(done.stdout.strip().splitlines()[-1])
+
+
+def test_pteforge_processes_run_fp32_methods_in_fp32_on_cpus_with_bf16() -> None:
+    """Issue 19: fp32 plans stay fp32 where the CPU offers bf16. The precision hint cannot
+    travel (the runtime imports with no properties), so children and the command line cap
+    oneDNN below bf16 (``FP32_CPU_ENV``); without the cap such a CPU runs the MLP in bf16."""
+    env = child_env()
+    assert env.items() >= FP32_CPU_ENV.items()
+    assert _imported_error(env) < 1e-5
+    flags = set(Path("/proc/cpuinfo").read_text().split())
+    if flags & {"avx512_bf16", "amx_bf16"}:
+        uncapped = {name: value for name, value in env.items() if name not in FP32_CPU_ENV}
+        assert _imported_error(uncapped) > 1e-4
 
 
 def test_whole_graph_openvino_delegate_matches_eager(catalog: BackendCatalog) -> None:
