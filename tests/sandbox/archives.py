@@ -9,7 +9,9 @@ from __future__ import annotations
 import io
 import json
 import pickle
+import struct
 import zipfile
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -255,3 +257,19 @@ def dynamic_program() -> torch.export.ExportedProgram:
         (torch.randn(4, 3), torch.randn(5, 3)),
         dynamic_shapes=({0: batch}, {0: other}),
     )
+
+
+def many_entries(dst: Path, count: int) -> Path:
+    """A zip whose central directory lists ``count`` empty entries ``a/x`` (49 bytes each,
+    all at one local header) and whose end record declares one: what costs a parser that
+    builds every entry before it counts them."""
+    name, crc = b"a/x", zlib.crc32(b"")
+    local = struct.pack("<4s5H3L2H", b"PK\x03\x04", 20, 0, 0, 0, 0, crc, 0, 0, len(name), 0)
+    entry = struct.pack(
+        "<4s6H3L5H2L", b"PK\x01\x02", 20, 20, 0, 0, 0, 0, crc, 0, 0, len(name), 0, 0, 0, 0, 0, 0
+    )
+    directory = (entry + name) * count
+    start = len(local) + len(name)
+    end = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, 1, 1, len(directory), start, 0)
+    dst.write_bytes(local + name + directory + end)
+    return dst

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from pteforge.server.sandbox import (
     validate_pt2_archive,
 )
 from pteforge.server.sandbox.isolation import Isolation
+from pteforge.server.sandbox.pt2_validator import check_pt2_container
 
 from . import archives as A
 from .conftest import ValidArchives
@@ -170,6 +172,22 @@ def test_entry_count_limit(valid_archives: ValidArchives) -> None:
     with pytest.raises(UnsafeArchiveError) as info:
         validate_pt2_archive(valid_archives.single, ArchiveLimits(max_entries=5))
     assert info.value.reason == "too_many_entries"
+
+
+def test_entries_are_counted_before_any_is_built(tmp_path: Path) -> None:
+    """A directory of 200,000 tiny entries (whose end record says 1) is refused before a
+    ``ZipInfo`` is made of each: ``zipfile.ZipFile`` took ~90 MiB (and seconds) for it in
+    the server process, ~20 GiB for the 2 GiB an upload may be."""
+    path = A.many_entries(tmp_path / "many.pt2", 200_000)
+    tracemalloc.start()
+    try:
+        with pytest.raises(UnsafeArchiveError) as info:
+            check_pt2_container(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert info.value.reason == "too_many_entries"
+    assert peak < 8 * 1024**2, peak
 
 
 TRICKY_NAMES = ["single/../../etc/cron.d/x", "/etc/passwd", "single/data\\..\\x", "other/m.json"]
