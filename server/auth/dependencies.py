@@ -76,6 +76,19 @@ def resolve_token(store: Store, plaintext: str) -> Principal:
     return Principal(project_id=project.id, token_id=token.id)
 
 
+def token_is_live(store: Store, authorization: str | None) -> bool:
+    """Whether the bearer token of an ``Authorization`` header that was accepted earlier
+    still resolves (not revoked, its project still there): asked again by long streams."""
+    scheme, token = get_authorization_scheme_param(authorization)
+    if not token or scheme.lower() != "bearer":
+        return False
+    try:
+        resolve_token(store, token)
+    except UnauthorizedError:
+        return False
+    return True
+
+
 async def require_principal(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],

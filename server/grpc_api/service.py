@@ -171,9 +171,13 @@ class InferenceService(rpc.GRPCInferenceServiceServicer):
         self, requests: AsyncIterator[Any], context: Any
     ) -> AsyncIterator[Any]:
         """Each request's response (or ``error_message``), in order; a sequence's steps
-        arrive one after another on the stream, so a decode loop keeps its state."""
-        state, principal = await self._answer(context, lambda: self._caller(context))
+        arrive one after another on the stream, so a decode loop keeps its state.
+
+        The token is checked again at each request (a cache hit within the token TTL), so
+        a revoked token ends its open streams with UNAUTHENTICATED, as it does new calls."""
+        await self._answer(context, lambda: self._caller(context))
         async for request in requests:
+            state, principal = await self._answer(context, lambda: self._caller(context))
             try:
                 response = await infer(state, principal, request)
             except Exception as exc:

@@ -10,7 +10,7 @@ from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from pteforge.contracts.jobs import ProfileReport
-from pteforge.server.auth.dependencies import CurrentPrincipal
+from pteforge.server.auth.dependencies import CurrentPrincipal, token_is_live
 from pteforge.server.common.services import ServicesDep
 from pteforge.server.http.bodies import CappedJsonRoute
 from pteforge.server.http.listing import DEFAULT_LIMIT, LimitQuery
@@ -111,8 +111,17 @@ def job_events(
     """Every change since the job was queued (or since ``Last-Event-ID``), in order, each
     with the job as it was then; then ``end``."""
     service.get_job(services, principal.project_id, job_id)  # 404 before the stream starts
+    authorization = request.headers.get("authorization")
+    stream = job_event_stream(
+        services,
+        principal.project_id,
+        job_id,
+        request,
+        last_event_id,
+        authorized=lambda: token_is_live(services.store, authorization),
+    )
     return StreamingResponse(
-        job_event_stream(services, principal.project_id, job_id, request, last_event_id),
+        stream,
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
