@@ -85,7 +85,7 @@ def serve_command(args: argparse.Namespace) -> int:
     import uvicorn
 
     from pteforge.server.app import create_app
-    from pteforge.server.http.bounded_httptools import uvicorn_options
+    from pteforge.server.http.bounded_httptools import DrainingServer, uvicorn_options
     from pteforge.server.startup.database import open_for_command
 
     settings = serve_settings(args)
@@ -94,14 +94,13 @@ def serve_command(args: argparse.Namespace) -> int:
     print(startup_help(settings), file=sys.stderr, flush=True)
     for stop in (signal.SIGINT, signal.SIGTERM):
         signal.signal(stop, _exit_cleanly)
-    uvicorn.run(
-        create_app(settings),
-        host=args.host,
-        port=args.port,
-        log_level="info",
-        **uvicorn_options(settings),
+    app = create_app(settings)
+    config = uvicorn.Config(
+        app, host=args.host, port=args.port, log_level="info", **uvicorn_options(settings)
     )
-    return 0
+    server = DrainingServer(config, app)
+    server.run()
+    return 0 if server.started else 3  # what uvicorn.run exits with when startup failed
 
 
 def serve_settings(args: argparse.Namespace) -> Settings:

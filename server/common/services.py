@@ -38,6 +38,9 @@ class Services:
     model_changed: Callable[[str, str, int], None] = field(default=lambda *_: None)
     # What this host gives upload-handling children (probed at startup); None: not probed.
     host: HostOut | None = None
+    # Set when the server starts to stop (SIGTERM): job event streams, which would hold it
+    # until their jobs end, close, and their clients resume elsewhere with Last-Event-ID.
+    draining: threading.Event = field(default_factory=threading.Event)
     _catalog_json: bytes | None = field(default=None, init=False, repr=False)
     _describing: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 

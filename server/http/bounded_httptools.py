@@ -9,6 +9,7 @@ server exposed to the network.
   one that sent nothing is closed quietly. A request being handled is never cut.
 - Idle keep-alive connections close after uvicorn's ``timeout_keep_alive``.
 - The access log leaves out query strings (:class:`QueryStringHidden`).
+- A stop ends job event streams first (:class:`DrainingServer`), so they do not hold it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ import logging
 from asyncio import TimerHandle
 from typing import Any
 
-from uvicorn.config import LOGGING_CONFIG
+from starlette.types import ASGIApp
+from uvicorn import Server
+from uvicorn.config import LOGGING_CONFIG, Config
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from pteforge.server.settings import Settings
@@ -119,6 +122,22 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
         "timeout_keep_alive": settings.http_keep_alive_seconds,
         "log_config": _log_config(),
     }
+
+
+class DrainingServer(Server):
+    """uvicorn's server that, on SIGTERM or Ctrl-C, also sets the app's
+    ``services.draining`` before its graceful shutdown: otherwise a client following a job's
+    event stream held the server until that job ended (a queued one: forever)."""
+
+    def __init__(self, config: Config, app: ASGIApp) -> None:
+        super().__init__(config)
+        self._app = app
+
+    def handle_exit(self, sig: int, frame: Any) -> None:
+        services = getattr(getattr(self._app, "state", None), "services", None)
+        if services is not None:  # None: the lifespan has not built them yet
+            services.draining.set()
+        super().handle_exit(sig, frame)
 
 
 class QueryStringHidden(logging.Filter):
