@@ -22,7 +22,8 @@ class Settings(BaseSettings):
 
     home: Path = Field(
         default_factory=lambda: Path.home() / ".pteforge",
-        description="Where the embedded SQLite database, blobs and temporary uploads live.",
+        description="The embedded SQLite database (pteforge.db, with every program and "
+        "artifact), then this machine's caches and uploads in progress.",
     )
     database_url: str | None = Field(
         default=None, description="SQLAlchemy URL replacing the embedded SQLite default."
