@@ -177,6 +177,12 @@ class Settings(BaseSettings):
         "Planned memory all open /v2 sessions together may hold (503 above).",
     )
 
+    @field_validator("metrics_token", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        """``PTEFORGE_METRICS_TOKEN=`` (compose passes an unset one so) means no token."""
+        return None if value == "" else value
+
     @field_validator("compile_memory_limit_bytes", mode="before")
     @classmethod
     def _none_is_no_limit(cls, value: object) -> object:

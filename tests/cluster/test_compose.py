@@ -28,10 +28,11 @@ def _compose_command() -> list[str]:
     pytest.skip("docker compose is not installed here")
 
 
-def _config(password: str | None) -> subprocess.CompletedProcess[str]:
+def _config(password: str | None, **more: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "PTEFORGE_DB_PASSWORD"}
     if password is not None:
         env["PTEFORGE_DB_PASSWORD"] = password
+    env.update(more)
     command = [*_compose_command(), "-f", str(COMPOSE), "config"]
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
 
@@ -45,6 +46,14 @@ def test_compose_needs_a_password_and_has_every_role() -> None:
         assert f"\n  {role}" in done.stdout
     assert "--no-workers" in done.stdout and "service_completed_successfully" in done.stdout
     assert "not-a-default@db:5432" in done.stdout
+
+
+def test_the_replicas_get_the_metrics_token() -> None:
+    """deployment.md says to set PTEFORGE_METRICS_TOKEN; compose passed it to no replica, so
+    /metrics stayed open behind the published load balancer port."""
+    done = _config("not-a-default", PTEFORGE_METRICS_TOKEN="scrape-7f3a")
+    assert done.returncode == 0, done.stderr
+    assert "PTEFORGE_METRICS_TOKEN: scrape-7f3a" in done.stdout
 
 
 def test_the_load_balancer_configuration_is_valid() -> None:

@@ -52,3 +52,9 @@ def test_grpc_listens_on_its_setting_else_on_serves_host(
     args = build_parser().parse_args(["serve", "--host", "0.0.0.0", "--no-workers"])
     settings = serve_settings(args)
     assert (settings.grpc_host, settings.compile_workers) == (listens, 0)
+
+
+def test_an_empty_metrics_token_is_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An empty token made /metrics answer 'Authorization: Bearer' with nothing after it."""
+    monkeypatch.setenv("PTEFORGE_METRICS_TOKEN", "")
+    assert Settings().metrics_token is None
