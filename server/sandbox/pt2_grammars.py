@@ -28,13 +28,19 @@ _LITERAL = re.compile(r"[^'\"\\\x00-\x1f\x7f]{0,4096}\Z")
 _NODE_KEYS = frozenset({"type", "context", "children_spec"})
 PRIMITIVES: dict[str, type | tuple[type, ...]] = {"int": int, "float": (int, float), "bool": bool}
 _INT64 = range(-(1 << 63), 1 << 63)
+NON_FINITE_FLOATS = frozenset({"Infinity", "-Infinity", "NaN"})
+"""How torch's serializer writes a non-finite float (JSON has none): ``masked_fill`` with
+``-inf``, as attention with a padding mask exports, has ``"as_float": "-Infinity"``."""
 
 
 def primitive(type_name: str, value: Any) -> str:
     """What is wrong with ``value`` as a schema ``int``, ``float`` or ``bool`` ("" if nothing).
+    A float may be one of :data:`NON_FINITE_FLOATS`, as torch writes them.
     torch's ints are C++ ``int64_t`` (sizes, strides, a dynamic dimension's range), and it
     never writes a larger one: a range bound past 64 bits failed the compile child's memory
     planning as an internal error, so it is refused here, at the upload."""
+    if type_name == "float" and isinstance(value, str) and value in NON_FINITE_FLOATS:
+        return ""
     wanted = PRIMITIVES[type_name]
     if not isinstance(value, wanted) or (type(value) is bool and type_name != "bool"):
         return f"expected {type_name}"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -111,3 +113,22 @@ def test_loaded_programs_match_eager(valid_archives: ValidArchives) -> None:
     for name, ep in programs.items():
         inputs = source.inputs[name]
         torch.testing.assert_close(ep.module()(*inputs), source.eager[name](*inputs))
+
+
+class _MaskedScores(torch.nn.Module):
+    """What attention with a padding mask exports (``nn.MultiheadAttention``'s
+    ``key_padding_mask``, DETR): ``masked_fill`` with ``-inf``, which torch writes as the
+    string ``"-Infinity"`` (``"Infinity"``, ``"NaN"`` likewise) where a float belongs."""
+
+    def forward(self, scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        low = scores.masked_fill(mask, float("-inf")).softmax(-1)
+        return low.masked_fill(mask, float("nan")).clamp(max=float("inf"))
+
+
+def test_non_finite_float_arguments_are_accepted(tmp_path: Path) -> None:
+    inputs = (torch.randn(1, 3), torch.tensor([[False, False, True]]))
+    torch.export.save(torch.export.export(_MaskedScores(), inputs), tmp_path / "masked.pt2")
+    [method] = validate_pt2_archive(tmp_path / "masked.pt2").methods
+    assert [t.dtype for t in method.inputs] == ["float32", "bool"]
+    loaded = load_validated_programs(tmp_path / "masked.pt2")["model"]
+    torch.testing.assert_close(loaded.module()(*inputs), _MaskedScores()(*inputs), equal_nan=True)
