@@ -4,6 +4,9 @@ ExecuTorch's Python bindings raise ``RuntimeError`` with the bare code
 (``method->execute() failed with error 0x12``, ``Failed to load program, error: 0x:23``);
 the names are those of ``enum class Error`` in ``executorch/runtime/core/error.h``
 (installed under ``executorch/include``), which the bindings do not expose.
+``failure_message`` adds what the native runtime logged (``ET_LOG`` lines such as
+``[XNNExecutor.cpp:169] Internal Error: ...``), for the runtime's answers and the manager's
+numerics check alike.
 """
 
 from __future__ import annotations
@@ -35,6 +38,13 @@ ERROR_NAMES: dict[int, str] = {
 }
 """ExecuTorch ``Error`` values by code (``runtime/core/error.h``)."""
 
+MAX_LOG_CHARS = 2000
+"""The most characters of native log one error message carries."""
+
+# ANSI escape sequences (CSI and two-character ones), then any other control character.
+_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|[@-Z\\-_])")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
 # "error 0x12", "error: 0x:23", "error 0x12" at the end of a sentence; never a longer hex.
 _CODE = re.compile(r"\b(error:? )0x:?([0-9a-fA-F]{1,2})\b")
 
@@ -53,3 +63,33 @@ def name_error_codes(message: str) -> str:
         return f"{match.group(1)}0x{code:02x} ({error_name(code)})"
 
     return _CODE.sub(named, message)
+
+
+def clean_lines(text: str) -> list[str]:
+    """The non-blank lines of ``text`` without ANSI escapes or control characters."""
+    lines = (_CONTROL.sub("", _ANSI.sub("", line)).strip() for line in text.splitlines())
+    return [line for line in lines if line]
+
+
+def bounded(lines: list[str], limit: int = MAX_LOG_CHARS) -> str:
+    """``lines`` joined by newlines, cut to ``limit`` characters (saying how many went)."""
+    text = "\n".join(lines)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text) - limit} more characters)"
+
+
+LOG_HEADER = "\nruntime log:\n"
+"""What separates a message from the native log lines it carries."""
+
+
+def log_suffix(log: str) -> str:
+    """``LOG_HEADER`` and the lines of ``log`` (cleaned and bounded); empty if it has none."""
+    lines = clean_lines(log)
+    return f"{LOG_HEADER}{bounded(lines)}" if lines else ""
+
+
+def failure_message(message: str, log: str) -> str:
+    """A failed request's message: ``message`` with its ExecuTorch error codes named, then
+    the native runtime's own log lines of that request (cleaned and bounded), if any."""
+    return name_error_codes(message) + log_suffix(log)

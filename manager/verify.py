@@ -44,9 +44,10 @@ from torch.export import ExportedProgram
 from torch.export.graph_signature import ConstantArgument, InputKind
 from torch.utils import _pytree as pytree
 
-from pteforge.contracts.et_errors import name_error_codes
+from pteforge.contracts.et_errors import failure_message
 from pteforge.contracts.plan import TargetSpec, VerifySpec
 from pteforge.manager.compiler import CompiledProgram
+from pteforge.quiet import keeping_native_lines
 
 _SEED = 0
 _TINY = torch.finfo(torch.float32).tiny
@@ -219,18 +220,20 @@ def verify_method(
     if missing:
         reason = f"delegated to {', '.join(missing)}, which this host's runtime cannot execute"
         return {**record, "status": "not_executable", "message": reason}
+    log: list[str] = []  # what the native runtime logged while the method ran
     try:
         flat, source = method_inputs(program)
         record["inputs"] = source
         reference = reference_outputs(program, flat)
-        actual = runtime_outputs(compiled.pte, method, flat)
+        with keeping_native_lines() as log:
+            actual = runtime_outputs(compiled.pte, method, flat)
         names = [spec.name for spec in compiled.methods[method].outputs]
         record["outputs"] = _compare(names, actual, reference, metric, limit)
         if cases is not None:
             cases[method] = (flat, reference)
     except Exception as exc:  # any failure to run is reported on the artifact, not raised
-        message = " ".join(f"{type(exc).__name__}: {name_error_codes(str(exc))}".split())[:1000]
-        return {**record, "status": "error", "message": message}
+        message = " ".join(f"{type(exc).__name__}: {exc}".split())[:1000]
+        return {**record, "status": "error", "message": failure_message(message, "".join(log))}
     passed = all(output["within_tolerance"] for output in record["outputs"])
     return {**record, "status": "passed" if passed else "over_tolerance"}
 

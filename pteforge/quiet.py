@@ -10,13 +10,14 @@ started interpreters (fork servers, ``pteforge`` itself) call :func:`quiet_third
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import re
 import sys
 import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stderr
 
 _NOISY_LOGGERS = {
     "torchao": logging.ERROR,  # "Failed to load .../_C_mxfp8...so" on every CPU-only import
@@ -73,9 +74,8 @@ OPENVINO_IMPORT_NOTICE = re.compile(rb"^I tokenizers:regex\.cpp:\d+\] Registerin
 
 
 @contextmanager
-def dropping_native_lines(pattern: re.Pattern[bytes]) -> Iterator[None]:
-    """Run the body with file descriptor 2 captured, then write back every line it got but
-    those ``pattern`` matches: native libraries log to fd 2 directly, past ``sys.stderr``."""
+def _fd2_captured(lines: list[bytes]) -> Iterator[None]:
+    """Run the body with file descriptor 2 captured; ``lines`` then holds what it got."""
     sys.stderr.flush()
     captured = os.memfd_create("pteforge-native-log", os.MFD_CLOEXEC)
     saved = os.dup(2)
@@ -86,13 +86,45 @@ def dropping_native_lines(pattern: re.Pattern[bytes]) -> Iterator[None]:
         finally:
             sys.stderr.flush()
             os.dup2(saved, 2)
-            lines = os.pread(captured, os.fstat(captured).st_size, 0).splitlines(keepends=True)
-            kept = b"".join(line for line in lines if not pattern.match(line))
-            if kept:
-                os.write(2, kept)
+            lines += os.pread(captured, os.fstat(captured).st_size, 0).splitlines(keepends=True)
     finally:
         os.close(saved)
         os.close(captured)
+
+
+@contextmanager
+def dropping_native_lines(pattern: re.Pattern[bytes]) -> Iterator[None]:
+    """Run the body with file descriptor 2 captured, then write back every line it got but
+    those ``pattern`` matches: native libraries log to fd 2 directly, past ``sys.stderr``."""
+    lines: list[bytes] = []
+    try:
+        with _fd2_captured(lines):
+            yield
+    finally:
+        kept = b"".join(line for line in lines if not pattern.match(line))
+        if kept:
+            os.write(2, kept)
+
+
+@contextmanager
+def keeping_native_lines() -> Iterator[list[str]]:
+    """Run the body with file descriptor 2 and ``sys.stderr`` captured (ExecuTorch's
+    bindings log through ``sys.stderr`` when it is not fd 2, under pytest say) and yield a
+    list that, once the body ends (raising or not), holds what was logged there, the thread
+    pool's CPU probe left out; everything is written back too."""
+    lines: list[bytes] = []
+    text: list[str] = []
+    python = io.StringIO()
+    try:
+        with _fd2_captured(lines), redirect_stderr(python):
+            yield text
+    finally:
+        if lines:
+            os.write(2, b"".join(lines))
+        sys.stderr.write(python.getvalue())
+        lines += python.getvalue().encode().splitlines(keepends=True)
+        kept = (line for line in lines if not _THREADPOOL_PROBE.match(line))
+        text += [line.decode(errors="replace") for line in kept]
 
 
 def start_native_threadpool() -> None:

@@ -13,24 +13,23 @@ worker wrote just before it died, the pool forwards when it removes the worker
 from __future__ import annotations
 
 import os
-import re
 import sys
 from pathlib import Path
 
-from pteforge.contracts.et_errors import name_error_codes
-
-MAX_LOG_CHARS = 2000
-"""The most characters of native log one error message carries."""
+from pteforge.contracts.et_errors import (
+    LOG_HEADER,
+    MAX_LOG_CHARS,
+    bounded,
+    clean_lines,
+    failure_message,
+    log_suffix,
+)
 
 LOG_FILE = "native.log"
 """The name of the captured stderr in a worker's scratch directory."""
 
 MAX_LEFTOVER_BYTES = 64 * 1024
 """The most bytes of a dead worker's last log that are forwarded (its tail)."""
-
-# ANSI escape sequences (CSI and two-character ones), then any other control character.
-_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|[@-Z\\-_])")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 class NativeLog:
@@ -86,31 +85,14 @@ def _write_all(fd: int, data: bytes) -> None:
         pass  # the server's stderr is gone: the request's answer still carries the lines
 
 
-def clean_lines(text: str) -> list[str]:
-    """The non-blank lines of ``text`` without ANSI escapes or control characters."""
-    lines = (_CONTROL.sub("", _ANSI.sub("", line)).strip() for line in text.splitlines())
-    return [line for line in lines if line]
-
-
-def bounded(lines: list[str], limit: int = MAX_LOG_CHARS) -> str:
-    """``lines`` joined by newlines, cut to ``limit`` characters (saying how many went)."""
-    text = "\n".join(lines)
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}... ({len(text) - limit} more characters)"
-
-
-LOG_HEADER = "\nruntime log:\n"
-"""What separates a message from the native log lines it carries."""
-
-
-def log_suffix(log: str) -> str:
-    """``LOG_HEADER`` and the lines of ``log`` (cleaned and bounded); empty if it has none."""
-    lines = clean_lines(log)
-    return f"{LOG_HEADER}{bounded(lines)}" if lines else ""
-
-
-def failure_message(message: str, log: str) -> str:
-    """A failed request's message: ``message`` with its ExecuTorch error codes named, then
-    the native runtime's own log lines of that request (cleaned and bounded), if any."""
-    return name_error_codes(message) + log_suffix(log)
+__all__ = [  # the message helpers live in contracts.et_errors, where the manager reads them
+    "LOG_FILE",
+    "LOG_HEADER",
+    "MAX_LOG_CHARS",
+    "NativeLog",
+    "bounded",
+    "clean_lines",
+    "failure_message",
+    "leftover",
+    "log_suffix",
+]

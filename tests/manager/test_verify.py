@@ -136,3 +136,17 @@ def test_a_pte_that_does_not_run_is_an_error(seq2seq: MultiMethod, mixed: Compil
     assert all(r["status"] == "error" and r["message"] for r in numerics["methods"].values())
     named = "error: 0x12 (InvalidArgument)"  # the code and its name
     assert all(named in r["message"] for r in numerics["methods"].values())
+
+
+def test_a_method_that_fails_in_a_delegate_says_what_the_runtime_logged(
+    catalog: BackendCatalog,
+) -> None:
+    """EfficientNet's stem (asymmetric zero padding, then a stride-2 convolution) lowers to
+    XNNPACK int8 but fails at execute; the bindings say only 'error 0x1', ExecuTorch's log
+    names the delegate and why (upstream XNNPACK, executorch 1.5.1)."""
+    stem = torch.nn.Sequential(torch.nn.ZeroPad2d((0, 1, 0, 1)), torch.nn.Conv2d(3, 8, 3, 2))
+    program = torch.export.export(stem.eval(), (torch.randn(1, 3, 16, 16),))
+    compiled = compile_programs({"forward": program}, INT8, catalog)
+    record = verify_numerics({"forward": program}, compiled)["methods"]["forward"]
+    assert record["status"] == "error" and "0x01 (Internal)" in record["message"]
+    assert "runtime log:" in record["message"] and "XNNExecutor" in record["message"]
