@@ -122,9 +122,20 @@ class CompileJobRunner:
         if program is None:
             self.fail(job, ErrorCode.NOT_FOUND, f"program {payload.program_id} no longer exists")
             return
+        try:
+            self._compile(job, payload, program.sha256, scratch)
+        except Exception:
+            with self.store.transaction() as tx:
+                deleted = tx.programs.get(job.project_id, payload.program_id) is None
+            if not deleted:
+                raise
+            # its content went with it (mid-read) or its artifact row cannot refer to it
+            self.fail(job, ErrorCode.NOT_FOUND, f"program {payload.program_id} was deleted")
+
+    def _compile(self, job: Job, payload: CompilePayload, sha256: str, scratch: Path) -> None:
         self.set_stage(job.id, "loading")
         program_path = scratch / "program.pt2"
-        self.store.blobs.export_to_file(program.sha256, program_path)  # verifies sha256
+        self.store.blobs.export_to_file(sha256, program_path)  # verifies sha256
         request = LoweringRequest(
             program_path=str(program_path),
             plan=payload.plan,
