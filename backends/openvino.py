@@ -6,7 +6,7 @@ runtime's ``OpenvinoBackend`` loads the ``openvino`` pip package at run time and
 blob for the same device. The same compile specs serve the whole-graph delegate
 (``{"delegate": {"backend_id": "OpenvinoBackend", "compile_specs": [...]}}``).
 
-Two limits of upstream (executorch 1.5.1) the entry states rather than hides:
+Three limits of upstream (executorch 1.5.1) the entry states rather than hides:
 
 - No precision hint: ``preprocess`` hands OpenVINO only ``device`` (each value as a string,
   while OpenVINO's ``config`` must be a dict) and the runtime imports the blob with no
@@ -18,7 +18,10 @@ Two limits of upstream (executorch 1.5.1) the entry states rather than hides:
 - No int8: a pt2e int8 graph (upstream's NNCF ``OpenVINOQuantizer`` included) lowers, but
   its runtime outputs differ from the quantized reference by 15-23% on a two-layer MLP,
   so partitions holding quantize/dequantize operators are refused
-  (:class:`~pteforge.backends.support.FloatOnly`).
+  (:class:`~pteforge.backends.support.FloatStaticOnly`).
+- No dynamic shapes: an MLP exported with a dynamic batch (max 8) answered a batch of 5 with
+  8 rows, and BERT with a dynamic sequence failed in ``preprocess`` ("'SymInt' object has no
+  attribute 'type'"), so a program with a dynamic input dimension is refused, naming it.
 """
 
 from __future__ import annotations
@@ -44,6 +47,14 @@ INT8_REFUSAL = (
 )
 
 
+DYNAMIC_REFUSAL = (
+    "the openvino entry lowers static shapes only: with executorch 1.5.1 and openvino "
+    "2026.2.1 OpenvinoBackend answers a dynamic dimension with its upper bound (a batch of 5 "
+    "came back as 8 rows, the rest garbage) or fails on a size computed from it; export "
+    "without dynamic_shapes, or lower with xnnpack"
+)
+
+
 class OpenvinoEntry(PartitionerEntry[OpenvinoOptions]):
     """Delegates the operators OpenVINO's PyTorch frontend supports, fp32 only."""
 
@@ -66,9 +77,9 @@ class OpenvinoEntry(PartitionerEntry[OpenvinoOptions]):
         block_openvino_telemetry()
         with dropping_native_lines(OPENVINO_IMPORT_NOTICE):
             from executorch.backends.openvino.partitioner import OpenvinoPartitioner
-        from pteforge.backends.support import FloatOnly
+        from pteforge.backends.support import FloatStaticOnly
 
-        return FloatOnly(OpenvinoPartitioner(openvino_compile_specs(options)))
+        return FloatStaticOnly(OpenvinoPartitioner(openvino_compile_specs(options)))
 
 
 def openvino_compile_specs(options: OpenvinoOptions) -> list[CompileSpec]:

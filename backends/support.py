@@ -1,6 +1,6 @@
 """Which operator of a program a backend cannot take, found with the backend's partitioner,
-and a partitioner that refuses quantized programs. Lowering-side only: this module imports
-``exir``, which the HTTP process never loads."""
+and a partitioner that refuses quantized and dynamic programs. Lowering-side only: this
+module imports ``exir``, which the HTTP process never loads."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from torch.export import ExportedProgram
 
 from pteforge.backends.coreml import COREML_BACKEND_ID, CoreMLEntry
 from pteforge.backends.errors import UnsupportedNodeError
-from pteforge.backends.openvino import INT8_REFUSAL
+from pteforge.backends.openvino import DYNAMIC_REFUSAL, INT8_REFUSAL
 from pteforge.backends.xnnpack import XNNPACK_BACKEND_ID, XnnpackEntry
 
 # Backends whose catalog partitioner tags exactly the nodes the backend supports.
@@ -50,8 +50,9 @@ def _is_compute(node: torch.fx.Node) -> bool:
     return node.op == "call_function" and node.target is not operator.getitem
 
 
-class FloatOnly(Partitioner):
-    """``inner``, refusing a program that holds quantize/dequantize operators."""
+class FloatStaticOnly(Partitioner):
+    """``inner``, refusing a program that holds quantize/dequantize operators or has an
+    input with a dynamic dimension."""
 
     def __init__(self, inner: Partitioner) -> None:
         super().__init__()
@@ -59,10 +60,15 @@ class FloatOnly(Partitioner):
         self.delegation_spec = inner.delegation_spec
 
     def partition(self, exported_program: ExportedProgram) -> PartitionResult:
-        """``inner``'s partition; a quantized program raises ``UnsupportedNodeError``."""
+        """``inner``'s partition; a quantized or dynamic program raises
+        ``UnsupportedNodeError``."""
         quantized = first_quantized_node(exported_program)
         if quantized is not None:
             raise UnsupportedNodeError(INT8_REFUSAL, quantized.name, _target_name(quantized))
+        dynamic = first_dynamic_input(exported_program)
+        if dynamic is not None:
+            shape = list(dynamic.meta["val"].shape)
+            raise UnsupportedNodeError(DYNAMIC_REFUSAL, dynamic.name, f"input of shape {shape}")
         return self.inner.partition(exported_program)
 
     def ops_to_not_decompose(self, ep: ExportedProgram) -> Any:
@@ -77,6 +83,18 @@ def first_quantized_node(program: ExportedProgram) -> torch.fx.Node | None:
     """The first quantize/dequantize call of ``program``, else None."""
     for node in program.graph.nodes:
         if node.op == "call_function" and any(m in _target_name(node) for m in _QUANT_MARKERS):
+            return node
+    return None
+
+
+def first_dynamic_input(program: ExportedProgram) -> torch.fx.Node | None:
+    """The first user input of ``program`` with a symbolic dimension, else None."""
+    inputs = set(program.graph_signature.user_inputs)
+    for node in program.graph.nodes:
+        value = node.meta.get("val")
+        if node.op != "placeholder" or node.name not in inputs:
+            continue
+        if isinstance(value, torch.Tensor) and not all(isinstance(s, int) for s in value.shape):
             return node
     return None
 

@@ -21,7 +21,7 @@ from pteforge.backends.options import OpenvinoOptions
 from pteforge.children.limits import FP32_CPU_ENV, child_env
 from pteforge.manager import CompiledProgram, LoweringError, compile_programs, verify_numerics
 from pteforge.manager.errors import PlanError
-from tests.backends.harness import delegated_backends, run_pte, tiny_mlp
+from tests.backends.harness import delegated_backends, run_pte, tiny_mlp, tiny_mlp_module
 from tests.models import MultiMethod, shared_linear_programs
 
 MIXED = {
@@ -208,3 +208,17 @@ def test_an_openvino_conversion_failure_names_the_node_and_operator(
     error = raised.value
     assert (error.method, error.backend_id) == ("forward", "OpenvinoBackend")
     assert (error.node, error.operator) == ("aten_avg_pool2d_default", "aten.avg_pool2d.default")
+
+
+def test_a_dynamic_program_is_refused_naming_its_input(catalog: BackendCatalog) -> None:
+    """OpenvinoBackend answered a batch of 5 with 8 rows (the dimension's max) for this MLP,
+    and failed in preprocess for BERT with a dynamic sequence: refused, saying so."""
+    batch = torch.export.Dim("batch", min=1, max=8)
+    program = torch.export.export(
+        tiny_mlp_module().eval(), (torch.randn(4, 32),), dynamic_shapes=({0: batch},)
+    )
+    with pytest.raises(LoweringError) as raised:
+        compile_programs({"forward": program}, {"all": {"partitioners": ["openvino"]}}, catalog)
+    error = raised.value
+    assert (error.method, error.backend_id, error.node) == ("forward", "OpenvinoBackend", "x")
+    assert "static shapes only" in str(error) and "input of shape [s" in str(error)
