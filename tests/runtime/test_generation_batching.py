@@ -46,7 +46,8 @@ def _events(pool: RuntimePool, lm: LmFiles, ids: list[int], wait: bool) -> list[
         stream = pool.generate_async(_sha(lm.pte), lm.pte, request, tokenizer=tokenizer)
         events = [await anext(stream)]
         deadline = time.monotonic() + 60
-        while wait and b'"finish_reason":"' not in _waiting(worker.conn.fileno()):
+        finished = events[0].finish_reason is not None  # all of it had queued up already
+        while wait and not finished and b'"finish_reason":"' not in _waiting(worker.conn.fileno()):
             assert time.monotonic() < deadline, "the worker never sent its last event"
             await asyncio.sleep(0.01)
         return events + [event async for event in stream]
@@ -58,9 +59,10 @@ def test_events_that_queued_up_come_as_one(gen_pool: RuntimePool, lm: LmFiles) -
     ids = lm.encode(PROMPT)
     expected = pte_greedy(lm.pte, ids, MAX_TOKENS, lm.eos_ids)
     one_by_one = _events(gen_pool, lm, ids, wait=False)
-    first, *rest = _events(gen_pool, lm, ids, wait=True)
-    assert len(rest) == 1 and rest[0].finish_reason == one_by_one[-1].finish_reason
-    assert [*first.token_ids, *rest[0].token_ids] == expected
+    queued = _events(gen_pool, lm, ids, wait=True)
+    # the first event, then the rest as one (or everything in the first, on a busy machine)
+    assert len(queued) <= 2 and queued[-1].finish_reason == one_by_one[-1].finish_reason
+    assert [t for e in queued for t in e.token_ids] == expected
     assert [t for e in one_by_one for t in e.token_ids] == expected
-    assert first.text + rest[0].text == "".join(e.text for e in one_by_one)
-    assert rest[0].usage == one_by_one[-1].usage
+    assert "".join(e.text for e in queued) == "".join(e.text for e in one_by_one)
+    assert queued[-1].usage == one_by_one[-1].usage
