@@ -24,7 +24,7 @@ from pteforge.client.errors import (
     PteforgeError,
     UnauthorizedError,
 )
-from pteforge.client.files import check_writable
+from pteforge.client.files import check_writable, read_arrays
 from pteforge.client.models import Artifact, Program
 from pteforge.client.render import Output
 from pteforge.client.sync import Client
@@ -272,24 +272,10 @@ def run(args: argparse.Namespace, out: Output) -> None:
 
 
 def _read_inputs(specs: list[str]) -> list[Any] | dict[str, Any]:
-    import numpy as np
-
-    named = [spec.partition("=") for spec in specs]
-    if any(sep for _, sep, _ in named) and not all(sep for _, sep, _ in named):
-        raise BadInputError("--input: name every input (NAME=FILE.npy) or none")
-    arrays = []
-    for spec in specs:
-        file = spec.partition("=")[2] or spec
-        try:
-            with open(file, "rb") as npy:  # numpy's own advice, to allow pickles, misleads
-                if npy.read(6) != b"\x93NUMPY":
-                    raise ValueError("not a .npy file (numpy.save writes one)")
-            arrays.append(np.load(file, allow_pickle=False))
-        except (OSError, ValueError) as exc:
-            raise BadInputError(f"--input {file}: not a readable .npy array: {exc}") from exc
-    if named and named[0][1]:
-        return {name: array for (name, _, _), array in zip(named, arrays, strict=True)}
-    return arrays
+    try:
+        return read_arrays(specs)
+    except ValueError as exc:
+        raise BadInputError(f"--input: {exc}") from exc
 
 
 _COMMANDS: Mapping[str, Callable[[argparse.Namespace, Output], None]] = {

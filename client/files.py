@@ -1,5 +1,6 @@
-"""Local files around the calls: programs saved for upload, and downloads written to a
-temporary name first (renamed into place only once the sha256 matched)."""
+"""Local files around the calls: programs saved for upload, input arrays read from ``.npy``
+files, and downloads written to a temporary name first (renamed into place only once the
+sha256 matched)."""
 
 from __future__ import annotations
 
@@ -75,3 +76,26 @@ def check_writable(path: Path) -> None:
     part = _part(Path(path))
     part.open("wb").close()
     part.unlink()
+
+
+def read_arrays(specs: list[str]) -> list[Any] | dict[str, Any]:
+    """``FILE.npy`` arguments as arrays in order, or ``NAME=FILE.npy`` ones by name; a
+    ``ValueError`` says which file is not a readable ``.npy`` array (never unpickled)."""
+    import numpy as np
+
+    named = [spec.partition("=") for spec in specs]
+    if any(sep for _, sep, _ in named) and not all(sep for _, sep, _ in named):
+        raise ValueError("name every input (NAME=FILE.npy) or none")
+    arrays = []
+    for spec in specs:
+        file = spec.partition("=")[2] or spec
+        try:
+            with open(file, "rb") as npy:  # numpy's own advice, to allow pickles, misleads
+                if npy.read(6) != b"\x93NUMPY":
+                    raise ValueError("not a .npy file (numpy.save writes one)")
+            arrays.append(np.load(file, allow_pickle=False))
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"{file}: not a readable .npy array: {exc}") from exc
+    if named and named[0][1]:
+        return {name: array for (name, _, _), array in zip(named, arrays, strict=True)}
+    return arrays
