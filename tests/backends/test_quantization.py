@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -154,7 +157,9 @@ class _AttentionPooling(torch.nn.Module):
         return self.attention(probe, tokens, tokens)[0]  # type: ignore[no-any-return]
 
 
-def test_quantized_operators_left_to_portable_kernels_lower_and_run() -> None:
+def test_quantized_operators_left_to_portable_kernels_lower_and_run(tmp_path: Path) -> None:
+    """Compiled here, then loaded in a fresh process as the runtime workers load programs:
+    it found the quantize kernels only when something had imported them (OperatorMissing)."""
     torch.manual_seed(0)
     model, tokens = _AttentionPooling().eval(), torch.randn(1, 4, 16)
     program = torch.export.export(model, (tokens,))
@@ -164,3 +169,9 @@ def test_quantized_operators_left_to_portable_kernels_lower_and_run() -> None:
     compiled = compile_programs({"forward": program}, plan, default_catalog())
     (actual,) = run_pte(compiled.pte, "forward", (tokens,))
     assert_int8_close(actual, model(tokens))
+    (tmp_path / "pooling.pte").write_bytes(compiled.pte)
+    load = (
+        "import sys, pteforge.runtime_on_import; from executorch.runtime import Runtime; "
+        "Runtime.get().load_program(sys.argv[1]).load_method('forward')"
+    )
+    subprocess.run([sys.executable, "-c", load, str(tmp_path / "pooling.pte")], check=True)
