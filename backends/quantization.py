@@ -47,12 +47,7 @@ class XnnpackPt2eRecipe(QuantizerEntryBase):
     def quantize(
         self, program: ExportedProgram, calibration: Sequence[tuple[torch.Tensor, ...]]
     ) -> ExportedProgram:
-        """The program quantized by this recipe, observers calibrated on ``calibration``.
-        Importing ``executorch.kernels.quantized`` registers the out variants of the
-        quantize/dequantize operators, which the portable kernels run where XNNPACK leaves
-        them (``nn.MultiheadAttention``'s projections): without it ``to_executorch`` failed
-        with "Missing out variants: {'quantized_decomposed::choose_qparams', ...}"."""
-        import executorch.kernels.quantized  # noqa: F401
+        """The program quantized by this recipe, observers calibrated on ``calibration``."""
         import torch
         from executorch.backends.transforms.duplicate_dynamic_quant_chain import (
             DuplicateDynamicQuantChainPass,

@@ -27,11 +27,6 @@ defer_package_init("executorch.devtools")  # a profile's ETDump reader, without 
 
 import executorch.exir._serialize._program  # noqa: E402  (the workers' flatbuffer reader)
 import executorch.extension.llm.custom_ops as _llm_ops  # noqa: E402
-
-# The quantize/dequantize kernels (quantized_decomposed::*.out) an int8 program runs where
-# XNNPACK left them (nn.MultiheadAttention's projections): without them such a method failed
-# to load with OperatorMissing. The package's __init__ loads their library.
-import executorch.kernels.quantized  # noqa: E402
 import executorch.runtime  # noqa: E402, F401
 
 torch.ops.load_library(next(Path(_llm_ops.__file__).parent.glob("libcustom_ops_aot_lib.*")))

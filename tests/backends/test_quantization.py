@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -19,7 +16,6 @@ from pteforge.backends import (
     default_catalog,
 )
 from pteforge.backends.quantization import XNNPACK_PT2E_RECIPES
-from pteforge.manager import compile_programs
 from tests.backends.harness import (
     assert_int8_close,
     lower_with_partitioner,
@@ -141,37 +137,3 @@ def test_integer_arithmetic_survives_quantization(recipe: str) -> None:
     expected = model(x)
     signal, noise = float(expected.pow(2).mean()), float((got - expected).pow(2).mean())
     assert 10 * math.log10(signal / noise) > 20.0  # int8 close to fp32, positions intact
-
-
-class _AttentionPooling(torch.nn.Module):
-    """SigLIP's pooling head: a learned probe attends over the tokens through
-    ``nn.MultiheadAttention``, whose quantized projections XNNPACK leaves to portable kernels."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.probe = torch.nn.Parameter(torch.randn(1, 1, 16))
-        self.attention = torch.nn.MultiheadAttention(16, 2, batch_first=True)
-
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        probe = self.probe.expand(tokens.shape[0], -1, -1)
-        return self.attention(probe, tokens, tokens)[0]  # type: ignore[no-any-return]
-
-
-def test_quantized_operators_left_to_portable_kernels_lower_and_run(tmp_path: Path) -> None:
-    """Compiled here, then loaded in a fresh process as the runtime workers load programs:
-    it found the quantize kernels only when something had imported them (OperatorMissing)."""
-    torch.manual_seed(0)
-    model, tokens = _AttentionPooling().eval(), torch.randn(1, 4, 16)
-    program = torch.export.export(model, (tokens,))
-    plan = {
-        "all": {"partitioners": ["xnnpack"], "quantize": "xnnpack_pt2e_int8_dynamic_per_channel"}
-    }
-    compiled = compile_programs({"forward": program}, plan, default_catalog())
-    (actual,) = run_pte(compiled.pte, "forward", (tokens,))
-    assert_int8_close(actual, model(tokens))
-    (tmp_path / "pooling.pte").write_bytes(compiled.pte)
-    load = (
-        "import sys, pteforge.runtime_on_import; from executorch.runtime import Runtime; "
-        "Runtime.get().load_program(sys.argv[1]).load_method('forward')"
-    )
-    subprocess.run([sys.executable, "-c", load, str(tmp_path / "pooling.pte")], check=True)
