@@ -17,13 +17,13 @@ import time
 from collections.abc import Awaitable, Generator
 from typing import TYPE_CHECKING, Literal, cast
 
+from pteforge.contracts.et_errors import LOG_HEADER
 from pteforge.runtime.errors import (
     CrashingInputError,
     RuntimeLayerError,
     WorkerCrashedError,
     WorkerTimeoutError,
 )
-from pteforge.runtime.native_log import LOG_HEADER
 from pteforge.runtime.processes import WorkerProcess
 
 if TYPE_CHECKING:

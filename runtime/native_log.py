@@ -16,15 +16,6 @@ import os
 import sys
 from pathlib import Path
 
-from pteforge.contracts.et_errors import (
-    LOG_HEADER,
-    MAX_LOG_CHARS,
-    bounded,
-    clean_lines,
-    failure_message,
-    log_suffix,
-)
-
 LOG_FILE = "native.log"
 """The name of the captured stderr in a worker's scratch directory."""
 
@@ -85,14 +76,4 @@ def _write_all(fd: int, data: bytes) -> None:
         pass  # the server's stderr is gone: the request's answer still carries the lines
 
 
-__all__ = [  # the message helpers live in contracts.et_errors, where the manager reads them
-    "LOG_FILE",
-    "LOG_HEADER",
-    "MAX_LOG_CHARS",
-    "NativeLog",
-    "bounded",
-    "clean_lines",
-    "failure_message",
-    "leftover",
-    "log_suffix",
-]
+__all__ = ["LOG_FILE", "MAX_LEFTOVER_BYTES", "NativeLog", "leftover"]

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from pteforge.children.confine import Confinement, confine, flatc
+from pteforge.contracts.et_errors import failure_message
 from pteforge.contracts.runtime_messages import (
     CancelledReply,
     DescribeReply,
@@ -52,7 +53,7 @@ from pteforge.runtime.metadata import (
     describe_program,
     read_dynamism,
 )
-from pteforge.runtime.native_log import LOG_FILE, NativeLog, failure_message
+from pteforge.runtime.native_log import LOG_FILE, NativeLog
 from pteforge.runtime.state import ProgramState, read_program_state
 from pteforge.runtime.validation import check_arrays
 from pteforge.runtime.weight_cache import Loading, WeightCache

@@ -17,11 +17,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from pteforge.contracts.et_errors import log_suffix
 from pteforge.contracts.runtime_messages import WorkerReply, WorkerRequest
 from pteforge.runtime import dispatch
 from pteforge.runtime.checkout import DEFAULT_SCOPE
 from pteforge.runtime.errors import PoolClosedError, WorkerCrashedError, WorkerTimeoutError
-from pteforge.runtime.native_log import leftover, log_suffix
+from pteforge.runtime.native_log import leftover
 from pteforge.runtime.processes import WorkerProcess
 from pteforge.runtime.supervisor import Workers
 from pteforge.runtime.wire import encode_message

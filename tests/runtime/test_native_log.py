@@ -5,15 +5,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pteforge.contracts.et_errors import error_name, name_error_codes
-from pteforge.runtime.native_log import (
-    LOG_FILE,
-    MAX_LEFTOVER_BYTES,
+from pteforge.contracts.et_errors import (
     MAX_LOG_CHARS,
-    NativeLog,
+    error_name,
     failure_message,
-    leftover,
+    name_error_codes,
 )
+from pteforge.runtime.native_log import LOG_FILE, MAX_LEFTOVER_BYTES, NativeLog, leftover
 
 
 def test_error_codes_are_named_as_in_error_h() -> None:
