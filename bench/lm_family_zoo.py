@@ -131,6 +131,13 @@ _LLAMA_LIKE = {
     "num_attention_heads": 4, "num_key_value_heads": 2, "initializer_range": 0.2,
 }  # fmt: skip
 
+GEMMA_TOKENIZER = TokenizerStyle(
+    "metaspace-noprefix",
+    ("<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>"),
+    "<bos>", ("<eos>", "<end_of_turn>"), GEMMA,
+)  # fmt: skip
+"""Gemma's and Gemma 2's tokenizer: one family of tokens and one template."""
+
 FAMILIES: dict[str, Family] = {
     f.name: f
     for f in (
@@ -169,22 +176,14 @@ FAMILIES: dict[str, Family] = {
         Family(
             "gemma", "GemmaConfig",
             {**_LLAMA_LIKE, "head_dim": 16, "hidden_activation": "gelu_pytorch_tanh"},
-            TokenizerStyle(
-                "metaspace-noprefix",
-                ("<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>"),
-                "<bos>", ("<eos>", "<end_of_turn>"), GEMMA,
-            ),
+            GEMMA_TOKENIZER,
             system_ok=False,
         ),
         Family(
             "gemma2", "Gemma2Config",
             {**_LLAMA_LIKE, "head_dim": 16, "sliding_window": 16,
              "hidden_activation": "gelu_pytorch_tanh"},
-            TokenizerStyle(
-                "metaspace-noprefix",
-                ("<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>"),
-                "<bos>", ("<eos>", "<end_of_turn>"), GEMMA,
-            ),
+            GEMMA_TOKENIZER,
             system_ok=False,
         ),
         Family(
