@@ -76,11 +76,17 @@ def resolve_token(store: Store, plaintext: str) -> Principal:
     return Principal(project_id=project.id, token_id=token.id)
 
 
+def bearer_token(authorization: str | None) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header; None for any other."""
+    scheme, token = get_authorization_scheme_param(authorization)
+    return token if token and scheme.lower() == "bearer" else None
+
+
 def token_is_live(store: Store, authorization: str | None) -> bool:
     """Whether the bearer token of an ``Authorization`` header that was accepted earlier
     still resolves (not revoked, its project still there): asked again by long streams."""
-    scheme, token = get_authorization_scheme_param(authorization)
-    if not token or scheme.lower() != "bearer":
+    token = bearer_token(authorization)
+    if token is None:
         return False
     try:
         resolve_token(store, token)
@@ -117,8 +123,8 @@ def cached_principal(
 
     async def principal_of(request: HasHeaders) -> Principal:
         authorization = request.headers.get("authorization")
-        scheme, token = get_authorization_scheme_param(authorization)
-        if not token or scheme.lower() != "bearer":
+        token = bearer_token(authorization)
+        if token is None:
             raise no_bearer_token(authorization)
         key = hashlib.sha256(token.encode()).hexdigest()
         principal = cache.get(key)

@@ -11,12 +11,11 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import JSONResponse, Response
-from fastapi.security.utils import get_authorization_scheme_param
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel
 
 from pteforge.runtime.oip_codec import BINARY_EXTENSION, model_metadata
-from pteforge.server.auth.dependencies import Principal
+from pteforge.server.auth.dependencies import Principal, bearer_token
 from pteforge.server.inference.dependencies import (
     Caller,
     InferenceState,
@@ -108,8 +107,7 @@ async def prometheus(request: Request) -> Response:
 def _check_metrics_token(request: Request, expected: str | None) -> None:
     if expected is None:
         return
-    scheme, given = get_authorization_scheme_param(request.headers.get("authorization"))
-    wanted = expected.encode()
-    if scheme.lower() != "bearer" or not hmac.compare_digest(given.encode(), wanted):
+    given = bearer_token(request.headers.get("authorization"))
+    if given is None or not hmac.compare_digest(given.encode(), expected.encode()):
         detail = "/metrics needs the metrics token (PTEFORGE_METRICS_TOKEN)"
         raise HTTPException(401, detail, headers={"WWW-Authenticate": "Bearer"})
