@@ -4,12 +4,14 @@ Each request is authenticated like ``/v2`` (cached bearer tokens), its body chec
 what OpenAI accepts, its ``model`` resolved to a model version's ``.pte`` and tokenizer,
 and handed to the runtime pool's generation engine, whose worker tokenizes, runs the
 prefill and decode loop and detokenizes (``streaming.py``: a refused prompt is a 400, not
-a broken stream; a client that disconnects mid-stream frees its worker at once). Every
-error is in OpenAI's shape (``errors.py``).
+a broken stream; a client that disconnects mid-stream frees its worker at once, and so does
+a token revoked mid-stream, whose stream ends with a 401 error event). Every error is in
+OpenAI's shape (``errors.py``).
 """
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -72,11 +74,14 @@ async def _generate(request: Request, body_type: type[CompletionBody | ChatBody]
         include_usage=body.include_usage(),
     )
     events = streaming.start(state, principal.project_id, target, generation)
+    recheck = partial(state.authenticate, request)  # a revoked token ends the generation
     if not body.stream:
-        return JSONResponse(shape.whole(await streaming.collect(events)))
+        return JSONResponse(shape.whole(await streaming.collect(events, recheck)))
     first = await streaming.first_event(events)
     opening = shape.opening()
-    stream = streaming.relay(first, events, shape.chunks, _failed, opening=opening, ending=DONE)
+    stream = streaming.relay(
+        first, events, shape.chunks, _failed, recheck, opening=opening, ending=DONE
+    )
     return StreamingResponse(stream, media_type=streaming.SSE)
 
 

@@ -5,11 +5,16 @@ A stream's first event is awaited before the answer starts (``first_event``), so
 prompt is an error status, not a broken stream. A client that disconnects mid-stream closes
 the relay, whose ``finally`` closes the engine's iterator (shielded from the cancellation),
 which stops the worker's loop and frees the worker at once.
+
+The caller is authenticated again before each event is passed on (``recheck``: the token
+cache's lookup, a database read at most once per its TTL), as a gRPC stream is at each
+request: once the token is revoked, the generation ends as a disconnect does, with an error
+as its last event (or, not streamed, as its answer).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
 import anyio
@@ -24,6 +29,8 @@ Events = AsyncGenerator[GenerationEvent, None]
 Payload = dict[str, Any]
 SSE = "text/event-stream"
 """The media type of a server-sent event stream."""
+Recheck = Callable[[], Awaitable[object]]
+"""Authenticates the caller again: raises ``UnauthorizedError`` once its token is revoked."""
 
 
 def start(
@@ -47,11 +54,12 @@ async def close(events: Events) -> None:
         await events.aclose()
 
 
-async def collect(events: Events) -> Collected:
-    """Every event of a generation, gathered into one answer."""
+async def collect(events: Events, recheck: Recheck) -> Collected:
+    """Every event of a generation, gathered into one answer (``recheck`` before each)."""
     done = Collected()
     try:
         async for event in events:
+            await recheck()
             done.add(event)
     finally:
         await close(events)
@@ -79,18 +87,21 @@ async def relay(
     events: Events,
     render: Callable[[GenerationEvent], Iterable[Payload]],
     fail: Callable[[Exception], Payload],
+    recheck: Recheck,
     *,
     opening: Iterable[Payload] = (),
     ending: bytes = b"",
 ) -> AsyncIterator[bytes]:
     """The events from ``first`` to the last (the one with a ``finish_reason``) as
     server-sent events: ``opening``, what ``render`` makes of each event, then ``ending``.
-    An error once the answer has started becomes its last event (``fail``)."""
+    An error once the answer has started becomes its last event (``fail``): a failed
+    generation, or a caller ``recheck`` (run before each event) no longer accepts."""
     try:
         for payload in opening:
             yield sse(payload)
         event: GenerationEvent | None = first
         while event is not None:
+            await recheck()
             for payload in render(event):
                 yield sse(payload)
             if event.finish_reason is not None:

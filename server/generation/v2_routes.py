@@ -8,7 +8,8 @@ version has a tokenizer.
 request has one); ``generate_stream`` answers server-sent events ``data: {...}`` of the
 same object, each ``text_output`` a piece of the text, the last with ``finish_reason`` and
 ``usage``. Errors are the ``/v2`` shape ``{"error": "..."}``: with their status before the
-answer starts, as the last event after. Authentication, the model's resolution, project
+answer starts, as the last event after (``{"error": "invalid or revoked token"}`` when the
+caller's token is revoked mid-stream). Authentication, the model's resolution, project
 scoping and limits, sessions (``X-Pteforge-Session``) and the stream plumbing are the OpenAI
 routes' own.
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from http import HTTPStatus
 from typing import Annotated, Any
 
@@ -77,12 +79,14 @@ def _failed(exc: Exception) -> dict[str, Any]:
     return {"error": answer_of(exc).message}
 
 
-async def _answer(shape: GenerateShape, events: streaming.Events, stream: bool) -> Response:
+async def _answer(
+    shape: GenerateShape, events: streaming.Events, stream: bool, recheck: streaming.Recheck
+) -> Response:
     if not stream:
-        return JSONResponse(shape.whole(await streaming.collect(events)))
+        return JSONResponse(shape.whole(await streaming.collect(events, recheck)))
     first = await streaming.first_event(events)
     return StreamingResponse(
-        streaming.relay(first, events, shape.pieces, _failed), media_type=streaming.SSE
+        streaming.relay(first, events, shape.pieces, _failed, recheck), media_type=streaming.SSE
     )
 
 
@@ -97,10 +101,11 @@ async def _generate(
     target = await target_of(state.targets, store, principal.project_id, model, asked)
     shape = GenerateShape(model, str(target.version), body.id)
     events = streaming.start(state, principal.project_id, target, body.generation)
+    recheck = partial(state.authenticate, request)  # a revoked token ends the generation
     if stream and body.parameters.stream is False:  # one event: the whole answer
-        whole = shape.whole(await streaming.collect(events))
+        whole = shape.whole(await streaming.collect(events, recheck))
         return StreamingResponse(iter([streaming.sse(whole)]), media_type=streaming.SSE)
-    return await _answer(shape, events, stream)
+    return await _answer(shape, events, stream, recheck)
 
 
 def _error(error: OpenAIError) -> Response:
