@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import zipfile
 from pathlib import Path
+from typing import IO
 
 import torch
 from torch.export import ExportedProgram
 
 from pteforge.contracts.saved_files import SAVE_CALL, other_format
 from pteforge.manager.errors import ProgramInputError
+from pteforge.manager.treespecs import readable_program
+
+_MODELS = "models/"
 
 
 def _where(method: str | None) -> str:
@@ -47,9 +51,51 @@ def load_program_file(path: str | Path, method: str | None = None) -> ExportedPr
     file = check_archive(path, method)
     where = _where(method)
     try:
-        return torch.export.load(file)
+        if not _is_pt2(file):  # the older torch.export.save layout, which torch still reads
+            return torch.export.load(file)
+        programs = read_programs(file)
+        return programs["model"] if "model" in programs else _only(programs)
+    except ProgramInputError as exc:
+        raise ProgramInputError(f"{where}{file}: {exc}", source=str(file)) from None
     except Exception as exc:  # any failure to read the archive is a bad input file
         raise ProgramInputError(
             f"{where}{file}: cannot load as a torch.export program: {type(exc).__name__}: {exc}",
             source=str(file),
         ) from exc
+
+
+def read_programs(file: str | Path | IO[bytes]) -> dict[str, ExportedProgram]:
+    """Every program of a pt2 archive (``models/NAME.json`` -> ``NAME``), as ``torch.export.load``
+    reads them, except that a pytree type torch does not know (a ``transformers``
+    ``ModelOutput``) is read as a plain container (:mod:`pteforge.manager.treespecs`): the
+    one reading of archives for the local CLI and the service's sandbox and lowering
+    children. Raises ``ProgramInputError`` for a type that cannot be read so."""
+    from torch.export.pt2_archive._package import (
+        ARCHIVE_VERSION_PATH,
+        ARCHIVE_VERSION_VALUE,
+        PT2ArchiveReader,
+        _load_exported_programs,
+    )
+
+    class _Reader(PT2ArchiveReader):
+        def read_bytes(self, name: str) -> bytes:
+            data = super().read_bytes(name)
+            return readable_program(data) if name.startswith(_MODELS) else data
+
+    reader = _Reader(str(file) if isinstance(file, Path) else file)
+    version = reader.read_string(ARCHIVE_VERSION_PATH)
+    if version != ARCHIVE_VERSION_VALUE:
+        raise ValueError(f"archive version {version[:20]!r}, not {ARCHIVE_VERSION_VALUE!r}")
+    return _load_exported_programs(reader, reader.get_file_names(), None)
+
+
+def _is_pt2(file: Path) -> bool:
+    """Whether ``file`` is a pt2 archive (an ``archive_format`` entry, under its root folder)."""
+    with zipfile.ZipFile(file) as archive:
+        return any(name.split("/", 1)[-1] == "archive_format" for name in archive.namelist())
+
+
+def _only(programs: dict[str, ExportedProgram]) -> ExportedProgram:
+    if len(programs) != 1:
+        raise ValueError(f"the archive holds {len(programs)} programs and none named 'model'")
+    return next(iter(programs.values()))

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .errors import UnsafeArchiveError
 from .limits import ArchiveLimits
 from .pt2_validator import validate_pt2_archive
 from .specs import MethodSignature, ProgramDescription
@@ -22,17 +23,24 @@ def load_validated_programs(
     Meant to run INSIDE a disposable, resource-limited process (the compile worker or
     :func:`load_programs_isolated`): validation closes the known code paths, the process
     boundary contains whatever is left.  A ``torch.export.save`` archive yields ``{"model": ep}``.
+    A pytree type torch does not know (a ``transformers`` ``ModelOutput``) is read as a plain
+    container (:func:`pteforge.manager.loading.read_programs`); the archive's AOTInductor
+    entries, refused by the validator, are never looked at.
     """
     validate_pt2_archive(path, limits)
     os.environ["TORCH_FORCE_WEIGHTS_ONLY_LOAD"] = "1"
     os.environ.pop("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", None)
-    from torch.export.pt2_archive._package import load_pt2
+    from pteforge.manager.errors import ProgramInputError
+    from pteforge.manager.loading import read_programs
 
-    with open(path, "rb") as f:  # a buffer: load_pt2 then never looks for AOTI packages
-        contents = load_pt2(f)
-    if contents.aoti_runners or not contents.exported_programs:
+    try:
+        with open(path, "rb") as f:
+            programs = read_programs(f)
+    except ProgramInputError as exc:  # a pytree type it cannot read: one line, no class name
+        raise UnsafeArchiveError("invalid_program", str(exc)) from None
+    if not programs:
         raise ValueError("the archive holds no loadable exported program")
-    return dict(contents.exported_programs)
+    return programs
 
 
 def describe_programs(programs: dict[str, ExportedProgram]) -> ProgramDescription:
