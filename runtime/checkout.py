@@ -9,14 +9,14 @@ waiting thread or coroutine is scheduled again.
 
 An item that sat idle is checked with ``usable`` before it is handed out (a worker may
 have died while idle); one that fails goes to ``on_unusable`` and the next is tried. A
-caller may also wait for one particular item (a session's worker): such a caller is
-served before the general queue when that item comes back. ``forget`` wakes the callers
-waiting for an item that will never come back, ``abort`` every general caller.
+caller may also wait for one particular item (a session's worker). ``forget`` wakes the
+callers waiting for an item that will never come back, ``abort`` every general caller.
 
-General callers wait in the queue of their scope (a project, as sessions are scoped;
-``DEFAULT_SCOPE`` for internal calls): a returned item goes to the scopes in turn
-(round-robin, first come first served within one), so a project that floods the pool
-holds at most one turn ahead of another project's caller, not its whole backlog.
+Callers wait in their scope (a project, as sessions are scoped; ``DEFAULT_SCOPE`` for
+internal calls): a returned item goes to the scopes in turn (round-robin, first come first
+served within one, a caller for that very item before the scope's general callers:
+``turns.py``), so a project that floods the pool, its sessions' worker included, holds at
+most one turn ahead of another project's caller, not its whole backlog.
 """
 
 from __future__ import annotations
@@ -24,10 +24,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections import Counter, deque
-from collections.abc import Callable, Iterator
-from itertools import chain
+from collections import deque
+from collections.abc import Callable
 from typing import Generic, TypeVar
+
+from pteforge.runtime.turns import Turns
 
 W = TypeVar("W")
 
@@ -103,46 +104,6 @@ class _AsyncWaiter(Generic[W]):
 Waiter = _ThreadWaiter[W] | _AsyncWaiter[W]
 
 
-class _Fair(Generic[W]):
-    """Waiters in one FIFO per scope; the scopes take turns, in the order they came."""
-
-    def __init__(self) -> None:
-        self._scopes: dict[str, deque[Waiter[W]]] = {}  # insertion order: whose turn is next
-
-    def __iter__(self) -> Iterator[Waiter[W]]:
-        return (waiter for queue in self._scopes.values() for waiter in queue)
-
-    def append(self, waiter: Waiter[W]) -> None:
-        self._scopes.setdefault(waiter.scope, deque()).append(waiter)
-
-    def popleft(self) -> Waiter[W] | None:
-        """The first waiter of the scope whose turn it is; that scope goes last."""
-        if not self._scopes:
-            return None
-        scope = next(iter(self._scopes))
-        queue = self._scopes.pop(scope)
-        waiter = queue.popleft()
-        if queue:
-            self._scopes[scope] = queue  # back in line, behind the others
-        return waiter
-
-    def remove(self, waiter: Waiter[W]) -> bool:
-        """Take out ``waiter`` (keeping the turns of the others); False if not here."""
-        queue = self._scopes.get(waiter.scope)
-        if queue is None or waiter not in queue:
-            return False
-        queue.remove(waiter)
-        if not queue:
-            del self._scopes[waiter.scope]
-        return True
-
-    def drain(self) -> list[Waiter[W]]:
-        """Every waiter, taken out."""
-        waiters = list(self)
-        self._scopes.clear()
-        return waiters
-
-
 class Checkout(Generic[W]):
     """A FIFO of idle items, and of callers waiting for one (threads or coroutines) served
     round-robin across their scopes."""
@@ -154,14 +115,13 @@ class Checkout(Generic[W]):
     ) -> None:
         self._lock = threading.Lock()
         self._idle: deque[W] = deque()
-        self._waiters: _Fair[W] = _Fair()
-        self._targeted: dict[W, deque[Waiter[W]]] = {}
+        self._waiters: Turns[W, Waiter[W]] = Turns()
         self._usable = usable
         self._on_unusable = on_unusable
 
     def put(self, item: W) -> None:
-        """Return ``item``: a caller waiting for it, else the longest-waiting caller of the
-        scope whose turn it is gets it, else it becomes idle."""
+        """Return ``item``: the first scope in turn with a caller for it gets it (its caller
+        for this item first, else its longest-waiting one), else it becomes idle."""
         while True:
             with self._lock:
                 waiter = self._next_waiter(item)
@@ -172,13 +132,7 @@ class Checkout(Generic[W]):
                 return
 
     def _next_waiter(self, item: W) -> Waiter[W] | None:
-        targeted = self._targeted.get(item)
-        if targeted:
-            waiter = targeted.popleft()
-            if not targeted:
-                del self._targeted[item]
-            return waiter
-        return self._waiters.popleft()
+        return self._waiters.next_for(item)
 
     def _take_idle(self) -> W | None:
         """The first idle item that passes ``usable`` (checked outside the lock)."""
@@ -206,21 +160,13 @@ class Checkout(Generic[W]):
                 self._idle.remove(item)
                 return item
             else:
-                self._targeted.setdefault(item, deque()).append(waiter)
+                self._waiters.append(waiter, item)
         return None
 
     def _withdraw(self, waiter: Waiter[W]) -> bool:
         """Remove a waiter that was never chosen; False if it was chosen (or failed)."""
         with self._lock:
-            if self._waiters.remove(waiter):
-                return True
-            for item, queue in list(self._targeted.items()):
-                if waiter in queue:
-                    queue.remove(waiter)
-                    if not queue:
-                        del self._targeted[item]
-                    return True
-        return False
+            return self._waiters.remove(waiter)
 
     def get(
         self,
@@ -273,7 +219,7 @@ class Checkout(Generic[W]):
             idle = item in self._idle
             if idle:
                 self._idle.remove(item)
-            waiters = self._targeted.pop(item, deque())
+            waiters = self._waiters.drain_item(item)
         for waiter in waiters:
             waiter.fail(None)
         return idle
@@ -281,7 +227,7 @@ class Checkout(Generic[W]):
     def abort(self, error: BaseException) -> None:
         """Fail every caller waiting for any item with ``error``."""
         with self._lock:
-            waiters = self._waiters.drain()
+            waiters = self._waiters.drain_general()
         for waiter in waiters:
             waiter.fail(error)
 
@@ -289,8 +235,7 @@ class Checkout(Generic[W]):
         """How many callers wait now, for any item or for one in particular, per scope (a
         snapshot)."""
         with self._lock:
-            targeted = (waiter for queue in self._targeted.values() for waiter in queue)
-            return dict(Counter(waiter.scope for waiter in chain(self._waiters, targeted)))
+            return self._waiters.waiting()
 
     def idle(self) -> list[W]:
         """The idle items now (a snapshot)."""

@@ -2,11 +2,13 @@
 one project's backlog does not queue another project's request behind all of it.
 
 Ordering only, never timing: the unit tests hold every item and return them one at a time;
-the end-to-end test holds the one worker of a real pool while two projects queue on it."""
+the end-to-end tests hold the one worker of a real pool while two projects queue on it
+(requests, and generations in sessions that live on that worker)."""
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import threading
 import time
 from collections.abc import Callable
@@ -15,9 +17,12 @@ from typing import Any
 
 import httpx
 import numpy as np
+import pytest
 
+from pteforge.contracts.generation import GenerationRequest
 from pteforge.runtime import RuntimePool
 from pteforge.runtime.checkout import DEFAULT_SCOPE, Checkout
+from tests.generation.lm_builder import LmFiles
 from tests.runtime.helpers import Compiled, MemoryResolver, build_app, serve
 from tests.server.service import wait_until
 
@@ -90,7 +95,9 @@ def test_scopes_take_turns_in_the_order_they_came_fifo_within_each() -> None:
     assert asyncio.run(_served_by_coroutines(THREE)) == THREE_SERVED
 
 
-def test_a_caller_for_one_item_still_comes_first_and_a_withdrawn_one_keeps_no_turn() -> None:
+def test_a_caller_for_one_item_waits_for_its_turn_and_a_withdrawn_one_keeps_no_turn() -> None:
+    """A1 (any item) came before 'mine' (item 'w' only): 'w' goes to A1's scope, whose turn
+    it is; 'v' then goes to no one ('mine' wants 'w'), and the next 'w' to 'mine'."""
     checkout: Checkout[str] = Checkout()
     served: list[str] = []
     assert checkout.get(0, served.append, scope="b") is None  # timed out: withdrawn
@@ -107,9 +114,35 @@ def test_a_caller_for_one_item_still_comes_first_and_a_withdrawn_one_keeps_no_tu
     assert checkout.waiting() == {"a": 1, DEFAULT_SCOPE: 1}
     checkout.put("w")
     checkout.put("v")
-    assert served == ["mine", "A1"]
+    assert served == ["A1"] and checkout.idle() == ["v"]
+    checkout.put("w")
+    assert served == ["A1", "mine"]
     for thread in threads:
         thread.join(60)
+
+
+def test_callers_for_one_item_take_turns_with_other_scopes() -> None:
+    """Project a's session turns all wait for its sessions' worker 'w', then b's request
+    for any worker: b's is served second, not after a's whole backlog (it was last); within
+    a scope, its caller for 'w' comes before its general ones."""
+    checkout: Checkout[str] = Checkout()
+    served: list[str] = []
+    callers = [("A1", "a", "w"), ("A2", "a", "w"), ("A3", "a", None), ("B1", "b", None)]
+    callers += [("A4", "a", "w")]
+    threads = []
+    for queued, (name, scope, item) in enumerate(callers, 1):
+
+        def start(got: str, name: str = name) -> None:
+            served.append(name)
+
+        threads.append(threading.Thread(target=checkout.get, args=(60, start, item, scope)))
+        threads[-1].start()
+        wait_until(_queued(checkout, queued), 60, f"{name} to queue", every=0.01)
+    for _ in callers:
+        checkout.put("w")
+    for thread in threads:
+        thread.join(60)
+    assert served == ["A1", "B1", "A2", "A4", "A3"]
 
 
 def test_a_real_pool_serves_two_projects_in_turns(
@@ -179,3 +212,45 @@ def test_the_v2_route_queues_a_request_in_its_callers_project(
         for caller in callers:
             caller.join(60)
     assert replies == [200] * 4
+
+
+# A's turns, each in a session of its own on the pool's one worker, then B's plain one.
+SESSION_TURNS = [("A1", "turns-a", "s1"), ("A2", "turns-a", "s2"), ("A3", "turns-a", "s3")]
+SESSION_TURNS_SERVED = ["A1", "B1", "A2", "A3"]
+
+
+@pytest.mark.zoo  # the tiny LM (built once per machine)
+def test_a_real_pool_serves_another_projects_generation_between_session_turns(
+    gen_pool: RuntimePool, lm: LmFiles
+) -> None:
+    """Project a's sessions all live on the one worker, so its turns wait for that worker
+    in particular; project b's generation, queued last, is served second (it was last, all
+    of a's turns first, when a caller for one worker always came before the others)."""
+    served: list[str] = []
+
+    async def generate(name: str, scope: str, session: str | None) -> None:
+        request = GenerationRequest(prompt="1 2 3", max_tokens=2, temperature=0, session=session)
+        tokenizer = (hashlib.sha256(lm.tokenizer_json.read_bytes()).hexdigest(), lm.tokenizer_json)
+        pte = hashlib.sha256(lm.pte.read_bytes()).hexdigest()
+        stream = gen_pool.generate_async(pte, lm.pte, request, tokenizer=tokenizer, scope=scope)
+        async for _ in stream:  # the worker is held for the whole generation
+            if name not in served:
+                served.append(name)
+
+    async def run() -> None:
+        for _, scope, session in SESSION_TURNS:  # opened: described, files local
+            await generate("opening", scope, session)
+        checkout = gen_pool.workers.checkout
+        held = checkout.get(60, lambda worker: None)  # the pool's one worker, idle
+        assert held is not None
+        served.clear()
+        calls = []
+        for queued, turn in enumerate([*SESSION_TURNS, ("B1", "turns-b", None)], 1):
+            calls.append(asyncio.create_task(generate(*turn)))
+            await _until(_queued(checkout, queued), f"{turn[0]} to queue")
+        assert checkout.waiting() == {"turns-a": 3, "turns-b": 1}
+        checkout.put(held)
+        await asyncio.gather(*calls)
+
+    asyncio.run(run())
+    assert served == SESSION_TURNS_SERVED
