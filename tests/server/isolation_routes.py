@@ -48,6 +48,7 @@ def _req(method: str, url: str, **kwargs: Any) -> Call:
 _INFER = infer_body()
 _TEXT = {"text_input": "a", "parameters": {"max_tokens": 1}}
 _CHAT = {"model": "{model}", "messages": [{"role": "user", "content": "a"}], "max_tokens": 1}
+_SESSION = {"X-Pteforge-Session": "iso-chat"}  # a session key B may use too
 TOKENIZER_FILES = {"tokenizer": ("tokenizer.json", json.dumps(TOKENIZER).encode())}
 # Routes that read (asked by the owner too) and routes that change things (A's only).
 READS: dict[tuple[str, str], list[Call]] = {
@@ -88,7 +89,10 @@ READS: dict[tuple[str, str], list[Call]] = {
     ("POST", "/v2/models/{model}/versions/{version}/infer"): [
         _req("POST", "/v2/models/{model}.forward/versions/1/infer", json=_INFER)
     ],
-    ("POST", "/v2/models/{model}/generate"): [_post("/v2/models/{model}/generate", _TEXT)],
+    ("POST", "/v2/models/{model}/generate"): [
+        _post("/v2/models/{model}/generate", _TEXT),
+        _req("POST", "/v2/models/{model}/generate", json=_TEXT, headers=_SESSION),
+    ],
     ("POST", "/v2/models/{model}/generate_stream"): [
         _post("/v2/models/{model}/generate_stream", _TEXT)
     ],
@@ -102,7 +106,10 @@ READS: dict[tuple[str, str], list[Call]] = {
         _post("/v1/completions", {"model": "{model}", "prompt": "a", "max_tokens": 1}),
         _post("/v1/completions", {"model": "{model}:1", "prompt": "a", "stream": True}),
     ],
-    ("POST", "/v1/chat/completions"): [_post("/v1/chat/completions", _CHAT)],
+    ("POST", "/v1/chat/completions"): [
+        _post("/v1/chat/completions", _CHAT),
+        _req("POST", "/v1/chat/completions", json=_CHAT, headers=_SESSION),
+    ],
 }
 CHANGES: dict[tuple[str, str], list[Call]] = {
     ("DELETE", "/v1/programs/{program_id}"): [_req("DELETE", "/v1/programs/{prog}")],

@@ -41,7 +41,7 @@ from tests.server.isolation_routes import (
     Call,
     Ids,
 )
-from tests.server.model_names import INPUT, INPUT_NAME, deploy, scale_pte
+from tests.server.model_names import INPUT, INPUT_NAME, deploy, infer_body, scale_pte
 from tests.server.service import ServiceProcess
 
 
@@ -200,3 +200,32 @@ def test_grpc_answers_about_another_projects_models_as_about_missing_ones(
                     call, client, missing, theirs
                 ), rpc
                 assert _grpc_outcome(call, client, model, mine).startswith("ok"), rpc
+
+
+def _step(client: httpx.Client, artifact: str, sequence: str, **flags: bool) -> tuple[int, str]:
+    body = infer_body()
+    body["parameters"] = {"sequence_id": sequence, **flags}
+    return _read(client, {"method": "POST", "url": f"/v2/models/{artifact}.forward/infer",
+                          "json": body})  # fmt: skip
+
+
+def test_sessions_are_per_project(
+    admin: httpx.Client, intruder: httpx.Client, owned: dict[str, str]
+) -> None:
+    """A session is named within its project (the /v2 sequence id, and the generation
+    session key ``X-Pteforge-Session``, both keyed by project in the pool): A, naming B's
+    active sequence on a model of A's own, is answered as about an id never started, and
+    ending it there leaves B's to go on."""
+    mine = intruder.post("/v1/artifacts", files={"pte": ("s.pte", scale_pte(5.0))})
+    assert mine.status_code == 201, mine.text
+    artifact = mine.json()["id"]
+    assert _step(admin, owned["up"], "iso-seq", sequence_start=True)[0] == 200
+    for flags in ({}, {"sequence_end": True}):
+        status, text = _step(intruder, artifact, "iso-seq", **flags)
+        assert status == 400, text
+        assert (status, text.replace("iso-seq", "iso-never")) == _step(
+            intruder, artifact, "iso-never", **flags
+        )
+    assert _step(admin, owned["up"], "iso-seq")[0] == 200  # B's goes on
+    assert _step(admin, owned["up"], "iso-seq", sequence_end=True)[0] == 200
+    assert intruder.delete(f"/v1/artifacts/{artifact}").status_code == 204
