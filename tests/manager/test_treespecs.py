@@ -18,7 +18,7 @@ from pteforge.server.sandbox import UnsafeArchiveError, load_validated_programs
 from tests.sandbox import archives as A
 
 KNOWN = frozenset({DICT_TYPE, TUPLE_TYPE, "builtins.list"})
-LEAF = {"type": None, "context": None, "children_spec": []}
+LEAF: dict[str, Any] = {"type": None, "context": None, "children_spec": []}
 MODEL_OUTPUT = "transformers.modeling_outputs.BaseModelOutputWithPoolingAndCrossAttentions"
 HOSTILE_MODULE = "pteforge_h1_hostile_marker"
 
@@ -115,3 +115,13 @@ def test_the_sandbox_refuses_an_unreadable_type_in_one_line(tmp_path: Path) -> N
         load_validated_programs(archive)
     assert refused.value.reason == "invalid_program"
     assert refused.value.message.startswith("the program's outputs are a somelib.Special,")
+
+
+def test_the_local_cli_refuses_an_unreadable_type_in_one_line(tmp_path: Path) -> None:
+    archive = _pair_archive(tmp_path, "somelib.Special", '{"doubled": 1}')
+    with pytest.raises(ProgramInputError) as refused:
+        load_program_file(archive, "forward")
+    message = str(refused.value)
+    assert "\n" not in message
+    assert message.startswith(f"method 'forward': {archive}: the program's outputs are a somelib")
+    assert message.endswith("export with return_dict=False, or return a tuple or a dict of tensors")
