@@ -32,6 +32,9 @@ from pteforge.contracts.json_types import Contract, at_most_entries
 MAX_TEMPLATE_KWARGS = 32
 """Most variables a request may add to the chat template's."""
 
+MAX_CHAT_MESSAGES = 2048
+"""Most messages a chat may hold (a request's whole conversation)."""
+
 MAX_TOKEN_ID = 2**31 - 1
 """The largest token id a prompt may hold (vocabularies are far smaller; the vocabulary's own
 size is checked where the model is known)."""
@@ -64,7 +67,7 @@ class GenerationRequest(Contract):
 
     prompt: str | None = None
     prompt_ids: tuple[int, ...] | None = None
-    messages: tuple[ChatMessage, ...] | None = None
+    messages: Annotated[tuple[ChatMessage, ...], at_most_entries(MAX_CHAT_MESSAGES)] | None = None
     max_tokens: int = Field(default=16, ge=1, le=1 << 20)
     temperature: float = Field(default=1.0, ge=0.0, le=2.0)
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)

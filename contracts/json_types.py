@@ -59,12 +59,14 @@ def plain_json(value: Any) -> Any:
 
 
 def at_most_entries(limit: int) -> BeforeValidator:
-    """Refuses a JSON object of more than ``limit`` entries before its values are validated.
-    Pydantic reports every bad value of a dict (~1 KB of error each: a 16 MiB body of them
-    is gigabytes); lists stop at their first bad item with ``Field(fail_fast=True)``."""
+    """Refuses a JSON object of more than ``limit`` entries (or an array of more than
+    ``limit`` items) before its values are validated. Pydantic reports every bad value of a
+    dict (~1 KB of error each: a 16 MiB body of them is gigabytes); lists stop at their first
+    bad item with ``Field(fail_fast=True)``, but a list's ``max_length`` is checked only once
+    every item is built (16 MiB of one-letter chat messages: 559,000 models, 4 s, 500 MiB)."""
 
     def check(value: Any) -> Any:
-        if isinstance(value, dict) and len(value) > limit:
+        if isinstance(value, dict | list | tuple) and len(value) > limit:
             raise PydanticCustomError(
                 "too_many_entries",
                 "at most {limit} entries, got {count}",

@@ -14,6 +14,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from pteforge.contracts.generation import (
+    MAX_CHAT_MESSAGES,
     MAX_TEMPLATE_KWARGS,
     MAX_TOKEN_ID,
     ChatMessage,
@@ -23,6 +24,9 @@ from pteforge.contracts.json_types import FailFastList, at_most_entries
 
 CHAT_MAX_TOKENS = 1 << 20
 """A chat without ``max_tokens`` runs until the end of the sequence or of the context."""
+
+MAX_CONTENT_PARTS = 16
+"""Most text parts one message's content may have (their texts are joined)."""
 
 
 class StreamOptions(BaseModel):
@@ -145,7 +149,7 @@ class Message(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     role: Literal["system", "developer", "user", "assistant"]
-    content: str | FailFastList[TextPart]
+    content: Annotated[str | FailFastList[TextPart], at_most_entries(MAX_CONTENT_PARTS)]
     name: str | None = None
 
     def as_chat(self) -> ChatMessage:
@@ -158,7 +162,9 @@ class Message(BaseModel):
 class ChatBody(_Sampling):
     """``POST /v1/chat/completions``."""
 
-    messages: list[Message] = Field(min_length=1, fail_fast=True)
+    messages: Annotated[list[Message], at_most_entries(MAX_CHAT_MESSAGES)] = Field(
+        min_length=1, fail_fast=True
+    )
     max_tokens: int | None = Field(default=None, ge=1, le=CHAT_MAX_TOKENS)
     max_completion_tokens: int | None = Field(default=None, ge=1, le=CHAT_MAX_TOKENS)
     logprobs: bool | None = False

@@ -62,6 +62,11 @@ def test_an_unknown_model_is_404(client: openai.OpenAI) -> None:
         ({"prompt": [[]]}, "prompt", "at least one token"),
         ({"prompt": [2**64]}, "prompt", "token ids are from 0 to 2147483647"),
         ({"stop": [""]}, None, "stop string"),
+        ({"max_tokens": -1}, "max_tokens", "greater than or equal to 1"),
+        ({"n": 10**9}, "n", "not supported"),
+        ({"stop": ["x"] * 10_000}, "stop", "at most 16 items"),
+        ({"logit_bias": {str(i): 1 for i in range(301)}}, "logit_bias", "at most 300 entries"),
+        ({"logit_bias": {"50256": -100}}, "logit_bias", "not supported"),
     ],
 )
 def test_a_body_openai_refuses_is_400(
@@ -87,3 +92,25 @@ def test_a_body_that_is_not_json_is_400(service: ServiceProcess, admin: httpx.Cl
     answer = admin.post("/v1/chat/completions", content=b"{not json")
     assert answer.status_code == 400
     assert answer.json()["error"]["type"] == "invalid_request_error"
+
+
+@pytest.mark.parametrize(
+    ("messages", "words"),
+    [
+        ([{"role": "user", "content": "a"}] * 2049, "messages: at most 2048 entries, got 2049"),
+        (
+            [{"role": "user", "content": [{"type": "text", "text": "a"}] * 17}],
+            "messages.0.content: at most 16 entries, got 17",
+        ),
+        ([{"role": "user", "content": [{"type": "text", "text": [[["a"]]]}]}], "messages.0"),
+    ],
+)
+def test_a_chat_past_its_limits_is_400_naming_it(
+    client: openai.OpenAI, untokenized: str, messages: list[Any], words: str
+) -> None:
+    """A chat's messages and content parts are counted before each is built: 16 MiB of
+    one-letter messages (559,000) cost the server 4 s of its event loop and 500 MiB."""
+    with pytest.raises(openai.BadRequestError) as raised:
+        client.chat.completions.create(model=untokenized, messages=messages)
+    error = _error(raised)
+    assert error["param"] == "messages" and words in error["message"], error
