@@ -55,11 +55,26 @@ def test_known_types_are_left_as_they_are() -> None:
 )
 def test_an_unreadable_type_is_refused_in_one_line_naming_it(context: str) -> None:
     with pytest.raises(ProgramInputError) as refused:
-        readable_spec(_spec("somelib.Special", context), KNOWN, "inputs")
+        readable_spec(_spec("somelib.Special", context), KNOWN)
     message = str(refused.value)
     assert "\n" not in message
-    assert "inputs are a somelib.Special" in message
+    assert "outputs are a somelib.Special" in message
     assert "return_dict=False" in message and "tuple or a dict" in message
+
+
+def test_input_types_are_refused_never_rewritten() -> None:
+    """A kwargs dictionary's keys become parameters of def forward: the validator checks them
+    as identifiers only where the archive says (tuple, dict), so no rewrite may make one."""
+    keys = json.dumps(["x=print(1)"])  # a literal, but no identifier
+    kwargs = {"type": "somelib.Kwargs", "context": keys, "children_spec": [LEAF]}
+    args = {"type": TUPLE_TYPE, "context": "null", "children_spec": [LEAF]}
+    in_spec = json.dumps(
+        [1, {"type": TUPLE_TYPE, "context": "null", "children_spec": [args, kwargs]}]
+    )
+    signature = {"in_spec": in_spec, "out_spec": _spec(TUPLE_TYPE, "null")}
+    document = {"graph_module": {"module_call_graph": [{"fqn": "", "signature": signature}]}}
+    with pytest.raises(ProgramInputError, match=r"inputs hold a somelib\.Kwargs, a pytree type"):
+        readable_program(json.dumps(document).encode(), KNOWN)
 
 
 class _Pair(torch.nn.Module):
