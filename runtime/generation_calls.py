@@ -48,7 +48,7 @@ from pteforge.runtime.errors import (
 from pteforge.runtime.generation_replies import Replies, merged
 from pteforge.runtime.processes import WorkerProcess
 from pteforge.runtime.session_calls import SessionCalls
-from pteforge.runtime.sessions import Sequence, Session
+from pteforge.runtime.sessions import GenerationSession, Sequence, Session
 from pteforge.runtime.wire import encode_message
 from pteforge.runtime.worker_calls import ASYNC_INLINE_FRAME_BYTES, Calls, Request
 
@@ -83,7 +83,7 @@ async def generate(
         request=request,
     )
     # Apart from /v2 sequence ids, but in the same scope: the same per-project limits.
-    sequence = None if request.session is None else Sequence(scope, f"generate:{request.session}")
+    sequence = None if request.session is None else GenerationSession(scope, request.session)
     nbytes = pool.described(sha256, source).state.planned_bytes
     try:
         async with contextlib.aclosing(

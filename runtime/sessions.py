@@ -50,8 +50,31 @@ class Sequence:
     def key(self) -> tuple[str, str]:
         return self.scope, f"{type(self.id).__name__}:{self.id}"
 
+    @property
+    def how_to_end(self) -> str:
+        """What a caller over its project's limit can do."""
+        return "end one with sequence_end or let it expire"
+
     def __str__(self) -> str:
         return f"sequence {self.id!r}"
+
+
+@dataclass(frozen=True)
+class GenerationSession(Sequence):
+    """A text generation's session (``id``: its key, ``X-Pteforge-Session``): counted with
+    the scope's sequences, but apart from them (a /v2 sequence id ``"generate:KEY"`` named
+    this session, and its steps ran on the generation's KV cache)."""
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.scope, f"generate:{self.id}"
+
+    @property
+    def how_to_end(self) -> str:
+        return "let one expire"
+
+    def __str__(self) -> str:
+        return f"generation session {self.id!r}"
 
 
 @dataclass(eq=False)
@@ -105,9 +128,9 @@ class Sessions:
         mine = sum(1 for s in others if s.sequence.scope == sequence.scope)
         if mine >= self.limits.per_scope:
             raise SessionLimitError(
-                f"cannot start {sequence}: this project already has {mine} open sequences, "
-                f"the limit per project ({self.limits.per_scope}); end one with sequence_end "
-                f"or let it expire ({self.limits.idle_s:.0f}s idle)"
+                f"cannot start {sequence}: this project already has {mine} open sessions "
+                f"(/v2 sequences and generation sessions), the limit per project "
+                f"({self.limits.per_scope}); {sequence.how_to_end} ({self.limits.idle_s:.0f}s idle)"
             )
         held = sum(s.nbytes for s in others)
         if held + nbytes > self.limits.total_bytes:

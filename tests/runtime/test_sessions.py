@@ -21,7 +21,8 @@ import tritonclient.http as triton
 from tritonclient.utils import InferenceServerException
 
 from pteforge.runtime import RuntimePool
-from pteforge.runtime.sessions import SessionLimits
+from pteforge.runtime.errors import SessionLimitError, UnknownSessionError
+from pteforge.runtime.sessions import GenerationSession, Sequence, SessionLimits, Sessions
 from pteforge.runtime.state import read_program_state
 from tests.runtime.helpers import MemoryResolver, build_app, serve
 from tests.runtime.stateful_compile import StatefulPte, compile_stateful
@@ -183,3 +184,26 @@ def test_bad_sequence_parameters_are_400(site: Site) -> None:
     ]:
         reply = httpx.post(url, json=dict(body, parameters=parameters), headers=headers)
         assert reply.status_code == 400 and words in reply.json()["error"], reply.text
+
+
+def test_a_generation_session_is_apart_from_v2_sequence_ids() -> None:
+    """A generation session keyed 'chat' was the /v2 sequence 'generate:chat' of its project:
+    an infer step naming that id joined it and ran on the generation's KV cache."""
+    sessions = Sessions(SessionLimits(per_scope=2))
+    sessions.begin(GenerationSession("project-a", "chat"), "sha", 1)
+    with pytest.raises(UnknownSessionError, match="sequence 'generate:chat' is not active"):
+        sessions.find(Sequence("project-a", "generate:chat"), "sha")
+
+
+def test_a_project_over_its_sessions_is_told_how_its_kind_ends() -> None:
+    """Session keys from one project (each a new session): past the limit, a 429 naming the
+    generation session and how one ends (no sequence_end there); other projects open theirs."""
+    sessions = Sessions(SessionLimits(per_scope=2))
+    for key in ("k1", "k2"):
+        sessions.begin(GenerationSession("project-a", key), "sha", 1)
+    with pytest.raises(SessionLimitError) as refused:
+        sessions.begin(GenerationSession("project-a", "k3"), "sha", 1)
+    message = str(refused.value)
+    assert "cannot start generation session 'k3'" in message, message
+    assert "limit per project (2); let one expire" in message, message
+    sessions.begin(GenerationSession("project-b", "k1"), "sha", 1)
