@@ -212,3 +212,20 @@ def test_a_generation_stream_ends_when_its_token_is_revoked(
     with quiet_service.client(quiet_service.admin_token) as admin:
         served = admin.post("/v1/completions", json={"model": lm_model, "prompt": "a", **LONG})
     assert served.status_code == 200 and served.json()["choices"][0]["finish_reason"], served.text
+
+
+def test_a_generation_not_streamed_is_401_when_its_token_is_revoked(
+    quiet_service: ServiceProcess, lm_model: str
+) -> None:
+    """The same, not streamed: the answer is the 401 (OpenAI's shape), not the text."""
+    token = quiet_service.create_token("gen-whole", PROJECT)
+    body = json.dumps({"model": lm_model, "prompt": "The quick brown fox", **LONG}).encode()
+    sock = _past_authentication(quiet_service, "/v1/completions", token, body)
+    _revoke_with_the_cli(quiet_service, "gen-whole")
+    wait_until(lambda: _refused(quiet_service, "/v1/completions", token), 60, "the revocation")
+    with sock:
+        sock.sendall(body)
+        answer = http.client.HTTPResponse(sock, method="POST")
+        answer.begin()
+        error = json.loads(answer.read())["error"]
+    assert answer.status == 401 and error["type"] == "authentication_error", error
