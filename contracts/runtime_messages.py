@@ -33,10 +33,12 @@ _STATE_CONFIG = ConfigDict(extra="forbid")
 
 @dataclass(frozen=True, config=_STATE_CONFIG)
 class MethodState:
-    """The mutable buffers of one method: those it can name, and how many it cannot."""
+    """The mutable buffers of one method: those it can name, and how many it cannot; and
+    the bytes its memory plan needs (activations and mutable buffers)."""
 
     buffers: tuple[str, ...] = ()
     unnamed: int = 0
+    planned_bytes: int = 0
 
     @property
     def stateful(self) -> bool:
@@ -68,6 +70,19 @@ class ProgramState:
     def method(self, name: str) -> MethodState:
         """The state of method ``name`` (``STATELESS`` if unknown)."""
         return self.methods.get(name, STATELESS)
+
+    def largest_plan(self) -> str:
+        """Which method plans the most memory and how much, for a message about
+        ``planned_bytes``; empty when no method plans any."""
+        if not self.methods:
+            return ""
+        name, state = max(self.methods.items(), key=lambda item: item[1].planned_bytes)
+        if state.planned_bytes <= 0:
+            return ""
+        return (
+            f"method {name!r} plans {state.planned_bytes / 2**20:.1f} MiB (ExecuTorch plans "
+            "a dynamic dimension for its max: export with a smaller Dim max to need less)"
+        )
 
 
 # -- pool to worker ----------------------------------------------------------------------

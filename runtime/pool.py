@@ -231,8 +231,8 @@ class RuntimePool:
             request = Request(message, inputs, ASYNC_INLINE_FRAME_BYTES, scope)
             (reply, outputs), queue_ms = await self.routes.stateless().call_async(request)
         else:
-            nbytes = self.described(sha256, source).state.planned_bytes
-            call = self.session_calls.call(message, inputs, sequence, nbytes)
+            state = self.described(sha256, source).state
+            call = self.session_calls.call(message, inputs, sequence, state)
             (reply, outputs), queue_ms = await call
         checked = self._checked(reply, InferReply, path)
         return self._result(checked, outputs, signature, queue_ms, start)

@@ -16,7 +16,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from pteforge.contracts.runtime_messages import DropRequest, ErrorReply, InferRequest
+from pteforge.contracts.runtime_messages import (
+    DropRequest,
+    ErrorReply,
+    InferRequest,
+    ProgramState,
+)
 from pteforge.runtime.errors import (
     InvalidInputError,
     SessionEndedError,
@@ -46,13 +51,16 @@ class SessionCalls:
         message: InferRequest,
         arrays: Sequence[np.ndarray],
         sequence: SequenceRef,
-        nbytes: int,
+        state: ProgramState,
     ) -> tuple[Reply, float]:
-        """Run the request in ``sequence``'s session; the reply and its queue time (ms)."""
+        """Run the request in ``sequence``'s session; the reply and its queue time (ms).
+        Starting it takes the program's planned memory (``state``) of the sessions' limit."""
         if message.profile:
             raise InvalidInputError("profile is not available inside a sequence")
         if sequence.start:
-            session, replaced = self.sessions.begin(sequence, message.sha256, nbytes)
+            session, replaced = self.sessions.begin(
+                sequence, message.sha256, state.planned_bytes, state.largest_plan()
+            )
             if replaced is not None:
                 self.drop_later(replaced)
         else:

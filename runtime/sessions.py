@@ -109,13 +109,16 @@ class Sessions:
     def __len__(self) -> int:
         return len(self._active)
 
-    def begin(self, sequence: Sequence, sha256: str, nbytes: int) -> tuple[Session, Session | None]:
+    def begin(
+        self, sequence: Sequence, sha256: str, nbytes: int, why: str = ""
+    ) -> tuple[Session, Session | None]:
         """Register a new session (busy); the one it replaces (same id, now ended), if any.
-        Raises ``SessionLimitError`` or ``SessionMemoryError`` naming the limit."""
+        Raises ``SessionLimitError`` or ``SessionMemoryError`` naming the limit (and ``why``
+        the program needs ``nbytes``, e.g. ``ProgramState.largest_plan``)."""
         with self._lock:
             old = self._active.get(sequence.key)
             others = [s for s in self._active.values() if s is not old]
-            self._check_limits(sequence, nbytes, others)
+            self._check_limits(sequence, nbytes, others, why)
             if old is not None:
                 self._forget(old, f"{sequence} was restarted by a new sequence_start")
             session = Session(next(self._ids), sequence, sha256, nbytes, last_used=self.clock())
@@ -124,7 +127,9 @@ class Sessions:
             self._ended.pop(sequence.key)
         return session, old
 
-    def _check_limits(self, sequence: Sequence, nbytes: int, others: list[Session]) -> None:
+    def _check_limits(
+        self, sequence: Sequence, nbytes: int, others: list[Session], why: str
+    ) -> None:
         mine = sum(1 for s in others if s.sequence.scope == sequence.scope)
         if mine >= self.limits.per_scope:
             raise SessionLimitError(
@@ -135,9 +140,10 @@ class Sessions:
         held = sum(s.nbytes for s in others)
         if held + nbytes > self.limits.total_bytes:
             raise SessionMemoryError(
-                f"cannot start {sequence}: it needs {nbytes} bytes and open sequences hold "
-                f"{held} of the {self.limits.total_bytes} bytes all sequences may use "
-                "(the server-wide session memory limit)"
+                f"cannot start {sequence}: its program's planned memory is {_mib(nbytes)} and "
+                f"open sequences hold {_mib(held)} of the {_mib(self.limits.total_bytes)} all "
+                "sequences may use (the server-wide session memory limit, "
+                f"PTEFORGE_SESSION_MEMORY_BYTES){'; ' + why if why else ''}"
             )
 
     def find(self, sequence: Sequence, sha256: str) -> Session:
@@ -207,3 +213,7 @@ class Sessions:
                     "sequence_start",
                 )
         return stale
+
+
+def _mib(nbytes: int) -> str:
+    return f"{nbytes / 2**20:.1f} MiB"

@@ -58,7 +58,8 @@ def _method_state(plan: Any, named_program: bool) -> MethodState:
             continue  # every mutable buffer has a name here: this is an activation
         elif tensor.data_buffer_idx > 0 or last_input is None or index < last_input:
             unnamed += 1
-    return MethodState(tuple(dict.fromkeys(names)), unnamed)
+    planned = sum(int(size) for size in plan.non_const_buffer_sizes[1:])
+    return MethodState(tuple(dict.fromkeys(names)), unnamed, planned)
 
 
 def _planned_bytes(plans: list[Any]) -> int:

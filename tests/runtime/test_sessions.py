@@ -141,7 +141,8 @@ def test_limits_refuse_new_sessions_and_say_which(site: Site) -> None:
     assert "limit per project (2)" in message and "sequence 50" in message
     step(b, 1, start=True)  # another project still may: memory for three
     message = refused(lambda: step(b, 2, start=True), 503)
-    assert "session memory limit" in message
+    assert "session memory limit" in message and "MiB" in message
+    assert "method 'forward' plans" in message  # what needs the memory, and how to need less
     step(a, 1, end=True)  # ending one frees its place
     assert step(b, 2, start=True) == 1.0
 

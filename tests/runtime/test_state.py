@@ -50,9 +50,12 @@ def test_state_is_read_from_the_flatbuffer(
 ) -> None:
     states = {name: read_program_state(c.path) for name, c in counters.items()}
     assert states["unnamed"] is not None and states["named"] is not None
-    assert states["unnamed"].method("forward") == MethodState((), 1)
-    assert states["named"].method("forward") == MethodState(("n",), 0)
-    assert states["named"].method("forward").resettable
+    unnamed, named = states["unnamed"].method("forward"), states["named"].method("forward")
+    assert unnamed == MethodState((), 1, unnamed.planned_bytes)
+    assert named == MethodState(("n",), 0, named.planned_bytes)
+    assert named.resettable
+    assert 0 < named.planned_bytes <= states["named"].planned_bytes  # one method of the copy
+    assert "method 'forward' plans" in states["named"].largest_plan()
     for compiled in artifacts.values():  # the stateless test programs pay nothing
         state = read_program_state(compiled.path)
         assert state is not None and not state.stateful, compiled.path
