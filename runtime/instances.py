@@ -92,13 +92,15 @@ def to_numpy(value: Any) -> np.ndarray:
     return np.ascontiguousarray(np.asarray(value))
 
 
-def run_method(method: Any, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    """Execute an ExecuTorch method on numpy inputs; outputs as numpy arrays."""
+def run_method(method: Any, inputs: list[np.ndarray], name: str = "") -> list[np.ndarray]:
+    """Execute an ExecuTorch method on numpy inputs; outputs as numpy arrays. A failure
+    names the method ``name`` (a session's requests reach several methods of a program)."""
     import torch
 
     tensors = [torch.from_numpy(a) for a in inputs]
     try:
         outputs = method.execute(tensors)
     except Exception as exc:
-        raise ExecutionError(f"execution failed: {exc}") from exc
+        what = f"method {name!r}" if name else "execution"
+        raise ExecutionError(f"{what} failed: {exc}") from exc
     return [to_numpy(o) for o in outputs]

@@ -196,7 +196,7 @@ class Executor:
             with loaded.loading():  # it loads the program again, as the worker would
                 outputs, profile = profile_method(self.runtime, request.path, name, inputs)
         else:
-            outputs, profile = run_method(method, inputs), None
+            outputs, profile = run_method(method, inputs, name), None
         done = time.perf_counter()
         load_ms, execute_ms = (loaded_at - start) * 1e3, (done - loaded_at) * 1e3
         reply = InferReply(

@@ -44,6 +44,7 @@ def test_an_out_of_range_token_names_the_index_and_the_code(
     assert response.status_code == 422, response.text
     error = response.json()["error"]
     assert "99 >= weight.size(0) 32" in error and "InvalidArgument" in error, error
+    assert error.startswith("method 'forward' failed"), error
     assert "\x1b" not in error
 
 
