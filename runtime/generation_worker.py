@@ -37,7 +37,7 @@ from pteforge.runtime.errors import (
     UnknownMethodError,
 )
 from pteforge.runtime.instances import ProgramInstance
-from pteforge.runtime.language_model import LmInfo, feed, read_lm_info
+from pteforge.runtime.language_model import DecodeInputs, LmInfo, feed, read_lm_info
 from pteforge.runtime.lru import ByteLRU
 from pteforge.runtime.sampling import Sampler
 from pteforge.runtime.text_codec import TextCodec
@@ -138,9 +138,13 @@ class Step:
     def __init__(self, method: Any, info: LmInfo) -> None:
         self.method = method
         self.info = info
+        self.decode = DecodeInputs(info)
 
     def feed(self, tokens: Sequence[int], history: list[int]) -> Any:
-        logits = feed(self.method, self.info, tokens, len(history))
+        if len(tokens) == 1:  # a decode step
+            logits = self.decode.step(self.method, self.info, tokens[0], len(history))
+        else:
+            logits = feed(self.method, self.info, tokens, len(history))
         history.extend(tokens)
         return logits
 
