@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import struct
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from typing import Any, TypeVar
@@ -37,8 +39,11 @@ _ALLOWED_DTYPES = {dt.str: dt for dt in NUMPY_TO_OIP}
 _LENGTH_BYTES = 8
 _HEADER_KEYS = {"tensors", "message"}
 _TENSOR_KEYS = {"dtype", "shape"}
+_SIZE, _LONG_SIZE = struct.Struct("!i"), struct.Struct("!Q")  # multiprocessing's framing
+_SMALL_FRAME = 64 * 1024  # read whole into a bytes; larger ones into a buffer, in pieces
 
 Message = TypeVar("Message")
+Frame = bytes | bytearray | memoryview
 
 
 def tensor_header(array: np.ndarray) -> dict[str, Any]:
@@ -93,7 +98,7 @@ def _tensor(spec: Any) -> tuple[np.dtype, list[int]]:
     return dtype, shape
 
 
-def _header(frame: bytes | bytearray, adapter: TypeAdapter[Message]) -> tuple[Message, Any, int]:
+def _header(frame: Frame, adapter: TypeAdapter[Message]) -> tuple[Message, Any, int]:
     """The frame's message (validated), its tensor headers and where its tensors start."""
     if len(frame) < _LENGTH_BYTES:
         raise RuntimeLayerError(f"a frame of {len(frame)} bytes has no header length")
@@ -112,9 +117,7 @@ def _header(frame: bytes | bytearray, adapter: TypeAdapter[Message]) -> tuple[Me
     return message, header["tensors"], head_end
 
 
-def decode_message(
-    frame: bytes | bytearray, adapter: TypeAdapter[Message]
-) -> tuple[Message, list[np.ndarray]]:
+def decode_message(frame: Frame, adapter: TypeAdapter[Message]) -> tuple[Message, list[np.ndarray]]:
     """Split a frame made by ``encode_message`` into its message, validated by ``adapter``,
     and its arrays (views into ``frame``); ``RuntimeLayerError`` if it is malformed."""
     message, tensors, offset = _header(frame, adapter)
@@ -136,13 +139,49 @@ def send_message(conn: Connection, message: BaseModel, arrays: Sequence[np.ndarr
     conn.send_bytes(encode_message(message, arrays))
 
 
+def read_frame(conn: Connection) -> bytes | bytearray:
+    """The next message ``conn.send_bytes`` wrote on the other end, as ``conn.recv_bytes()``
+    would answer it, but with fewer copies: a large one is read straight into one buffer
+    (``recv_bytes`` copies it through a ``BytesIO`` twice), a small one with two reads.
+    ``EOFError`` if the other end closed before the message began, ``OSError`` inside it."""
+    fd = conn.fileno()
+    (size,) = _SIZE.unpack(_read(fd, _SIZE.size, at_start=True))
+    if size == -1:  # multiprocessing's header of a message over 2 GiB
+        (size,) = _LONG_SIZE.unpack(_read(fd, _LONG_SIZE.size))
+    return _read(fd, size) if size <= _SMALL_FRAME else _read_into(fd, bytearray(size))
+
+
+def _read(fd: int, size: int, at_start: bool = False) -> bytes | bytearray:
+    data = os.read(fd, size) if size else b""
+    if len(data) == size:
+        return data
+    if not data:
+        raise EOFError if at_start else OSError("got end of file during message")
+    buffer = bytearray(size)
+    buffer[: len(data)] = data
+    return _read_into(buffer=buffer, fd=fd, done=len(data))
+
+
+def _read_into(fd: int, buffer: bytearray, done: int = 0) -> bytearray:
+    view = memoryview(buffer)
+    while done < len(buffer):
+        count = os.readv(fd, [view[done:]])
+        if count == 0:
+            raise OSError("got end of file during message")
+        done += count
+    return buffer
+
+
 def recv_request(conn: Connection) -> tuple[WorkerRequest, list[np.ndarray]]:
-    """Receive a request, in a worker; its arrays are writable (the frame is copied).
+    """Receive a request, in a worker; its arrays are writable (views of a fresh buffer).
 
     Raises ``EOFError`` if the pool went away, ``RuntimeLayerError`` if the frame is
     malformed (the connection stays usable: the next frame starts afresh).
     """
-    return decode_message(bytearray(conn.recv_bytes()), WORKER_REQUEST)
+    frame = read_frame(conn)
+    return decode_message(
+        frame if isinstance(frame, bytearray) else bytearray(frame), WORKER_REQUEST
+    )
 
 
 def recv_reply(conn: Connection) -> tuple[WorkerReply, list[np.ndarray]]:
@@ -150,4 +189,7 @@ def recv_reply(conn: Connection) -> tuple[WorkerReply, list[np.ndarray]]:
 
     Raises ``EOFError`` if the worker died, ``RuntimeLayerError`` if the frame is malformed.
     """
-    return decode_message(conn.recv_bytes(), WORKER_REPLY)
+    frame = read_frame(conn)
+    if isinstance(frame, bytearray):
+        return decode_message(memoryview(frame).toreadonly(), WORKER_REPLY)
+    return decode_message(frame, WORKER_REPLY)
