@@ -6,6 +6,7 @@ import asyncio
 import logging
 import multiprocessing
 import os
+import select
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -33,6 +34,18 @@ class WorkerProcess:
     conn: Connection
     scratch: Path  # the only directory the confined worker may write; removed with it
     info: ReadyReply | None = None  # the worker's hello, once it said it is ready
+
+    def alive(self) -> bool:
+        """``process.is_alive()`` in one poll: an exit status already read (``join``,
+        ``exitcode``) means it ended, else its sentinel is readable once it has (the status
+        waits there, then end of file). ``is_alive`` builds a selector to ask (3.1 us, this
+        0.5 us), and every request asks it of the worker it takes. A poll object per call:
+        several threads may ask at once."""
+        if getattr(getattr(self.process, "_popen", None), "returncode", None) is not None:
+            return False
+        exited = select.poll()
+        exited.register(self.process.sentinel, select.POLLIN)
+        return not exited.poll(0)
 
     def reply(self, timeout_s: float) -> tuple[WorkerReply, list[np.ndarray]]:
         """The reply to the request just sent; ``TimeoutError`` if none within ``timeout_s``."""

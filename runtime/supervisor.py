@@ -78,7 +78,7 @@ class Workers:
 
     @staticmethod
     def _alive(worker: WorkerProcess) -> bool:
-        return worker.process.is_alive()
+        return worker.alive()
 
     def _died_idle(self, worker: WorkerProcess) -> None:
         code = worker.process.exitcode
@@ -166,7 +166,7 @@ class Workers:
     @property
     def ready(self) -> bool:
         """True while open and at least one worker is running."""
-        return not self._closed.is_set() and any(w.process.is_alive() for w in list(self.live))
+        return not self._closed.is_set() and any(w.alive() for w in list(self.live))
 
     def close(self) -> None:
         """Stop every worker; waiting callers fail with ``PoolClosedError``."""
