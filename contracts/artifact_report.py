@@ -65,13 +65,15 @@ class BackendDelegation(StoredDocument):
 
 
 class MethodReport(StoredDocument):
-    """Operator delegation of one method: totals, per backend id and per operator."""
+    """Operator delegation of one method: totals, per backend id and per operator; and
+    the bytes its memory plan allocates when loaded (absent from older reports)."""
 
     delegated_operators: int
     non_delegated_operators: int
     delegated_subgraphs: int
     backends: dict[str, BackendDelegation]
     operators: dict[str, OperatorDelegation]
+    planned_memory_bytes: int | None = None
 
 
 class ConstantsReport(StoredDocument):

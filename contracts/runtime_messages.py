@@ -19,7 +19,7 @@ the cancel arrives after the stream ended: the pool reads up to that reply).
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, TypeAdapter
 from pydantic.dataclasses import dataclass
@@ -53,6 +53,13 @@ class MethodState:
 
 STATELESS = MethodState()
 """The state of a method that keeps none."""
+
+
+def planned_bytes(plan: Any) -> int:
+    """The bytes one ``executorch.exir.schema.ExecutionPlan`` plans when its method is
+    loaded: its memory arenas (``non_const_buffer_sizes``; id 0 is reserved), which hold
+    activations and mutable buffers. ExecuTorch plans a dynamic dimension for its max."""
+    return sum(int(size) for size in plan.non_const_buffer_sizes[1:])
 
 
 @dataclass(frozen=True, config=_STATE_CONFIG)

@@ -24,6 +24,7 @@ from pteforge.manager.partitioners import StageCallback
 from pteforge.manager.plan import Calibration, calibration_tensors, parse_plan, resolve_targets
 from pteforge.manager.plan_check import check_plan
 from pteforge.manager.program_manager import ProgramManager, to_edge_transform_and_lower
+from pteforge.manager.report import planned_memory
 from pteforge.manager.signature import MethodSignature, method_signature
 
 _E = TypeVar("_E")
@@ -42,9 +43,13 @@ class CompiledProgram:
 
     @cached_property
     def report(self) -> dict[str, Any]:
-        """``ProgramManager.report()`` of the lowered program, with ``generation`` when the
-        plan's constant methods make it a language model in the LLM runner convention."""
+        """``ProgramManager.report()`` of the lowered program, each method's
+        ``planned_memory_bytes`` read from the ``.pte``, and ``generation`` when the plan's
+        constant methods make it a language model in the LLM runner convention."""
         report = self.manager.report()
+        for name, nbytes in planned_memory(self.pte).items():
+            if name in report["methods"]:
+                report["methods"][name]["planned_memory_bytes"] = nbytes
         constants = self.plan.constant_methods or {}
         answers = {k: v if isinstance(v, list) else [v] for k, v in constants.items()}
         info = generation_info([*self.methods, *constants], answers)

@@ -19,6 +19,8 @@ from executorch.exir.schema import DataLocation, Program
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind
 
+from pteforge.contracts.runtime_messages import planned_bytes
+
 _CONSTANT_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
 ConstantKey = tuple[str, tuple[int, ...], str]
 
@@ -100,6 +102,14 @@ def program_report(programs: Mapping[str, ExportedProgram]) -> dict[str, Any]:
         "methods": {name: method_report(p) for name, p in sorted(programs.items())},
         "program": constants_report(programs),
     }
+
+
+def planned_memory(pte: bytes) -> dict[str, int]:
+    """Per method of ``pte``, the bytes its memory plan allocates when it is loaded
+    (activations and mutable buffers, each dynamic dimension planned for its max): what a
+    runtime worker, or a /v2 session, holds for it besides the weights."""
+    program, _, _ = _program_of(pte)
+    return {str(plan.name): planned_bytes(plan) for plan in program.execution_plan}
 
 
 def _program_of(pte: bytes) -> tuple[Program, int, int]:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from pteforge.contracts.runtime_messages import MethodState, ProgramState
+from pteforge.contracts.runtime_messages import MethodState, ProgramState, planned_bytes
 
 __all__ = ["MethodState", "ProgramState", "program_state", "read_program_state"]
 
@@ -58,8 +58,7 @@ def _method_state(plan: Any, named_program: bool) -> MethodState:
             continue  # every mutable buffer has a name here: this is an activation
         elif tensor.data_buffer_idx > 0 or last_input is None or index < last_input:
             unnamed += 1
-    planned = sum(int(size) for size in plan.non_const_buffer_sizes[1:])
-    return MethodState(tuple(dict.fromkeys(names)), unnamed, planned)
+    return MethodState(tuple(dict.fromkeys(names)), unnamed, planned_bytes(plan))
 
 
 def _planned_bytes(plans: list[Any]) -> int:

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
-import pytest
-from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+from pathlib import Path
 
-from pteforge.manager import DelegationSpec, ProgramManager
+import pytest
+import torch
+from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+from torch import nn
+from torch.export import Dim, export
+
+from pteforge.backends import default_catalog
+from pteforge.manager import DelegationSpec, ProgramManager, compile_programs
+from pteforge.runtime.state import read_program_state
 from tests.manager.helpers import assert_runs_like_eager, parameter_bytes
 from tests.models import MultiMethod
 
@@ -85,3 +92,25 @@ def test_report_is_json_serialisable(lowered: dict[str, ProgramManager]) -> None
 
     for manager in lowered.values():
         assert json.loads(json.dumps(manager.report())) == manager.report()
+
+
+class _Scores(nn.Module):
+    """An attention-score shape: its activations grow with the square of the length."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(x @ x.transpose(1, 2), dim=-1)
+
+
+def test_the_report_says_what_each_method_plans_for_its_dynamic_max(tmp_path: Path) -> None:
+    """``planned_memory_bytes`` is the memory plan of the method, planned for a ``Dim``'s
+    max (a /v2 session holds it), and the bytes the runtime reads from the ``.pte``."""
+    planned = {}
+    for top in (16, 64):
+        x = torch.randn(1, 8, 4)
+        program = export(_Scores(), (x,), dynamic_shapes=({1: Dim("seq", max=top)},))
+        compiled = compile_programs({"forward": program}, None, default_catalog())
+        planned[top] = compiled.report["methods"]["forward"]["planned_memory_bytes"]
+        compiled.write(tmp_path / "scores.pte")
+        state = read_program_state(tmp_path / "scores.pte")
+        assert state is not None and state.method("forward").planned_bytes == planned[top]
+    assert planned[64] > 8 * planned[16] > 0  # 64 x 64 scores against 16 x 16
