@@ -173,14 +173,49 @@ class TensorNames:
     outputs: tuple[str, ...]
 
 
+ConstantValue = (
+    Annotated[bool, Strict()]
+    | Annotated[int, Strict()]
+    | Annotated[float, Strict()]
+    | Annotated[str, Strict()]
+    | None
+)
+"""A non-tensor input's value: what ``torch.export`` records for a ``ConstantArgument``."""
+
+
+@dataclass(frozen=True, config=_SPEC_CONFIG)
+class ConstantInput:
+    """A method input the program was exported with as a constant (a non-tensor keyword such
+    as ``use_cache=False``): the method still takes it, at position ``index`` of its inputs,
+    and pteforge passes ``value``, the one it was exported with; clients never send it."""
+
+    index: Annotated[int, Strict()]
+    name: Annotated[str, Strict()]
+    value: ConstantValue = None
+
+
 @dataclass(frozen=True, config=_SPEC_CONFIG)
 class MethodSignature(JsonForm):
     """The inputs and outputs of one method, in positional order; its JSON form is
-    ``{"name", "inputs": [...], "outputs": [...]}`` with :meth:`TensorSpec.to_json`'s."""
+    ``{"name", "inputs": [...], "outputs": [...][, "constants": [...]]}`` with
+    :meth:`TensorSpec.to_json`'s.
+
+    ``inputs`` are what a caller sends; ``constants`` (None: there are none) the inputs the
+    program holds a constant for, which :meth:`positional` puts back in their places.
+    """
 
     name: Annotated[str, Strict()]
     inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]
+    constants: tuple[ConstantInput, ...] | None = None
+
+    def positional(self, sent: Sequence[_T]) -> list[_T | ConstantValue]:
+        """Every input the method takes, in order: ``sent`` (one per spec of ``inputs``)
+        with each constant's value at its index."""
+        values: list[_T | ConstantValue] = list(sent)
+        for constant in self.constants or ():
+            values.insert(constant.index, constant.value)
+        return values
 
     def renamed(self, name: str) -> MethodSignature:
         """The same specs under another method name."""
@@ -211,7 +246,17 @@ class MethodSignature(JsonForm):
         if stored is None or len(stored.inputs) != len(self.inputs):
             return self
         pairs = zip(self.inputs, stored.inputs, strict=True)
-        return replace(self, inputs=tuple(_pinned(spec, known) for spec, known in pairs))
+        pinned = replace(self, inputs=tuple(_pinned(spec, known) for spec, known in pairs))
+        return pinned.constants_named(stored.constants)
+
+    def constants_named(self, stored: Sequence[ConstantInput] | None) -> MethodSignature:
+        """This signature with the names ``stored`` (the program's constants, which a
+        ``.pte`` does not name) gives the constants at the same indexes."""
+        names = {constant.index: constant.name for constant in stored or ()}
+        if not self.constants or not names:
+            return self
+        constants = tuple(replace(c, name=names.get(c.index, c.name)) for c in self.constants)
+        return replace(self, constants=constants)
 
 
 def _pinned(spec: TensorSpec, known: TensorSpec) -> TensorSpec:

@@ -13,7 +13,13 @@ import sympy
 import torch
 from torch.export import ExportedProgram
 
-from pteforge.contracts.specs import DYNAMIC_DIM, DynamicDim, MethodSignature, TensorSpec
+from pteforge.contracts.specs import (
+    DYNAMIC_DIM,
+    ConstantInput,
+    DynamicDim,
+    MethodSignature,
+    TensorSpec,
+)
 
 __all__ = ["MethodSignature", "TensorSpec", "method_signature", "tensor_spec"]
 
@@ -53,23 +59,38 @@ def method_signature(
 ) -> MethodSignature:
     """Specs of ``program``'s user inputs and outputs, named as its graph signature names them.
 
-    Inputs torch.export specialised to constants (a Python ``int``) keep their place and name,
-    with the constant's type as dtype: the emitted method still takes them positionally.
-    ``tensors_only`` leaves them out, as the sandbox's static reading of an archive does.
+    Inputs torch.export specialised to constants (a Python ``bool``, ``int``, ``float``,
+    string or None keyword) are the signature's ``constants``, with their place and value:
+    the emitted method still takes them positionally, and the runtime fills them in. Any
+    other non-tensor input keeps its place with its type as dtype, unless ``tensors_only``.
     """
     from torch.export.graph_signature import InputKind, OutputKind, TensorArgument
 
     values = {n.name: n.meta.get("val") for n in program.graph.nodes}
     signature = program.graph_signature
     ranges = program.range_constraints
+    users = [s for s in signature.input_specs if s.kind == InputKind.USER_INPUT]
+    constants = tuple(
+        ConstantInput(index, s.arg.name, s.arg.value)
+        for index, s in enumerate(users)
+        if _is_constant(s.arg)
+    )
+    held = {c.name for c in constants}
 
-    def specs(arg_specs: Any, kind: Any) -> tuple[TensorSpec, ...]:
+    def specs(arg_specs: Any, skipped: set[str]) -> tuple[TensorSpec, ...]:
         return tuple(
             tensor_spec(s.arg.name, values.get(s.arg.name, getattr(s.arg, "value", None)), ranges)
             for s in arg_specs
-            if s.kind == kind and (not tensors_only or isinstance(s.arg, TensorArgument))
+            if s.arg.name not in skipped and (not tensors_only or isinstance(s.arg, TensorArgument))
         )
 
-    inputs = specs(signature.input_specs, InputKind.USER_INPUT)
-    outputs = specs(signature.output_specs, OutputKind.USER_OUTPUT)
-    return MethodSignature(name, inputs, outputs)
+    outputs = [s for s in signature.output_specs if s.kind == OutputKind.USER_OUTPUT]
+    return MethodSignature(name, specs(users, held), specs(outputs, set()), constants or None)
+
+
+def _is_constant(arg: Any) -> bool:
+    """Whether a graph-signature argument is a constant the signature can hold."""
+    from torch.export.graph_signature import ConstantArgument
+
+    kinds = (bool, int, float, str, type(None))
+    return isinstance(arg, ConstantArgument) and type(arg.value) in kinds

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from pteforge.contracts.specs import MethodSignature
 from pteforge.runtime.errors import ExecutionError, ProgramLoadError
 from pteforge.runtime.state import MethodState, ProgramState
 
@@ -92,14 +93,19 @@ def to_numpy(value: Any) -> np.ndarray:
     return np.ascontiguousarray(np.asarray(value))
 
 
-def run_method(method: Any, inputs: list[np.ndarray], name: str = "") -> list[np.ndarray]:
-    """Execute an ExecuTorch method on numpy inputs; outputs as numpy arrays. A failure
-    names the method ``name`` (a session's requests reach several methods of a program)."""
+def run_method(
+    method: Any, inputs: list[np.ndarray], name: str = "", signature: MethodSignature | None = None
+) -> list[np.ndarray]:
+    """Execute an ExecuTorch method on numpy inputs; outputs as numpy arrays. ``signature``'s
+    constants (the non-tensor inputs the program was exported with) are put in their places
+    here, the one place every caller's inputs pass. A failure names the method ``name`` (a
+    session's requests reach several methods of a program)."""
     import torch
 
     tensors = [torch.from_numpy(a) for a in inputs]
+    values = tensors if signature is None else signature.positional(tensors)
     try:
-        outputs = method.execute(tensors)
+        outputs = method.execute(values)
     except Exception as exc:
         what = f"method {name!r}" if name else "execution"
         raise ExecutionError(f"{what} failed: {exc}") from exc

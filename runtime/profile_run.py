@@ -31,6 +31,7 @@ import numpy as np
 
 from pteforge.children.limits import memory_figure, reset_memory_peak
 from pteforge.contracts.jobs import LatencySummary, LoadTimes, ProfileReport
+from pteforge.contracts.specs import MethodSignature
 from pteforge.runtime.errors import ExecutionError
 from pteforge.runtime.instances import run_method
 from pteforge.runtime.profiling import delegate_backends, operator_times, summarize_etdump
@@ -64,21 +65,28 @@ def _load(runtime: Any, path: Path, method: str, etdump: bool) -> tuple[Any, Any
     return program, loaded, (time.perf_counter() - start) * 1e3
 
 
-def _timed_runs(method: Any, inputs: list[np.ndarray], iterations: int) -> list[float]:
-    run_method(method, inputs)  # the warm-up
+def _timed_runs(
+    method: Any, inputs: list[np.ndarray], iterations: int, signature: MethodSignature | None
+) -> list[float]:
+    run_method(method, inputs, signature=signature)  # the warm-up
     samples = []
     for _ in range(iterations):
         start = time.perf_counter()
-        run_method(method, inputs)
+        run_method(method, inputs, signature=signature)
         samples.append((time.perf_counter() - start) * 1e6)
     return samples
 
 
 def profile_program(
-    path: Path, method: str, inputs: list[np.ndarray], iterations: int
+    path: Path,
+    method: str,
+    inputs: list[np.ndarray],
+    iterations: int,
+    signature: MethodSignature | None = None,
 ) -> ProfileReport:
     """Profile ``method`` of the ``.pte`` at ``path`` on ``inputs`` (see the module
-    docstring); ``artifact_id`` is left empty for the caller to fill in."""
+    docstring), with ``signature``'s constants, if it has any, in their places;
+    ``artifact_id`` is left empty for the caller to fill in."""
     from executorch.runtime import Runtime
 
     runtime = Runtime.get()
@@ -87,8 +95,8 @@ def profile_program(
     program, instrumented, cold = _load(runtime, path, method, etdump=True)
     plain, loaded, warm = _load(runtime, path, method, etdump=False)
     loaded_rss = memory_figure("VmRSS")
-    samples = _timed_runs(loaded, inputs, iterations)
-    _timed_runs(instrumented, inputs, operator_runs(iterations))
+    samples = _timed_runs(loaded, inputs, iterations, signature)
+    _timed_runs(instrumented, inputs, operator_runs(iterations), signature)
     peak = memory_figure("VmHWM") if exact_peak else max(loaded_rss, memory_figure("VmRSS"))
     peak = max(peak - before, 0)
     with tempfile.TemporaryDirectory() as tmp:

@@ -38,6 +38,7 @@ from pteforge.contracts.runtime_messages import (
     WorkerRequest,
 )
 from pteforge.runtime.artifact_files import verified_path
+from pteforge.runtime.constant_inputs import held_apart, read_constants
 from pteforge.runtime.errors import (
     RuntimeLayerError,
     SessionLostError,
@@ -128,7 +129,8 @@ class Executor:
         )
         if state is None:  # unreadable flatbuffer: assume every method keeps state
             instance.state = state = opaque_state(instance.program)
-        signatures = describe_program(instance.program, read_dynamism(flatbuffer))
+        described = describe_program(instance.program, read_dynamism(flatbuffer))
+        signatures = held_apart(described, read_constants(flatbuffer))
         guarded = position_guarded_methods(flatbuffer)
         loaded = LoadedProgram(
             sha256, local, instance, signatures, state, guarded=guarded, loading=loading
@@ -196,7 +198,7 @@ class Executor:
             with loaded.loading():  # it loads the program again, as the worker would
                 outputs, profile = profile_method(self.runtime, request.path, name, inputs)
         else:
-            outputs, profile = run_method(method, inputs, name), None
+            outputs, profile = run_method(method, inputs, name, loaded.signatures[name]), None
         done = time.perf_counter()
         load_ms, execute_ms = (loaded_at - start) * 1e3, (done - loaded_at) * 1e3
         reply = InferReply(

@@ -28,6 +28,8 @@ ProgramLoader = Callable[[Path, Path], dict[str, Any]]
 
 def numerics_inputs(program_path: Path, method: str, load: ProgramLoader) -> list[np.ndarray]:
     """The inputs the numerics check ran ``method`` on, as numpy arrays."""
+    import torch
+
     from pteforge.manager.verify import method_inputs
 
     with tempfile.TemporaryDirectory(prefix="pteforge-profile-") as scratch:
@@ -35,7 +37,8 @@ def numerics_inputs(program_path: Path, method: str, load: ProgramLoader) -> lis
     if method not in programs:
         raise InvalidInputError(f"the artifact's program has no method {method!r}")
     flat, _source = method_inputs(programs[method])
-    return [np.ascontiguousarray(value.detach().numpy()) for value in flat]
+    # its constants (non-tensor inputs) are the signature's, which the runtime fills in
+    return [np.ascontiguousarray(v.detach().numpy()) for v in flat if isinstance(v, torch.Tensor)]
 
 
 def given_inputs(request: ProfileRequest) -> list[np.ndarray]:
@@ -59,4 +62,6 @@ def profile(request: ProfileRequest, load: ProgramLoader) -> ProfileReport:
     check_arrays(request.signature, inputs)
     guarded = position_guarded_methods(Path(request.pte_path))  # as the runtime workers do
     check_positions(guarded, request.method, request.signature.inputs, inputs)
-    return profile_program(Path(request.pte_path), request.method, inputs, request.iterations)
+    return profile_program(
+        Path(request.pte_path), request.method, inputs, request.iterations, request.signature
+    )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from pteforge.contracts.specs import ConstantInput
 from pteforge.manager.signature import method_signature
 from pteforge.runtime.metadata import MethodSignature, TensorNames, TensorSpec
 
@@ -43,10 +44,12 @@ class _Masked(torch.nn.Module):
 
 
 def test_method_signature_follows_the_graph_signature() -> None:
-    """User inputs in order (a specialised int keeps its place); mutated buffers are not outputs."""
+    """User inputs in order (a specialised int is a constant, in its place); mutated buffers
+    are not outputs."""
     program = torch.export.export(_Masked(), (torch.randn(2, 4), 3))
     signature = method_signature("forward", program)
-    assert [t.name for t in signature.inputs] == ["input_ids", "scale"]
-    assert [t.dtype for t in signature.inputs] == ["float32", "int"]
+    assert [t.name for t in signature.inputs] == ["input_ids"]
+    assert [t.dtype for t in signature.inputs] == ["float32"]
+    assert signature.constants == (ConstantInput(1, "scale", 3),)
     assert len(signature.outputs) == 2
     assert signature.outputs[0].shape == (2, 4)
