@@ -230,7 +230,7 @@ class MethodSignature(JsonForm):
         """
         if names is None:
             return self
-        inputs = _renamed(self.inputs, names.inputs)
+        inputs = _renamed(self.inputs, self.sent(names.inputs))
         outputs = _renamed(self.outputs, names.outputs)
         return replace(self, inputs=inputs, outputs=outputs)
 
@@ -243,11 +243,20 @@ class MethodSignature(JsonForm):
         stored shape and dynamic dimensions (ranges, shared symbols), so a wrong static
         dimension, or a dynamic one out of its range, is refused before it runs.
         """
-        if stored is None or len(stored.inputs) != len(self.inputs):
+        known = () if stored is None else self.sent(stored.inputs)
+        if stored is None or len(known) != len(self.inputs):
             return self
-        pairs = zip(self.inputs, stored.inputs, strict=True)
+        pairs = zip(self.inputs, known, strict=True)
         pinned = replace(self, inputs=tuple(_pinned(spec, known) for spec, known in pairs))
         return pinned.constants_named(stored.constants)
+
+    def sent(self, every: Sequence[_T]) -> Sequence[_T]:
+        """Of one entry per input the method takes (constants in their places, as an
+        artifact compiled before ``constants`` existed stores them), those a client sends."""
+        held = {constant.index for constant in self.constants or ()}
+        if not held or len(every) != len(self.inputs) + len(held):
+            return every
+        return [entry for index, entry in enumerate(every) if index not in held]
 
     def constants_named(self, stored: Sequence[ConstantInput] | None) -> MethodSignature:
         """This signature with the names ``stored`` (the program's constants, which a

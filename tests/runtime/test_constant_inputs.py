@@ -9,7 +9,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pteforge.contracts.specs import ConstantInput, MethodSignature, TensorSpec
+from pteforge.contracts.specs import (
+    ConstantInput,
+    DynamicDim,
+    MethodSignature,
+    TensorNames,
+    TensorSpec,
+)
 from pteforge.manager.signature import method_signature
 from pteforge.runtime.constant_inputs import held_apart, read_constants
 from pteforge.runtime.instances import run_method
@@ -69,3 +75,18 @@ def test_the_runtime_reads_the_constants_from_the_pte_and_fills_them_in(tmp_path
     (got,) = run_method(method, [x], "forward", served)
     want = Scaled()(torch.from_numpy(x), **KEYWORDS).numpy()  # type: ignore[arg-type]
     np.testing.assert_allclose(got, want)
+
+
+def test_an_older_stored_signature_still_names_and_pins_the_tensors() -> None:
+    """An artifact compiled before ``constants`` stored them among its inputs."""
+    x = TensorSpec("x", "float32", (-1, 3), None, (DynamicDim(0, "s0", 1, 8),))
+    older = MethodSignature("m", (x, TensorSpec("scale", "float", ())), ())
+    runtime = MethodSignature(
+        "m",
+        (TensorSpec("input_0", "float32", (-1, -1), (8, 3)),),
+        (),
+        (ConstantInput(1, "input_1", 3.0),),
+    )
+    served = runtime.named(TensorNames(("x", "scale"), ())).pinned_by(older)
+    assert served.inputs == (TensorSpec("x", "float32", (-1, 3), (8, 3), x.dynamic_dims),)
+    assert served.constants == runtime.constants
