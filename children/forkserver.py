@@ -22,6 +22,7 @@ RUNTIME_WORKER_PRELOAD = (
     "pteforge.runtime_on_import",
     "pteforge.runtime.worker",
     "pteforge.runtime.generation_worker",
+    "pteforge.runtime.profiling",
     "tokenizers",
     "jinja2.sandbox",
 )

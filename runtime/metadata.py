@@ -28,6 +28,7 @@ __all__ = [
     "describe_pte",
     "input_name",
     "output_name",
+    "program_flatbuffer",
     "program_table",
     "read_dynamism",
     "signature_from_meta",
@@ -119,11 +120,11 @@ def program_table(source: Path | ProgramFlatbuffer) -> Any:
     return source.table() if isinstance(source, ProgramFlatbuffer) else _read_flatbuffer(source)
 
 
-def _read_flatbuffer(path: Path) -> Any:
-    from executorch.exir._serialize._program import (
-        _flatbuffer_to_program,
-        _get_extended_header,
-    )
+def program_flatbuffer(path: Path) -> bytes:
+    """The program flatbuffer of the ``.pte`` at ``path``: the bytes its extended header
+    says (the whole file without one), not the segments after them. Raises ``ValueError``
+    where the header claims more than the file holds."""
+    from executorch.exir._serialize._program import _get_extended_header
 
     with path.open("rb") as fh:
         head = fh.read(64)
@@ -131,7 +132,13 @@ def _read_flatbuffer(path: Path) -> Any:
         size = header.program_size if header is not None and header.is_valid() else None
         if size is not None and size > (actual := path.stat().st_size):
             raise ValueError(f"the header says {size} bytes of program, the file has {actual}")
-        return _flatbuffer_to_program(head + (fh.read(size - len(head)) if size else fh.read()))
+        return head + (fh.read(size - len(head)) if size else fh.read())
+
+
+def _read_flatbuffer(path: Path) -> Any:
+    from executorch.exir._serialize._program import _flatbuffer_to_program
+
+    return _flatbuffer_to_program(program_flatbuffer(path))
 
 
 def read_dynamism(path: Path | ProgramFlatbuffer) -> Dynamism:
