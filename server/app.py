@@ -32,7 +32,11 @@ from pteforge.server.http.docs import install_docs
 from pteforge.server.http.openapi import install_openapi
 from pteforge.server.inference import router as inference_router
 from pteforge.server.inference.routes_infer import front_routes
-from pteforge.server.inference.startup import start_runtime_pool, store_inference_state
+from pteforge.server.inference.startup import (
+    start_runtime_pool,
+    store_inference_state,
+    stream_limits,
+)
 from pteforge.server.jobs.compile_workers import WorkerSupervisor
 from pteforge.server.jobs.metrics import OperationsCollector
 from pteforge.server.jobs.router import router as jobs_router
@@ -97,6 +101,7 @@ async def _start_inference(app: FastAPI, services: Services) -> RuntimePool:
         registry,
         max_request_bytes=settings.max_infer_request_bytes,
         metrics_token=token.get_secret_value() if token is not None else None,
+        streams=stream_limits(settings),
     )
     services.model_changed = partial(forget_target, app.state.inference.targets)
     return pool

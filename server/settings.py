@@ -164,6 +164,17 @@ class Settings(BaseSettings):
         "lost runtime worker is no longer replaced; with none left /v2 answers 503 naming "
         "the start error, and a request 30 s later starts a new round.",
     )
+    stream_send_timeout_seconds: float = _positive(
+        60.0,
+        "Longest one send of a generation stream may wait for its client: past it the "
+        "connection is closed and the generation, if it still runs, cancelled.",
+    )
+    stream_buffer_bytes: int = _positive(
+        4 * 1024**2,
+        "Generated text (UTF-8, and 8 bytes a token id) that may wait for a generation "
+        "stream's slow client; past it the generation is cancelled, the stream ends with an "
+        "error event.",
+    )
     session_idle_seconds: float = _positive(
         300.0,
         "A /v2 session (sequence) unused this long is freed; a later request on "

@@ -5,7 +5,8 @@ what OpenAI accepts, its ``model`` resolved to a model version's ``.pte`` and to
 and handed to the runtime pool's generation engine, whose worker tokenizes, runs the
 prefill and decode loop and detokenizes (``streaming.py``: a refused prompt is a 400, not
 a broken stream; a client that disconnects mid-stream frees its worker at once, and so does
-a token revoked mid-stream, whose stream ends with a 401 error event). Every error is in
+a token revoked mid-stream, whose stream ends with a 401 error event; a slow client never
+holds it). Every error is in
 OpenAI's shape (``errors.py``).
 """
 
@@ -16,7 +17,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from pydantic import ValidationError
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 
 from pteforge.contracts.generation import GenerationRequest
 from pteforge.server.common.openapi_doc import answers, json_body
@@ -79,10 +80,18 @@ async def _generate(request: Request, body_type: type[CompletionBody | ChatBody]
         return JSONResponse(shape.whole(await streaming.collect(events, recheck)))
     first = await streaming.first_event(events)
     opening = shape.opening()
+    limits = state.streams
     stream = streaming.relay(
-        first, events, shape.chunks, _failed, recheck, opening=opening, ending=DONE
+        first,
+        events,
+        shape.chunks,
+        _failed,
+        recheck,
+        buffer_bytes=limits.buffer_bytes,
+        opening=opening,
+        ending=DONE,
     )
-    return StreamingResponse(stream, media_type=streaming.SSE)
+    return streaming.EventStream(stream, limits.send_timeout_s)
 
 
 async def _answer(request: Request, body_type: type[CompletionBody | ChatBody]) -> Response:

@@ -6,6 +6,11 @@ prompt is an error status, not a broken stream. A client that disconnects mid-st
 the relay, whose ``finally`` closes the engine's iterator (shielded from the cancellation),
 which stops the worker's loop and frees the worker at once.
 
+A slow client never holds the worker: the relay reads the engine's events ahead of it into
+a bounded ``Backlog`` (``backlog.py``), so the generation ends at the worker's pace, and
+``EventStream`` gives each send to the client a deadline, past which the connection is
+closed and the generation, if it still runs, cancelled.
+
 The caller is authenticated again before each event is passed on (``recheck``: the token
 cache's lookup, a database read at most once per its TTL), as a gRPC stream is at each
 request: once the token is revoked, the generation ends as a disconnect does, with an error
@@ -14,16 +19,22 @@ as its last event (or, not streamed, as its answer).
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
+import logging
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
 from typing import Any
 
 import anyio
 import orjson
+from starlette.responses import StreamingResponse
+from starlette.types import Message, Send
 
 from pteforge.contracts.generation import GenerationEvent, GenerationRequest
+from pteforge.server.generation.backlog import Backlog
 from pteforge.server.generation.responses import Collected
 from pteforge.server.generation.target import Target
 from pteforge.server.inference.dependencies import InferenceState
+
+log = logging.getLogger(__name__)
 
 Events = AsyncGenerator[GenerationEvent, None]
 Payload = dict[str, Any]
@@ -89,13 +100,16 @@ async def relay(
     fail: Callable[[Exception], Payload],
     recheck: Recheck,
     *,
+    buffer_bytes: int,
     opening: Iterable[Payload] = (),
     ending: bytes = b"",
-) -> AsyncIterator[bytes]:
+) -> AsyncGenerator[bytes, None]:
     """The events from ``first`` to the last (the one with a ``finish_reason``) as
     server-sent events: ``opening``, what ``render`` makes of each event, then ``ending``.
     An error once the answer has started becomes its last event (``fail``): a failed
-    generation, or a caller ``recheck`` (run before each event) no longer accepts."""
+    generation, a caller ``recheck`` (run before each event) no longer accepts, or a client
+    more than ``buffer_bytes`` behind the generation (``Backlog``)."""
+    ahead = None if first.finish_reason is not None else Backlog(events, buffer_bytes)
     try:
         for payload in opening:
             yield sse(payload)
@@ -104,12 +118,44 @@ async def relay(
             await recheck()
             for payload in render(event):
                 yield sse(payload)
-            if event.finish_reason is not None:
+            if event.finish_reason is not None or ahead is None:
                 break
-            event = await anext(events, None)
+            event = await ahead.next()
     except Exception as exc:
         yield sse(fail(exc))
     finally:
+        if ahead is not None:
+            await ahead.close()
         await close(events)
     if ending:
         yield ending
+
+
+class EventStream(StreamingResponse):
+    """Server-sent events whose every send to the client must end within
+    ``send_timeout_s``: past it the stream stops (its iterator closed: a generation is
+    cancelled) and the connection is closed, as for a client that went away."""
+
+    def __init__(self, content: AsyncGenerator[bytes, None], send_timeout_s: float) -> None:
+        super().__init__(content, media_type=SSE)
+        self.content = content
+        self.send_timeout_s = send_timeout_s
+
+    async def stream_response(self, send: Send) -> None:
+        """Starlette's, each send bounded; the iterator is closed however it ends."""
+
+        async def bounded(message: Message) -> None:
+            with anyio.fail_after(self.send_timeout_s):
+                await send(message)
+
+        try:
+            await super().stream_response(bounded)
+        except TimeoutError:
+            log.warning(
+                "closed a stream whose client accepted nothing for %.0f s "
+                "(PTEFORGE_STREAM_SEND_TIMEOUT_SECONDS)",
+                self.send_timeout_s,
+            )
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.content.aclose()

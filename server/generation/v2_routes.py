@@ -80,14 +80,20 @@ def _failed(exc: Exception) -> dict[str, Any]:
 
 
 async def _answer(
-    shape: GenerateShape, events: streaming.Events, stream: bool, recheck: streaming.Recheck
+    state: InferenceState,
+    shape: GenerateShape,
+    events: streaming.Events,
+    stream: bool,
+    recheck: streaming.Recheck,
 ) -> Response:
     if not stream:
         return JSONResponse(shape.whole(await streaming.collect(events, recheck)))
     first = await streaming.first_event(events)
-    return StreamingResponse(
-        streaming.relay(first, events, shape.pieces, _failed, recheck), media_type=streaming.SSE
+    limits = state.streams
+    pieces = streaming.relay(
+        first, events, shape.pieces, _failed, recheck, buffer_bytes=limits.buffer_bytes
     )
+    return streaming.EventStream(pieces, limits.send_timeout_s)
 
 
 async def _generate(
@@ -105,7 +111,7 @@ async def _generate(
     if stream and body.parameters.stream is False:  # one event: the whole answer
         whole = shape.whole(await streaming.collect(events, recheck))
         return StreamingResponse(iter([streaming.sse(whole)]), media_type=streaming.SSE)
-    return await _answer(shape, events, stream, recheck)
+    return await _answer(state, shape, events, stream, recheck)
 
 
 def _error(error: OpenAIError) -> Response:

@@ -33,6 +33,16 @@ error the app's handlers turn into 401): ``pteforge.server.auth.dependencies.cac
 
 
 @dataclass(frozen=True)
+class StreamLimits:
+    """How far a generation stream's client may fall behind (``server/generation``)."""
+
+    send_timeout_s: float = 60.0
+    """Longest one send to the client may wait (``PTEFORGE_STREAM_SEND_TIMEOUT_SECONDS``)."""
+    buffer_bytes: int = 4 * 1024 * 1024
+    """Generated text that may wait for the client (``PTEFORGE_STREAM_BUFFER_BYTES``)."""
+
+
+@dataclass(frozen=True)
 class InferenceState:
     """The /v2 side of one running app: set as ``app.state.inference`` by its lifespan."""
 
@@ -54,6 +64,8 @@ class InferenceState:
     server_version: str
     metrics_token: str | None = None
     """The bearer token ``/metrics`` answers (``PTEFORGE_METRICS_TOKEN``); None: open."""
+    streams: StreamLimits = StreamLimits()
+    """The bounds of a generation stream whose client reads slowly."""
 
 
 def new_inference_state(
@@ -67,6 +79,7 @@ def new_inference_state(
     clock: Callable[[], float] = time.monotonic,
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
     metrics_token: str | None = None,
+    streams: StreamLimits | None = None,
 ) -> InferenceState:
     """The state of the /v2 routes over ``pool`` (which the caller owns and closes).
 
@@ -77,7 +90,8 @@ def new_inference_state(
     generation target (its program and tokenizer) is remembered the same way, so a tokenizer
     replaced on it also takes effect within ``resolve_ttl_s``. An infer body
     over ``max_request_bytes``, as sent or once decompressed, gets a 413. ``/metrics``
-    answers only ``metrics_token`` as a bearer token when one is given.
+    answers only ``metrics_token`` as a bearer token when one is given. ``streams`` bounds
+    generation streams whose clients read slowly (``StreamLimits``' defaults if None).
     """
     statistics = ModelStatistics(LATENCY_BUCKETS)
     return InferenceState(
@@ -92,6 +106,7 @@ def new_inference_state(
         max_request_bytes=max_request_bytes,
         server_version=server_version,
         metrics_token=metrics_token,
+        streams=streams or StreamLimits(),
     )
 
 

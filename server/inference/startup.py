@@ -22,6 +22,7 @@ from pteforge.server.inference.bodies import DEFAULT_MAX_REQUEST_BYTES
 from pteforge.server.inference.dependencies import (
     DEFAULT_RESOLVE_TTL_S,
     InferenceState,
+    StreamLimits,
     new_inference_state,
 )
 from pteforge.server.inference.resolver import ResolvedArtifact, version_number
@@ -139,6 +140,11 @@ def start_runtime_pool(settings: Settings) -> RuntimePool:
     )
 
 
+def stream_limits(settings: Settings) -> StreamLimits:
+    """The bounds of generation streams whose clients read slowly, from ``settings``."""
+    return StreamLimits(settings.stream_send_timeout_seconds, settings.stream_buffer_bytes)
+
+
 def store_inference_state(
     store: Store,
     pool: RuntimePool,
@@ -148,6 +154,7 @@ def store_inference_state(
     artifact_ttl_s: float = DEFAULT_RESOLVE_TTL_S,
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
     metrics_token: str | None = None,
+    streams: StreamLimits | None = None,
 ) -> InferenceState:
     """The state the app's lifespan sets as ``app.state.inference``: ``/v2`` over ``pool``,
     authenticated like ``/v1``, with ``/metrics`` serving ``registry`` (the /v2 metrics added).
@@ -165,4 +172,5 @@ def store_inference_state(
         resolve_ttl_s=artifact_ttl_s,
         max_request_bytes=max_request_bytes,
         metrics_token=metrics_token,
+        streams=streams,
     )

@@ -1,0 +1,87 @@
+"""How far a generation stream's client may fall behind, without a server: the events read
+ahead of it (``Backlog``) merge, and stop the generation past their bound; a send the client
+never accepts ends the stream at its deadline (``EventStream``). Through a real server:
+``test_slow_readers.py``."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator
+
+import pytest
+from starlette.types import Message
+
+from pteforge.contracts.generation import GenerationEvent
+from pteforge.server.generation.backlog import TOKEN_ID_BYTES, Backlog
+from pteforge.server.generation.errors import OpenAIError
+from pteforge.server.generation.streaming import EventStream
+
+
+async def _engine(texts: list[str], closed: asyncio.Event) -> AsyncGenerator[GenerationEvent, None]:
+    """One event per text, the last one finished; ``closed`` set once it is closed."""
+    try:
+        for i, text in enumerate(texts):
+            finish = "length" if i == len(texts) - 1 else None
+            yield GenerationEvent(text=text, token_ids=(i,), finish_reason=finish)
+    finally:
+        closed.set()
+
+
+def test_what_waits_for_the_client_comes_whole_and_the_generation_counts_until_closed() -> None:
+    closed = asyncio.Event()
+
+    async def main() -> list[GenerationEvent]:
+        backlog = Backlog(_engine(["a", "b", "c"], closed), limit_bytes=1000)
+        taken = []
+        while (event := await backlog.next()) is not None:
+            taken.append(event)
+        assert not closed.is_set()  # still under way for its project's limit
+        await backlog.close()
+        return taken
+
+    taken = asyncio.run(main())
+    assert "".join(event.text for event in taken) == "abc" and closed.is_set()
+    assert [t for event in taken for t in event.token_ids] == [0, 1, 2]
+    assert taken[-1].finish_reason == "length"
+
+
+def test_past_its_bound_the_generation_stops_and_the_stream_ends_with_an_error() -> None:
+    limit = 2 * (4 + TOKEN_ID_BYTES)  # two events of four bytes fit, not three
+
+    async def main() -> tuple[GenerationEvent | None, OpenAIError]:
+        closed = asyncio.Event()
+        engine = _engine(["aaaa", "bbbb", "cccc", "dddd", "eeee"], closed)
+        backlog = Backlog(engine, limit_bytes=limit)
+        await closed.wait()  # closed by the backlog: the generation is cancelled
+        waited = await backlog.next()
+        with pytest.raises(OpenAIError) as error:
+            await backlog.next()
+        await backlog.close()
+        return waited, error.value
+
+    waited, error = asyncio.run(main())
+    assert waited is not None and waited.text == "aaaabbbbcccc"  # what waited still comes
+    assert waited.finish_reason is None
+    assert error.code == "stream_backlog_exceeded"
+    assert "PTEFORGE_STREAM_BUFFER_BYTES" in error.message
+
+
+def test_a_send_the_client_never_accepts_ends_the_stream_at_its_deadline() -> None:
+    sent: list[bytes] = []
+    closed: list[bool] = []
+
+    async def content() -> AsyncGenerator[bytes, None]:
+        try:
+            for piece in (b"one", b"two", b"three"):
+                yield piece
+        finally:
+            closed.append(True)
+
+    async def send(message: Message) -> None:
+        if message["type"] == "http.response.body":
+            sent.append(message["body"])
+            if message["body"] == b"two":
+                await asyncio.Event().wait()  # a client that accepts nothing more
+
+    asyncio.run(EventStream(content(), send_timeout_s=0.01).stream_response(send))
+    assert sent == [b"one", b"two"] and closed == [True]  # the stream stopped, closed
