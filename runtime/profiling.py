@@ -11,6 +11,7 @@ import numpy as np
 
 from pteforge.contracts.jobs import OperatorTime
 from pteforge.contracts.runtime_messages import Profile, ProfileEvent
+from pteforge.contracts.specs import MethodSignature
 from pteforge.runtime.errors import ExecutionError
 from pteforge.runtime.flatbuffer_readers import (
     ETDUMP_SCHEMA,
@@ -174,9 +175,10 @@ def operator_times(profile: Profile, backends: dict[int, str]) -> list[OperatorT
 
 
 def profile_method(
-    runtime: Any, path: str, method_name: str, inputs: list[np.ndarray]
+    runtime: Any, path: str, signature: MethodSignature, inputs: list[np.ndarray]
 ) -> tuple[list[np.ndarray], Profile]:
-    """Run method ``method_name`` of the (already verified) file at ``path`` with ETDump on.
+    """Run the method of ``signature`` (its constants in their places) of the (already
+    verified) file at ``path`` with ETDump on.
 
     Uses a separate, uncached program instance so the cached one stays un-instrumented.
     """
@@ -184,10 +186,10 @@ def profile_method(
 
     program = runtime.load_program(Path(path), enable_etdump=True, debug_buffer_size=0)
     try:
-        method = program.load_method(method_name)
+        method = program.load_method(signature.name)
     except Exception as exc:
         raise ExecutionError(f"cannot load method for profiling: {exc}") from exc
-    outputs = run_method(method, inputs)
+    outputs = run_method(method, inputs, signature.name, signature)
     with tempfile.TemporaryDirectory() as tmp:
         etdump, debug = Path(tmp, "run.etdp"), Path(tmp, "run.bin")
         program.write_etdump_result_to_file(str(etdump), str(debug))

@@ -184,8 +184,9 @@ class Executor:
         if name not in loaded.signatures:
             known = ", ".join(sorted(loaded.signatures))
             raise UnknownMethodError(f"the artifact has no method {name!r} (methods: {known})")
-        check_arrays(loaded.signatures[name], inputs)
-        check_positions(loaded.guarded, name, loaded.signatures[name].inputs, inputs)
+        signature = loaded.signatures[name]
+        check_arrays(signature, inputs)
+        check_positions(loaded.guarded, name, signature.inputs, inputs)
         if request.session is not None:
             instance = self.session(request, request.session, loaded)
             method = instance.method(name)
@@ -196,9 +197,9 @@ class Executor:
             from pteforge.runtime.profiling import profile_method
 
             with loaded.loading():  # it loads the program again, as the worker would
-                outputs, profile = profile_method(self.runtime, request.path, name, inputs)
+                outputs, profile = profile_method(self.runtime, request.path, signature, inputs)
         else:
-            outputs, profile = run_method(method, inputs, name, loaded.signatures[name]), None
+            outputs, profile = run_method(method, inputs, name, signature), None
         done = time.perf_counter()
         load_ms, execute_ms = (loaded_at - start) * 1e3, (done - loaded_at) * 1e3
         reply = InferReply(

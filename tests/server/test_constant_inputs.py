@@ -47,6 +47,10 @@ def test_constant_keywords_are_filled_in_not_asked(admin: httpx.Client, tmp_path
     (output,) = answer.json()["outputs"]
     want = Scaled()(x, **CONSTANTS).numpy()
     np.testing.assert_allclose(np.reshape(output["data"], want.shape), want, rtol=1e-6)
+    profiled = {"inputs": [tensor], "parameters": {"profile": True}}
+    answer = admin.post(f"/v2/models/{name}/infer", json=profiled)
+    assert answer.status_code == 200, answer.text
+    assert "profile" in answer.json()["parameters"]
     _bundle_and_profile_run(admin, done["artifact_id"])
 
 
