@@ -180,12 +180,17 @@ def describe_pte(path: str | Path) -> dict[str, MethodSignature]:
     """Per-method input and output specs of the ``.pte`` at ``path``, loaded in this process.
 
     Only call this on artifacts this service produced; for untrusted uploads use
-    ``RuntimePool.describe``, which parses in an isolated worker process.
+    ``RuntimePool.describe``, which parses in an isolated worker process. Inputs the program
+    holds a constant for are its ``constants``, as the pool's workers describe them.
     """
     from executorch.runtime import Runtime
+
+    from pteforge.runtime.constant_inputs import held_apart, read_constants  # it imports us
 
     try:
         program = Runtime.get().load_program(Path(path))
     except Exception as exc:
         raise ProgramLoadError(f"cannot load {path}: {exc}") from exc
-    return describe_program(program, read_dynamism(Path(path)))
+    flatbuffer = ProgramFlatbuffer(Path(path))
+    described = describe_program(program, read_dynamism(flatbuffer))
+    return held_apart(described, read_constants(flatbuffer))

@@ -17,9 +17,8 @@ from pteforge.contracts.specs import (
     TensorSpec,
 )
 from pteforge.manager.signature import method_signature
-from pteforge.runtime.constant_inputs import held_apart, read_constants
 from pteforge.runtime.instances import run_method
-from pteforge.runtime.metadata import ProgramFlatbuffer, describe_pte
+from pteforge.runtime.metadata import describe_pte
 
 
 class Scaled(torch.nn.Module):
@@ -64,7 +63,7 @@ def test_the_runtime_reads_the_constants_from_the_pte_and_fills_them_in(tmp_path
     program = _program()
     pte = tmp_path / "scaled.pte"
     pte.write_bytes(to_edge(program).to_executorch().buffer)
-    (read,) = held_apart(describe_pte(pte), read_constants(ProgramFlatbuffer(pte))).values()
+    (read,) = describe_pte(pte).values()
     assert [spec.datatype for spec in read.inputs] == ["FP32"]
     assert [(c.index, c.value) for c in read.constants or ()] == [(1, 3.0), (2, False), (3, None)]
     served = read.pinned_by(method_signature("forward", program))
