@@ -23,6 +23,7 @@ RUNTIME_WORKER_PRELOAD = (
     "pteforge.runtime.worker",
     "pteforge.runtime.generation_worker",
     "pteforge.runtime.profiling",
+    "pteforge.flatbuffer_readers_on_import",
     "tokenizers",
     "jinja2.sandbox",
 )
@@ -64,6 +65,7 @@ LOWERING_PRELOAD = (
     "pteforge.server.jobs.lowering_child",
     "pteforge.server.jobs.profile_child",
     "pteforge.runtime.profile_run",
+    "pteforge.flatbuffer_readers_on_import",
     "pteforge.server.jobs.warmup",
 )
 """What a compile worker's lowering children import: every module a lowering or a profile

@@ -8,7 +8,8 @@ private cache directory (this user's, mode 0700, under the temporary directory),
 hash of the schema, the ``flatc`` binary and the ``flatbuffers`` package, and imported under
 a private module name. Only the wheel's schemas ever reach ``flatc`` here, never uploaded
 content. A confined child may not run ``flatc`` nor write the cache: its fork server
-imports :mod:`pteforge.runtime.profiling`, which loads both readers, before confinement.
+preloads :mod:`pteforge.flatbuffer_readers_on_import`, which loads both readers, before it
+forks one.
 """
 
 from __future__ import annotations
@@ -112,7 +113,8 @@ class ElementBudget:
 
 def preload_readers() -> None:
     """Load both readers now, in a process about to fork confined children (a fork server
-    importing a module that calls this); a failure is logged, and raised at first use."""
+    preloading :mod:`pteforge.flatbuffer_readers_on_import`); a failure is logged, and
+    raised at first use."""
     try:
         generated_reader(ETDUMP_SCHEMA)
         generated_reader(PROGRAM_SCHEMA)

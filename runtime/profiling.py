@@ -19,7 +19,6 @@ from pteforge.runtime.flatbuffer_readers import (
     ElementBudget,
     FlatbufferReaderError,
     generated_reader,
-    preload_readers,
 )
 from pteforge.runtime.metadata import MALFORMED_FLATBUFFER, program_flatbuffer
 
@@ -30,8 +29,6 @@ PORTABLE = "portable"
 _MALFORMED: tuple[type[Exception], ...] = (FlatbufferReaderError, *MALFORMED_FLATBUFFER)
 MAX_ETDUMP_BYTES = 1 << 30
 """The largest ETDump read back (a profile's runs of a large model stay far below)."""
-
-preload_readers()  # on import: in the fork servers that import this module, before confinement
 
 
 def _event_entry(event: dict[str, Any]) -> tuple[str, ProfileEvent] | None:
