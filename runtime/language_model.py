@@ -113,11 +113,17 @@ def feed(method: Any, info: LmInfo, tokens: Sequence[int], start: int) -> np.nda
             pos = torch.arange(first, first + len(part), dtype=dtype)
         else:
             pos = torch.tensor([first], dtype=dtype)
-        try:
-            outputs = method.execute([ids, pos])
-        except Exception as exc:
-            raise ExecutionError(f"forward failed at position {first}: {exc}") from exc
+        outputs = _forward(method, [ids, pos], first)
     return last_logits(outputs[0], info.vocab_size)
+
+
+def _forward(method: Any, inputs: list[Any], position: int) -> list[Any]:
+    """``forward``'s outputs for ``inputs`` (tokens from ``position`` on)."""
+    try:
+        outputs: list[Any] = method.execute(inputs)
+    except Exception as exc:
+        raise ExecutionError(f"forward failed at position {position}: {exc}") from exc
+    return outputs
 
 
 def last_logits(output: Any, vocab_size: int) -> np.ndarray:
@@ -146,8 +152,4 @@ class DecodeInputs:
     def step(self, method: Any, info: LmInfo, token: int, position: int) -> np.ndarray:
         """The logits after feeding ``token`` at ``position`` (as :func:`feed` would)."""
         self.ids[0, 0], self.pos[0] = token, position
-        try:
-            outputs = method.execute(self.tensors)
-        except Exception as exc:
-            raise ExecutionError(f"forward failed at position {position}: {exc}") from exc
-        return last_logits(outputs[0], info.vocab_size)
+        return last_logits(_forward(method, self.tensors, position)[0], info.vocab_size)
