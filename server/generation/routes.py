@@ -78,20 +78,9 @@ async def _generate(request: Request, body_type: type[CompletionBody | ChatBody]
     recheck = partial(state.authenticate, request)  # a revoked token ends the generation
     if not body.stream:
         return JSONResponse(shape.whole(await streaming.collect(events, recheck)))
-    first = await streaming.first_event(events)
-    opening = shape.opening()
-    limits = state.streams
-    stream = streaming.relay(
-        first,
-        events,
-        shape.chunks,
-        _failed,
-        recheck,
-        buffer_bytes=limits.buffer_bytes,
-        opening=opening,
-        ending=DONE,
+    return await streaming.answer_stream(
+        state, events, shape.chunks, _failed, recheck, opening=shape.opening(), ending=DONE
     )
-    return streaming.EventStream(stream, limits.send_timeout_s)
 
 
 async def _answer(request: Request, body_type: type[CompletionBody | ChatBody]) -> Response:

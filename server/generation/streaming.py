@@ -131,6 +131,27 @@ async def relay(
         yield ending
 
 
+async def answer_stream(
+    state: InferenceState,
+    events: Events,
+    render: Callable[[GenerationEvent], Iterable[Payload]],
+    fail: Callable[[Exception], Payload],
+    recheck: Recheck,
+    *,
+    opening: Iterable[Payload] = (),
+    ending: bytes = b"",
+) -> EventStream:
+    """The streamed answer of a generation route: its first event awaited (a refusal is
+    still an error status), then :func:`relay` within ``state.streams``' bounds."""
+    first = await first_event(events)
+    limits = state.streams
+    relayed = relay(
+        first, events, render, fail, recheck,
+        buffer_bytes=limits.buffer_bytes, opening=opening, ending=ending,
+    )  # fmt: skip
+    return EventStream(relayed, limits.send_timeout_s)
+
+
 class EventStream(StreamingResponse):
     """Server-sent events whose every send to the client must end within
     ``send_timeout_s``: past it the stream stops (its iterator closed: a generation is

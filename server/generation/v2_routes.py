@@ -88,12 +88,7 @@ async def _answer(
 ) -> Response:
     if not stream:
         return JSONResponse(shape.whole(await streaming.collect(events, recheck)))
-    first = await streaming.first_event(events)
-    limits = state.streams
-    pieces = streaming.relay(
-        first, events, shape.pieces, _failed, recheck, buffer_bytes=limits.buffer_bytes
-    )
-    return streaming.EventStream(pieces, limits.send_timeout_s)
+    return await streaming.answer_stream(state, events, shape.pieces, _failed, recheck)
 
 
 async def _generate(
