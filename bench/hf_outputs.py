@@ -29,8 +29,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.hf_outputs_models import BUILDERS, Direct
-from tests.server.service import BENCH_ENV, ServiceProcess
-from tests.zoo.flow import compile_on_service, upload
+from tests.server.service import ServiceProcess
+from tests.zoo.flow import compile_on_service, tabulate_on_service, upload
 from tests.zoo.numerics import compare
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -145,20 +145,11 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="pteforge-hf-outputs-"))
-    svc = ServiceProcess(work / "home", env=BENCH_ENV)
-    rows: list[dict[str, Any]] = []
-    try:
-        svc.start(timeout=900.0)
-        assert svc.admin_token
-        with svc.client(svc.admin_token, timeout=600.0) as client:
-            for name in args.models.split(","):
-                torch.manual_seed(0)
-                rows += run_model(svc, client, BUILDERS[name](), work)
-                args.out.parent.mkdir(parents=True, exist_ok=True)
-                args.out.write_text(table(rows) + "\n")
-    finally:
-        svc.stop()
-    print(table(rows))
+
+    def run(svc: ServiceProcess, client: Any, name: str) -> list[dict[str, Any]]:
+        return run_model(svc, client, BUILDERS[name](), work)
+
+    print(tabulate_on_service(work, args.models.split(","), run, table, args.out))
     return 0
 
 

@@ -30,8 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench import more_models_custom as custom
 from bench import more_models_zoo as hf
 from bench.more_models_zoo import Shipped
-from tests.server.service import BENCH_ENV, ServiceProcess
-from tests.zoo.flow import compile_on_service, save_methods, upload
+from tests.server.service import ServiceProcess
+from tests.zoo.flow import compile_on_service, save_methods, tabulate_on_service, upload
 from tests.zoo.numerics import PLANS, Numerics, compare, is_quantized
 
 BUILDERS: dict[str, Callable[[], Shipped]] = {
@@ -214,22 +214,14 @@ def main() -> int:
     args = parser.parse_args()
     plans = [p for p in args.plans.split(",") if p in PLANS]
     work = Path(tempfile.mkdtemp(prefix="pteforge-more-"))
-    svc = ServiceProcess(work / "home", env=BENCH_ENV)
-    rows: list[dict[str, Any]] = []
-    try:
-        svc.start(timeout=900.0)
-        assert svc.admin_token
-        with svc.client(svc.admin_token, timeout=600.0) as client:
-            for name in args.models.split(","):
-                start = time.monotonic()
-                torch.manual_seed(0)
-                rows += run_model(svc, client, BUILDERS[name](), plans, work / name)
-                print(f"{name}: {time.monotonic() - start:.0f} s", file=sys.stderr)
-                args.out.parent.mkdir(parents=True, exist_ok=True)
-                args.out.write_text(table(rows) + "\n")
-    finally:
-        svc.stop()
-    print(table(rows))
+
+    def run(svc: ServiceProcess, client: Any, name: str) -> list[dict[str, Any]]:
+        start = time.monotonic()
+        rows = run_model(svc, client, BUILDERS[name](), plans, work / name)
+        print(f"{name}: {time.monotonic() - start:.0f} s", file=sys.stderr)
+        return rows
+
+    print(tabulate_on_service(work, args.models.split(","), run, table, args.out))
     return 0
 
 

@@ -8,7 +8,7 @@ HTTP (``pteforge.manager.compile_programs``), for programs the service refused.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,7 @@ import torch
 
 from tests.models import save_programs
 from tests.server.helpers import wait_job
+from tests.server.service import BENCH_ENV, ServiceProcess
 from tests.zoo.base import ZooModel
 from tests.zoo.numerics import PLANS, Numerics, compare, is_quantized
 from tests.zoo.remote import Endpoint, callers, max_difference
@@ -193,3 +194,33 @@ def _run_and_compare(cell: Cell, compiled: Compiled, endpoint: Endpoint, model: 
     cell.numerics = check_numerics(local, model)
     if compiled.artifact is not None:
         cell.remote = check_remote(endpoint, model, compiled.artifact["id"], local)
+
+
+Rows = list[dict[str, Any]]
+
+
+def tabulate_on_service(
+    work: Path,
+    names: Sequence[str],
+    run: Callable[[ServiceProcess, httpx.Client, str], Rows],
+    table: Callable[[Rows], str],
+    out: Path,
+) -> str:
+    """A benchmark's table of models run through one service started under ``work``: for
+    each of ``names``, ``run`` (torch seeded 0, an admin client) adds its rows and ``out`` is
+    rewritten with ``table`` of the rows so far (a later failure keeps them); the final
+    table."""
+    svc = ServiceProcess(work / "home", env=BENCH_ENV)
+    rows: Rows = []
+    try:
+        svc.start(timeout=900.0)  # a loaded machine can take minutes to import torch
+        assert svc.admin_token
+        with svc.client(svc.admin_token, timeout=600.0) as client:
+            for name in names:
+                torch.manual_seed(0)
+                rows += run(svc, client, name)
+                out.parent.mkdir(parents=True, exist_ok=True)
+                out.write_text(table(rows) + "\n")
+    finally:
+        svc.stop()
+    return table(rows)
