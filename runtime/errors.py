@@ -87,7 +87,7 @@ class SessionEndedError(SessionError):
 
 
 class SessionLimitError(SessionError):
-    """A new sequence would exceed the number of sequences one project may hold."""
+    """A new sequence would exceed the sequences, or the memory, one project may hold."""
 
 
 class SessionMemoryError(SessionError):

@@ -30,11 +30,14 @@ _ENDED_KEPT = 10_000  # ended sequences remembered, to say why they ended
 
 @dataclass(frozen=True)
 class SessionLimits:
-    """Bounds on sessions: idle lifetime, how many per scope, bytes all of them may hold."""
+    """Bounds on sessions: idle lifetime, how many per scope, bytes all of them may hold, and
+    bytes one scope's may hold (None: all of ``total_bytes``), so that one project cannot
+    take the whole budget from the others."""
 
     idle_s: float = 300.0
     per_scope: int = 16
     total_bytes: int = 1 << 30
+    per_scope_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -136,6 +139,15 @@ class Sessions:
                 f"cannot start {sequence}: this project already has {mine} open sessions "
                 f"(/v2 sequences and generation sessions), the limit per project "
                 f"({self.limits.per_scope}); {sequence.how_to_end} ({self.limits.idle_s:.0f}s idle)"
+            )
+        share = self.limits.per_scope_bytes
+        held_here = sum(s.nbytes for s in others if s.sequence.scope == sequence.scope)
+        if share is not None and held_here + nbytes > share:
+            raise SessionLimitError(
+                f"cannot start {sequence}: its program's planned memory is {_mib(nbytes)} and "
+                f"this project's open sessions hold {_mib(held_here)} of the {_mib(share)} one "
+                "project may use (PTEFORGE_SESSION_MEMORY_BYTES_PER_PROJECT); "
+                f"{sequence.how_to_end}{'; ' + why if why else ''}"
             )
         held = sum(s.nbytes for s in others)
         if held + nbytes > self.limits.total_bytes:

@@ -187,6 +187,13 @@ class Settings(BaseSettings):
         1024**3,
         "Planned memory all open /v2 sessions together may hold (503 above).",
     )
+    session_memory_bytes_per_project: int | None = Field(
+        default=None,
+        ge=1,
+        description="Planned memory one project's open sessions may hold (429 above), so one "
+        "project cannot take the whole session budget from the others (default: half of "
+        "session_memory_bytes).",
+    )
 
     @field_validator("metrics_token", mode="before")
     @classmethod

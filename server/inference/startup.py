@@ -136,6 +136,7 @@ def start_runtime_pool(settings: Settings) -> RuntimePool:
             settings.session_idle_seconds,
             settings.session_max_per_project,
             settings.session_memory_bytes,
+            settings.session_memory_bytes_per_project or settings.session_memory_bytes // 2,
         ),
     )
 

@@ -21,7 +21,7 @@ import tritonclient.http as triton
 from tritonclient.utils import InferenceServerException
 
 from pteforge.runtime import RuntimePool
-from pteforge.runtime.errors import SessionLimitError, UnknownSessionError
+from pteforge.runtime.errors import SessionLimitError, SessionMemoryError, UnknownSessionError
 from pteforge.runtime.sessions import GenerationSession, Sequence, SessionLimits, Sessions
 from pteforge.runtime.state import read_program_state
 from tests.runtime.helpers import MemoryResolver, build_app, serve
@@ -208,3 +208,19 @@ def test_a_project_over_its_sessions_is_told_how_its_kind_ends() -> None:
     assert "cannot start generation session 'k3'" in message, message
     assert "limit per project (2); let one expire" in message, message
     sessions.begin(GenerationSession("project-b", "k1"), "sha", 1)
+
+
+def test_one_project_cannot_take_the_whole_session_memory() -> None:
+    """Past its share of the session memory a project gets a 429-kind refusal naming the
+    share and how to free some; another project still opens sessions, up to the total."""
+    sessions = Sessions(SessionLimits(per_scope=8, total_bytes=4 << 20, per_scope_bytes=2 << 20))
+    sessions.begin(GenerationSession("project-a", "k1"), "sha", 1 << 20)
+    sessions.begin(GenerationSession("project-a", "k2"), "sha", 1 << 20)
+    with pytest.raises(SessionLimitError) as refused:
+        sessions.begin(GenerationSession("project-a", "k3"), "sha", 1 << 20, why="it plans 1 MiB")
+    message = str(refused.value)
+    assert "this project's open sessions hold 2.0 MiB of the 2.0 MiB one project" in message
+    assert "PTEFORGE_SESSION_MEMORY_BYTES_PER_PROJECT" in message and "it plans 1 MiB" in message
+    sessions.begin(GenerationSession("project-b", "k1"), "sha", 2 << 20)
+    with pytest.raises(SessionMemoryError, match="server-wide session memory limit"):
+        sessions.begin(GenerationSession("project-c", "k1"), "sha", 1)

@@ -174,3 +174,6 @@ def test_session_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPa
     assert settings.session_idle_seconds == 12.5
     assert settings.session_max_per_project == 3
     assert settings.session_memory_bytes == 4096
+    assert settings.session_memory_bytes_per_project is None  # half of it, at startup
+    monkeypatch.setenv("PTEFORGE_SESSION_MEMORY_BYTES_PER_PROJECT", "1024")
+    assert Settings().session_memory_bytes_per_project == 1024
