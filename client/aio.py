@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
-from contextlib import ExitStack, asynccontextmanager
+from contextlib import ExitStack, asynccontextmanager, closing
 from pathlib import Path
 from tempfile import TemporaryDirectory
 from types import TracebackType
@@ -16,13 +16,12 @@ import httpx
 
 from pteforge.client.calls import Attempts, Call, Reply
 from pteforge.client.core import ClientCore
-from pteforge.client.files import ProgramSource, partial_file, program_files
+from pteforge.client.files import ProgramSource, program_files
 from pteforge.client.generation import chat, generate
 from pteforge.client.models import InferResult, Program
 from pteforge.client.operations import Op, Operations, Ref
 from pteforge.client.profiles import profile
 from pteforge.client.sessions import SequenceSession, SequenceState, check_sessions
-from pteforge.client.sinks import ProgressCallback
 from pteforge.client.tensors import Inputs
 from pteforge.client.transport import RETRYABLE_ERRORS, TRANSPORT_ERRORS, request_args
 
@@ -62,12 +61,13 @@ class AsyncClient(ClientCore[httpx.AsyncClient]):
         await self.close()
 
     async def _run(self, op: Op[T]) -> T:
-        try:
-            call = next(op)
-            while True:
-                call = op.send(await self._exchange(call))
-        except StopIteration as stop:
-            return stop.value
+        with closing(op):  # a failed call ends the operation too, its `with` blocks exited
+            try:
+                call = next(op)
+                while True:
+                    call = op.send(await self._exchange(call))
+            except StopIteration as stop:
+                return stop.value
 
     async def _exchange(self, call: Call) -> Reply:
         attempts = Attempts(call, self._policy, self.url)
@@ -127,14 +127,7 @@ class AsyncClient(ClientCore[httpx.AsyncClient]):
     delete_artifact = awaited(Operations.delete_artifact)
     upload_artifact = awaited(Operations.upload_artifact)
 
-    async def download(
-        self, artifact: Ref, path: str | Path, on_progress: ProgressCallback | None = None
-    ) -> Path:
-        """Stream the artifact's ``.pte`` to ``path`` (``on_progress(bytes, total)``); the file
-        appears only once its sha256 matched, and a broken connection resumes by ``Range``."""
-        with partial_file(Path(path)) as file:
-            await self._run(self._ops.download(artifact, file, on_progress))
-        return Path(path)
+    download = awaited(Operations.download)
 
     backends = awaited(Operations.backends)
 

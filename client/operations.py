@@ -7,12 +7,13 @@ from __future__ import annotations
 import warnings
 from collections.abc import Generator, Mapping
 from pathlib import Path
-from typing import Any, BinaryIO, Literal, TypeVar, overload
+from typing import Any, Literal, TypeVar, overload
 
 import numpy as np
 
 from pteforge.client.calls import Call, Reply
 from pteforge.client.errors import NumericsWarning, TransportError, raise_for_job
+from pteforge.client.files import partial_file
 from pteforge.client.models import Artifact, InferResult, Job, Model, ModelVersion, Program
 from pteforge.client.sinks import DownloadSink, JobEventSink, ProgressCallback, StageCallback
 from pteforge.client.tensors import Inputs, decode_response, encode_request, named_inputs
@@ -162,14 +163,17 @@ class Operations:
         return Artifact.from_json(reply.json())
 
     def download(
-        self, artifact: Ref, file: BinaryIO, on_progress: ProgressCallback | None
-    ) -> Op[str]:
-        """Stream the ``.pte`` into ``file``; its sha256, checked."""
+        self, artifact: Ref, path: str | Path, on_progress: ProgressCallback | None = None
+    ) -> Op[Path]:
+        """Stream the artifact's ``.pte`` to ``path`` (``on_progress(bytes, total)``); the file
+        appears only once its sha256 matched, and a broken connection resumes by ``Range``."""
         sha256 = artifact.sha256 if isinstance(artifact, Artifact) else None
-        sink = DownloadSink(file, sha256, on_progress)
-        path = f"/v1/artifacts/{ref(artifact)}/pte"
-        yield Call("GET", path, ok=(200, 206), sink=sink, idempotent=True)
-        return sink.check()
+        with partial_file(Path(path)) as file:
+            sink = DownloadSink(file, sha256, on_progress)
+            url = f"/v1/artifacts/{ref(artifact)}/pte"
+            yield Call("GET", url, ok=(200, 206), sink=sink, idempotent=True)
+            sink.check()
+        return Path(path)
 
     def backends(self) -> Op[list[dict[str, Any]]]:
         """The backend catalog (``GET /v1/backends``)."""
