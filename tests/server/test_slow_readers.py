@@ -81,13 +81,15 @@ def other(slow_service: ServiceProcess, lm: LmFiles) -> Iterator[tuple[httpx.Cli
         yield client, deploy_lm(client, lm)
 
 
-def _unread_stream(svc: ServiceProcess, body: dict[str, object]) -> socket.socket:
-    """A streamed completion whose client reads nothing yet (a 4 KiB receive buffer)."""
+def _unread_stream(svc: ServiceProcess, model: str, max_tokens: int) -> socket.socket:
+    """A greedy streamed completion of up to ``max_tokens`` whose client reads nothing yet
+    (a 4 KiB receive buffer)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     sock.settimeout(120)  # the deadline of every read below
     sock.connect(("127.0.0.1", svc.port))
-    payload = json.dumps({**body, "stream": True}).encode()
+    body = {"model": model, "prompt": "The quick brown fox", "max_tokens": max_tokens}
+    payload = json.dumps({**body, "temperature": 0, "stream": True}).encode()
     head = (
         f"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
         f"Authorization: Bearer {svc.admin_token}\r\nContent-Type: application/json\r\n"
@@ -125,13 +127,7 @@ def _text(events: list[dict[str, object] | str]) -> str:
 def test_a_stream_nobody_reads_keeps_no_worker_and_still_gets_its_whole_text(
     slow_service: ServiceProcess, wide_model: str, other: tuple[httpx.Client, str]
 ) -> None:
-    body = {
-        "model": wide_model,
-        "prompt": "The quick brown fox",
-        "max_tokens": 16,
-        "temperature": 0,
-    }
-    sock = _unread_stream(slow_service, body)
+    sock = _unread_stream(slow_service, wide_model, max_tokens=16)
     _served(other)  # while the stream is unread: its worker was handed back
     events = _events(sock)
     assert events[-1] == "[DONE]", events[-2:]
@@ -146,13 +142,7 @@ def test_a_stream_nobody_reads_keeps_no_worker_and_still_gets_its_whole_text(
 def test_a_stream_too_far_behind_ends_with_an_error_and_keeps_no_worker(
     slow_service: ServiceProcess, wide_model: str, other: tuple[httpx.Client, str]
 ) -> None:
-    body = {
-        "model": wide_model,
-        "prompt": "The quick brown fox",
-        "max_tokens": 1000,
-        "temperature": 0,
-    }
-    sock = _unread_stream(slow_service, body)
+    sock = _unread_stream(slow_service, wide_model, max_tokens=1000)
     _served(other)
     events = _events(sock)
     assert events[-1] == "[DONE]"
