@@ -78,9 +78,8 @@ async def _generate(request: Request, body_type: type[CompletionBody | ChatBody]
     recheck = partial(state.authenticate, request)  # a revoked token ends the generation
     if not body.stream:
         return JSONResponse(shape.whole(await streaming.collect(events, recheck)))
-    return await streaming.answer_stream(
-        state, events, shape.chunks, _failed, recheck, opening=shape.opening(), ending=DONE
-    )
+    wire = streaming.StreamFormat(shape.chunks, _failed, shape.opening(), DONE)
+    return await streaming.answer_stream(state, events, wire, recheck)
 
 
 async def _answer(request: Request, body_type: type[CompletionBody | ChatBody]) -> Response:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -93,62 +94,60 @@ def sse(payload: Payload) -> bytes:
     return b"data: " + orjson.dumps(payload) + b"\n\n"
 
 
+@dataclass(frozen=True)
+class StreamFormat:
+    """How a route writes a generation as server-sent events: ``opening`` first, what
+    ``render`` makes of each event, then ``ending`` (raw bytes); ``fail`` is the last event
+    of an answer that failed once it started."""
+
+    render: Callable[[GenerationEvent], Iterable[Payload]]
+    fail: Callable[[Exception], Payload]
+    opening: Iterable[Payload] = ()
+    ending: bytes = b""
+
+
 async def relay(
     first: GenerationEvent,
     events: Events,
-    render: Callable[[GenerationEvent], Iterable[Payload]],
-    fail: Callable[[Exception], Payload],
+    wire: StreamFormat,
     recheck: Recheck,
-    *,
     buffer_bytes: int,
-    opening: Iterable[Payload] = (),
-    ending: bytes = b"",
 ) -> AsyncGenerator[bytes, None]:
     """The events from ``first`` to the last (the one with a ``finish_reason``) as
-    server-sent events: ``opening``, what ``render`` makes of each event, then ``ending``.
-    An error once the answer has started becomes its last event (``fail``): a failed
-    generation, a caller ``recheck`` (run before each event) no longer accepts, or a client
-    more than ``buffer_bytes`` behind the generation (``Backlog``)."""
+    server-sent events in ``wire``. An error once the answer has started becomes its last
+    event (``wire.fail``): a failed generation, a caller ``recheck`` (run before each event)
+    no longer accepts, or a client more than ``buffer_bytes`` behind the generation
+    (``Backlog``)."""
     ahead = None if first.finish_reason is not None else Backlog(events, buffer_bytes)
     try:
-        for payload in opening:
+        for payload in wire.opening:
             yield sse(payload)
         event: GenerationEvent | None = first
         while event is not None:
             await recheck()
-            for payload in render(event):
+            for payload in wire.render(event):
                 yield sse(payload)
             if event.finish_reason is not None or ahead is None:
                 break
             event = await ahead.next()
     except Exception as exc:
-        yield sse(fail(exc))
+        yield sse(wire.fail(exc))
     finally:
         if ahead is not None:
             await ahead.close()
         await close(events)
-    if ending:
-        yield ending
+    if wire.ending:
+        yield wire.ending
 
 
 async def answer_stream(
-    state: InferenceState,
-    events: Events,
-    render: Callable[[GenerationEvent], Iterable[Payload]],
-    fail: Callable[[Exception], Payload],
-    recheck: Recheck,
-    *,
-    opening: Iterable[Payload] = (),
-    ending: bytes = b"",
+    state: InferenceState, events: Events, wire: StreamFormat, recheck: Recheck
 ) -> EventStream:
     """The streamed answer of a generation route: its first event awaited (a refusal is
     still an error status), then :func:`relay` within ``state.streams``' bounds."""
     first = await first_event(events)
     limits = state.streams
-    relayed = relay(
-        first, events, render, fail, recheck,
-        buffer_bytes=limits.buffer_bytes, opening=opening, ending=ending,
-    )  # fmt: skip
+    relayed = relay(first, events, wire, recheck, limits.buffer_bytes)
     return EventStream(relayed, limits.send_timeout_s)
 
 

@@ -88,7 +88,8 @@ async def _answer(
 ) -> Response:
     if not stream:
         return JSONResponse(shape.whole(await streaming.collect(events, recheck)))
-    return await streaming.answer_stream(state, events, shape.pieces, _failed, recheck)
+    wire = streaming.StreamFormat(shape.pieces, _failed)
+    return await streaming.answer_stream(state, events, wire, recheck)
 
 
 async def _generate(
