@@ -41,6 +41,11 @@ class ExecutionError(RuntimeLayerError):
     """The method failed while executing (ExecuTorch returned an error)."""
 
 
+class MalformedProgramError(ExecutionError):
+    """A ``.pte``'s program flatbuffer is malformed (found by pteforge's bounded reader,
+    :mod:`pteforge.runtime.program_reader`, before ExecuTorch is given it)."""
+
+
 class WorkerCrashedError(RuntimeLayerError):
     """The worker process died while serving the request; it has been replaced."""
 

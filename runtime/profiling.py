@@ -12,7 +12,7 @@ import numpy as np
 from pteforge.contracts.jobs import OperatorTime
 from pteforge.contracts.runtime_messages import Profile, ProfileEvent
 from pteforge.contracts.specs import MethodSignature
-from pteforge.runtime.errors import ExecutionError
+from pteforge.runtime.errors import ExecutionError, MalformedProgramError
 from pteforge.runtime.flatbuffer_readers import (
     ETDUMP_SCHEMA,
     PROGRAM_SCHEMA,
@@ -116,12 +116,13 @@ def summarize_etdump(data: bytes, skip_runs: int = 0) -> Profile:
 def delegate_backends(path: Path) -> dict[str, dict[int, str]]:
     """Per method, the backend id of each instruction that calls a delegate, from the
     program flatbuffer of the ``.pte`` at ``path`` (untrusted: read in place by the
-    generated reader, bounds checked; a malformed one raises ``ExecutionError``)."""
+    generated reader, bounds checked; a malformed one raises ``MalformedProgramError``,
+    an ``ExecutionError``)."""
     schema = generated_reader(PROGRAM_SCHEMA)
     try:
         return _delegate_calls(schema, program_flatbuffer(path))
     except _MALFORMED as exc:
-        raise ExecutionError(f"malformed program ({type(exc).__name__}: {exc})") from exc
+        raise MalformedProgramError(f"malformed program ({type(exc).__name__}: {exc})") from exc
 
 
 def _delegate_calls(schema: Any, data: bytes) -> dict[str, dict[int, str]]:

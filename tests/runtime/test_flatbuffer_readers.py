@@ -1,6 +1,8 @@
-"""The generated flatbuffer readers (``runtime.flatbuffer_readers``) read an ETDump and a
-program's delegate table as upstream's ``flatc``-based readers do, on a small MLP lowered to
-XNNPACK and the same MLP on portable kernels; a malformed ETDump raises ``ExecutionError``."""
+"""The generated flatbuffer readers (``runtime.flatbuffer_readers``) read an ETDump, a
+program's delegate table and its whole Program table as upstream's readers do, on a small
+MLP lowered to XNNPACK, the same MLP on portable kernels and a KV-cache program on upstream's
+``llama::`` operators; a malformed ETDump or program raises ``ExecutionError``, and a
+program whose vectors share one table costs linear work."""
 
 from __future__ import annotations
 
@@ -10,25 +12,28 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pteforge.runtime.errors import ExecutionError
+from pteforge.runtime.errors import ExecutionError, MalformedProgramError
 from pteforge.runtime.instances import run_method
 from pteforge.runtime.profiling import delegate_backends, etdump_runs
 from tests.models import small_mlp_programs
 from tests.runtime.helpers import Compiled
+from tests.security import kv_cache_program
 
 
 @pytest.fixture(scope="module")
 def programs(
     artifacts: dict[str, Compiled], tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, Path]:
-    """The small MLP lowered to XNNPACK, and on portable kernels only."""
+    """The small MLP lowered to XNNPACK, and on portable kernels only; a KV-cache program."""
     from executorch.exir import to_edge_transform_and_lower
 
-    portable = tmp_path_factory.mktemp("portable") / "mlp.pte"
+    root = tmp_path_factory.mktemp("portable")
+    portable = root / "mlp.pte"
     portable.write_bytes(
         to_edge_transform_and_lower(small_mlp_programs().programs).to_executorch().buffer
     )
-    return {"xnnpack": artifacts["mlp"].path, "portable": portable}
+    kv_cache = kv_cache_program.build(root / "kv_cache.pte")
+    return {"xnnpack": artifacts["mlp"].path, "portable": portable, "kv_cache": kv_cache}
 
 
 def _etdump(path: Path, runs: int, scratch: Path) -> bytes:
@@ -104,3 +109,90 @@ def test_a_malformed_program_raises_execution_error(
             delegate_backends(broken)
         except ExecutionError as exc:
             assert "malformed program" in str(exc)
+
+
+def _upstream_program(data: bytes) -> Any:
+    from executorch.exir._serialize._flatbuffer_program import _flatbuffer_to_program
+
+    return _flatbuffer_to_program(data)
+
+
+@pytest.mark.parametrize("kind", ["xnnpack", "portable", "kv_cache"])
+def test_the_program_table_reads_as_upstream_reads_it(programs: dict[str, Path], kind: str) -> None:
+    from pteforge.runtime.kernel_guards import position_guarded_methods
+    from pteforge.runtime.metadata import program_flatbuffer, program_table
+
+    table = program_table(programs[kind])
+    assert table == _upstream_program(program_flatbuffer(programs[kind]))
+    guarded = {"forward", "attend"} if kind == "kv_cache" else set()
+    assert position_guarded_methods(programs[kind]) == guarded
+
+
+def test_a_malformed_program_table_raises_or_reads_as_upstream(
+    programs: dict[str, Path], tmp_path: Path
+) -> None:
+    """Truncated or with a byte flipped: ``MalformedProgramError``, or what upstream reads."""
+    from pteforge.runtime.metadata import program_flatbuffer, program_table
+
+    data = program_flatbuffer(programs["kv_cache"])
+    step = max(1, len(data) // 150)
+    broken = [data[:cut] for cut in range(0, len(data), step)]
+    broken += [
+        data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1 :] for at in range(0, len(data), step)
+    ]
+    path, read = tmp_path / "broken.pte", 0
+    for case in broken:
+        path.write_bytes(case)
+        try:
+            table = program_table(path)
+        except MalformedProgramError as exc:
+            assert "malformed program" in str(exc)
+            continue
+        read += 1
+        assert table == _upstream_program(case)
+    assert read  # some flips land on values any reader takes
+
+
+def _shared_tables(count: int) -> bytes:
+    """A program of ``count`` plans that are one plan of ``count`` values that are one."""
+    import flatbuffers
+
+    from pteforge.runtime.flatbuffer_readers import PROGRAM_SCHEMA, generated_reader
+
+    fb, builder = generated_reader(PROGRAM_SCHEMA), flatbuffers.Builder(0)
+    fb.IntStart(builder)
+    fb.IntAddIntVal(builder, 7)
+    number = fb.IntEnd(builder)
+    fb.EValueStart(builder)
+    fb.EValueAddValType(builder, fb.KernelTypes.Int)
+    fb.EValueAddVal(builder, number)
+    value = fb.EValueEnd(builder)
+    fb.ExecutionPlanStartValuesVector(builder, count)
+    for _ in range(count):
+        builder.PrependUOffsetTRelative(value)
+    values = builder.EndVector()
+    fb.ExecutionPlanStart(builder)
+    fb.ExecutionPlanAddValues(builder, values)
+    plan = fb.ExecutionPlanEnd(builder)
+    fb.ProgramStartExecutionPlanVector(builder, count)
+    for _ in range(count):
+        builder.PrependUOffsetTRelative(plan)
+    plans = builder.EndVector()
+    fb.ProgramStart(builder)
+    fb.ProgramAddExecutionPlan(builder, plans)
+    builder.Finish(fb.ProgramEnd(builder), file_identifier=b"ET12")
+    return bytes(builder.Output())
+
+
+def test_shared_tables_are_paid_for_each_time_they_are_read(tmp_path: Path) -> None:
+    """Upstream unpacks 40 000 values out of this 1.7 kB; the budget stops at 430."""
+    from pteforge.runtime.metadata import program_table
+
+    path = tmp_path / "shared.pte"
+    path.write_bytes(_shared_tables(200))
+    assert (
+        sum(len(plan.values) for plan in _upstream_program(path.read_bytes()).execution_plan)
+        == 200 * 200
+    )
+    with pytest.raises(MalformedProgramError, match="malformed program"):
+        program_table(path)
