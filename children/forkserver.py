@@ -55,6 +55,7 @@ LOWERING_PRELOAD = (
     "executorch.backends.xnnpack.partition.xnnpack_partitioner",
     "executorch.exir.passes.init_mutable_pass",
     "executorch.runtime",
+    "executorch.kernels.quantized",
     "pteforge.manager",
     "pteforge.manager.compiler",
     "pteforge.manager.verify",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -100,6 +101,11 @@ def _emit(manager: ProgramManager, config: Any) -> bytes:
     """The ``.pte`` bytes. A memory plan past 64 bits is the program's fault (a dynamic
     dimension exported with a huge ``Dim`` max), not a bug: upstream's InternalError for it
     becomes a ProgramInputError (``invalid_program``) that says so."""
+    # Quantize/dequantize ops a partitioner leaves out of its delegate (SigLIP's towers under
+    # XNNPACK int8) run on the runtime's portable kernels, whose out variants the emitter
+    # finds only once upstream's quantized ops library is loaded; without it: "Missing out
+    # variants". The import loads that library once per process.
+    importlib.import_module("executorch.kernels.quantized")
     try:
         return bytes(manager.to_executorch(config).buffer)
     except InternalError as exc:

@@ -50,6 +50,38 @@ def test_quantized_plan_calibrates_on_example_inputs(
     assert float((got - expected).abs().max()) <= 0.05 * float(expected.abs().max())
 
 
+class AttentionPool(torch.nn.Module):
+    """SigLIP's pooling head in small: a learned probe attends over the tokens. Under
+    XNNPACK int8 its attention's quantize ops stay outside the delegate, on portable
+    kernels."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.probe = torch.nn.Parameter(torch.randn(1, 1, 16))
+        self.attention = torch.nn.MultiheadAttention(16, 2, batch_first=True)
+        self.head = torch.nn.Linear(16, 4)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        probe = self.probe.repeat(tokens.shape[0], 1, 1)
+        return self.head(self.attention(probe, tokens, tokens)[0][:, 0])
+
+
+def test_quantize_ops_left_outside_the_delegate_emit_and_run(catalog: BackendCatalog) -> None:
+    """Emitting them needs upstream's quantized ops library loaded: it failed with
+    "Missing out variants: {'quantized_decomposed::quantize_per_tensor', ...}"."""
+    torch.manual_seed(0)
+    model, tokens = AttentionPool().eval(), torch.randn(1, 8, 16)
+    plan = {
+        "all": {"partitioners": ["xnnpack"], "quantize": "xnnpack_pt2e_int8_dynamic_per_channel"}
+    }
+    compiled = compile_programs({"forward": torch.export.export(model, (tokens,))}, plan, catalog)
+    operators = compiled.report["methods"]["forward"]["operators"]
+    assert any("quantize" in op and n["non_delegated"] for op, n in operators.items())
+    got = run_method(compiled.pte, "forward", [tokens])[0]
+    expected = model(tokens).detach()
+    assert float((got - expected).abs().max()) <= 0.05 * float(expected.abs().max())
+
+
 def test_unknown_partitioner_names_the_field(catalog: BackendCatalog) -> None:
     model = small_mlp_programs()
     with pytest.raises(PlanError) as raised:
