@@ -19,7 +19,7 @@ from pteforge.contracts.runtime_messages import (
 )
 from pteforge.runtime.errors import RuntimeLayerError
 from pteforge.runtime.processes import WorkerProcess, process_context
-from pteforge.runtime.wire import decode_message, encode_message
+from pteforge.runtime.wire import HeaderMemo, decode_message, encode_message
 from pteforge.runtime.worker import WorkerConfig
 from tests.runtime.helpers import Compiled
 
@@ -77,6 +77,26 @@ def test_tensor_headers_are_checked_against_the_bytes(
     header = {"tensors": tensors, "message": {"op": "drop", "drop": []}}
     with pytest.raises(RuntimeLayerError, match=complaint):
         decode_message(_frame(header, tail), WORKER_REQUEST)
+
+
+def test_a_remembered_header_decodes_each_frame_as_it_was_sent() -> None:
+    """``HeaderMemo`` parses a header once, but each frame's own bytes are its tensors and
+    its length is still checked; only infer requests are kept."""
+    memo = HeaderMemo((InferRequest,))
+    request = InferRequest(sha256="ab" * 32, path="/a.pte", method="forward")
+    for value in (1.0, 2.0, 3.0):
+        array = np.full((2, 3), value, dtype=np.float32)
+        message, decoded = decode_message(encode_message(request, [array]), WORKER_REQUEST, memo)
+        assert message == request
+        np.testing.assert_array_equal(decoded[0], array)
+    assert len(memo.layouts) == 1
+    other = decode_message(encode_message(request, [np.ones(4, np.int64)]), WORKER_REQUEST, memo)
+    assert other[1][0].dtype == np.int64 and other[1][0].shape == (4,)
+    frame = encode_message(request, [np.ones((2, 3), np.float32)])
+    with pytest.raises(RuntimeLayerError, match="shorter than its header"):
+        decode_message(frame[:-4], WORKER_REQUEST, memo)
+    decode_message(encode_message(DropRequest(drop=(1,)), []), WORKER_REQUEST, memo)
+    assert len(memo.layouts) == 2
 
 
 def test_a_frame_shorter_than_its_header_length_is_refused() -> None:
