@@ -14,8 +14,12 @@ compiler.
 The LLM custom operators' kernels (``llama::custom_sdpa``, ``llama::update_cache``, for
 programs from ``export_llama``) load from upstream's library directly: its Python module
 also registers inductor lowerings, for tracing only, and importing inductor costs seconds.
+So do the portable kernels of the ``quantized_decomposed`` operators, which an int8 program
+calls where its partitioner left a quantize or dequantize outside the delegate (SigLIP's
+pooling head under XNNPACK): the runtime's own registry lacks them (``OperatorMissing``).
 """
 
+import importlib.util
 from pathlib import Path
 
 import torch
@@ -26,7 +30,16 @@ defer_package_init("executorch.exir")
 defer_package_init("executorch.devtools")  # a profile's ETDump reader, without the inspector
 
 import executorch.exir._serialize._program  # noqa: E402  (the workers' flatbuffer reader)
-import executorch.extension.llm.custom_ops as _llm_ops  # noqa: E402
 import executorch.runtime  # noqa: E402, F401
 
-torch.ops.load_library(next(Path(_llm_ops.__file__).parent.glob("libcustom_ops_aot_lib.*")))
+
+def _load_library(package: str, pattern: str) -> None:
+    """Load upstream's native library ``pattern`` found beside ``package`` (not imported)."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or spec.origin is None:
+        raise ImportError(f"{package} is not installed")
+    torch.ops.load_library(next(Path(spec.origin).parent.glob(pattern)))
+
+
+_load_library("executorch.extension.llm.custom_ops", "libcustom_ops_aot_lib.*")
+_load_library("executorch.kernels.quantized", "libquantized_ops_aot_lib.*")

@@ -146,6 +146,32 @@ def small_mlp_programs() -> MultiMethod:
     return export_methods(MLP(), {"forward": (torch.randn(1, 16),)})
 
 
+class AttentionPool(nn.Module):
+    """SigLIP's pooling head in small: a learned probe attends over the tokens. Under XNNPACK
+    int8 its attention's quantize ops stay outside the delegate, on portable kernels."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.probe = nn.Parameter(torch.randn(1, 1, 16))
+        self.attention = nn.MultiheadAttention(16, 2, batch_first=True)
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        probe = self.probe.repeat(tokens.shape[0], 1, 1)
+        return self.head(self.attention(probe, tokens, tokens)[0][:, 0])  # type: ignore[no-any-return]
+
+
+def attention_pool_programs() -> MultiMethod:
+    torch.manual_seed(0)
+    return export_methods(AttentionPool(), {"forward": (torch.randn(1, 8, 16),)})
+
+
+INT8_XNNPACK = {
+    "all": {"partitioners": ["xnnpack"], "quantize": "xnnpack_pt2e_int8_dynamic_per_channel"}
+}
+"""The plan that quantizes ``attention_pool_programs`` (dynamic int8, per channel)."""
+
+
 class HFEncoderDecoder(nn.Module):
     """A tiny T5 (Hugging Face ``transformers``) built from a config with random weights.
 

@@ -8,7 +8,13 @@ import torch
 from pteforge.backends import BackendCatalog
 from pteforge.manager import LoweringError, PlanError, ProgramInputError, compile_programs
 from tests.manager.helpers import assert_runs_like_eager, run_method
-from tests.models import MultiMethod, small_mlp_programs, unsupported_op_programs
+from tests.models import (
+    INT8_XNNPACK,
+    MultiMethod,
+    attention_pool_programs,
+    small_mlp_programs,
+    unsupported_op_programs,
+)
 
 
 def test_hf_encoder_decoder_mixed_plan_runs_like_eager(
@@ -50,35 +56,16 @@ def test_quantized_plan_calibrates_on_example_inputs(
     assert float((got - expected).abs().max()) <= 0.05 * float(expected.abs().max())
 
 
-class AttentionPool(torch.nn.Module):
-    """SigLIP's pooling head in small: a learned probe attends over the tokens. Under
-    XNNPACK int8 its attention's quantize ops stay outside the delegate, on portable
-    kernels."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.probe = torch.nn.Parameter(torch.randn(1, 1, 16))
-        self.attention = torch.nn.MultiheadAttention(16, 2, batch_first=True)
-        self.head = torch.nn.Linear(16, 4)
-
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        probe = self.probe.repeat(tokens.shape[0], 1, 1)
-        return self.head(self.attention(probe, tokens, tokens)[0][:, 0])
-
-
 def test_quantize_ops_left_outside_the_delegate_emit_and_run(catalog: BackendCatalog) -> None:
     """Emitting them needs upstream's quantized ops library loaded: it failed with
     "Missing out variants: {'quantized_decomposed::quantize_per_tensor', ...}"."""
-    torch.manual_seed(0)
-    model, tokens = AttentionPool().eval(), torch.randn(1, 8, 16)
-    plan = {
-        "all": {"partitioners": ["xnnpack"], "quantize": "xnnpack_pt2e_int8_dynamic_per_channel"}
-    }
-    compiled = compile_programs({"forward": torch.export.export(model, (tokens,))}, plan, catalog)
+    model = attention_pool_programs()
+    compiled = compile_programs(model.programs, INT8_XNNPACK, catalog)
     operators = compiled.report["methods"]["forward"]["operators"]
     assert any("quantize" in op and n["non_delegated"] for op, n in operators.items())
-    got = run_method(compiled.pte, "forward", [tokens])[0]
-    expected = model(tokens).detach()
+    (inputs,) = model.inputs.values()
+    got = run_method(compiled.pte, "forward", inputs)[0]
+    expected = model.eager["forward"](*inputs).detach()
     assert float((got - expected).abs().max()) <= 0.05 * float(expected.abs().max())
 
 

@@ -18,6 +18,7 @@ from pteforge.runtime import (
     describe_pte,
 )
 from pteforge.runtime.lru import ByteLRU
+from tests.models import INT8_XNNPACK, attention_pool_programs
 from tests.runtime.helpers import Compiled
 from tests.runtime.mutations import crashing_flips, flip
 
@@ -155,3 +156,20 @@ def test_dynamic_dimensions(pool: RuntimePool, artifacts: dict[str, Compiled]) -
     too_big = np.zeros((9, 16), np.float32)
     with pytest.raises(InvalidInputError, match=r"input 'input_0': expected a shape within"):
         pool.infer(compiled.sha256, "forward", [too_big], compiled.path)
+
+
+def test_portable_quantize_kernels_run_in_a_worker(pool: RuntimePool, tmp_path: Path) -> None:
+    """An int8 program whose partitioner left quantize ops to the portable kernels: the
+    confined worker has their kernels (upstream's quantized ops library, preloaded), it
+    failed to load the method with OperatorMissing."""
+    from pteforge.backends import default_catalog
+    from pteforge.manager import compile_programs
+
+    model = attention_pool_programs()
+    pte = compile_programs(model.programs, INT8_XNNPACK, default_catalog()).pte
+    path = tmp_path / "attention-pool.pte"
+    path.write_bytes(pte)
+    (tokens,) = model.inputs["forward"]
+    result = pool.infer(hashlib.sha256(pte).hexdigest(), "forward", [tokens.numpy()], path)
+    expected = model.eager["forward"](tokens).detach().numpy()
+    assert np.abs(result.outputs[0] - expected).max() <= 0.05 * np.abs(expected).max()
