@@ -31,6 +31,7 @@ from pteforge.server.http import health
 from pteforge.server.http.docs import install_docs
 from pteforge.server.http.openapi import install_openapi
 from pteforge.server.inference import router as inference_router
+from pteforge.server.inference.dependencies import InferenceState
 from pteforge.server.inference.routes_infer import front_routes
 from pteforge.server.inference.startup import (
     start_runtime_pool,
@@ -103,8 +104,18 @@ async def _start_inference(app: FastAPI, services: Services) -> RuntimePool:
         metrics_token=token.get_secret_value() if token is not None else None,
         streams=stream_limits(settings),
     )
-    services.model_changed = partial(forget_target, app.state.inference.targets)
+    services.model_changed = partial(_forget_model, app.state.inference)
     return pool
+
+
+def _forget_model(state: InferenceState, project_id: str, name: str, version: int) -> None:
+    """A version of model ``name`` was added, deleted or given a tokenizer through this
+    server: its generation targets and the resolved /v2 artifacts (a name's latest version
+    among them; keyed by caller, so all of them: changes are rare) are forgotten, so the
+    change serves at once. Through another replica it takes the resolve cache's time to
+    live (``new_inference_state``)."""
+    forget_target(state.targets, project_id, name, version)
+    state.artifacts.clear()
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:

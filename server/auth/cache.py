@@ -65,6 +65,11 @@ class TtlCache(Generic[K, V]):
         with self._lock:
             self._entries.pop(key, None)
 
+    def clear(self) -> None:
+        """Forget every entry now."""
+        with self._lock:
+            self._entries.clear()
+
     def __len__(self) -> int:
         with self._lock:
             return len(self._entries)

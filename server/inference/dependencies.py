@@ -55,8 +55,8 @@ class InferenceState:
     statistics: ModelStatistics
     """Per (project, model, version) infer statistics (``/v2/models/{model}/stats``)."""
     artifacts: TtlCache[tuple[Principal, str, str | None], ResolvedArtifact]
-    """Resolved artifacts by (principal, artifact id or model name, version); misses and a
-    model's latest version are not cached."""
+    """Resolved artifacts by (principal, artifact id or model name, version: None for a
+    name's latest); misses are not cached. Cleared when this server changes a model."""
     targets: "TargetCache"
     """Resolved generation targets by (project id, model name, version or None: the latest),
     forgotten when this server changes that model (``forget_target``)."""
@@ -84,9 +84,11 @@ def new_inference_state(
     """The state of the /v2 routes over ``pool`` (which the caller owns and closes).
 
     Metrics go to ``registry``. A resolved artifact is remembered per (principal, artifact
-    id or pinned model version) for ``resolve_ttl_s`` seconds (0 turns that off), so a
-    deleted artifact may still run for that long; ``clock`` times that. A model's latest
-    version is resolved on every request, so a new version serves at once. A pinned version's
+    id, model name's latest version or pinned version) for ``resolve_ttl_s`` seconds (0
+    turns that off), so a deleted artifact may still run for that long; ``clock`` times
+    that. A model changed through this server is forgotten at once (the app's
+    ``model_changed``), so its new version serves at once; through another replica on the
+    same database within ``resolve_ttl_s``. A version's
     generation target (its program and tokenizer) is remembered the same way, so a tokenizer
     replaced on it also takes effect within ``resolve_ttl_s``. An infer body
     over ``max_request_bytes``, as sent or once decompressed, gets a 413. ``/metrics``

@@ -59,18 +59,15 @@ class StoreArtifactResolver:
                 artifact = tx.artifacts.get(project_id, artifact_id)
         if artifact is None:
             return None
-        return self._resolved(artifact, artifact.id == model or version is not None, number)
+        return self._resolved(artifact, number)
 
-    def _resolved(
-        self, artifact: Artifact, cacheable: bool, version: int | None
-    ) -> ResolvedArtifact:
+    def _resolved(self, artifact: Artifact, version: int | None) -> ResolvedArtifact:
         return ResolvedArtifact(
             sha256=artifact.sha256,
             source=self._writer(artifact.sha256),
             methods=tuple(m.name for m in artifact.methods),
             names={m.name: tensor_names(m) for m in artifact.methods},
             signatures={m.name: m for m in artifact.methods},
-            cacheable=cacheable,
             version=version,
             unrunnable=self._unrunnable(artifact),
         )

@@ -54,6 +54,8 @@ def test_size_is_bounded_oldest_first_and_zero_ttl_disables() -> None:
     assert off.get(1) is None
     with pytest.raises(ValueError, match="max_entries"):
         TtlCache(1.0, max_entries=0)
+    cache.clear()  # what a model changed through this server does to /v2's resolutions
+    assert (cache.get(1), cache.get(2), len(cache)) == (None, None, 0)
 
 
 def test_a_revoked_token_is_refused_once_the_ttl_passes(tmp_path: Path) -> None:

@@ -98,7 +98,7 @@ def test_v2_serves_the_latest_version_or_a_pinned_one(
     assert served_scale(admin.post("/v2/models/pinned.forward/infer", json=infer_body())) == 1.0
     second = _deploy(admin, "pinned", scales[2.0])
     latest = admin.post("/v2/models/pinned.forward/infer", json=infer_body())
-    assert served_scale(latest) == 2.0  # at once: a name's latest version is not cached
+    assert served_scale(latest) == 2.0  # at once: this server forgot the name's resolution
     old = admin.post(f"/v2/models/pinned.forward/versions/{first}/infer", json=infer_body())
     assert served_scale(old) == 1.0
     # each answer names the version that answered (it was "1" for every model and version)
@@ -134,6 +134,9 @@ def test_v2_serves_the_latest_version_or_a_pinned_one(
     by_id = admin.post(f"/v2/models/{scales[1.0]}.forward/infer", json=infer_body())
     assert served_scale(by_id) == 1.0  # artifact ids keep working
     assert by_id.json()["model_version"] == "1"  # an artifact has no versions
+    assert admin.delete(f"/v1/models/pinned/versions/{second}").status_code == 204
+    after = admin.post("/v2/models/pinned.forward/infer", json=infer_body())
+    assert served_scale(after) == 1.0  # at once too: the one before is the latest again
 
 
 def test_switching_the_latest_version_fails_no_request(
