@@ -1,7 +1,8 @@
 """Full-speed single requests (issue 20): a stateless request that finds the pool idle runs
 on the pool's wide worker, whose XNNPACK threadpool has every core; while anything else is
-in flight, requests go to the one-thread workers as before, so under load the busy workers
-share the cores one thread each.
+in flight, and for ``InFlight.quiet_s`` after requests last overlapped, requests go to the
+one-thread workers as before, so under load the busy workers share the cores one thread
+each.
 
 Why a worker of its own rather than resizing a worker's threadpool by load: ExecuTorch's
 threadpool is one per process, and XNNPACK binds each method to it when the method loads.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -33,16 +35,33 @@ def usable_cores() -> int:
 
 
 class InFlight:
-    """The requests the pool's calls have in flight: waiting for a worker or running."""
+    """The requests the pool's calls have in flight (waiting for a worker or running), and
+    when a request last entered while another was in flight.
 
-    def __init__(self) -> None:
+    Nothing in flight alone does not make a lone caller: under many clients the count
+    drops to 0 between requests often (the HTTP side parses them one at a time), and a
+    request sent to the wide worker then competes for the cores with the one-thread
+    workers and the HTTP side. So the pool is ``idle`` only once no two requests have
+    overlapped for ``quiet_s``.
+    """
+
+    def __init__(self, quiet_s: float = 0.1, clock: Callable[[], float] = time.monotonic) -> None:
         self.count = 0
+        self.quiet_s = quiet_s
+        self.clock = clock
+        self.overlapped_at = -float("inf")
         self._lock = threading.Lock()  # the pool's threads and its event loop both count
 
     def add(self, count: int) -> None:
         """A request entered (1) or left (-1)."""
         with self._lock:
+            if count > 0 and self.count > 0:
+                self.overlapped_at = self.clock()
             self.count += count
+
+    def idle(self) -> bool:
+        """Nothing in flight, and no two requests overlapped in the last ``quiet_s``."""
+        return self.count == 0 and self.clock() - self.overlapped_at >= self.quiet_s
 
 
 class Routes:
@@ -55,7 +74,8 @@ class Routes:
 
     def stateless(self) -> Calls:
         """Where a stateless request goes now: wide when the pool is idle."""
-        idle = self.calls.in_flight is None or self.calls.in_flight.count == 0
+        in_flight = self.calls.in_flight
+        idle = in_flight is None or in_flight.idle()
         return self.wide if self.wide is not None and idle else self.calls
 
     def each(self) -> tuple[Calls, ...]:
