@@ -18,10 +18,10 @@ from pteforge.runtime import InferResult
 from pteforge.runtime.metadata import MethodSignature
 from pteforge.runtime.oip_codec import (
     InferRequest,
-    decode_infer_request,
     encode_infer_response,
     split_model_name,
 )
+from pteforge.runtime.oip_headers import HeaderPlans
 from pteforge.runtime.validation import JSON_BYTES_PER_ELEMENT, json_request_budget
 from pteforge.server.auth.dependencies import Principal
 from pteforge.server.inference.bodies import decompressed, inline
@@ -41,6 +41,8 @@ from pteforge.server.inference.statuses import (
 )
 
 T = TypeVar("T")
+
+_HEADERS = HeaderPlans()  # binary request headers checked before, per method signature
 
 Encoded = tuple[bytes, int | None, dict[str, float]]
 """An encoded infer response: its body, its JSON header length (binary tensors) and the
@@ -245,7 +247,7 @@ def _decode(
 ) -> InferRequest:
     plain = decompressed(encoding, body, limit)
     _check_json_size(len(plain) if json_length is None else min(json_length, len(plain)), signature)
-    return decode_infer_request(plain, json_length, signature)
+    return _HEADERS.decode(plain, json_length, signature)
 
 
 def _check_json_size(nbytes: int, signature: MethodSignature) -> None:
