@@ -76,8 +76,8 @@ class Confinement:
 
 def flatc() -> tuple[Path, ...]:
     """ExecuTorch's flatbuffer compiler (and its loader), which XNNPACK's lowering runs to
-    serialise a graph and the devtools to read an ETDump: the one program a lowering child
-    or runtime worker may start, as ``Confinement.executable``."""
+    serialise a graph (and upstream's bundled-program serialiser): the one program a
+    lowering child may start, as ``Confinement.executable``. Runtime workers start none."""
     spec = importlib.util.find_spec("executorch")
     locations = spec.submodule_search_locations if spec else None
     if not locations:

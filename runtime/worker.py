@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from pteforge.children.confine import Confinement, confine, flatc
+from pteforge.children.confine import Confinement, confine
 from pteforge.contracts.et_errors import failure_message
 from pteforge.contracts.runtime_messages import (
     CancelledReply,
@@ -71,10 +71,12 @@ class WorkerConfig:
     readable: tuple[str, ...] = ()  # what a confined worker may read: the artifact copies
 
     def confinement(self, scratch: str) -> Confinement:
-        """What a worker with scratch directory ``scratch`` may reach once confined."""
+        """What a worker with scratch directory ``scratch`` may reach once confined: no
+        program to start (it reads program tables and ETDumps in process, by the readers
+        its fork server preloaded: ``runtime/flatbuffer_readers.py``)."""
         library = (self.weight_cache_library,) if self.weight_cache_library else ()
         readable = tuple(Path(p) for p in (*self.readable, *library))
-        return Confinement(Path(scratch), readable, executable=flatc())  # flatc: profiles
+        return Confinement(Path(scratch), readable)
 
 
 @dataclass

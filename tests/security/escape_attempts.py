@@ -2,11 +2,12 @@
 
 ``python escape_attempts.py LAYERS SCRATCH GRANTED SECRET LOCKED PORT`` applies the layers
 named in ``LAYERS`` (comma-separated: ``landlock``, ``seccomp``, ``netns``, ``uid``,
-``all`` for :func:`pteforge.children.confine.confine`, ``none``), then prints one JSON
+``all`` for :func:`pteforge.children.confine.confine`, ``worker`` for it with a runtime
+worker's own ``Confinement``, ``none``), then prints one JSON
 object: for each attempt, ``"ok"`` or the errno name that stopped it. The attempts are what
 code smuggled into a child would try first: write outside its scratch directory, read the
-database, connect to a TCP port, start a shell, signal or read the environment of its
-parent, leave its namespaces, read a file only root's capabilities open.
+database, connect to a TCP port, start a shell or ExecuTorch's ``flatc``, signal or read the
+environment of its parent, leave its namespaces, read a file only root's capabilities open.
 """
 
 from __future__ import annotations
@@ -29,6 +30,11 @@ def _apply(layers: set[str], scratch: Path, granted: Path) -> None:
     if "all" in layers:
         c.confine(c.Confinement(scratch, (granted,)))
         return
+    if "worker" in layers:
+        from pteforge.runtime.worker import WorkerConfig
+
+        c.confine(WorkerConfig(1 << 20, readable=(str(granted),)).confinement(str(scratch)))
+        return
     if "netns" in layers:
         assert ctypes.CDLL(None, use_errno=True).unshare(0x40000000) == 0
     if "uid" in layers:
@@ -43,7 +49,9 @@ def _apply(layers: set[str], scratch: Path, granted: Path) -> None:
 def _attempts(
     scratch: Path, granted: Path, secret: Path, locked: Path, port: int
 ) -> dict[str, Callable[[], object]]:
-    libc = ctypes.CDLL(None, use_errno=True)
+    from pteforge.children.confine import flatc as flatc_files
+
+    libc, flatc = ctypes.CDLL(None, use_errno=True), str(flatc_files()[0])
 
     def raising(result: int) -> None:
         if result != 0:
@@ -57,6 +65,7 @@ def _attempts(
         "read_root_only_file": lambda: locked.read_bytes(),
         "tcp_connect": lambda: socket.create_connection(("127.0.0.1", port), timeout=2).close(),
         "exec_shell": lambda: subprocess.run(["/bin/sh", "-c", "true"], check=True),
+        "exec_flatc": lambda: subprocess.run([flatc, "--version"], check=True, capture_output=True),
         "signal_parent": lambda: os.kill(os.getppid(), 0),
         "parent_environ": lambda: Path(f"/proc/{os.getppid()}/environ").read_bytes(),
         "new_namespace": lambda: raising(libc.unshare(0x00020000)),  # CLONE_NEWNS

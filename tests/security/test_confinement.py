@@ -34,9 +34,15 @@ REFUSED_BY = {
         "read_root_only_file": "EACCES",
         "tcp_connect": "EACCES",
         "exec_shell": "EACCES",
+        "exec_flatc": "EACCES",
         "signal_parent": "EPERM",
     },
-    "seccomp": {"tcp_connect": "EPERM", "exec_shell": "EPERM", "new_namespace": "EPERM"},
+    "seccomp": {
+        "tcp_connect": "EPERM",
+        "exec_shell": "EPERM",
+        "exec_flatc": "EPERM",
+        "new_namespace": "EPERM",
+    },
     "netns": {"tcp_connect": "ENETUNREACH"},
     "uid": {
         "write_outside": "EACCES",
@@ -53,6 +59,7 @@ ATTEMPTS = (
     "read_root_only_file",
     "tcp_connect",
     "exec_shell",
+    "exec_flatc",
     "signal_parent",
     "parent_environ",
     "new_namespace",
@@ -113,6 +120,15 @@ def test_confine_refuses_every_escape_and_keeps_the_job_working(
 ) -> None:
     results = _escape("all", tmp_path, listener)
     assert {a for a, r in results.items() if r == "ok"} == ALLOWED, results
+
+
+@needs_root
+def test_a_runtime_worker_may_start_no_program(tmp_path: Path, listener: int) -> None:
+    """A runtime worker's own confinement: no ``execve`` at all, ``flatc`` included (it reads
+    program tables and ETDumps in process)."""
+    results = _escape("worker", tmp_path, listener)
+    assert {a for a, r in results.items() if r == "ok"} == ALLOWED, results
+    assert results["exec_flatc"] == results["exec_shell"] != "ok", results
 
 
 # -- the live processes of a real server --------------------------------------------------
