@@ -46,7 +46,7 @@ from pteforge.runtime.errors import (
     kind_of,
 )
 from pteforge.runtime.instances import ProgramInstance, opaque_state, run_method
-from pteforge.runtime.kernel_guards import check_positions, position_guarded_methods
+from pteforge.runtime.kernel_guards import KernelGuards, check_inputs, kernel_guards
 from pteforge.runtime.lru import ByteLRU
 from pteforge.runtime.metadata import (
     MethodSignature,
@@ -90,7 +90,8 @@ class LoadedProgram:
     signatures: dict[str, MethodSignature]
     state: ProgramState
     spares: dict[str, ProgramInstance] = field(default_factory=dict)
-    guarded: frozenset[str] = frozenset()  # see ``kernel_guards.check_positions``
+    # what its methods' inputs are checked for: see ``kernel_guards.check_inputs``
+    guarded: KernelGuards = field(default_factory=KernelGuards)
     loading: Loading = contextlib.nullcontext  # its methods' weight-cache setting
 
 
@@ -133,7 +134,7 @@ class Executor:
             instance.state = state = opaque_state(instance.program)
         described = describe_program(instance.program, read_dynamism(flatbuffer))
         signatures = held_apart(described, read_constants(flatbuffer))
-        guarded = position_guarded_methods(flatbuffer)
+        guarded = kernel_guards(flatbuffer)
         loaded = LoadedProgram(
             sha256, local, instance, signatures, state, guarded=guarded, loading=loading
         )
@@ -188,7 +189,7 @@ class Executor:
             raise UnknownMethodError(f"the artifact has no method {name!r} (methods: {known})")
         signature = loaded.signatures[name]
         check_arrays(signature, inputs)
-        check_positions(loaded.guarded, name, signature.inputs, inputs)
+        check_inputs(loaded.guarded, name, signature.inputs, inputs)
         if request.session is not None:
             instance = self.session(request, request.session, loaded)
             method = instance.method(name)

@@ -19,7 +19,7 @@ import numpy as np
 
 from pteforge.contracts.jobs import ProfileReport, ProfileRequest
 from pteforge.runtime.errors import InvalidInputError
-from pteforge.runtime.kernel_guards import check_positions, position_guarded_methods
+from pteforge.runtime.kernel_guards import check_inputs, kernel_guards
 from pteforge.runtime.validation import check_arrays
 
 ProgramLoader = Callable[[Path, Path], dict[str, Any]]
@@ -60,8 +60,8 @@ def profile(request: ProfileRequest, load: ProgramLoader) -> ProfileReport:
     else:
         raise InvalidInputError("the profile job has neither inputs nor a program to take them")
     check_arrays(request.signature, inputs)
-    guarded = position_guarded_methods(Path(request.pte_path))  # as the runtime workers do
-    check_positions(guarded, request.method, request.signature.inputs, inputs)
+    guards = kernel_guards(Path(request.pte_path))  # as the runtime workers do
+    check_inputs(guards, request.method, request.signature.inputs, inputs)
     return profile_program(
         Path(request.pte_path), request.method, inputs, request.iterations, request.signature
     )
