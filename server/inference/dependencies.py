@@ -8,13 +8,14 @@ so a second startup of the same app serves its own new pool.
 
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated
 
 from fastapi import Depends, HTTPException, Request
 from prometheus_client import CollectorRegistry
 
 from pteforge.runtime import RuntimePool
+from pteforge.runtime.oip_headers import HeaderPlans
 from pteforge.server.auth.cache import TtlCache
 from pteforge.server.auth.dependencies import HasHeaders, Principal
 from pteforge.server.inference.bodies import DEFAULT_MAX_REQUEST_BYTES
@@ -66,6 +67,8 @@ class InferenceState:
     """The bearer token ``/metrics`` answers (``PTEFORGE_METRICS_TOKEN``); None: open."""
     streams: StreamLimits = StreamLimits()
     """The bounds of a generation stream whose client reads slowly."""
+    headers: HeaderPlans = field(default_factory=HeaderPlans)
+    """Binary ``/v2`` request headers already checked, per method signature."""
 
 
 def new_inference_state(

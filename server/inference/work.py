@@ -21,7 +21,6 @@ from pteforge.runtime.oip_codec import (
     encode_infer_response,
     split_model_name,
 )
-from pteforge.runtime.oip_headers import HeaderPlans
 from pteforge.runtime.validation import JSON_BYTES_PER_ELEMENT, json_request_budget
 from pteforge.server.auth.dependencies import Principal
 from pteforge.server.inference.bodies import decompressed, inline
@@ -41,8 +40,6 @@ from pteforge.server.inference.statuses import (
 )
 
 T = TypeVar("T")
-
-_HEADERS = HeaderPlans()  # binary request headers checked before, per method signature
 
 Encoded = tuple[bytes, int | None, dict[str, float]]
 """An encoded infer response: its body, its JSON header length (binary tensors) and the
@@ -132,7 +129,7 @@ async def infer(
     artifact, signature = await model_of(state, principal, model, version)
     cheap = inline(encoding, body, json_length)
     started = time.perf_counter()
-    decode = partial(_decode, body, encoding, json_length, signature, state.max_request_bytes)
+    decode = partial(_decode, state, body, encoding, json_length, signature)
     try:
         request = decode() if cheap else await run_in_threadpool(decode)
     except Exception:
@@ -243,11 +240,15 @@ async def _encode(
 
 
 def _decode(
-    body: bytes, encoding: str, json_length: int | None, signature: MethodSignature, limit: int
+    state: InferenceState,
+    body: bytes,
+    encoding: str,
+    json_length: int | None,
+    signature: MethodSignature,
 ) -> InferRequest:
-    plain = decompressed(encoding, body, limit)
+    plain = decompressed(encoding, body, state.max_request_bytes)
     _check_json_size(len(plain) if json_length is None else min(json_length, len(plain)), signature)
-    return _HEADERS.decode(plain, json_length, signature)
+    return state.headers.decode(plain, json_length, signature)
 
 
 def _check_json_size(nbytes: int, signature: MethodSignature) -> None:
