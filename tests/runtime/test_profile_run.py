@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from pteforge.runtime.instances import run_method
-from pteforge.runtime.profile_run import operator_runs, profile_program
+from pteforge.runtime.profile_run import latency_summary, operator_runs, profile_program
 from pteforge.runtime.profiling import PORTABLE, etdump_runs
 from tests.runtime.helpers import Compiled
 
@@ -21,6 +22,7 @@ def test_profile_rows_name_the_backend_each_operator_ran_on(
     inputs = [t.numpy() for t in compiled.model.inputs["encode"]]
     profile = profile_program(compiled.path, "encode", inputs, iterations=40)
     assert profile.iterations == len(profile.latency_us.samples) == 40
+    assert all(round(s, 3) == s for s in profile.latency_us.samples)  # whole nanoseconds
     assert profile.load_ms.cold > 0 and profile.load_ms.warm > 0
     backends = {row.backend for row in profile.operators}
     assert backends == {"XnnpackBackend", PORTABLE}, profile.operators
@@ -57,3 +59,12 @@ def test_etdump_events_read_as_upstreams_reader_reads_them(
     assert [[{f: e.get(f) for f in fields} for e in run] for run in ours] == [
         [{f: e[f] for f in fields} for e in run] for run in upstream
     ]
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 10, 999, 1000])
+def test_latency_summary_is_numpys_linear_percentiles(size: int) -> None:
+    samples = np.random.default_rng(size).lognormal(3.0, 1.0, size).tolist()
+    summary = latency_summary(samples)
+    assert (summary.p50, summary.p90) == tuple(np.percentile(samples, [50, 90]))
+    assert (summary.min, summary.max) == (min(samples), max(samples))
+    assert summary.samples == samples
