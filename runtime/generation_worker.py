@@ -37,8 +37,10 @@ from pteforge.runtime.errors import (
     UnknownMethodError,
 )
 from pteforge.runtime.instances import ProgramInstance
+from pteforge.runtime.kernel_guards import check_value_bounds
 from pteforge.runtime.language_model import DecodeInputs, LmInfo, feed, read_lm_info
 from pteforge.runtime.lru import ByteLRU
+from pteforge.runtime.metadata import input_name
 from pteforge.runtime.sampling import Sampler
 from pteforge.runtime.text_codec import TextCodec
 from pteforge.runtime.text_stream import TextStream
@@ -90,6 +92,8 @@ class LanguageModels:
         if name not in loaded.signatures:
             raise UnknownMethodError(f"the artifact has no method {name!r}")
         info = self._info(loaded, name)
+        bounds = {input_name(0): info.vocab_size, input_name(1): info.context_len}
+        check_value_bounds(loaded.guarded, name, bounds)
         codec = self._codec(request.tokenizer, request.tokenizer_config)
         if request.session is None:
             instance, history = self._instance(loaded), []

@@ -26,26 +26,27 @@ with ``ET_CHECK_MSG``, which aborts the whole worker; ``embedding_2bit`` and
 returns another caller's memory), and 10**11 is a segmentation fault (measured on 1.5.1).
 Where such a kernel's ``indices`` is a method input (directly, through a static view of it,
 or through copies that keep its values: :data:`COPY_OPERATORS`), pteforge refuses values
-outside ``[0, rows)``, the rows read from the weight's shape in the program; indices that a
-method computes (a position plus an offset) are not checked.
+outside ``[0, rows)``, the rows read from the weight's shape in the program. A method whose
+``embedding_2bit``/``embedding_4bit`` indices no input check can bound (computed by the
+method, or in memory something before the lookup writes: :mod:`embedding_indices`), or a
+program whose flatbuffer pteforge cannot read, is refused (``ProgramLoadError``: 422) rather
+than run.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from pteforge.runtime.errors import InvalidInputError
+from pteforge.runtime.embedding_indices import index_bounds
+from pteforge.runtime.errors import InvalidInputError, ProgramLoadError
 from pteforge.runtime.metadata import (
     MALFORMED_FLATBUFFER,
     ProgramFlatbuffer,
     TensorSpec,
-    input_name,
     program_table,
 )
 
@@ -82,45 +83,16 @@ def check_positions(
             )
 
 
-INDEX_OPERATORS = frozenset(
-    {
-        "quantized_decomposed::embedding_byte",
-        "quantized_decomposed::embedding_2bit",
-        "quantized_decomposed::embedding_4bit",
-    }
-)
-"""Quantized embeddings: ``(weight, scales, zero_points, quant_min, quant_max, indices,
-...)`` in every overload; the byte kernel aborts on an index out of range, the others read
-out of bounds."""
-
-COPY_OPERATORS = frozenset(
-    {
-        "executorch_prim::et_view",
-        "aten::view_copy",
-        "aten::_unsafe_view",
-        "aten::clone",
-        "aten::squeeze_copy",
-        "aten::unsqueeze_copy",
-        "aten::_to_copy",
-        "aten::_to_dim_order_copy",
-        "dim_order_ops::_to_dim_order_copy",
-    }
-)
-"""Operators whose output holds its first argument's values (the out tensor last): an index
-bound on a method input holds through them into an ``int32`` or ``int64`` output."""
-
-_WIDE_INTEGERS = frozenset({3, 4})
-"""``ScalarType`` INT and LONG of the program schema: ``[0, rows)`` survives a cast to them."""
-
-
 @dataclass(frozen=True)
 class KernelGuards:
     """What a program's methods must be checked for before they run: the methods refusing
-    negative integer inputs (:data:`POSITION_OPERATORS`), and per method, each input that
-    is a quantized embedding's indices with the rows of its (smallest) weight."""
+    negative integer inputs (:data:`POSITION_OPERATORS`), per method each input that is a
+    quantized embedding's indices with the rows of its (smallest) weight, and the methods
+    that must not run at all, with why (:func:`embedding_indices.unsafe`)."""
 
     positions: frozenset[str] = frozenset()
     rows: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    refused: Mapping[str, str] = field(default_factory=dict)
 
 
 def kernel_guards(path: Path | ProgramFlatbuffer) -> KernelGuards:
@@ -132,100 +104,12 @@ def kernel_guards(path: Path | ProgramFlatbuffer) -> KernelGuards:
             for plan in plans
             if any(op.name in POSITION_OPERATORS for op in plan.operators)
         )
-        rows = {str(plan.name): bounds for plan in plans if (bounds := _index_bounds(plan))}
+        found = {str(plan.name): index_bounds(plan) for plan in plans}
     except MALFORMED_FLATBUFFER:
-        return KernelGuards(EVERY_METHOD)
-    return KernelGuards(positions, rows)
-
-
-def _index_bounds(plan: Any) -> dict[str, int]:
-    """Input name -> rows, for each input of ``plan`` whose values reach a quantized
-    embedding's indices unchanged."""
-    lookups, copies, written = _dataflow(plan)
-    positions = {value: i for i, value in enumerate(plan.inputs)}
-    bounds: dict[str, int] = {}
-    for indices, weight in lookups:
-        origin = _origin(plan, indices, copies, written, positions)
-        count = _rows(plan, weight)
-        if origin is not None and count is not None:
-            name = input_name(positions[origin])
-            bounds[name] = min(count, bounds.get(name, count))
-    return bounds
-
-
-def _dataflow(plan: Any) -> tuple[list[tuple[int, int]], dict[int, int], set[int]]:
-    """``plan``'s lookups (indices value, weight value), its copies (output value -> input
-    value) and every value an instruction writes (a kernel's last argument, its out; a
-    delegate's arguments; a move's target)."""
-    names = [str(op.name) for op in plan.operators]
-    lookups: list[tuple[int, int]] = []
-    copies: dict[int, int] = {}
-    written: set[int] = set()
-    for chain in plan.chains:
-        for instruction in chain.instructions:
-            call = instruction.instr_args
-            if hasattr(call, "move_from"):
-                copies[call.move_to] = call.move_from
-                written.add(call.move_to)
-            elif hasattr(call, "delegate_index"):
-                written.update(call.args)
-            elif hasattr(call, "op_index") and call.args and 0 <= call.op_index < len(names):
-                name, args = names[call.op_index], list(call.args)
-                written.add(args[-1])
-                if name in COPY_OPERATORS and len(args) >= 2 and _wide(plan, args[-1]):
-                    copies[args[-1]] = args[0]
-                elif name in INDEX_OPERATORS and len(args) >= 6:
-                    lookups.append((args[5], args[0]))
-    return lookups, copies, written
-
-
-def _origin(
-    plan: Any, value: int, copies: dict[int, int], written: set[int], inputs: dict[int, int]
-) -> int | None:
-    """The input value whose values ``value`` holds unchanged (through copies and static
-    views), or None."""
-    seen: set[int] = set()
-    while value not in inputs:
-        if value in seen:
-            return None
-        seen.add(value)
-        if value in copies:
-            value = copies[value]
-        elif value in written:
-            return None
-        else:  # a static view (``view``, ``reshape``): no instruction, the input's memory
-            key = _storage(plan, value)
-            views = [i for i in inputs if key is not None and _storage(plan, i) == key]
-            if not views:
-                return None
-            value = views[0]
-    return value
-
-
-def _wide(plan: Any, value: int) -> bool:
-    """Whether value ``value`` of ``plan`` is an ``int32`` or ``int64`` tensor."""
-    in_plan = 0 <= value < len(plan.values)
-    return in_plan and getattr(plan.values[value].val, "scalar_type", None) in _WIDE_INTEGERS
-
-
-def _storage(plan: Any, value: int) -> tuple[int, ...] | None:
-    """Where tensor value ``value`` of ``plan`` lies, its element count and dtype."""
-    if not 0 <= value < len(plan.values):
-        return None
-    tensor = plan.values[value].val
-    info = getattr(tensor, "allocation_info", None)
-    if info is None:
-        return None
-    where = (info.memory_id, info.memory_offset_low, info.memory_offset_high)
-    return (*where, math.prod(tensor.sizes), int(tensor.scalar_type))
-
-
-def _rows(plan: Any, weight: int) -> int | None:
-    """The first dimension of tensor value ``weight`` of ``plan``, if it is one."""
-    if not 0 <= weight < len(plan.values):
-        return None
-    sizes = getattr(plan.values[weight].val, "sizes", None)
-    return int(sizes[0]) if sizes else None
+        return KernelGuards(EVERY_METHOD, refused={"*": "its program table cannot be read"})
+    rows = {name: bounds for name, (bounds, _) in found.items() if bounds}
+    refused = {name: why for name, (_, why) in found.items() if why is not None}
+    return KernelGuards(positions, rows, refused)
 
 
 def check_inputs(
@@ -233,6 +117,9 @@ def check_inputs(
 ) -> None:
     """Raise if an input of ``method`` holds a value its kernels do not check and must not
     see (call after the inputs were checked against the method's signature)."""
+    why = guards.refused.get(method) or guards.refused.get("*")
+    if why is not None:
+        raise ProgramLoadError(f"method {method!r} cannot run here: {why}")
     check_positions(guards.positions, method, specs, arrays)
     bounds = guards.rows.get(method)
     if not bounds:
@@ -246,5 +133,22 @@ def check_inputs(
             raise InvalidInputError(
                 f"input {spec.name!r}: value {low if low < 0 else high} out of range [0, {rows}): "
                 f"method {method!r} looks it up in a quantized embedding of {rows} rows, whose "
+                "upstream kernel does not check its indices"
+            )
+
+
+def check_value_bounds(guards: KernelGuards, method: str, highest: Mapping[str, int]) -> None:
+    """Raise unless ``method`` may run with every input of ``highest`` holding values in
+    ``[0, highest[name])`` unchecked, as a generation feeds token ids below the vocabulary
+    and positions below the context (checked once per generation, not per token)."""
+    why = guards.refused.get(method) or guards.refused.get("*")
+    if why is not None:
+        raise ProgramLoadError(f"method {method!r} cannot run here: {why}")
+    for name, bound in highest.items():
+        rows = guards.rows.get(method, {}).get(name)
+        if rows is not None and rows < bound:
+            raise ProgramLoadError(
+                f"method {method!r} cannot run here: input {name!r} takes values up to "
+                f"{bound - 1} and looks them up in a quantized embedding of {rows} rows, whose "
                 "upstream kernel does not check its indices"
             )

@@ -4,8 +4,8 @@
 (``quantized_decomposed::embedding_byte``, ``embedding_4bit`` or ``embedding_2bit``, as the
 LLM export's embedding quantization emits them) and dequantizes them, per row. The weight has
 :data:`ROWS` rows of :data:`DIM` values; the indices reach the kernel as they are
-(``direct``), viewed as ``(3,)`` (``view``: a static view, no instruction) or cast to
-``int32`` (``cast``: a copy).
+(``direct``), viewed as ``(3,)`` (``view``: a static view, no instruction), cast to
+``int32`` (``cast``: a copy) or computed (``computed``: no input check bounds them).
 """
 
 from __future__ import annotations
@@ -44,6 +44,8 @@ class QuantizedEmbedding(nn.Module):
             indices = indices.view(-1)
         elif self.route == "cast":
             indices = indices.to(torch.int32)
+        elif self.route == "computed":
+            indices = indices % ROWS  # in range here, but computed by the method
         return lookup(  # type: ignore[no-any-return]
             self.weight, self.scales, self.zero_points, self.quant_min, self.quant_max, indices
         )

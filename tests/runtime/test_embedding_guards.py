@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 import torch
 
-from pteforge.runtime import InvalidInputError, RuntimePool
-from pteforge.runtime.kernel_guards import kernel_guards
+from pteforge.runtime import InvalidInputError, ProgramLoadError, RuntimePool
+from pteforge.runtime.kernel_guards import check_value_bounds, kernel_guards
 from tests.runtime import embedding_program as emb
 
 KINDS = {
@@ -76,3 +76,40 @@ def test_an_index_outside_the_weight_is_refused_before_it_runs(
     with pytest.raises(InvalidInputError, match=rf"^{re.escape(expected)}"):
         program.infer(pool, hostile)
     program.assert_eager(pool)
+
+
+@pytest.mark.parametrize("bits", [4, 2])
+def test_a_method_whose_indices_no_input_check_bounds_is_refused(
+    bits: int, pool: RuntimePool, tmp_path: Path
+) -> None:
+    """Indices the method computes reach the unchecked kernels whatever the caller sends (a
+    hand-made program computes any index it likes): such a method does not run at all."""
+    program = Program.__new__(Program)
+    program.model = emb.QuantizedEmbedding(bits, "computed")
+    program.path = emb.build(program.model, tmp_path / "computed.pte")
+    program.sha256 = hashlib.sha256(program.path.read_bytes()).hexdigest()
+    refused = kernel_guards(program.path).refused["forward"]
+    assert f"embedding_{bits}bit, whose kernel does not check its indices" in refused
+    with pytest.raises(ProgramLoadError, match="computed by the method, not taken from an input"):
+        program.infer(pool, emb.INDICES)
+
+
+def test_the_byte_kernel_checks_computed_indices_itself(tmp_path: Path) -> None:
+    """It aborts the worker on a bad index (the pool survives that): not refused."""
+    model = emb.QuantizedEmbedding(8, "computed")
+    assert kernel_guards(emb.build(model, tmp_path / "byte.pte")).refused == {}
+
+
+def test_an_unreadable_program_table_runs_no_method(tmp_path: Path) -> None:
+    path = tmp_path / "garbage.pte"
+    path.write_bytes(b"\x00" * 64)
+    assert kernel_guards(path).refused == {"*": "its program table cannot be read"}
+
+
+def test_a_generation_checks_its_value_bounds_once(programs: dict[str, Program]) -> None:
+    """A generation feeds token ids below the vocabulary and positions below the context,
+    unchecked per token: a vocabulary past the embedding's rows is refused up front."""
+    guards = kernel_guards(programs["4bit"].path)
+    check_value_bounds(guards, "forward", {"input_0": emb.ROWS, "input_1": 10**6})
+    with pytest.raises(ProgramLoadError, match=f"values up to {emb.ROWS} .* of {emb.ROWS} rows"):
+        check_value_bounds(guards, "forward", {"input_0": emb.ROWS + 1})
