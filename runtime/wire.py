@@ -30,7 +30,6 @@ from pteforge.contracts.oip import NUMPY_TO_OIP
 from pteforge.contracts.runtime_messages import (
     WORKER_REPLY,
     WORKER_REQUEST,
-    InferRequest,
     WorkerReply,
     WorkerRequest,
 )
@@ -213,19 +212,18 @@ def _read_into(fd: int, buffer: bytearray, done: int = 0) -> bytearray:
     return buffer
 
 
-_REQUEST_HEADERS = HeaderMemo((InferRequest,))  # a worker's, in its process
-
-
-def recv_request(conn: Connection) -> tuple[WorkerRequest, list[np.ndarray]]:
+def recv_request(
+    conn: Connection, memo: HeaderMemo | None = None
+) -> tuple[WorkerRequest, list[np.ndarray]]:
     """Receive a request, in a worker; its arrays are writable (views of a fresh buffer).
-    An infer request's header read before is not parsed again (``HeaderMemo``).
+    With ``memo``, a header it holds is not parsed again (the worker's, for infer requests).
 
     Raises ``EOFError`` if the pool went away, ``RuntimeLayerError`` if the frame is
     malformed (the connection stays usable: the next frame starts afresh).
     """
     frame = read_frame(conn)
     writable = frame if isinstance(frame, bytearray) else bytearray(frame)
-    return decode_message(writable, WORKER_REQUEST, _REQUEST_HEADERS)
+    return decode_message(writable, WORKER_REQUEST, memo)
 
 
 def recv_reply(conn: Connection) -> tuple[WorkerReply, list[np.ndarray]]:

@@ -58,7 +58,7 @@ from pteforge.runtime.native_log import LOG_FILE, NativeLog
 from pteforge.runtime.state import ProgramState, read_program_state
 from pteforge.runtime.validation import check_arrays
 from pteforge.runtime.weight_cache import Loading, WeightCache
-from pteforge.runtime.wire import recv_request, send_message
+from pteforge.runtime.wire import HeaderMemo, recv_request, send_message
 
 
 @dataclass(frozen=True)
@@ -71,9 +71,8 @@ class WorkerConfig:
     readable: tuple[str, ...] = ()  # what a confined worker may read: the artifact copies
 
     def confinement(self, scratch: str) -> Confinement:
-        """What a worker with scratch directory ``scratch`` may reach once confined: no
-        program to start (it reads program tables and ETDumps in process, by the readers
-        its fork server preloaded: ``runtime/flatbuffer_readers.py``)."""
+        """What a worker with scratch directory ``scratch`` may reach once confined: no program
+        to start (its fork server preloaded the flatbuffer readers it needs)."""
         library = (self.weight_cache_library,) if self.weight_cache_library else ()
         readable = tuple(Path(p) for p in (*self.readable, *library))
         return Confinement(Path(scratch), readable)
@@ -90,8 +89,7 @@ class LoadedProgram:
     signatures: dict[str, MethodSignature]
     state: ProgramState
     spares: dict[str, ProgramInstance] = field(default_factory=dict)
-    # what its methods' inputs are checked for: see ``kernel_guards.check_inputs``
-    guarded: KernelGuards = field(default_factory=KernelGuards)
+    guarded: KernelGuards = field(default_factory=KernelGuards)  # kernel_guards.check_inputs
     loading: Loading = contextlib.nullcontext  # its methods' weight-cache setting
 
 
@@ -113,6 +111,7 @@ class Executor:
         from pteforge.runtime.generation_worker import LanguageModels
 
         self.language_models = LanguageModels(self)
+        self.headers = HeaderMemo((InferRequest,))  # infer headers read before (``wire``)
 
     def program(self, sha256: str, path: str) -> tuple[LoadedProgram, bool]:
         """The cached program for ``sha256`` (True) or a freshly verified and loaded one."""
@@ -135,9 +134,7 @@ class Executor:
         described = describe_program(instance.program, read_dynamism(flatbuffer))
         signatures = held_apart(described, read_constants(flatbuffer))
         guarded = kernel_guards(flatbuffer)
-        loaded = LoadedProgram(
-            sha256, local, instance, signatures, state, guarded=guarded, loading=loading
-        )
+        loaded = LoadedProgram(sha256, local, instance, signatures, state, {}, guarded, loading)
         self.programs.put(sha256, loaded, local.stat().st_size)
         return loaded, False
 
@@ -235,8 +232,7 @@ class Executor:
             loaded.spares[name] = spare
 
 
-# A worker's answer to one request: the reply and the tensors of its frame.
-_Answer = tuple[WorkerReply, list[np.ndarray]]
+_Answer = tuple[WorkerReply, list[np.ndarray]]  # a reply and the tensors of its frame
 
 
 def _serve(
@@ -273,7 +269,7 @@ def _handle(
 def _next(conn: Connection, executor: Executor, log: NativeLog) -> _Answer:
     """Read the next request and serve it; ``EOFError`` once the pool went away."""
     try:
-        message = recv_request(conn)
+        message = recv_request(conn, executor.headers)
     except RuntimeLayerError as exc:  # a malformed frame: refused, the next one may be fine
         return ErrorReply(error="protocol", message=str(exc)), []
     return _handle(executor, log, conn, message)
