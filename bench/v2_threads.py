@@ -6,8 +6,8 @@ on every core, and 16 clients against the in-process pool, in one run.
    is per process, and a method loaded before a resize must not run after it), then
    through a real ``pteforge serve`` (``BENCH_ENV``: one runtime worker) with unmodified
    ``tritonclient.http`` (binary tensors): once with ``PTEFORGE_RUNTIME_REQUEST_THREADS=1``
-   (the default: one thread) and once with ``=0`` (a lone request on the wide worker,
-   every core). Target: /v2 p50 / in-process every-core p50 <= 1.10.
+   (one thread) and once with ``=0`` (the default: a lone request on the wide worker, every
+   core). Target: /v2 p50 / in-process every-core p50 <= 1.10.
 2. The small encoder of ``bench/runtime.py`` with 16 concurrent clients: ``/v2``
    (``bench/v2_server.py``) against the same ``RuntimePool`` called from 16 threads in this
    process, pools of ``--workers`` workers. Target: ratio >= 0.9.
@@ -99,10 +99,10 @@ def single_request(work: Path, args: Any) -> None:
     path = work / "whisper-encoder.pte"
     inputs = whisper_encoder(path)
     p50s = in_process(path, inputs, args)
-    p50s["/v2, 1 thread (PTEFORGE_RUNTIME_REQUEST_THREADS=1, default)"] = over_v2(
+    p50s["/v2, 1 thread (PTEFORGE_RUNTIME_REQUEST_THREADS=1)"] = over_v2(
         path, inputs, work, "1", args
     )
-    p50s["/v2, wide worker while idle (=0)"] = over_v2(path, inputs, work, "0", args)
+    p50s["/v2, wide worker while quiet (=0, default)"] = over_v2(path, inputs, work, "0", args)
     base = p50s[f"in-process, {usable_cores()} thread(s)"]
     print(f"\nWhisper encoder (zoo, bench size), XNNPACK, {usable_cores()} cores\n")
     print("| path | p50 ms | / in-process every core |")

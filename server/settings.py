@@ -137,12 +137,12 @@ class Settings(BaseSettings):
         "HTTP side needs: see docs/benchmarks.md, remote execution).",
     )
     runtime_request_threads: int = Field(
-        default=1,
+        default=0,
         ge=0,
-        description="XNNPACK threads of a stateless request that finds the runtime pool idle "
-        "(0: every core): it runs on one extra runtime process of that many threads; while "
-        "others are in flight requests run on the one-thread processes. 1 (default): no extra "
-        "process; off until it stops costing throughput under load (docs/benchmarks.md).",
+        description="XNNPACK threads of a stateless request that finds the runtime pool quiet "
+        "(0, the default: every core): it runs on one extra runtime process of that many "
+        "threads; while requests overlap, and for 100 ms after, they run on the one-thread "
+        "processes. 1: no extra process (docs/benchmarks.md, full-speed single requests).",
     )
     runtime_cache_bytes: int = _positive(
         2 * 1024**3, "Loaded-program cache of each runtime process."
