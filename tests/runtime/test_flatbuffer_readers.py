@@ -167,21 +167,23 @@ def _shared_tables(count: int) -> bytes:
     fb.EValueAddValType(builder, fb.KernelTypes.Int)
     fb.EValueAddVal(builder, number)
     value = fb.EValueEnd(builder)
-    fb.ExecutionPlanStartValuesVector(builder, count)
-    for _ in range(count):
-        builder.PrependUOffsetTRelative(value)
-    values = builder.EndVector()
+    values = _repeated(builder, fb.ExecutionPlanStartValuesVector, value, count)
     fb.ExecutionPlanStart(builder)
     fb.ExecutionPlanAddValues(builder, values)
     plan = fb.ExecutionPlanEnd(builder)
-    fb.ProgramStartExecutionPlanVector(builder, count)
-    for _ in range(count):
-        builder.PrependUOffsetTRelative(plan)
-    plans = builder.EndVector()
+    plans = _repeated(builder, fb.ProgramStartExecutionPlanVector, plan, count)
     fb.ProgramStart(builder)
     fb.ProgramAddExecutionPlan(builder, plans)
     builder.Finish(fb.ProgramEnd(builder), file_identifier=b"ET12")
     return bytes(builder.Output())
+
+
+def _repeated(builder: Any, start_vector: Any, table: int, count: int) -> int:
+    """A vector of ``count`` offsets all pointing at one ``table``."""
+    start_vector(builder, count)
+    for _ in range(count):
+        builder.PrependUOffsetTRelative(table)
+    return int(builder.EndVector())
 
 
 def test_shared_tables_are_paid_for_each_time_they_are_read(tmp_path: Path) -> None:
