@@ -38,6 +38,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -55,6 +56,15 @@ POSITION_OPERATORS = frozenset(
 )
 """Operators taking a ``start_pos``: the first two write at a negative one unchecked;
 ``custom_sdpa`` alone stays in bounds there but answers NaN (no key is attended)."""
+
+QPARAMS_OPERATORS = frozenset(
+    {
+        "quantized_decomposed::choose_qparams",
+        "quantized_decomposed::choose_qparams_per_token_asymmetric",
+    }
+)
+"""Dynamic quantization's scale, where a partitioner left it to the portable kernels: a NaN
+fails their ``scale > 0`` check, which aborts the worker (and the sessions it holds)."""
 
 EVERY_METHOD = frozenset({"*"})
 """What :func:`position_guarded_methods` answers when it cannot read the program."""
@@ -93,23 +103,27 @@ class KernelGuards:
     positions: frozenset[str] = frozenset()
     rows: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     refused: Mapping[str, str] = field(default_factory=dict)
+    finite: frozenset[str] = frozenset()  # methods refusing NaN and inf (QPARAMS_OPERATORS)
 
 
 def kernel_guards(path: Path | ProgramFlatbuffer) -> KernelGuards:
     """The :class:`KernelGuards` of the ``.pte`` at ``path`` (read once, when loaded)."""
     try:
         plans = list(program_table(path).execution_plan)
-        positions = frozenset(
-            str(plan.name)
-            for plan in plans
-            if any(op.name in POSITION_OPERATORS for op in plan.operators)
-        )
+        positions = _calling(plans, POSITION_OPERATORS)
         found = {str(plan.name): index_bounds(plan) for plan in plans}
     except MALFORMED_FLATBUFFER:
         return KernelGuards(EVERY_METHOD, refused={"*": "its program table cannot be read"})
     rows = {name: bounds for name, (bounds, _) in found.items() if bounds}
     refused = {name: why for name, (_, why) in found.items() if why is not None}
-    return KernelGuards(positions, rows, refused)
+    return KernelGuards(positions, rows, refused, _calling(plans, QPARAMS_OPERATORS))
+
+
+def _calling(plans: list[Any], operators: frozenset[str]) -> frozenset[str]:
+    """The names of the plans that call one of ``operators``."""
+    return frozenset(
+        str(plan.name) for plan in plans if any(op.name in operators for op in plan.operators)
+    )
 
 
 def check_inputs(
@@ -121,6 +135,8 @@ def check_inputs(
     if why is not None:
         raise ProgramLoadError(f"method {method!r} cannot run here: {why}")
     check_positions(guards.positions, method, specs, arrays)
+    if method in guards.finite:
+        _check_finite(method, specs, arrays)
     bounds = guards.rows.get(method)
     if not bounds:
         return
@@ -134,6 +150,16 @@ def check_inputs(
                 f"input {spec.name!r}: value {low if low < 0 else high} out of range [0, {rows}): "
                 f"method {method!r} looks it up in a quantized embedding of {rows} rows, whose "
                 "upstream kernel does not check its indices"
+            )
+
+
+def _check_finite(method: str, specs: Sequence[TensorSpec], arrays: Sequence[np.ndarray]) -> None:
+    for spec, array in zip(specs, arrays, strict=True):
+        if np.issubdtype(array.dtype, np.floating) and not np.isfinite(array).all():
+            raise InvalidInputError(
+                f"input {spec.name!r}: NaN or infinity refused: method {method!r} quantizes "
+                "dynamically on upstream's portable choose_qparams kernel, which aborts the "
+                "worker on a NaN scale (an infinity becomes NaN inside the graph)"
             )
 
 

@@ -158,18 +158,41 @@ def test_dynamic_dimensions(pool: RuntimePool, artifacts: dict[str, Compiled]) -
         pool.infer(compiled.sha256, "forward", [too_big], compiled.path)
 
 
-def test_portable_quantize_kernels_run_in_a_worker(pool: RuntimePool, tmp_path: Path) -> None:
-    """An int8 program whose partitioner left quantize ops to the portable kernels: the
-    confined worker has their kernels (upstream's quantized ops library, preloaded), it
-    failed to load the method with OperatorMissing."""
+@pytest.fixture(scope="module")
+def attention_pool(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """An int8 program whose partitioner left dynamic quantization to the portable kernels
+    (``tests.models.AttentionPool``): its path and digest."""
     from pteforge.backends import default_catalog
     from pteforge.manager import compile_programs
 
-    model = attention_pool_programs()
-    pte = compile_programs(model.programs, INT8_XNNPACK, default_catalog()).pte
-    path = tmp_path / "attention-pool.pte"
+    pte = compile_programs(attention_pool_programs().programs, INT8_XNNPACK, default_catalog()).pte
+    path = tmp_path_factory.mktemp("int8") / "attention-pool.pte"
     path.write_bytes(pte)
+    return path, hashlib.sha256(pte).hexdigest()
+
+
+def test_portable_quantize_kernels_run_in_a_worker(
+    pool: RuntimePool, attention_pool: tuple[Path, str]
+) -> None:
+    """The confined worker has their kernels (upstream's quantized ops library, preloaded):
+    it failed to load the method with OperatorMissing."""
+    path, sha256 = attention_pool
+    model = attention_pool_programs()
     (tokens,) = model.inputs["forward"]
-    result = pool.infer(hashlib.sha256(pte).hexdigest(), "forward", [tokens.numpy()], path)
+    result = pool.infer(sha256, "forward", [tokens.numpy()], path)
     expected = model.eager["forward"](tokens).detach().numpy()
     assert np.abs(result.outputs[0] - expected).max() <= 0.05 * np.abs(expected).max()
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
+def test_a_nan_for_dynamic_quantization_is_refused_not_a_crash(
+    pool: RuntimePool, attention_pool: tuple[Path, str], value: float
+) -> None:
+    """Upstream's portable choose_qparams aborts the worker (SIGABRT, its sessions lost, the
+    request retried on a second worker) on a NaN scale: such inputs get a 400 first."""
+    path, sha256 = attention_pool
+    hostile = np.full((1, 8, 16), value, np.float32)
+    with pytest.raises(InvalidInputError, match="input 'input_0': NaN or infinity refused"):
+        pool.infer(sha256, "forward", [hostile], path)
+    tokens = attention_pool_programs().inputs["forward"][0].numpy()
+    assert pool.infer(sha256, "forward", [tokens], path).outputs[0].shape == (1, 4)
