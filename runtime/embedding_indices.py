@@ -68,6 +68,8 @@ class _Flow:
     """Output value -> (input value, instruction) of each value-keeping copy."""
     writes: list[set[int]] = field(default_factory=list)
     """The values each instruction writes (a kernel's out, a delegate's every argument)."""
+    written: set[int] = field(default_factory=set)
+    """Every value any instruction writes (the union of ``writes``)."""
     jumps: bool = False
 
 
@@ -102,17 +104,13 @@ def unsafe(
         return "its indices are computed by the method, not taken from an input"
     if flow.jumps:
         return "the method jumps, so what runs before the lookup is not known"
-    regions = [r for r in map(lambda v: _region(plan, v), chain) if r is not None]
+    regions = [r for r in (_region(plan, v) for v in chain) if r is not None]
     for position, written in enumerate(flow.writes[:at]):
         for value in written:
-            if value in chain and flow.copies.get(value, (0, -1))[1] != position:
-                return "an instruction before the lookup writes its indices"
-            region = _region(plan, value)
-            if (
-                value not in chain
-                and region is not None
-                and any(_overlap(region, r) for r in regions)
-            ):
+            if value in chain:
+                if flow.copies.get(value, (0, -1))[1] != position:
+                    return "an instruction before the lookup writes its indices"
+            elif any(_overlap(_region(plan, value), r) for r in regions):
                 return (
                     "a value written before the lookup shares the memory its indices are read from"
                 )
@@ -141,6 +139,7 @@ def _dataflow(plan: Any) -> _Flow:
                 elif name in INDEX_OPERATORS and len(args) >= 6:
                     flow.lookups.append((at, name, args[5], args[0]))
             flow.writes.append(written)
+            flow.written |= written
     return flow
 
 
@@ -148,11 +147,10 @@ def _chain(plan: Any, value: int, flow: _Flow, inputs: dict[int, int]) -> list[i
     """The values from ``value`` back to the input whose values it holds unchanged (through
     copies and static views), the input last; None if it holds computed values."""
     chain = [value]
-    written = set().union(*flow.writes) if flow.writes else set()
     while value not in inputs:
         if value in flow.copies:
             value = flow.copies[value][0]
-        elif value in written:
+        elif value in flow.written:
             return None
         else:  # a static view (``view``, ``reshape``): no instruction, the input's memory
             key = _storage(plan, value)
@@ -196,6 +194,7 @@ def _region(plan: Any, value: int) -> tuple[int, int, int] | None:
 
 
 def _overlap(a: tuple[int, int, int] | None, b: tuple[int, int, int]) -> bool:
+    """Whether planned region ``a`` (None: not planned) shares a byte with ``b``."""
     return a is not None and a[0] == b[0] and a[1] < b[2] and b[1] < a[2]
 
 

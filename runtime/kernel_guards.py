@@ -67,14 +67,8 @@ QPARAMS_OPERATORS = frozenset(
 fails their ``scale > 0`` check, which aborts the worker (and the sessions it holds)."""
 
 EVERY_METHOD = frozenset({"*"})
-"""What :func:`position_guarded_methods` answers when it cannot read the program."""
-
-
-def position_guarded_methods(path: Path | ProgramFlatbuffer) -> frozenset[str]:
-    """The methods of the ``.pte`` at ``path`` that call an operator of
-    :data:`POSITION_OPERATORS` (:data:`EVERY_METHOD` if its flatbuffer is
-    unreadable: which operators it calls is then unknown)."""
-    return kernel_guards(path).positions
+"""``KernelGuards.positions`` of a program whose table cannot be read: which operators its
+methods call is then unknown."""
 
 
 def check_positions(
@@ -131,9 +125,7 @@ def check_inputs(
 ) -> None:
     """Raise if an input of ``method`` holds a value its kernels do not check and must not
     see (call after the inputs were checked against the method's signature)."""
-    why = guards.refused.get(method) or guards.refused.get("*")
-    if why is not None:
-        raise ProgramLoadError(f"method {method!r} cannot run here: {why}")
+    _check_runnable(guards, method)
     check_positions(guards.positions, method, specs, arrays)
     if method in guards.finite:
         _check_finite(method, specs, arrays)
@@ -153,6 +145,13 @@ def check_inputs(
             )
 
 
+def _check_runnable(guards: KernelGuards, method: str) -> None:
+    """Raise if ``method`` must not run at all (``KernelGuards.refused``)."""
+    why = guards.refused.get(method) or guards.refused.get("*")
+    if why is not None:
+        raise ProgramLoadError(f"method {method!r} cannot run here: {why}")
+
+
 def _check_finite(method: str, specs: Sequence[TensorSpec], arrays: Sequence[np.ndarray]) -> None:
     for spec, array in zip(specs, arrays, strict=True):
         if np.issubdtype(array.dtype, np.floating) and not np.isfinite(array).all():
@@ -167,9 +166,7 @@ def check_value_bounds(guards: KernelGuards, method: str, highest: Mapping[str, 
     """Raise unless ``method`` may run with every input of ``highest`` holding values in
     ``[0, highest[name])`` unchecked, as a generation feeds token ids below the vocabulary
     and positions below the context (checked once per generation, not per token)."""
-    why = guards.refused.get(method) or guards.refused.get("*")
-    if why is not None:
-        raise ProgramLoadError(f"method {method!r} cannot run here: {why}")
+    _check_runnable(guards, method)
     for name, bound in highest.items():
         rows = guards.rows.get(method, {}).get(name)
         if rows is not None and rows < bound:

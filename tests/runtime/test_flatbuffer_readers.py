@@ -119,13 +119,13 @@ def _upstream_program(data: bytes) -> Any:
 
 @pytest.mark.parametrize("kind", ["xnnpack", "portable", "kv_cache"])
 def test_the_program_table_reads_as_upstream_reads_it(programs: dict[str, Path], kind: str) -> None:
-    from pteforge.runtime.kernel_guards import position_guarded_methods
+    from pteforge.runtime.kernel_guards import kernel_guards
     from pteforge.runtime.metadata import program_flatbuffer, program_table
 
     table = program_table(programs[kind])
     assert table == _upstream_program(program_flatbuffer(programs[kind]))
     guarded = {"forward", "attend"} if kind == "kv_cache" else set()
-    assert position_guarded_methods(programs[kind]) == guarded
+    assert kernel_guards(programs[kind]).positions == guarded
 
 
 def test_a_malformed_program_table_raises_or_reads_as_upstream(

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pteforge.runtime.kernel_guards import position_guarded_methods
+from pteforge.runtime.kernel_guards import kernel_guards
 from pteforge.runtime.metadata import ProgramFlatbuffer, read_dynamism
 from pteforge.runtime.state import read_program_state
 from tests.models import embedding_programs
@@ -43,7 +43,7 @@ def test_a_worker_reads_the_flatbuffer_once_for_all_three(
     state = read_program_state(flatbuffer)
     copy.unlink()
     assert read_dynamism(flatbuffer) == read_dynamism(programs["whole"])
-    assert position_guarded_methods(flatbuffer) == frozenset()
+    assert kernel_guards(flatbuffer).positions == frozenset()
     assert state == read_program_state(programs["whole"])
 
 
