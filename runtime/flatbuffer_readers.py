@@ -112,6 +112,11 @@ class ElementBudget:
         self.left -= length
         return length
 
+    def take_bytes(self, nbytes: int, what: str) -> None:
+        """Spend what ``nbytes`` of strings or scalar data are worth: an element per 4 bytes,
+        rounded up (the budget's own unit)."""
+        self.take(-(-nbytes // 4), what)
+
 
 def preload_readers() -> None:
     """Load both readers now, in a process about to fork confined children (a fork server

@@ -82,7 +82,7 @@ def _field_reader(name: str, hint: Any) -> Reader:
 def _text(value: bytes | None, budget: ElementBudget) -> str | None:
     if value is None:
         return None
-    budget.take(-(-len(value) // 4), "string bytes")
+    budget.take_bytes(len(value), "string bytes")
     return value.decode()
 
 
@@ -98,7 +98,7 @@ def _bytes_reader(field: str) -> Reader:
     def read(table: Any, budget: ElementBudget) -> bytes | None:
         if getattr(table, f"{field}IsNone")():
             return None
-        budget.take(-(-getattr(table, f"{field}Length")() // 4), f"{field} bytes")
+        budget.take_bytes(getattr(table, f"{field}Length")(), f"{field} bytes")
         return bytes(getattr(table, f"{field}AsNumpy")().tobytes())
 
     return read
@@ -111,7 +111,7 @@ def _list_reader(field: str, item: Any) -> Reader:
         length = getattr(table, f"{field}Length")()
         if item in _SCALARS:
             values = getattr(table, f"{field}AsNumpy")()
-            budget.take(-(-length * values.itemsize // 4), f"{field} bytes")
+            budget.take_bytes(length * values.itemsize, f"{field} bytes")
             return [item(v) for v in values.tolist()]
         at = getattr(table, field)
         budget.take(length, field)
