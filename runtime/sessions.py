@@ -133,7 +133,8 @@ class Sessions:
     def _check_limits(
         self, sequence: Sequence, nbytes: int, others: list[Session], why: str
     ) -> None:
-        mine = sum(1 for s in others if s.sequence.scope == sequence.scope)
+        scoped = [s for s in others if s.sequence.scope == sequence.scope]
+        mine = len(scoped)
         if mine >= self.limits.per_scope:
             raise SessionLimitError(
                 f"cannot start {sequence}: this project already has {mine} open sessions "
@@ -141,7 +142,7 @@ class Sessions:
                 f"({self.limits.per_scope}); {sequence.how_to_end} ({self.limits.idle_s:.0f}s idle)"
             )
         share = self.limits.per_scope_bytes
-        held_here = sum(s.nbytes for s in others if s.sequence.scope == sequence.scope)
+        held_here = sum(s.nbytes for s in scoped)
         if share is not None and held_here + nbytes > share:
             raise SessionLimitError(
                 f"cannot start {sequence}: its program's planned memory is {_mib(nbytes)} and "
