@@ -30,9 +30,6 @@ class ResolvedArtifact:
     methods: tuple[str, ...]
     names: Mapping[str, TensorNames] = field(default_factory=dict)
     signatures: Mapping[str, MethodSignature] = field(default_factory=dict)
-    cacheable: bool = True
-    """Whether the same reference may be answered with this artifact for a while (the
-    resolve cache, which forgets a model's resolutions when this server changes it)."""
     version: int | None = None
     """The model version this artifact serves as resolved (a model name's latest, or the
     version named); None for an artifact id. Statistics count the request under it."""

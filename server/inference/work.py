@@ -50,7 +50,7 @@ def _resolve_and_remember(
     state: InferenceState, principal: Principal, ref: str, version: str | None
 ) -> ResolvedArtifact | None:
     artifact = state.resolver.resolve(principal, ref, version)
-    if artifact is not None and artifact.cacheable:
+    if artifact is not None:
         state.artifacts.put((principal, ref, version), artifact)
     return artifact
 
