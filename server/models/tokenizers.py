@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from pteforge.server.artifacts.schemas import GENERATION_KEY
 from pteforge.server.common.blob_files import store_file
 from pteforge.server.common.services import Services
 from pteforge.server.errors import InvalidUploadError, NotFoundError
@@ -113,10 +114,35 @@ def _parts(
     return found[TOKENIZER_PART], found.get(CONFIG_PART), found.get(TEMPLATE_PART)
 
 
-def _require_version(services: Services, project_id: str, name: str, version: int) -> None:
+def _model_vocabulary(services: Services, project_id: str, name: str, version: int) -> int | None:
+    """The vocabulary of the language model the version serves (its ``get_vocab_size``,
+    else the last dimension of its logits), None for an artifact that is not one; 404 for a
+    version the project does not have."""
     with services.store.transaction(read_only=True) as tx:
-        if tx.models.artifact_id(project_id, name, version) is None:
-            raise NotFoundError(f"model {name!r} has no version {version}")
+        artifact_id = tx.models.artifact_id(project_id, name, version)
+        artifact = None if artifact_id is None else tx.artifacts.get(project_id, artifact_id)
+    if artifact is None:
+        raise NotFoundError(f"model {name!r} has no version {version}")
+    generation = artifact.report.get(GENERATION_KEY)
+    if not isinstance(generation, dict):
+        return None
+    if isinstance(generation.get("vocab_size"), int):
+        return int(generation["vocab_size"])
+    method = next((m for m in artifact.methods if m.name == generation.get("method")), None)
+    logits = None if method is None or not method.outputs else method.outputs[0]
+    last = (logits.max_shape or logits.shape)[-1] if logits and logits.shape else 0
+    return last if last > 0 else None
+
+
+def _check_vocabulary(check: TokenizerCheck, vocabulary: int | None) -> None:
+    """Refuse a tokenizer with token ids the model has no logits and embeddings for (422):
+    its prompts would fail, or worse, run on rows that are not theirs."""
+    if vocabulary is not None and check.token_ids is not None and check.token_ids > vocabulary:
+        raise InvalidUploadError(
+            f"part {TOKENIZER_PART!r} has token ids up to {check.token_ids - 1}, but the "
+            f"model's vocabulary has {vocabulary} tokens (ids 0 to {vocabulary - 1}): it is a "
+            "tokenizer for another model"
+        )
 
 
 def attach_tokenizer(
@@ -126,8 +152,9 @@ def attach_tokenizer(
     them to the version, replacing its tokenizer (404 for a version the project does not
     have; runs in a thread)."""
     tokenizer, config, template = _parts(upload)
-    _require_version(services, project_id, name, version)
+    vocabulary = _model_vocabulary(services, project_id, name, version)
     check = _check_shape(services, tokenizer, config)
+    _check_vocabulary(check, vocabulary)
     config_path = None if config is None else config.path
     if template is not None:
         config_path = _config_with_template(config, template, check)

@@ -68,8 +68,10 @@ class PteDescription(_Described, JsonForm):
 class TokenizerCheck(JsonForm):
     """A worker's reply after reading an uploaded tokenizer (and its config) as JSON: the
     number of parts it found well-formed, and of the config: how many keys it has and
-    whether one is ``chat_template``."""
+    whether one is ``chat_template``; ``token_ids`` is the tokenizer's highest token id plus
+    one (its vocabulary and added tokens), None when it names no id."""
 
     parts: int
     config_keys: int = 0
     config_has_template: bool = False
+    token_ids: int | None = None

@@ -55,6 +55,18 @@ def check_tokenizer_json(document: dict[str, Any]) -> None:
         raise _refuse("part 'tokenizer' has 'added_tokens' that is not a list")
 
 
+def token_ids(document: dict[str, Any]) -> int | None:
+    """The highest token id of a checked ``tokenizer.json`` plus one: of its vocabulary (a
+    ``{token: id}`` object, or Unigram's list, whose ids are its positions) and of its
+    ``added_tokens``; None when it names no id."""
+    vocab = document["model"]["vocab"]
+    ids: list[Any] = list(vocab.values()) if isinstance(vocab, dict) else []
+    ids += [t.get("id") for t in document.get("added_tokens", []) if isinstance(t, dict)]
+    highest = max((i for i in ids if type(i) is int), default=-1)
+    count = max(highest + 1, len(vocab) if isinstance(vocab, list) else 0)
+    return count or None
+
+
 def check_tokenizer_config(document: dict[str, Any]) -> None:
     """Refuse a ``tokenizer_config.json`` whose ``chat_template`` is neither a string nor a
     list of ``{"name", "template"}`` objects."""
@@ -74,12 +86,14 @@ def check_tokenizer_config(document: dict[str, Any]) -> None:
 
 def _job(argv: list[str]) -> TokenizerCheck:
     """``argv``: the tokenizer's path, then optionally the config's."""
-    check_tokenizer_json(_json_object(argv[0], "tokenizer"))
+    tokenizer = _json_object(argv[0], "tokenizer")
+    check_tokenizer_json(tokenizer)
+    ids = token_ids(tokenizer)
     if len(argv) == 1:
-        return TokenizerCheck(1)
+        return TokenizerCheck(1, token_ids=ids)
     config = _json_object(argv[1], "tokenizer_config")
     check_tokenizer_config(config)
-    return TokenizerCheck(2, len(config), "chat_template" in config)
+    return TokenizerCheck(2, len(config), "chat_template" in config, ids)
 
 
 JOB = WorkerJob(_job, failure_reason=_REASON)

@@ -128,3 +128,30 @@ def test_the_server_does_not_parse_a_tokenizer_itself(
     answer, grown = peak_growth_kib(service.proc.pid, lambda: _put(admin, version, tokenizer=bomb))
     assert answer.status_code == 201, answer.text
     assert grown < 64 * 1024
+
+
+def test_a_tokenizer_for_another_vocabulary_is_refused(admin: httpx.Client) -> None:
+    """A tokenizer with more token ids than the language model's vocabulary was attached,
+    and its prompts then failed one by one, or ran, depending on the text; a smaller one
+    (Qwen's tokenizers are, against their padded embeddings) is taken."""
+    import torch
+    from executorch.exir import to_edge
+
+    class Lm(torch.nn.Module):  # runner metadata is what describes a language model
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x * 2
+
+    metadata = {"get_max_seq_len": 8, "get_vocab_size": 64}
+    exported = torch.export.export(Lm(), (torch.ones(1, 64),))
+    pte = bytes(to_edge(exported, constant_methods=metadata).to_executorch().buffer)
+    answer = admin.post("/v1/artifacts", files={"pte": ("lm.pte", pte)})
+    assert answer.status_code == 201 and answer.json()["generation"]["vocab_size"] == 64
+    deploy(admin, "tok-vocab", answer.json()["id"])
+    path = "/v1/models/tok-vocab/versions/1"
+    refused = _put(admin, path, tokenizer=_tokenizer_json())
+    assert_error(refused, 422, "invalid_upload")
+    assert "vocabulary has 64 tokens" in refused.json()["error"]["message"]
+    small = {"model": {"type": "WordLevel", "vocab": {"a": 0, "b": 1}}, "added_tokens": []}
+    assert _put(admin, path, tokenizer=json.dumps(small).encode()).status_code == 201
+    small["added_tokens"] = [{"id": 64, "content": "<extra>"}]
+    assert _put(admin, path, tokenizer=json.dumps(small).encode()).status_code == 422
