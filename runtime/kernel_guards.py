@@ -13,9 +13,10 @@ between the request and the kernel refuses it.
 A runtime worker holds other callers' programs and sessions, so corrupting its memory is
 not the hostile caller's own business. In a method that calls one of these kernels, a
 position comes from an integer input (``input_pos``, and token ids are never negative
-either), so such a method's integer inputs must not hold negative values. A hand-made
-``.pte`` can still compute a negative position inside its graph: that stays contained by
-the worker's confinement only (see ``docs/deployment.md``).
+either), so such a method's integer inputs must not hold negative values. A method whose
+writing kernel gets a position it computes (``start - 1``), or one read from an input
+anywhere but unchanged, is refused (``ProgramLoadError``: 422), as no input check bounds it
+(:func:`argument_sources.position_hazard`).
 
 Upstream's quantized embedding kernels (``quantized_decomposed::embedding_byte``,
 ``embedding_2bit``, ``embedding_4bit``, and their ``dtype`` overloads) look up rows of a
@@ -28,7 +29,7 @@ Where such a kernel's ``indices`` is a method input (directly, through a static 
 or through copies that keep its values: :data:`COPY_OPERATORS`), pteforge refuses values
 outside ``[0, rows)``, the rows read from the weight's shape in the program. A method whose
 ``embedding_2bit``/``embedding_4bit`` indices no input check can bound (computed by the
-method, or in memory something before the lookup writes: :mod:`embedding_indices`), or a
+method, or in memory something before the lookup writes: :mod:`argument_sources`), or a
 program whose flatbuffer pteforge cannot read, is refused (``ProgramLoadError``: 422) rather
 than run.
 """
@@ -42,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from pteforge.runtime.embedding_indices import index_bounds
+from pteforge.runtime.argument_sources import method_hazards
 from pteforge.runtime.errors import InvalidInputError, ProgramLoadError
 from pteforge.runtime.metadata import (
     MALFORMED_FLATBUFFER,
@@ -92,7 +93,7 @@ class KernelGuards:
     """What a program's methods must be checked for before they run: the methods refusing
     negative integer inputs (:data:`POSITION_OPERATORS`), per method each input that is a
     quantized embedding's indices with the rows of its (smallest) weight, and the methods
-    that must not run at all, with why (:func:`embedding_indices.unsafe`)."""
+    that must not run at all, with why (:func:`argument_sources.method_hazards`)."""
 
     positions: frozenset[str] = frozenset()
     rows: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
@@ -105,7 +106,7 @@ def kernel_guards(path: Path | ProgramFlatbuffer) -> KernelGuards:
     try:
         plans = list(program_table(path).execution_plan)
         positions = _calling(plans, POSITION_OPERATORS)
-        found = {str(plan.name): index_bounds(plan) for plan in plans}
+        found = {str(plan.name): method_hazards(plan) for plan in plans}
     except MALFORMED_FLATBUFFER:
         return KernelGuards(EVERY_METHOD, refused={"*": "its program table cannot be read"})
     rows = {name: bounds for name, (bounds, _) in found.items() if bounds}

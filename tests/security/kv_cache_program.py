@@ -6,11 +6,16 @@ buffers at ``input_pos[0]`` (``llama::update_cache``) and attends over it
 (``llama::custom_sdpa``, causal), as ``export_llama``'s attention does; ``attend(q,
 input_pos)`` only attends over an empty cache (``custom_sdpa`` alone). Heads 2, head size
 4, a cache of :data:`CACHE_LEN` positions, one position per call.
+
+:func:`build_writer` builds one-method programs whose ``update_cache`` position is not
+``input_pos[0]`` unchanged (:data:`WRITERS`): computed, narrowed to ``int32``, a constant.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -73,3 +78,74 @@ def build(path: Path) -> Path:
     }
     path.write_bytes(to_edge_transform_and_lower(programs).to_executorch().buffer)
     return path
+
+
+class ShiftedWrite(KvCache):
+    """Writes at ``input_pos[0] - 1``: exported with ``start >= 1``, which ExecuTorch drops,
+    so ``input_pos`` 0 (an input no check refuses) writes before the cache."""
+
+    def forward(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, input_pos: torch.Tensor
+    ) -> torch.Tensor:
+        start = input_pos[0].item()
+        torch._check(start >= 1)
+        torch._check(start <= CACHE_LEN)
+        torch.ops.llama.update_cache(k, self.k_cache, start - 1)
+        return self.k_cache + 0
+
+
+class NarrowedWrite(KvCache):
+    """Writes at ``input_pos`` cast to ``int32``: 2**32 - 1 (not negative) becomes -1."""
+
+    def forward(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, input_pos: torch.Tensor
+    ) -> torch.Tensor:
+        start = input_pos.to(torch.int32)[0].item()
+        torch._check(start >= 0)
+        torch._check(start < CACHE_LEN)
+        torch.ops.llama.update_cache(k, self.k_cache, start)
+        return self.k_cache + 0
+
+
+class ConstantWrite(KvCache):
+    """Writes at position 3 (a constant in the program)."""
+
+    def forward(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, input_pos: torch.Tensor
+    ) -> torch.Tensor:
+        torch.ops.llama.update_cache(k, self.k_cache, 3)
+        return self.k_cache + input_pos[0]
+
+
+WRITERS: dict[str, Callable[[], nn.Module]] = {
+    "shifted": ShiftedWrite, "narrowed": NarrowedWrite, "constant": ConstantWrite,
+}  # fmt: skip
+
+
+def build_writer(kind: str, path: Path) -> Path:
+    """Export ``WRITERS[kind]`` as method ``forward`` into the ``.pte`` ``path``."""
+    _register()
+    from executorch.exir import to_edge_transform_and_lower
+
+    q = torch.zeros(SHAPE)
+    program = torch.export.export(WRITERS[kind](), (q, q, q, torch.tensor([1])), strict=False)
+    path.write_bytes(to_edge_transform_and_lower({"forward": program}).to_executorch().buffer)
+    return path
+
+
+def with_constant_position(pte: Path, position: int, target: Path) -> Path:
+    """A copy of the ``constant`` writer's ``pte`` writing at ``position`` instead (export
+    refuses a negative constant; a hand-made program is not exported)."""
+    from executorch.exir._serialize._program import deserialize_pte_binary, serialize_pte_binary
+
+    program = deserialize_pte_binary(pte.read_bytes())
+    plan: Any = program.program.execution_plan[0]
+    (call,) = [
+        i.instr_args
+        for i in plan.chains[0].instructions
+        if getattr(i.instr_args, "op_index", None) is not None
+        and plan.operators[i.instr_args.op_index].name == "llama::update_cache"
+    ]
+    plan.values[call.args[2]].val.int_val = position
+    target.write_bytes(bytes(serialize_pte_binary(program)))
+    return target

@@ -14,6 +14,7 @@ negative integer inputs of such methods (``runtime/kernel_guards.py``).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -145,3 +146,17 @@ def test_a_profile_job_refuses_a_negative_position_too(
     assert job["status"] == "failed", job
     assert "'input_3'" in job["error"]["message"], job["error"]
     assert "negative value -1" in job["error"]["message"], job["error"]
+
+
+def test_a_computed_position_runs_nowhere(
+    secure_service: ServiceProcess, secure_admin: httpx.Client, tmp_path: Path
+) -> None:
+    """A program writing at ``input_pos[0] - 1`` would write before its cache at position
+    0, which no input check can refuse: the method is refused (422), naming why."""
+    pte = kv.build_writer("shifted", tmp_path / "shifted.pte")
+    answer = secure_admin.post("/v1/artifacts", files={"pte": (pte.name, pte.read_bytes())})
+    assert answer.status_code == 201, answer.text
+    model = f"{answer.json()['id']}.forward"
+    message = _error(_infer(secure_admin, model, Q, K, V, torch.tensor([1])), 422)
+    assert "cannot run here" in message and "computed by the method" in message, message
+    assert secure_service.alive()

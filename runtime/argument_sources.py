@@ -1,5 +1,6 @@
-"""Where a quantized embedding's indices come from in a program, and whether a check of the
-method's inputs can bound them (for :mod:`pteforge.runtime.kernel_guards`).
+"""Where a kernel's argument comes from in a program, and whether a check of the method's
+inputs can bound it (for :mod:`pteforge.runtime.kernel_guards`): a quantized embedding's
+indices, and the position a KV-cache kernel writes at.
 
 Upstream's ``embedding_2bit`` and ``embedding_4bit`` read their weight at whatever index
 they are given: an out-of-range one answers the bytes found there (another caller's memory,
@@ -11,6 +12,15 @@ into that memory, compute the indices, or jump; each of those makes the method
 :func:`unsafe` to run here. ``embedding_byte`` checks its indices itself (by aborting the
 worker, which the pool survives), so its indices are bounded where they can be and never
 refused.
+
+``llama::update_cache`` and ``llama::sdpa_with_kv_cache`` write at a ``start_pos`` they do
+not check below 0 (:data:`POSITION_WRITERS`). The input check keeps a method's integer
+inputs at 0 or more, which bounds a position only if the kernel gets an element of such an
+input unchanged: read by ``_local_scalar_dense`` from an ``int64`` input through copies
+(and ``select``/``slice``, which keep a subset of its values), as ``export_llama`` and
+optimum-executorch programs do, or a constant of 0 or more. A position the method computes
+(``start - 1`` passes every check at ``start = 0`` and writes before the cache) is
+:func:`position_hazard`.
 """
 
 from __future__ import annotations
@@ -51,6 +61,18 @@ COPY_OPERATORS = frozenset(
 """Operators whose output holds its first argument's values (the out tensor last): an index
 bound on a method input holds through them into an ``int32`` or ``int64`` output."""
 
+SUBSET_OPERATORS = frozenset({"aten::select_copy", "aten::slice_copy"})
+"""Operators whose output holds some of its first argument's values: a bound holds too."""
+
+POSITION_WRITERS = {"llama::update_cache": 2, "llama::sdpa_with_kv_cache": 5}
+"""KV-cache kernels that write at a ``start_pos`` (the argument at this index) they check
+against the cache's end but not below 0 (ExecuTorch 1.5.1)."""
+
+SCALAR_READ = "aten::_local_scalar_dense"
+"""``tensor.item()``: ``(tensor, out)``, the out an ``Int`` value."""
+
+_LONG = 4
+
 _WIDE_INTEGERS = frozenset({3, 4})
 """``ScalarType`` INT and LONG of the program schema: ``[0, rows)`` survives a cast to them."""
 
@@ -68,15 +90,24 @@ class _Flow:
     """Output value -> (input value, instruction) of each value-keeping copy."""
     writes: list[set[int]] = field(default_factory=list)
     """The values each instruction writes (a kernel's out, a delegate's every argument)."""
-    written: set[int] = field(default_factory=set)
-    """Every value any instruction writes (the union of ``writes``)."""
+    written: dict[int, list[int]] = field(default_factory=dict)
+    """Every value any instruction writes, with the instructions that write it."""
+    positions: list[tuple[int, str, int]] = field(default_factory=list)
+    """(instruction, operator, position value) of each :data:`POSITION_WRITERS` call."""
+    scalars: dict[int, int] = field(default_factory=dict)
+    """``Int`` value -> the tensor value a :data:`SCALAR_READ` reads it from."""
     jumps: bool = False
 
 
-def index_bounds(plan: Any) -> tuple[dict[str, int], str | None]:
+def method_hazards(plan: Any) -> tuple[dict[str, int], str | None]:
     """Input name -> rows, for each input of ``plan`` whose values reach a quantized
     embedding's indices unchanged; and why ``plan`` must not run here (None: it may)."""
     flow = _dataflow(plan)
+    bounds, why = _index_bounds(plan, flow)
+    return bounds, why or position_hazard(plan, flow)
+
+
+def _index_bounds(plan: Any, flow: _Flow) -> tuple[dict[str, int], str | None]:
     inputs = {value: i for i, value in enumerate(plan.inputs)}
     bounds: dict[str, int] = {}
     for at, operator, indices, weight in flow.lookups:
@@ -102,18 +133,22 @@ def unsafe(
         return "its weight's rows are not in the program"
     if chain is None:
         return "its indices are computed by the method, not taken from an input"
+    return _overwritten(plan, flow, at, chain, "its indices")
+
+
+def _overwritten(plan: Any, flow: _Flow, at: int, chain: list[int], what: str) -> str | None:
+    """Why the values of ``chain`` (back to an input) may not be the input's at instruction
+    ``at``: a jump, or an instruction before it writing them or their memory."""
     if flow.jumps:
-        return "the method jumps, so what runs before the lookup is not known"
+        return "the method jumps, so what runs before the kernel is not known"
     regions = [r for r in (_region(plan, v) for v in chain) if r is not None]
     for position, written in enumerate(flow.writes[:at]):
         for value in written:
             if value in chain:
                 if flow.copies.get(value, (0, -1))[1] != position:
-                    return "an instruction before the lookup writes its indices"
+                    return f"an instruction before the kernel writes {what}"
             elif any(_overlap(_region(plan, value), r) for r in regions):
-                return (
-                    "a value written before the lookup shares the memory its indices are read from"
-                )
+                return f"a value written before the kernel shares the memory {what} are read from"
     return None
 
 
@@ -132,15 +167,57 @@ def _dataflow(plan: Any) -> _Flow:
             elif hasattr(call, "destination_instruction"):
                 flow.jumps = True
             elif hasattr(call, "op_index") and call.args and 0 <= call.op_index < len(names):
-                name, args = names[call.op_index], list(call.args)
-                written.add(args[-1])
-                if name in COPY_OPERATORS and len(args) >= 2 and _wide(plan, args[-1]):
-                    flow.copies[args[-1]] = (args[0], at)
-                elif name in INDEX_OPERATORS and len(args) >= 6:
-                    flow.lookups.append((at, name, args[5], args[0]))
+                written.add(call.args[-1])
+                _record_call(plan, flow, at, names[call.op_index], list(call.args))
             flow.writes.append(written)
-            flow.written |= written
+            for value in written:
+                flow.written.setdefault(value, []).append(at)
     return flow
+
+
+def _record_call(plan: Any, flow: _Flow, at: int, name: str, args: list[int]) -> None:
+    """Note kernel call ``at`` of operator ``name`` if the analysis follows it."""
+    if name in COPY_OPERATORS | SUBSET_OPERATORS and len(args) >= 2 and _wide(plan, args[-1]):
+        flow.copies[args[-1]] = (args[0], at)
+    elif name in INDEX_OPERATORS and len(args) >= 6:
+        flow.lookups.append((at, name, args[5], args[0]))
+    elif name in POSITION_WRITERS and len(args) > POSITION_WRITERS[name]:
+        flow.positions.append((at, name, args[POSITION_WRITERS[name]]))
+    elif name == SCALAR_READ and len(args) == 2:
+        flow.scalars[args[1]] = args[0]
+
+
+def position_hazard(plan: Any, flow: _Flow) -> str | None:
+    """Why a KV-cache kernel of ``plan`` may write at a position below 0 whatever the input
+    check lets through (None: each position is a constant >= 0 or an ``int64`` input's
+    element, unchanged)."""
+    inputs = {value: i for i, value in enumerate(plan.inputs)}
+    for at, operator, position in flow.positions:
+        why = _position_source(plan, flow, inputs, at, position)
+        if why is not None:
+            return (
+                f"it calls {operator}, whose kernel writes before its cache at a negative "
+                f"position, and {why}"
+            )
+    return None
+
+
+def _position_source(
+    plan: Any, flow: _Flow, inputs: dict[int, int], at: int, value: int
+) -> str | None:
+    writers = flow.written.get(value, [])
+    if not writers:
+        constant = getattr(_value_of(plan, value), "int_val", None)
+        if value in inputs or not isinstance(constant, int):
+            return "its position is neither a constant nor read from an input"
+        return None if constant >= 0 else f"its position is the constant {constant}"
+    source = flow.scalars.get(value)
+    chain = None if source is None else _chain(plan, source, flow, inputs)
+    if len(writers) != 1 or writers[0] > at or chain is None:
+        return "its position is computed by the method, not read from an input"
+    if any(getattr(_value_of(plan, v), "scalar_type", None) != _LONG for v in chain):
+        return "its position is read from an input through a narrower integer type"
+    return _overwritten(plan, flow, writers[0], chain, "its position")
 
 
 def _chain(plan: Any, value: int, flow: _Flow, inputs: dict[int, int]) -> list[int] | None:
@@ -164,21 +241,22 @@ def _chain(plan: Any, value: int, flow: _Flow, inputs: dict[int, int]) -> list[i
     return chain
 
 
-def _tensor(plan: Any, value: int) -> Any:
+def _value_of(plan: Any, value: int) -> Any:
+    """What value ``value`` of ``plan`` holds (a ``Tensor``, an ``Int``...; None: no such value)."""
     return plan.values[value].val if 0 <= value < len(plan.values) else None
 
 
 def _wide(plan: Any, value: int) -> bool:
     """Whether value ``value`` of ``plan`` is an ``int32`` or ``int64`` tensor."""
-    return getattr(_tensor(plan, value), "scalar_type", None) in _WIDE_INTEGERS
+    return getattr(_value_of(plan, value), "scalar_type", None) in _WIDE_INTEGERS
 
 
 def _storage(plan: Any, value: int) -> tuple[int, ...] | None:
     """Where tensor value ``value`` of ``plan`` lies, its element count and dtype."""
-    info = getattr(_tensor(plan, value), "allocation_info", None)
+    info = getattr(_value_of(plan, value), "allocation_info", None)
     if info is None:
         return None
-    tensor = _tensor(plan, value)
+    tensor = _value_of(plan, value)
     where = (info.memory_id, info.memory_offset_low, info.memory_offset_high)
     return (*where, math.prod(tensor.sizes), int(tensor.scalar_type))
 
@@ -200,5 +278,5 @@ def _overlap(a: tuple[int, int, int] | None, b: tuple[int, int, int]) -> bool:
 
 def _rows(plan: Any, weight: int) -> int | None:
     """The first dimension of tensor value ``weight`` of ``plan``, if it is one."""
-    sizes = getattr(_tensor(plan, weight), "sizes", None)
+    sizes = getattr(_value_of(plan, weight), "sizes", None)
     return int(sizes[0]) if sizes else None
