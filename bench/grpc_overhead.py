@@ -36,7 +36,9 @@ def upload_pte(svc: ServiceProcess, token: str, pte: Path) -> str:
         return str(answer.json()["id"])
 
 
-def _grpc_calls(port: int, token: str, model: str, inputs: list[np.ndarray]) -> tuple[Any, Any]:
+def grpc_calls(port: int, token: str, model: str, inputs: list[np.ndarray]) -> tuple[Any, Any]:
+    """``tritonclient.grpc`` calls (raw tensor contents): infer ``model`` on ``inputs``, and
+    live."""
     import tritonclient.grpc as grpcclient
 
     client = grpcclient.InferenceServerClient(f"127.0.0.1:{port}")
@@ -46,7 +48,7 @@ def _grpc_calls(port: int, token: str, model: str, inputs: list[np.ndarray]) -> 
         tensor = grpcclient.InferInput(f"input_{i}", list(array.shape), "FP32")
         tensor.set_data_from_numpy(array)
         tensors.append(tensor)
-    return (lambda: client.infer(model, tensors, headers=headers)), client.is_server_live
+    return (lambda: client.infer(model, tensors, headers=dict(headers))), client.is_server_live
 
 
 def http_calls(url: str, token: str, model: str, inputs: list[np.ndarray]) -> tuple[Any, Any]:
@@ -60,7 +62,8 @@ def http_calls(url: str, token: str, model: str, inputs: list[np.ndarray]) -> tu
         tensor = httpclient.InferInput(f"input_{i}", list(array.shape), "FP32")
         tensor.set_data_from_numpy(array, binary_data=True)
         tensors.append(tensor)
-    return (lambda: client.infer(model, tensors, headers=headers)), client.is_server_live
+    # a fresh headers dict per call: tritonclient writes the binary header's length into it
+    return (lambda: client.infer(model, tensors, headers=dict(headers))), client.is_server_live
 
 
 def _rows(runs: dict[str, list[float]], base: float) -> None:
@@ -75,7 +78,7 @@ def measure(
     workload: Workload, svc: ServiceProcess, token: str, iterations: int, warmup: int
 ) -> None:
     model = f"{upload_pte(svc, token, workload.path)}.forward"
-    grpc_infer, grpc_live = _grpc_calls(svc.grpc_port, token, model, workload.inputs)
+    grpc_infer, grpc_live = grpc_calls(svc.grpc_port, token, model, workload.inputs)
     http_infer, http_live = http_calls(svc.url, token, model, workload.inputs)
     timed: dict[str, Callable[[], Any]] = {
         "(a) executorch.runtime in-process": in_process_method(workload),
