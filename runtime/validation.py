@@ -67,7 +67,9 @@ def check_tensor(spec: TensorSpec, datatype: str, shape: Sequence[int]) -> None:
                 f"range {dim.range_text()} the program was exported with, got {list(shape)}"
             )
     if spec.max_shape is None:
-        if tuple(shape) != spec.shape:
+        # no planned bound (a signature as stored, from the exported program): the fixed
+        # sizes must match; a dynamic one is any size its range above allows
+        if not _matches(shape, spec.shape):
             raise InvalidInputError(
                 f"input {spec.name!r}: expected shape {list(spec.shape)}, got {list(shape)}"
             )
@@ -109,6 +111,13 @@ def check_shared_sizes(signature: MethodSignature, shapes: Sequence[Sequence[int
                     f"{name!r} is {size} and dimension {dim.axis} of {spec.name!r} is "
                     f"{shape[dim.axis]}, one dynamic size in the program"
                 )
+
+
+def _matches(shape: Sequence[int], fixed: Sequence[int]) -> bool:
+    """Whether ``shape`` has the rank of ``fixed`` and its sizes where that is not ``-1``."""
+    if len(shape) != len(fixed):
+        return False
+    return all(f in (DYNAMIC_DIM, d) for d, f in zip(shape, fixed, strict=True))
 
 
 def _fits(shape: Sequence[int], fixed: Sequence[int], bound: Sequence[int]) -> bool:

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from pteforge.contracts.errors import ErrorCode
 from pteforge.contracts.jobs import ProfileReport, ProfileRequest
 from pteforge.runtime.errors import InvalidInputError
 from pteforge.runtime.kernel_guards import check_inputs, kernel_guards
@@ -49,8 +50,22 @@ def given_inputs(request: ProfileRequest) -> list[np.ndarray]:
     return decode_infer_request(body, None, request.signature).inputs
 
 
+class ProfileInputError(Exception):
+    """The job's inputs do not fit its method: the caller's mistake, not the server's."""
+
+    code = ErrorCode.INVALID_REQUEST
+
+
 def profile(request: ProfileRequest, load: ProgramLoader) -> ProfileReport:
-    """Measure the request's method (:func:`pteforge.runtime.profile_run.profile_program`)."""
+    """Measure the request's method (:func:`pteforge.runtime.profile_run.profile_program`);
+    inputs that do not fit it fail the job as ``invalid_request``, naming the input."""
+    try:
+        return _profile(request, load)
+    except InvalidInputError as exc:
+        raise ProfileInputError(str(exc)) from None
+
+
+def _profile(request: ProfileRequest, load: ProgramLoader) -> ProfileReport:
     from pteforge.runtime.profile_run import profile_program
 
     if request.inputs is not None:

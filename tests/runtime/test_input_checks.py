@@ -54,3 +54,17 @@ def test_a_size_over_a_plan_made_for_the_example_input_says_why() -> None:
         "program's range for it has no upper bound, so ExecuTorch planned for the example "
         "input; export with Dim(..., max=N) to take up to N"
     )
+
+
+def test_a_stored_signature_without_a_planned_bound_takes_any_size_in_the_range() -> None:
+    """An artifact's stored signature has the exported program's ``-1`` and range but no
+    planned bound: a profile job of a dynamic-batch resnet18 refused its own numerics-check
+    inputs ('expected shape [-1, 3, 224, 224], got [2, 3, 224, 224]', an internal error)."""
+    stored = TensorSpec(
+        name="x", dtype="float32", shape=(-1, 3, 64, 64), dynamic_dims=BATCHED.dynamic_dims
+    )
+    for batch in (1, 2, 8):
+        check_tensor(stored, "FP32", (batch, 3, 64, 64))
+    for shape in ((9, 3, 64, 64), (2, 3, 64, 32), (2, 3, 64)):
+        with pytest.raises(InvalidInputError, match="input 'x'"):
+            check_tensor(stored, "FP32", shape)
