@@ -10,6 +10,7 @@ file writes it again.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import hashlib
 import os
@@ -85,6 +86,21 @@ class ArtifactFiles:
             self._used(sha256, target)
             self._evict(keep=sha256)
         return target
+
+    def local(self, sha256: str, source: ArtifactSource) -> Path:
+        """The local copy of ``sha256``, marked used, materialised from ``source`` if
+        missing. Workers are confined to reading this directory, so a file elsewhere is
+        copied here too (a worker still checks its sha256 before loading it)."""
+        if self.touch(sha256):
+            return self.path(sha256)
+        return self.ensure(sha256, writer_of(source))
+
+    async def local_async(self, sha256: str, source: ArtifactSource) -> Path:
+        """``local`` for an asyncio caller: a missing copy (evicted, or a corrupt one
+        dropped) is fetched again in a thread."""
+        if self.touch(sha256):
+            return self.path(sha256)
+        return await asyncio.to_thread(self.ensure, sha256, writer_of(source))
 
     def touch(self, sha256: str) -> bool:
         """Mark an existing copy used; False if there is none (call :meth:`ensure`)."""

@@ -1,13 +1,14 @@
 """One request's way through the pool, written once for blocking and asyncio callers.
 
-``attempts`` is the whole logic: check the pool can serve, take a worker (any, or a
-session's own), write the request, wait for the reply, classify a death (a timeout, or a
-broken connection: a crash) and retry a stateless request once on another worker. It does
-no I/O itself: it yields each ``Step`` it needs done (a plain tuple) and is sent the
-outcome, or has the error thrown in. ``call_blocking`` performs the steps in the calling
-thread; ``call_async`` on the event loop (only writing a large frame and reaping a crashed
-process go to a thread), so the /v2 path never hops threads to wait for a worker. The
-machinery costs a microsecond or two per request against a round trip of about 200 us.
+``attempts`` is the whole logic: check the caller's project is within its crash budget
+(``crash_budget``) and the pool can serve, take a worker (any, or a session's own), write
+the request, wait for the reply, classify a death (a timeout, or a broken connection: a
+crash) and retry a stateless request once on another worker. It does no I/O itself: it
+yields each ``Step`` it needs done (a plain tuple) and is sent the outcome, or has the
+error thrown in. ``call_blocking`` performs the steps in the calling thread; ``call_async``
+on the event loop (only writing a large frame and reaping a crashed process go to a
+thread), so the /v2 path never hops threads to wait for a worker. The machinery costs a
+microsecond or two per request against a round trip of about 200 us.
 """
 
 from __future__ import annotations
@@ -57,7 +58,9 @@ def attempts(calls: Calls, request: Request, pinned: WorkerProcess | None) -> At
 
 def _attempts(calls: Calls, request: Request, pinned: WorkerProcess | None) -> Attempts:
     crashes: list[Crash] = []
+    request.budget = calls.budget  # asked again as the worker is handed over
     while True:
+        calls.budget.check(request.scope)  # past its crash budget: not even the retry
         try:
             calls.workers.check()
             got = yield ("acquire", pinned)
@@ -70,6 +73,9 @@ def _attempts(calls: Calls, request: Request, pinned: WorkerProcess | None) -> A
                 raise _unretried(crashes, exc) from exc
             raise
         held = cast(WorkerProcess, got)
+        if request.refused is not None:  # its budget ran out while it waited: nothing sent
+            calls.workers.checkout.put(held)
+            raise request.refused
         queue_ms = (time.perf_counter() - request.queued) * 1e3
         try:
             if not request.inline:  # the worker drains a big frame at its own pace
@@ -78,7 +84,7 @@ def _attempts(calls: Calls, request: Request, pinned: WorkerProcess | None) -> A
                 raise request.error
             reply = yield ("reply", held)
         except TimeoutError:  # before OSError, its base class
-            raise calls.timed_out(held, request.what) from None
+            raise calls.timed_out(held, request.what, request.scope) from None
         except (EOFError, OSError):
             crashes.append(cast(Crash, (yield ("crashed", held))))
             if pinned is not None:
@@ -150,7 +156,7 @@ def _perform(calls: Calls, request: Request, op: Op, worker: WorkerProcess | Non
         return worker.reply(calls.timeout_s)
     if op == "send":
         return worker.send(request.frame)
-    return calls.crashed(worker, request.what)
+    return calls.crashed(worker, request.what, request.scope)
 
 
 async def call_async(calls: Calls, request: Request, pinned: WorkerProcess | None) -> Answer:

@@ -79,6 +79,18 @@ class PoolUnavailableError(RuntimeLayerError):
         self.retry_after_s = retry_after_s
 
 
+class CrashBudgetError(RuntimeLayerError):
+    """The caller's project has crashed or hung as many runtime workers recently as it may
+    (``crash_budget``): its requests are refused before they reach one (the client's fault).
+
+    ``retry_after_s``: when the oldest of those deaths leaves the window and it may retry.
+    """
+
+    def __init__(self, message: str, *, retry_after_s: float) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
 class SessionError(RuntimeLayerError):
     """Root of the errors of sessions (the protocol's sequence extension)."""
 

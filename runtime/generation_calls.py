@@ -73,10 +73,10 @@ async def generate(
     """``RuntimePool.generate_async``: the files reach the workers' directory, then the
     generation streams (in the request's session, scoped by ``scope``, if it names one)."""
     sha256, source = program
-    await pool.method_metadata_async(sha256, method, source)  # described: an unknown name fails
+    await pool.method_metadata_async(sha256, method, source, scope)  # an unknown name fails
     message = GenerateRequest(
         sha256=sha256,
-        path=str(await pool.local_path_async(sha256, source)),
+        path=str(await pool.files.local_async(sha256, source)),
         method=method,
         tokenizer=await _blob_file(pool, tokenizer),
         tokenizer_config=await _blob_file(pool, tokenizer_config) if tokenizer_config else None,
@@ -84,7 +84,7 @@ async def generate(
     )
     # Apart from /v2 sequence ids, but in the same scope: the same per-project limits.
     sequence = None if request.session is None else GenerationSession(scope, request.session)
-    nbytes = pool.described(sha256, source).state.planned_bytes
+    nbytes = pool.described(sha256, source, scope).state.planned_bytes
     try:
         async with contextlib.aclosing(
             pool.generation.stream(message, scope, sequence, nbytes)
@@ -99,7 +99,7 @@ async def generate(
 
 
 async def _blob_file(pool: RuntimePool, blob: Blob) -> BlobFile:
-    path: Path = await pool.local_path_async(*blob)
+    path: Path = await pool.files.local_async(*blob)
     return BlobFile(sha256=blob[0], path=str(path))
 
 
@@ -190,7 +190,7 @@ class GenerationCalls:
     async def _events(
         self, request: Request, pinned: WorkerProcess | None = None
     ) -> AsyncGenerator[GenerationEvent, None]:
-        replies = Replies(self.calls, await self._acquire(request, pinned), request.what)
+        replies = Replies(self.calls, await self._acquire(request, pinned), request)
         worker: WorkerProcess | None = replies.worker
         try:
             while worker is not None:
@@ -210,15 +210,21 @@ class GenerationCalls:
                     raise ending if isinstance(ending, RuntimeLayerError) else _error(ending)
         finally:
             if worker is not None:  # closed early: stop the worker's loop, then free it
-                threading.Thread(target=self._cancel, args=(worker,), daemon=True).start()
+                args = (worker, request.scope)
+                threading.Thread(target=self._cancel, args=args, daemon=True).start()
 
     async def _acquire(self, request: Request, pinned: WorkerProcess | None) -> WorkerProcess:
         calls = self.calls
+        calls.budget.check(request.scope)  # past its crash budget: refused before a worker
         calls.workers.check()
+        request.budget = calls.budget  # and if it runs out while this one waits
         checkout = calls.workers.checkout
         got = await checkout.get_async(calls.timeout_s, request.start, pinned, request.scope)
         if got is None:
             raise WorkerTimeoutError(f"no runtime worker became free within {calls.timeout_s:.0f}s")
+        if request.refused is not None:  # nothing was sent
+            checkout.put(got)
+            raise request.refused
         if not request.inline:
             try:
                 request.error = await asyncio.to_thread(got.send, request.frame)
@@ -227,16 +233,17 @@ class GenerationCalls:
                 raise
         request.served_by = got
         if request.error is not None:
-            await self._crashed(got, request.what)
+            await self._crashed(got, request)
         return got
 
-    async def _crashed(self, worker: WorkerProcess, what: str) -> NoReturn:
-        raise await self.calls.crashed_error(worker, what)
+    async def _crashed(self, worker: WorkerProcess, request: Request) -> NoReturn:
+        raise await self.calls.crashed_error(worker, request.what, request.scope)
 
-    def _cancel(self, worker: WorkerProcess) -> None:
+    def _cancel(self, worker: WorkerProcess, scope: str) -> None:
         """Stop ``worker``'s generation and read up to its ``CancelledReply``; then it is
-        free again (or replaced, if it died or hung meanwhile). Runs in a thread of its
-        own: whatever becomes of the caller's event loop, the worker comes back."""
+        free again (or replaced, if it died or hung meanwhile, charged to ``scope``). Runs
+        in a thread of its own: whatever becomes of the caller's event loop, the worker
+        comes back."""
         what = "cancelling a generation"
         try:
             if worker.send(_CANCEL) is not None:
@@ -246,11 +253,11 @@ class GenerationCalls:
                 if isinstance(reply, CancelledReply):
                     break
         except TimeoutError:
-            self.calls.timed_out(worker, what)
+            self.calls.timed_out(worker, what, scope)
             return
         except (EOFError, OSError, RuntimeLayerError):
             with contextlib.suppress(RuntimeLayerError):  # the pool closed meanwhile
-                self.calls.crashed(worker, what)
+                self.calls.crashed(worker, what, scope)
             return
         self.calls.workers.checkout.put(worker)
 

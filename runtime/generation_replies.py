@@ -17,7 +17,7 @@ from pteforge.contracts.runtime_messages import GeneratedReply, WorkerReply
 from pteforge.runtime.errors import RuntimeLayerError
 from pteforge.runtime.processes import WorkerProcess
 from pteforge.runtime.wire import recv_reply
-from pteforge.runtime.worker_calls import Calls
+from pteforge.runtime.worker_calls import Calls, Request
 
 Ending = WorkerReply | RuntimeLayerError | None
 """What ended a batch other than an event: a reply that is not one (an error), or the
@@ -27,10 +27,11 @@ worker crashing or hanging (it has been replaced then)."""
 class Replies:
     """The replies of one generation on ``worker``."""
 
-    def __init__(self, calls: Calls, worker: WorkerProcess, what: str) -> None:
+    def __init__(self, calls: Calls, worker: WorkerProcess, request: Request) -> None:
         self.calls = calls
         self.worker = worker
-        self.what = what
+        self.what = request.what
+        self.scope = request.scope  # charged with the worker's death
         self._waiting = select.poll()  # one poll object: a syscall a look, no selector built
         self._waiting.register(worker.conn.fileno(), select.POLLIN)
 
@@ -46,9 +47,9 @@ class Replies:
             else:
                 reply, _ = await self.worker.reply_async(self.calls.timeout_s)
         except TimeoutError:
-            raise self.calls.timed_out(self.worker, self.what) from None
+            raise self.calls.timed_out(self.worker, self.what, self.scope) from None
         except (EOFError, OSError):
-            raise await self.calls.crashed_error(self.worker, self.what) from None
+            raise await self.calls.crashed_error(self.worker, self.what, self.scope) from None
         return reply
 
     async def batch(self) -> tuple[list[GenerationEvent], Ending]:

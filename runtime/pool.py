@@ -22,7 +22,9 @@ from pteforge.contracts.runtime_messages import (
     InferRequest,
     WorkerReply,
 )
-from pteforge.runtime.artifact_files import ArtifactFiles, ArtifactSource, writer_of
+from pteforge.runtime.artifact_files import ArtifactFiles, ArtifactSource
+from pteforge.runtime.checkout import DEFAULT_SCOPE
+from pteforge.runtime.crash_budget import CrashBudget, CrashLimits
 from pteforge.runtime.descriptions import Described, Descriptions
 from pteforge.runtime.errors import ERROR_KINDS, RuntimeLayerError, UnknownMethodError
 from pteforge.runtime.generation_calls import Blob, GenerationCalls, generate
@@ -66,7 +68,9 @@ class RuntimePool:
     A worker that dies while idle is replaced before a request reaches it; a stateless
     request whose worker crashes is retried once on another (``dispatch``, written once for
     blocking and asyncio callers); replacements back off and give up after
-    ``restart_policy.attempts`` failures (``Workers``); waiters take turns by scope.
+    ``restart_policy.attempts`` failures (``Workers``); waiters take turns by scope, and a
+    scope whose requests crashed or hung ``crash_limits`` workers is refused a while
+    (``CrashBudget``; None: no budget).
     ``weight_cache_library`` (see ``native``) turns on XNNPACK's packed-weight cache so
     methods sharing weights share packed copies. Workers never fork from the caller: a
     fork server started with a clean environment forks them, and each confines itself
@@ -87,6 +91,7 @@ class RuntimePool:
         disk_cache_bytes: int | None = None,
         restart_policy: RestartPolicy | None = None,
         session_limits: SessionLimits | None = None,
+        crash_limits: CrashLimits | None = None,
     ) -> None:
         self.size = size or os.cpu_count() or 1
         self.stats = PoolStats()
@@ -103,7 +108,8 @@ class RuntimePool:
             on_start=self._started,
             on_lost=self._lost,
         )
-        self.calls = Calls(self.workers, self.stats.count, request_timeout_s)
+        budget = CrashBudget(crash_limits)
+        self.calls = Calls(self.workers, self.stats.count, request_timeout_s, budget=budget)
         self.routes = routes(self.calls, config, request_threads, start_timeout_s, self._lost)
         self.session_calls = SessionCalls(self.calls, self.sessions)
         self.generation = GenerationCalls(self.calls, self.session_calls)
@@ -126,23 +132,6 @@ class RuntimePool:
 
     # -- artifacts -------------------------------------------------------------------------
 
-    def local_path(self, sha256: str, source: ArtifactSource) -> Path:
-        """The local file for ``sha256``, materialising it from ``source`` if needed.
-
-        Workers are confined to reading the artifact directory, so a file elsewhere is
-        copied there too (a worker still checks its sha256 before loading it)."""
-        return self._copy(sha256) or self.files.ensure(sha256, writer_of(source))
-
-    async def local_path_async(self, sha256: str, source: ArtifactSource) -> Path:
-        copy = self._copy(sha256)
-        if copy is None:  # evicted, or a corrupt copy was dropped: fetch it again (in a thread)
-            copy = await asyncio.to_thread(self.files.ensure, sha256, writer_of(source))
-        return copy
-
-    def _copy(self, sha256: str) -> Path | None:
-        """The local copy of a fetched artifact if it is there (marked used), else None."""
-        return self.files.path(sha256) if self.files.touch(sha256) else None
-
     def _checked(self, reply: WorkerReply, expected: type[_Expected], path: Path) -> _Expected:
         """``reply`` if the worker succeeded, else its error raised as a runtime-layer error."""
         if isinstance(reply, expected):
@@ -155,37 +144,44 @@ class RuntimePool:
 
     # -- public API ------------------------------------------------------------------------
 
-    def described(self, sha256: str, source: ArtifactSource) -> Described:
-        """Signatures and state of the artifact, read in a worker (safe for uploads)."""
+    def described(
+        self, sha256: str, source: ArtifactSource, scope: str = DEFAULT_SCOPE
+    ) -> Described:
+        """Signatures and state of the artifact, read in a worker (safe for uploads) in
+        ``scope``'s turn (charged with the worker if reading it crashes one)."""
         cached = self._described.get(sha256)
         if cached is not None:
             return cached
-        path = self.local_path(sha256, source)
-        request = Request(DescribeRequest(sha256=sha256, path=str(path)), [], _WHOLE)
+        path = self.files.local(sha256, source)
+        request = Request(DescribeRequest(sha256=sha256, path=str(path)), [], _WHOLE, scope)
         (reply, _), _ = self.calls.call(request)
         described = Described.from_reply(self._checked(reply, DescribeReply, path))
         self._described.put(sha256, described)
         return described
 
-    def describe(self, sha256: str, source: ArtifactSource) -> dict[str, MethodSignature]:
+    def describe(
+        self, sha256: str, source: ArtifactSource, scope: str = DEFAULT_SCOPE
+    ) -> dict[str, MethodSignature]:
         """Signatures of every method of the artifact, read in a worker (safe for uploads)."""
-        return self.described(sha256, source).signatures
+        return self.described(sha256, source, scope).signatures
 
-    def method_metadata(self, sha256: str, method: str, source: ArtifactSource) -> MethodSignature:
+    def method_metadata(
+        self, sha256: str, method: str, source: ArtifactSource, scope: str = DEFAULT_SCOPE
+    ) -> MethodSignature:
         """The signature of one method; raises ``UnknownMethodError`` if there is none."""
-        signatures = self.describe(sha256, source)
+        signatures = self.describe(sha256, source, scope)
         if method not in signatures:
             known = ", ".join(sorted(signatures))
             raise UnknownMethodError(f"the artifact has no method {method!r} (methods: {known})")
         return signatures[method]
 
     async def method_metadata_async(
-        self, sha256: str, method: str, source: ArtifactSource
+        self, sha256: str, method: str, source: ArtifactSource, scope: str = DEFAULT_SCOPE
     ) -> MethodSignature:
         """``method_metadata`` for an asyncio caller: answered from memory once the artifact
         has been described, otherwise described in a thread."""
         if sha256 not in self._described:
-            await asyncio.to_thread(self.describe, sha256, source)
+            await asyncio.to_thread(self.describe, sha256, source, scope)
         return self.method_metadata(sha256, method, source)
 
     def infer(
@@ -200,7 +196,7 @@ class RuntimePool:
         """Run ``method`` of artifact ``sha256`` on positional numpy ``inputs`` (stateless)."""
         start = time.perf_counter()
         signature = self.method_metadata(sha256, method, source)
-        path = self.local_path(sha256, source)
+        path = self.files.local(sha256, source)
         request = Request(_infer_request(sha256, method, profile, path), inputs, _WHOLE)
         (reply, outputs), queue_ms = self.routes.stateless().call(request)
         checked = self._checked(reply, InferReply, path)
@@ -224,8 +220,8 @@ class RuntimePool:
         file is local (after its first request), everything happens on the event loop;
         before that, the blocking preparation runs in a thread."""
         start = time.perf_counter()
-        signature = await self.method_metadata_async(sha256, method, source)
-        path = await self.local_path_async(sha256, source)
+        signature = await self.method_metadata_async(sha256, method, source, scope)
+        path = await self.files.local_async(sha256, source)
         message = _infer_request(sha256, method, profile, path)
         if sequence is None:
             request = Request(message, inputs, ASYNC_INLINE_FRAME_BYTES, scope)

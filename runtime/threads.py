@@ -121,4 +121,5 @@ def routes(
         on_lost=on_lost,
     )
     calls.in_flight = InFlight()
-    return Routes(calls, Calls(workers, calls.count, calls.timeout_s, calls.in_flight))
+    wide = Calls(workers, calls.count, calls.timeout_s, calls.in_flight, calls.budget)
+    return Routes(calls, wide)

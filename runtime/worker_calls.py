@@ -21,7 +21,13 @@ from pteforge.contracts.et_errors import log_suffix
 from pteforge.contracts.runtime_messages import WorkerReply, WorkerRequest
 from pteforge.runtime import dispatch
 from pteforge.runtime.checkout import DEFAULT_SCOPE
-from pteforge.runtime.errors import PoolClosedError, WorkerCrashedError, WorkerTimeoutError
+from pteforge.runtime.crash_budget import CrashBudget
+from pteforge.runtime.errors import (
+    CrashBudgetError,
+    PoolClosedError,
+    WorkerCrashedError,
+    WorkerTimeoutError,
+)
 from pteforge.runtime.native_log import leftover
 from pteforge.runtime.processes import WorkerProcess
 from pteforge.runtime.supervisor import Workers
@@ -44,6 +50,9 @@ class Request:
     given, unless the frame is over ``inline_limit`` bytes, which the caller writes itself
     once it holds the worker (off the event loop, for asyncio callers). It waits for a
     worker in ``scope``'s turn (the caller's project, as sessions are scoped: ``Checkout``).
+    A project that used its crash budget while it waited (``budget``, set by the caller) is
+    refused at the hand-over: nothing is written, ``refused`` holds the error, and the
+    caller gives the worker back.
     """
 
     def __init__(
@@ -60,9 +69,13 @@ class Request:
         self.error: OSError | None = None
         self.queued = time.perf_counter()
         self.served_by: WorkerProcess | None = None  # the worker that answered
+        self.budget: CrashBudget | None = None  # asked again as a worker is handed over
+        self.refused: CrashBudgetError | None = None  # then: the frame was not sent
 
     def start(self, worker: WorkerProcess) -> None:
-        self.error = worker.send(self.frame) if self.inline else None
+        self.refused = None if self.budget is None else self.budget.refusal(self.scope)
+        if self.refused is None:
+            self.error = worker.send(self.frame) if self.inline else None
 
     @property
     def what(self) -> str:
@@ -77,7 +90,9 @@ class Request:
 
 
 class Calls:
-    """Sends requests to the workers of ``workers``; ``count`` records crashes and timeouts."""
+    """Sends requests to the workers of ``workers``; ``count`` records crashes and timeouts,
+    ``budget`` charges each to the scope whose request caused it (``dispatch`` refuses a
+    scope's requests once it has used its budget)."""
 
     def __init__(
         self,
@@ -85,18 +100,21 @@ class Calls:
         count: Callable[..., None],
         timeout_s: float,
         in_flight: InFlight | None = None,
+        budget: CrashBudget | None = None,
     ) -> None:
         self.workers = workers
         self.count = count
         self.timeout_s = timeout_s
         self.in_flight = in_flight  # requests waiting or running (``threads.Routes``)
+        self.budget = budget or CrashBudget(None)
 
-    def crashed(self, worker: WorkerProcess, what: str) -> tuple[str, int | None]:
-        """Replace a worker whose connection broke mid-request: what happened, in words,
-        and its exit code."""
+    def crashed(self, worker: WorkerProcess, what: str, scope: str) -> tuple[str, int | None]:
+        """Replace a worker whose connection broke mid-request (of ``scope``, charged with
+        it): what happened, in words, and its exit code."""
         if self.workers.closed:
             raise PoolClosedError("the runtime pool was shut down mid-request")
         self.count(worker_crashes=1)
+        self.budget.charge(scope)
         worker.process.join(timeout=5)
         code = worker.process.exitcode
         reason = f"the runtime worker crashed (exit code {code}) during {what}"
@@ -104,13 +122,18 @@ class Calls:
         self.workers.lost(worker, reason)
         return reason, code
 
-    async def crashed_error(self, worker: WorkerProcess, what: str) -> WorkerCrashedError:
+    async def crashed_error(
+        self, worker: WorkerProcess, what: str, scope: str
+    ) -> WorkerCrashedError:
         """:meth:`crashed` off the event loop, as the error to raise."""
-        reason, _ = await asyncio.to_thread(self.crashed, worker, what)
+        reason, _ = await asyncio.to_thread(self.crashed, worker, what, scope)
         return WorkerCrashedError(reason)
 
-    def timed_out(self, worker: WorkerProcess, what: str) -> WorkerTimeoutError:
+    def timed_out(self, worker: WorkerProcess, what: str, scope: str) -> WorkerTimeoutError:
+        """Replace a worker that did not answer ``scope``'s request in time (charged with
+        it); the error to raise."""
         self.count(worker_timeouts=1)
+        self.budget.charge(scope)
         reason = f"{what} did not finish within {self.timeout_s:.0f}s"
         self.workers.lost(worker, reason)
         return WorkerTimeoutError(f"{reason}; the runtime worker was stopped and replaced")

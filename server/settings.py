@@ -164,6 +164,17 @@ class Settings(BaseSettings):
         "lost runtime worker is no longer replaced; with none left /v2 answers 503 naming "
         "the start error, and a request 30 s later starts a new round.",
     )
+    runtime_crashes_per_project: int = Field(
+        default=4,
+        ge=1,
+        description="Runtime workers one project's requests may crash or hang (each one "
+        "replaced, the sessions it held lost, other projects' too) within "
+        "runtime_crash_window_seconds; past it the project's /v2, gRPC and generation "
+        "requests answer 429 with Retry-After until the oldest crash leaves the window.",
+    )
+    runtime_crash_window_seconds: float = _positive(
+        600.0, "The window runtime_crashes_per_project counts a project's crashes in."
+    )
     stream_send_timeout_seconds: float = _positive(
         60.0,
         "Longest one send of a generation stream may wait for its client: past it the "

@@ -13,6 +13,7 @@ from pteforge import __version__
 from pteforge.backends import executable_backend_ids
 from pteforge.contracts.artifact_report import method_backends
 from pteforge.runtime import RuntimePool, TensorNames
+from pteforge.runtime.crash_budget import CrashLimits
 from pteforge.runtime.native import NativeBuildError, build_xnnpack_options
 from pteforge.runtime.sessions import SessionLimits
 from pteforge.runtime.supervisor import RestartPolicy
@@ -134,6 +135,9 @@ def start_runtime_pool(settings: Settings) -> RuntimePool:
             settings.session_max_per_project,
             settings.session_memory_bytes,
             settings.session_memory_bytes_per_project or settings.session_memory_bytes // 2,
+        ),
+        crash_limits=CrashLimits(
+            settings.runtime_crashes_per_project, settings.runtime_crash_window_seconds
         ),
     )
 

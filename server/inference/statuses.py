@@ -1,7 +1,8 @@
 """HTTP status (and ``Retry-After``) of each runtime-layer error on /v2.
 
 4xx when the request is at fault (bad input, unknown model or sequence, inputs that crash
-the runtime on two workers, a project over its sequence limit); 503 with ``Retry-After``
+the runtime on two workers, a project over its sequence limit; a project past its budget of
+crashed workers: 429 with ``Retry-After``); 503 with ``Retry-After``
 when the server is (a worker crashed and the retry could not run, hung, none can start,
 sessions hold all the memory they may, shutting down).
 """
@@ -23,6 +24,7 @@ from pteforge.runtime import (
     WorkerTimeoutError,
 )
 from pteforge.runtime.errors import (
+    CrashBudgetError,
     CrashingInputError,
     PoolUnavailableError,
     SessionEndedError,
@@ -80,6 +82,8 @@ def status_of(exc: RuntimeLayerError) -> tuple[int, dict[str, str]]:
     for cls, status in _CLIENT:
         if isinstance(exc, cls):
             return status, {}
+    if isinstance(exc, CrashBudgetError):  # until its oldest crash leaves the window
+        return 429, {"Retry-After": str(math.ceil(exc.retry_after_s))}
     if isinstance(exc, PoolUnavailableError):
         return 503, {"Retry-After": str(math.ceil(exc.retry_after_s))}
     for cls, seconds in RETRY_AFTER_S:

@@ -92,7 +92,9 @@ async def model_of(
     artifact = _check_model(model, version, await resolve(state, principal, ref, version))
     served = artifact.served.get(method)
     if served is None:  # naming and pinning cost ~20 us a request: once per resolve
-        signature = await state.pool.method_metadata_async(artifact.sha256, method, artifact.source)
+        signature = await state.pool.method_metadata_async(
+            artifact.sha256, method, artifact.source, session_scope(principal)
+        )
         named = signature.named(artifact.names.get(method))
         served = artifact.served[method] = named.pinned_by(artifact.signatures.get(method))
     return artifact, served
