@@ -16,7 +16,9 @@ Callers wait in their scope (a project, as sessions are scoped; ``DEFAULT_SCOPE`
 internal calls): a returned item goes to the scopes in turn (round-robin, first come first
 served within one, a caller for that very item before the scope's general callers:
 ``turns.py``), so a project that floods the pool, its sessions' worker included, holds at
-most one turn ahead of another project's caller, not its whole backlog.
+most one turn ahead of another project's caller, not its whole backlog. A general caller
+may take only some items (``takes``: a crashed request's retry takes only a worker that
+holds no other project's sessions).
 """
 
 from __future__ import annotations
@@ -36,10 +38,25 @@ DEFAULT_SCOPE = ""
 """The scope of callers that name none (internal calls, tests): a scope like any other."""
 
 
-class _ThreadWaiter(Generic[W]):
-    def __init__(self, start: Callable[[W], None], scope: str) -> None:
+Fits = Callable[[W], bool] | None
+"""Which items a general caller takes (None: any)."""
+
+
+class _Waiter(Generic[W]):
+    """What every waiting caller has: its scope and the items it takes."""
+
+    def __init__(self, start: Callable[[W], None], scope: str, takes: Fits[W]) -> None:
         self.start = start
         self.scope = scope
+        self.takes = takes
+
+    def fits(self, item: W) -> bool:
+        return self.takes is None or self.takes(item)
+
+
+class _ThreadWaiter(_Waiter[W]):
+    def __init__(self, start: Callable[[W], None], scope: str, takes: Fits[W]) -> None:
+        super().__init__(start, scope, takes)
         self.event = threading.Event()
         self.item: W | None = None
         self.error: BaseException | None = None
@@ -55,13 +72,16 @@ class _ThreadWaiter(Generic[W]):
         self.event.set()
 
 
-class _AsyncWaiter(Generic[W]):
+class _AsyncWaiter(_Waiter[W]):
     def __init__(
-        self, loop: asyncio.AbstractEventLoop, start: Callable[[W], None], scope: str
+        self,
+        loop: asyncio.AbstractEventLoop,
+        start: Callable[[W], None],
+        scope: str,
+        takes: Fits[W],
     ) -> None:
+        super().__init__(start, scope, takes)
         self.loop = loop
-        self.start = start
-        self.scope = scope
         self.future: asyncio.Future[W | None] = loop.create_future()
 
     def offer(self, item: W, checkout: Checkout[W]) -> bool:
@@ -134,27 +154,39 @@ class Checkout(Generic[W]):
     def _next_waiter(self, item: W) -> Waiter[W] | None:
         return self._waiters.next_for(item)
 
-    def _take_idle(self) -> W | None:
-        """The first idle item that passes ``usable`` (checked outside the lock)."""
+    def _take_idle(self, waiter: Waiter[W]) -> W | None:
+        """The first idle item ``waiter`` takes that passes ``usable`` (checked outside the
+        lock)."""
         while True:
             with self._lock:
-                if not self._idle:
+                item = self._pop_fitting(waiter)
+                if item is None:
                     return None
-                item = self._idle.popleft()
             if self._usable(item):
                 return item
             self._on_unusable(item)
 
+    def _pop_fitting(self, waiter: Waiter[W]) -> W | None:
+        """The first idle item ``waiter`` takes, taken out (the lock held)."""
+        if not self._idle or waiter.takes is None:
+            return self._idle.popleft() if self._idle else None
+        item = next((i for i in self._idle if waiter.fits(i)), None)
+        if item is not None:
+            self._idle.remove(item)
+        return item
+
     def _enqueue(self, waiter: Waiter[W], item: W | None) -> W | None:
-        """Take ``item`` (or any usable idle item when None) now, else queue ``waiter``."""
+        """Take ``item`` (or any usable idle item ``waiter`` takes, when None) now, else
+        queue ``waiter``."""
         if item is None:
-            idle = self._take_idle()
+            idle = self._take_idle(waiter)
             if idle is not None:
                 return idle
         with self._lock:
             if item is None:
-                if self._idle:  # returned while we looked: go round again
-                    return self._idle.popleft()
+                fitting = self._pop_fitting(waiter)  # returned while we looked: go round again
+                if fitting is not None:
+                    return fitting
                 self._waiters.append(waiter)
             elif item in self._idle:
                 self._idle.remove(item)
@@ -174,12 +206,13 @@ class Checkout(Generic[W]):
         start: Callable[[W], None],
         item: W | None = None,
         scope: str = DEFAULT_SCOPE,
+        takes: Fits[W] = None,
     ) -> W | None:
-        """An idle item (``item`` itself when given), waiting up to ``timeout_s`` seconds
-        (blocking) in ``scope``'s turn; ``None`` on timeout or when it was forgotten.
-        ``start(item)`` has run (in this thread or the one returning it) once it is ours.
-        Raises ``abort``'s error."""
-        waiter: _ThreadWaiter[W] = _ThreadWaiter(start, scope)
+        """An idle item (``item`` itself when given, else one that ``takes`` takes),
+        waiting up to ``timeout_s`` seconds (blocking) in ``scope``'s turn; ``None`` on
+        timeout or when it was forgotten. ``start(item)`` has run (in this thread or the
+        one returning it) once it is ours. Raises ``abort``'s error."""
+        waiter: _ThreadWaiter[W] = _ThreadWaiter(start, scope, takes)
         got = self._enqueue(waiter, item)
         if got is not None:
             start(got)
@@ -197,10 +230,12 @@ class Checkout(Generic[W]):
         start: Callable[[W], None],
         item: W | None = None,
         scope: str = DEFAULT_SCOPE,
+        takes: Fits[W] = None,
     ) -> W | None:
         """Like ``get``, awaiting on the running loop instead of blocking a thread;
         ``start(item)`` runs on this loop as soon as the item is this caller's."""
-        waiter: _AsyncWaiter[W] = _AsyncWaiter(asyncio.get_running_loop(), start, scope)
+        loop = asyncio.get_running_loop()
+        waiter: _AsyncWaiter[W] = _AsyncWaiter(loop, start, scope, takes)
         got = self._enqueue(waiter, item)
         if got is not None:
             start(got)

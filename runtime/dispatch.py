@@ -3,12 +3,14 @@
 ``attempts`` is the whole logic: check the caller's project is within its crash budget
 (``crash_budget``) and the pool can serve, take a worker (any, or a session's own), write
 the request, wait for the reply, classify a death (a timeout, or a broken connection: a
-crash) and retry a stateless request once on another worker. It does no I/O itself: it
-yields each ``Step`` it needs done (a plain tuple) and is sent the outcome, or has the
-error thrown in. ``call_blocking`` performs the steps in the calling thread; ``call_async``
-on the event loop (only writing a large frame and reaping a crashed process go to a
-thread), so the /v2 path never hops threads to wait for a worker. The machinery costs a
-microsecond or two per request against a round trip of about 200 us.
+crash) and retry a stateless request once on another worker, one that holds no other
+project's sessions (an idle one, else the first returned, else the crashed one's
+replacement), so that one bad request ends at most one worker holding them. It does no
+I/O itself: it yields each ``Step`` it needs done (a plain tuple) and is sent the
+outcome, or has the error thrown in. ``call_blocking`` performs the steps in the calling
+thread; ``call_async`` on the event loop (only writing a large frame and reaping a crashed
+process go to a thread), so the /v2 path never hops threads to wait for a worker. The
+machinery costs a microsecond or two per request against a round trip of about 200 us.
 """
 
 from __future__ import annotations
@@ -90,6 +92,7 @@ def _attempts(calls: Calls, request: Request, pinned: WorkerProcess | None) -> A
             if pinned is not None:
                 raise WorkerCrashedError(crashes[0][0]) from None
             _raise_if_twice(crashes, request)
+            request.takes = calls.spare(request.scope)  # ends no other project's sessions
             continue
         except BaseException:
             calls.workers.lost(held, "the conversation with it broke off")
@@ -150,7 +153,8 @@ def call_blocking(calls: Calls, request: Request) -> Answer:
 
 def _perform(calls: Calls, request: Request, op: Op, worker: WorkerProcess | None) -> object:
     if op == "acquire":
-        return calls.workers.checkout.get(calls.timeout_s, request.start, worker, request.scope)
+        checkout = calls.workers.checkout
+        return checkout.get(calls.timeout_s, request.start, worker, request.scope, request.takes)
     assert worker is not None
     if op == "reply":
         return worker.reply(calls.timeout_s)
@@ -178,7 +182,9 @@ def _awaitable(
     to exit) in a thread."""
     if op == "acquire":
         checkout = calls.workers.checkout
-        return checkout.get_async(calls.timeout_s, request.start, worker, request.scope)
+        return checkout.get_async(
+            calls.timeout_s, request.start, worker, request.scope, request.takes
+        )
     if op == "reply":
         assert worker is not None
         return worker.reply_async(calls.timeout_s)

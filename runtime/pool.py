@@ -66,7 +66,8 @@ class RuntimePool:
     file's sha256 before loading it. A stateless request starts from the program's initial
     state; requests naming a ``Sequence`` share one program instance (``SessionCalls``).
     A worker that dies while idle is replaced before a request reaches it; a stateless
-    request whose worker crashes is retried once on another (``dispatch``, written once for
+    request whose worker crashes is retried once on another, one holding no other project's
+    sessions (``dispatch``, written once for
     blocking and asyncio callers); replacements back off and give up after
     ``restart_policy.attempts`` failures (``Workers``); waiters take turns by scope, and a
     scope whose requests crashed or hung ``crash_limits`` workers is refused a while
@@ -109,7 +110,9 @@ class RuntimePool:
             on_lost=self._lost,
         )
         budget = CrashBudget(crash_limits)
-        self.calls = Calls(self.workers, self.stats.count, request_timeout_s, budget=budget)
+        self.calls = Calls(
+            self.workers, self.stats.count, request_timeout_s, budget=budget, sessions=self.sessions
+        )
         self.routes = routes(self.calls, config, request_threads, start_timeout_s, self._lost)
         self.session_calls = SessionCalls(self.calls, self.sessions)
         self.generation = GenerationCalls(self.calls, self.session_calls)

@@ -200,6 +200,13 @@ class Sessions:
         if reason is not None:
             self._ended.put(session.sequence.key, reason, 1)
 
+    def others_on(self, worker: Any, scope: str) -> bool:
+        """Whether ``worker`` holds a session of a scope other than ``scope``."""
+        with self._lock:
+            return any(
+                s.worker is worker and s.sequence.scope != scope for s in self._active.values()
+            )
+
     def end_on_worker(self, worker: Any, reason: str) -> list[Session]:
         """End every session held by ``worker`` (it was lost), saying ``reason``."""
         with self._lock:

@@ -4,24 +4,29 @@ A caller waits for any item (a general caller) or for one item in particular (a 
 worker). Every scope (a project) with a caller of either kind has a turn; the scopes take
 turns in the order they came. A returned item goes to the first scope in turn that has a
 caller for it (its caller for that very item first, else its longest-waiting general
-caller), and that scope goes last. So a project whose sessions all live on one worker, and
-that queues turn after turn on them, holds that worker for one of its turns at a time, not
-until its backlog is empty: a caller of another project waits behind one turn per scope.
+caller that takes it: a retry after a crash takes only some), and that scope goes last.
+So a project whose sessions all live on one worker, and that queues turn after turn on
+them, holds that worker for one of its turns at a time, not until its backlog is empty: a
+caller of another project waits behind one turn per scope.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 
 class Scoped(Protocol):
-    """A waiting caller: the scope whose turn it waits for."""
+    """A waiting caller: the scope whose turn it waits for, and which items it takes."""
 
     @property
     def scope(self) -> str:
         """The caller's scope (a project)."""
+        ...
+
+    def fits(self, item: Any) -> bool:
+        """Whether the caller takes ``item`` (a general caller may take only some)."""
         ...
 
 
@@ -58,7 +63,9 @@ class Turns(Generic[W, C]):
             if caller is not None:
                 self._take(targeted, caller, item)
             elif scope in self._general:
-                caller = self._general[scope][0]
+                caller = _first_fitting(self._general[scope], item)
+                if caller is None:
+                    continue
                 self._take_general(caller)
             else:
                 continue
@@ -118,3 +125,10 @@ class Turns(Generic[W, C]):
             self._turns[scope] = left
         else:
             del self._turns[scope]
+
+
+def _first_fitting(queue: deque[C], item: object) -> C | None:
+    """The longest-waiting caller of ``queue`` that takes ``item`` (nearly always the first)."""
+    if queue[0].fits(item):
+        return queue[0]
+    return next((caller for caller in queue if caller.fits(item)), None)

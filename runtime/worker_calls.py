@@ -1,7 +1,8 @@
 """One request to a runtime worker and what happens when the worker dies under it.
 
-A stateless request whose worker crashes is sent once more, to another live worker: only
-if that one crashes too is the request itself at fault (``CrashingInputError``, naming the
+A stateless request whose worker crashes is sent once more, to another worker, one that
+holds no other project's sessions (``Calls.spare``): only if that one crashes too is the
+request itself at fault (``CrashingInputError``, naming the
 method). If the retry cannot even start, the server is at fault (``WorkerCrashedError``,
 answered 503). A session's request is never retried: its state died with the worker.
 The logic is written once (``dispatch.attempts``); ``call`` and ``call_async`` only differ
@@ -30,6 +31,7 @@ from pteforge.runtime.errors import (
 )
 from pteforge.runtime.native_log import leftover
 from pteforge.runtime.processes import WorkerProcess
+from pteforge.runtime.sessions import Sessions
 from pteforge.runtime.supervisor import Workers
 from pteforge.runtime.wire import encode_message
 
@@ -69,6 +71,7 @@ class Request:
         self.error: OSError | None = None
         self.queued = time.perf_counter()
         self.served_by: WorkerProcess | None = None  # the worker that answered
+        self.takes: Callable[[WorkerProcess], bool] | None = None  # which workers (None: any)
         self.budget: CrashBudget | None = None  # asked again as a worker is handed over
         self.refused: CrashBudgetError | None = None  # then: the frame was not sent
 
@@ -92,7 +95,8 @@ class Request:
 class Calls:
     """Sends requests to the workers of ``workers``; ``count`` records crashes and timeouts,
     ``budget`` charges each to the scope whose request caused it (``dispatch`` refuses a
-    scope's requests once it has used its budget)."""
+    scope's requests once it has used its budget); ``sessions`` says which workers a
+    crashed request is retried on (``spare``)."""
 
     def __init__(
         self,
@@ -101,12 +105,23 @@ class Calls:
         timeout_s: float,
         in_flight: InFlight | None = None,
         budget: CrashBudget | None = None,
+        sessions: Sessions | None = None,
     ) -> None:
         self.workers = workers
         self.count = count
         self.timeout_s = timeout_s
         self.in_flight = in_flight  # requests waiting or running (``threads.Routes``)
         self.budget = budget or CrashBudget(None)
+        self.sessions = sessions  # whose sessions each worker holds, for retries
+
+    def spare(self, scope: str) -> Callable[[WorkerProcess], bool] | None:
+        """Which workers a crashed request of ``scope`` is retried on: those that hold no
+        other scope's sessions (a second crash ends no other project's state; the crashed
+        worker's replacement holds none), None (any) without sessions."""
+        sessions = self.sessions
+        if sessions is None:
+            return None
+        return lambda worker: not sessions.others_on(worker, scope)
 
     def crashed(self, worker: WorkerProcess, what: str, scope: str) -> tuple[str, int | None]:
         """Replace a worker whose connection broke mid-request (of ``scope``, charged with

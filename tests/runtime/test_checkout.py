@@ -145,6 +145,33 @@ def test_callers_for_one_item_take_turns_with_other_scopes() -> None:
     assert served == ["A1", "B1", "A2", "A4", "A3"]
 
 
+def _fresh(item: str) -> bool:
+    return not item.startswith("held")
+
+
+def test_a_caller_that_takes_only_some_items_skips_the_others() -> None:
+    """A crashed request's retry takes only a worker that holds no other project's
+    sessions: the idle 'held' is left for others, as is a returned one, until one fits; a
+    caller behind it that takes any item is served meanwhile."""
+    checkout: Checkout[str] = Checkout()
+    checkout.put("held")
+    served: list[tuple[str, str]] = []
+    picky = threading.Thread(
+        target=checkout.get,
+        args=(60, lambda item: served.append(("retry", item)), None, "a", _fresh),
+        daemon=True,
+    )
+    picky.start()
+    wait_until(_queued(checkout, 1), 60, "the retry to queue", every=0.01)
+    assert checkout.idle() == ["held"]
+    checkout.put("held2")  # no fit: idle, though the retry's scope has the turn
+    assert served == [] and checkout.idle() == ["held", "held2"]
+    assert checkout.get(0, lambda item: served.append(("any", item)), scope="b") == "held"
+    checkout.put("fresh")
+    picky.join(60)
+    assert served == [("any", "held"), ("retry", "fresh")] and checkout.idle() == ["held2"]
+
+
 def test_a_real_pool_serves_two_projects_in_turns(
     tmp_path: Path, artifacts: dict[str, Compiled]
 ) -> None:

@@ -3,7 +3,8 @@
 Real pool, real workers, a real crashing ``.pte`` (``crashing_copy``), over /v2 on a
 socket: project A's crashes are counted, past the budget its requests answer 429 with
 ``Retry-After`` before they reach a worker (its good models too) until the window lets them
-go; project B is served all along.
+go; project B is served all along, and B's session on another worker survives A's crashing
+request, whose retry goes to a worker holding no other project's sessions.
 """
 
 from __future__ import annotations
@@ -28,8 +29,16 @@ from pteforge.runtime.crash_budget import CrashBudget, CrashLimits
 from pteforge.runtime.errors import CrashBudgetError
 from pteforge.server.grpc_api.status import grpc_status
 from tests.runtime.helpers import Compiled, MemoryResolver, build_app, crashing_copy, serve
+from tests.runtime.stateful_compile import StatefulPte, compile_stateful
+from tests.runtime.stateful_models import counter_programs
 
 LIMITS = CrashLimits(crashes=3, window_s=600)
+
+
+@pytest.fixture(scope="module")
+def counter(tmp_path_factory: pytest.TempPathFactory) -> StatefulPte:
+    root = tmp_path_factory.mktemp("crash-budget-counter")
+    return compile_stateful(counter_programs(), root / "counter.pte", xnnpack=False)
 
 
 @dataclass
@@ -40,7 +49,7 @@ class Site:
 
 
 @pytest.fixture
-def site(artifacts: dict[str, Compiled], tmp_path: Path) -> Iterator[Site]:
+def site(artifacts: dict[str, Compiled], counter: StatefulPte, tmp_path: Path) -> Iterator[Site]:
     """Two workers, a crash budget of ``LIMITS`` on a clock the test moves, behind /v2."""
     crash = crashing_copy(artifacts["mlp"])
     with RuntimePool(2, 1 << 26, tmp_path, crash_limits=LIMITS) as pool:
@@ -51,21 +60,32 @@ def site(artifacts: dict[str, Compiled], tmp_path: Path) -> Iterator[Site]:
         resolver.add("project-a", "crash", crash, as_path=True)
         resolver.add("project-a", "mlp", artifacts["mlp"], as_path=True)
         resolver.add("project-b", "mlp", artifacts["mlp"], as_path=True)
+        resolver.add("project-b", "counter", counter, as_path=True)  # type: ignore[arg-type]
         app, _ = build_app(resolver, pool)
         with serve(app) as url:
             yield Site(url, pool, now)
 
 
 def _infer(site: Site, token: str, model: str, **parameters: Any) -> httpx.Response:
-    entry = {"name": "input_0", "datatype": "FP32", "shape": [1, 16], "data": [0.0] * 16}
+    shape = [1] if model.startswith("counter") else [1, 16]
+    count = shape[-1]
+    entry = {"name": "input_0", "datatype": "FP32", "shape": shape, "data": [0.0] * count}
     body = {"inputs": [entry], "parameters": parameters}
     headers = {"Authorization": f"Bearer {token}"}
     return httpx.post(f"{site.url}/v2/models/{model}/infer", json=body, headers=headers)
 
 
+def _count(reply: httpx.Response) -> float:
+    """The counter's answer (its calls so far in the session)."""
+    assert reply.status_code == 200, reply.text
+    return float(reply.json()["outputs"][0]["data"][0])
+
+
 def test_a_project_past_its_crash_budget_is_refused_and_others_are_not(site: Site) -> None:
-    first = _infer(site, "tok-a", "crash.forward")  # one worker, then another
+    assert _count(_infer(site, "tok-b", "counter.forward", sequence_id=5, sequence_start=True)) == 1
+    first = _infer(site, "tok-a", "crash.forward")  # the other worker, then a fresh one
     assert first.status_code == 422 and "crashed the runtime twice" in first.text, first.text
+    assert _count(_infer(site, "tok-b", "counter.forward", sequence_id=5)) == 2  # survived
     second = _infer(site, "tok-a", "crash.forward")  # its third crash; the retry is refused
     assert second.status_code == 429, second.text
     assert second.headers["Retry-After"] == "600"
