@@ -116,7 +116,16 @@ COMMANDS: tuple[Command, ...] = (
         "pull",
         "download an artifact's .pte (its sha256 checked)",
         "pteforge pull art_... -o model.pte",
-        (ARTIFACT, _arg("-o", "--output", type=Path, help="where to write (default: ID.pte)")),
+        (
+            ARTIFACT,
+            _arg("-o", "--output", type=Path, help="where to write (default: ID.pte or ID.bpte)"),
+            _arg(
+                "--bundled",
+                action="store_true",
+                help="the ExecuTorch BundledProgram (.bpte) instead: the .pte with the numerics "
+                "check's inputs and expected outputs, for verifying on a device",
+            ),
+        ),
     ),
     Command(
         "deploy",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import hashlib
 import json
 import os
 import sys
@@ -175,22 +176,27 @@ def _program(client: Client, ref: str) -> Program:
         return named[0]
 
 
-def _download(client: Client, out: Output, artifact: Artifact, path: Path) -> None:
+def _download(
+    client: Client, out: Output, artifact: Artifact, path: Path, bundled: bool = False
+) -> None:
     with out.bytes_progress(path.name) as progress:
-        client.download(artifact, path, on_progress=progress)
+        client.download(artifact, path, on_progress=progress, bundled=bundled)
 
 
 def pull(args: argparse.Namespace, out: Output) -> None:
-    path = args.output or Path(f"{args.artifact}.pte")
+    path = args.output or Path(f"{args.artifact}.{'bpte' if args.bundled else 'pte'}")
     check_writable(path)
     with connect() as client:
         artifact = client.get_artifact(args.artifact)
-        _download(client, out, artifact, path)
-    result = {"path": str(path), "sha256": artifact.sha256, "size_bytes": artifact.size_bytes}
+        _download(client, out, artifact, path, args.bundled)
+    sha256, size = artifact.sha256, artifact.size_bytes
+    if args.bundled:
+        with path.open("rb") as file:
+            sha256, size = hashlib.file_digest(file, "sha256").hexdigest(), path.stat().st_size
     if out.as_json:
-        out.json(result)
+        out.json({"path": str(path), "sha256": sha256, "size_bytes": size})
         return
-    out.line(f"Wrote {path} ({artifact.size_bytes} bytes, sha256 {artifact.sha256} checked).")
+    out.line(f"Wrote {path} ({size} bytes, sha256 {sha256} checked).")
 
 
 def deploy(args: argparse.Namespace, out: Output) -> None:

@@ -163,14 +163,18 @@ class Operations:
         return Artifact.from_json(reply.json())
 
     def download(
-        self, artifact: Ref, path: str | Path, on_progress: ProgressCallback | None = None
+        self,
+        artifact: Ref,
+        path: str | Path,
+        on_progress: ProgressCallback | None = None,
+        bundled: bool = False,
     ) -> Op[Path]:
-        """Stream the artifact's ``.pte`` to ``path`` (``on_progress(bytes, total)``); the file
-        appears only once its sha256 matched, and a broken connection resumes by ``Range``."""
-        sha256 = artifact.sha256 if isinstance(artifact, Artifact) else None
+        """Stream the artifact's ``.pte`` (``bundled``: its BundledProgram ``.bpte``) to ``path``
+        (``on_progress(bytes, total)``, resumed by ``Range``), there once its sha256 matched."""
+        sha256 = artifact.sha256 if isinstance(artifact, Artifact) and not bundled else None
         with partial_file(Path(path)) as file:
             sink = DownloadSink(file, sha256, on_progress)
-            url = f"/v1/artifacts/{ref(artifact)}/pte"
+            url = f"/v1/artifacts/{ref(artifact)}/{'bpte' if bundled else 'pte'}"
             yield Call("GET", url, ok=(200, 206), sink=sink, idempotent=True)
             sink.check()
         return Path(path)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -100,6 +101,9 @@ def test_push_build_pull_run(
     out = tmp_path / "model.pte"
     pulled = _json(capsys, "pull", artifact.id, "-o", str(out))
     assert pulled == {"path": str(out), "sha256": artifact.sha256, "size_bytes": out.stat().st_size}
+    bundle = _json(capsys, "pull", artifact.id, "--bundled", "-o", str(tmp_path / "m.bpte"))
+    assert bundle["sha256"] == hashlib.sha256((tmp_path / "m.bpte").read_bytes()).hexdigest()
+    assert bundle["size_bytes"] > out.stat().st_size  # the .pte and its test cases
     tokens = tmp_path / "tokens.npy"
     np.save(tokens, seq2seq.inputs["encode"][0].numpy())
     ran = _json(capsys, "run", f"{artifact.id}.encode", "--input", str(tokens))
