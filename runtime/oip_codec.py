@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from pteforge.contracts.oip import HEADER_LENGTH, json_values, oip_datatype
+from pteforge.contracts.oip import HEADER_LENGTH, STALE_HEADER_LENGTH, json_values, oip_datatype
 from pteforge.runtime.dtypes import numpy_dtype
 from pteforge.runtime.errors import InvalidInputError, ProtocolError
 from pteforge.runtime.metadata import MethodSignature, TensorSpec
@@ -51,12 +51,6 @@ class InferRequest:
     parameters: dict[str, Any] = field(default_factory=dict)
 
 
-_STALE_HEADER_HINT = (
-    " (left from an earlier request? tritonclient.http writes it into the headers dict it is "
-    "given: pass a new dict to each call)"
-)
-
-
 def _split_body(body: bytes, header_length: int | None) -> tuple[dict[str, Any], memoryview]:
     if not body:
         raise ProtocolError('the request has no body: send a JSON object {"inputs": [...]}')
@@ -65,12 +59,14 @@ def _split_body(body: bytes, header_length: int | None) -> tuple[dict[str, Any],
     if not 0 < header_length <= len(body):
         raise ProtocolError(
             f"{HEADER_LENGTH} is {header_length} but the body has {len(body)} bytes"
-            + (_STALE_HEADER_HINT if header_length > len(body) else "")
+            + (f" ({STALE_HEADER_LENGTH})" if header_length > len(body) else "")
         )
     try:
         header = _loads(memoryview(body)[:header_length])
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ProtocolError(f"the request JSON is invalid: {exc}") from None
+        cut = f" (cut at {HEADER_LENGTH} {header_length} of {len(body)} bytes: "
+        stale = f"{cut}{STALE_HEADER_LENGTH})" if header_length < len(body) else ""
+        raise ProtocolError(f"the request JSON is invalid: {exc}{stale}") from None
     except RecursionError:  # past orjson's depth limit, Python's json recurses
         raise ProtocolError("the request JSON is invalid: nested too deeply") from None
     if not isinstance(header, dict):

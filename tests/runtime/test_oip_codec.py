@@ -95,6 +95,13 @@ def test_malformed_bodies_are_protocol_errors() -> None:
     with pytest.raises(ProtocolError, match="Inference-Header-Content-Length") as stale:
         decode_infer_request(b"{}", 10, SIG)  # tritonclient.http's reused headers dict
     assert str(stale.value).endswith("pass a new dict to each call)")
+    # a binary call's length left for a JSON call with more bytes: the cut is not JSON
+    cut = b'{"inputs": [{"name": "x", "datatype": "FP32", "shape": [1], "data": [1]}]}'
+    with pytest.raises(ProtocolError, match=r"^the request JSON is invalid: ") as short:
+        decode_infer_request(cut, 20, SIG)
+    assert f"(cut at Inference-Header-Content-Length 20 of {len(cut)} bytes: left" in str(
+        short.value
+    ) and str(short.value).endswith("pass a new dict to each call)")
     for header_length in (None, 0):  # curl -X POST without -d: 'is 0 but the body has 0 bytes'
         with pytest.raises(ProtocolError, match=r"^the request has no body: send a JSON object"):
             decode_infer_request(b"", header_length, SIG)
