@@ -22,8 +22,6 @@ untrusted, and the cold load is only cold in a process that never loaded it.
 
 from __future__ import annotations
 
-import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -35,7 +33,12 @@ from pteforge.contracts.jobs import LatencySummary, LoadTimes, ProfileReport
 from pteforge.contracts.specs import MethodSignature
 from pteforge.runtime.errors import ExecutionError
 from pteforge.runtime.instances import run_method
-from pteforge.runtime.profiling import delegate_backends, operator_times, summarize_etdump
+from pteforge.runtime.profiling import (
+    delegate_backends,
+    etdump_bytes,
+    operator_times,
+    summarize_etdump,
+)
 
 OPERATOR_RUNS = 10
 """The most runs whose ETDump events make the operator rows."""
@@ -92,19 +95,6 @@ def _timed_runs(
     return samples
 
 
-def _etdump_bytes(program: Any) -> bytes:
-    """The ETDump of ``program``'s runs, which ExecuTorch writes to a path only: a private
-    temporary file, not a directory to create and remove; the debug buffer
-    (``debug_buffer_size=0``: none) goes to ``/dev/null``."""
-    fd, name = tempfile.mkstemp(suffix=".etdp")
-    os.close(fd)
-    try:
-        program.write_etdump_result_to_file(name, os.devnull)
-        return Path(name).read_bytes()
-    finally:
-        os.unlink(name)
-
-
 def profile_program(
     path: Path,
     method: str,
@@ -127,7 +117,7 @@ def profile_program(
     _timed_runs(instrumented, inputs, operator_runs(iterations), signature)
     peak = memory_figure("VmHWM") if exact_peak else max(loaded_rss, memory_figure("VmRSS"))
     peak = max(peak - before, 0)
-    profile = summarize_etdump(_etdump_bytes(program), skip_runs=1)
+    profile = summarize_etdump(etdump_bytes(program), skip_runs=1)
     del plain  # held until here: it owns the memory of the method the samples timed
     return ProfileReport(
         artifact_id="", method=method, iterations=iterations,
