@@ -173,6 +173,16 @@ class ChatBody(_Sampling):
     tool_choice: Any = None
     parallel_tool_calls: bool | None = None
     response_format: dict[str, Any] | None = None
+    store: bool | None = None
+    metadata: Annotated[dict[str, str], at_most_entries(16)] | None = None
+    """Kept with a stored completion; nothing is stored here (``store`` is false), as OpenAI
+    takes it then."""
+    service_tier: str | None = None
+    modalities: list[str] | None = None
+    reasoning_effort: str | None = None
+    prediction: Any = None
+    audio: Any = None
+    web_search_options: Any = None
     chat_template_kwargs: (
         Annotated[dict[str, JsonValue], at_most_entries(MAX_TEMPLATE_KWARGS)] | None
     ) = None
@@ -185,6 +195,13 @@ class ChatBody(_Sampling):
         "tools": (None, []),
         "tool_choice": (None, "none"),
         "response_format": (None, {"type": "text"}),
+        "store": (None, False),
+        "service_tier": (None, "auto", "default"),
+        "modalities": (None, ["text"]),
+        "reasoning_effort": (None,),
+        "prediction": (None,),
+        "audio": (None,),
+        "web_search_options": (None,),
     }
 
     def generation(self, session: str | None = None) -> GenerationRequest:
