@@ -40,6 +40,21 @@ def _arg(*flags: str, **options: Any) -> Argument:
     return flags, options
 
 
+def _count(low: int, high: int | None = None) -> Any:
+    """An argparse type: an integer from ``low`` (to ``high``), checked here rather than
+    sent for the server to refuse."""
+
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < low or (high is not None and value > high):
+            span = f"from {low} to {high}" if high is not None else f"at least {low}"
+            raise argparse.ArgumentTypeError(f"{value} is not {span}")
+        return value
+
+    parse.__name__ = "integer"  # argparse names the type: "invalid integer value: 'x'"
+    return parse
+
+
 def _inputs(help: str) -> Argument:
     return _arg("--input", "-i", action="append", default=[], metavar="[NAME=]FILE.npy", help=help)
 
@@ -179,7 +194,7 @@ COMMANDS: tuple[Command, ...] = (
             _arg(
                 "--iterations",
                 "-n",
-                type=int,
+                type=_count(1, 1000),
                 default=20,
                 help="timed runs after a warm-up (1-1000)",
             ),
@@ -194,7 +209,9 @@ COMMANDS: tuple[Command, ...] = (
         "pteforge ls jobs --status failed",
         (
             _arg("what", choices=["programs", "artifacts", "jobs", "models"], help="what to list"),
-            _arg("--limit", type=int, default=20, help="at most this many (default: 20)"),
+            _arg(
+                "--limit", type=_count(1, 1000), default=20, help="at most this many (default: 20)"
+            ),
             _arg("--status", help="jobs only: queued, running, succeeded, failed, ..."),
         ),
     ),
@@ -223,7 +240,7 @@ COMMANDS: tuple[Command, ...] = (
         (
             _arg("name", help="a model name (its latest version), or NAME:VERSION"),
             _arg("--system", help="a system message that opens the chat"),
-            _arg("--max-tokens", type=int, help="at most this many tokens per answer"),
+            _arg("--max-tokens", type=_count(1), help="at most this many tokens per answer"),
             _arg("--temperature", type=float, default=1.0, help="0 is greedy"),
             _arg("--seed", type=int, help="repeat the same sampling"),
         ),
