@@ -117,7 +117,7 @@ def profile_program(
     _timed_runs(instrumented, inputs, operator_runs(iterations), signature)
     peak = memory_figure("VmHWM") if exact_peak else max(loaded_rss, memory_figure("VmRSS"))
     peak = max(peak - before, 0)
-    profile = summarize_etdump(etdump_bytes(program), skip_runs=1)
+    profile = summarize_etdump(etdump_bytes(program), skip_runs=1, rows_only=True)
     del plain  # held until here: it owns the memory of the method the samples timed
     return ProfileReport(
         artifact_id="", method=method, iterations=iterations,

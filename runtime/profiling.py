@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,13 +49,26 @@ def _event_entry(event: dict[str, Any]) -> tuple[str, ProfileEvent] | None:
     return None
 
 
-def etdump_runs(data: bytes, skip_runs: int = 0) -> list[list[dict[str, Any]]]:
+NameFilter = Callable[[str | None], bool]
+"""Which profile events (by name) a reader keeps: the others' other fields are not read."""
+
+
+def is_operator_row_event(name: str | None) -> bool:
+    """Whether an event named ``name`` makes an operator row (:func:`operator_times`): an
+    operator (``native_call_...``) or a delegate call, not a delegate's own event."""
+    return name is not None and (name.startswith(_OPERATOR_PREFIX) or name == _DELEGATE_CALL)
+
+
+def etdump_runs(
+    data: bytes, skip_runs: int = 0, keep: NameFilter | None = None
+) -> list[list[dict[str, Any]]]:
     """The profile events of each ``Execute`` run but the first ``skip_runs`` (not read at
     all) of an ETDump (size-prefixed, as
     ExecuTorch writes it): the fields of ETDump's ``ProfileEvent`` that a profile reads
     (``name``, ``instruction_id``, ``delegate_debug_id_str``, ``start_time``, ``end_time``)
     as upstream's reader gives them: an unset string is ``None``, an unset number its
-    schema default.
+    schema default. With ``keep``, only the events whose name it accepts (the others are
+    left after their name: a third of an event's reading).
 
     Upstream's reader has ``flatc`` write the whole ETDump as JSON in a subprocess (15-25 ms
     wall, most of a short profile's fixed cost); the reader generated from the same schema
@@ -64,7 +78,7 @@ def etdump_runs(data: bytes, skip_runs: int = 0) -> list[list[dict[str, Any]]]:
     """
     schema = generated_reader(ETDUMP_SCHEMA)  # its failure is no malformed ETDump
     try:
-        return _execute_runs(schema, data, skip_runs)
+        return _execute_runs(schema, data, skip_runs, keep)
     except _MALFORMED as exc:
         raise ExecutionError(f"malformed ETDump ({type(exc).__name__}: {exc})") from exc
 
@@ -73,7 +87,9 @@ def _text(value: bytes | None) -> str | None:
     return None if value is None else value.decode()
 
 
-def _execute_runs(schema: Any, data: bytes, skip_runs: int) -> list[list[dict[str, Any]]]:
+def _execute_runs(
+    schema: Any, data: bytes, skip_runs: int, keep: NameFilter | None
+) -> list[list[dict[str, Any]]]:
     if not 8 <= len(data) <= MAX_ETDUMP_BYTES or struct.unpack_from("<I", data)[0] > len(data) - 4:
         raise FlatbufferReaderError(f"not a size-prefixed ETDump of at most {MAX_ETDUMP_BYTES} B")
     root, budget = schema.ETDump.GetRootAs(data, 4), ElementBudget(data)
@@ -87,13 +103,17 @@ def _execute_runs(schema: Any, data: bytes, skip_runs: int) -> list[list[dict[st
             continue
         events = (run.Events(i) for i in range(budget.take(run.EventsLength(), "events")))
         profiled = (event.ProfileEvent() for event in events)
-        runs.append([_profile_event(event) for event in profiled if event is not None])
+        read = (_profile_event(event, keep) for event in profiled if event is not None)
+        runs.append([event for event in read if event is not None])
     return runs
 
 
-def _profile_event(event: Any) -> dict[str, Any]:
+def _profile_event(event: Any, keep: NameFilter | None) -> dict[str, Any] | None:
+    name = _text(event.Name())
+    if keep is not None and not keep(name):
+        return None
     return {
-        "name": _text(event.Name()),
+        "name": name,
         "instruction_id": event.InstructionId(),
         "delegate_debug_id_str": _text(event.DelegateDebugIdStr()),
         "start_time": event.StartTime(),
@@ -116,11 +136,13 @@ def etdump_bytes(program: Any) -> bytes:
         os.close(fd)
 
 
-def summarize_etdump(data: bytes, skip_runs: int = 0) -> Profile:
+def summarize_etdump(data: bytes, skip_runs: int = 0, rows_only: bool = False) -> Profile:
     """Per-operator, per-delegate-call and per-delegate-event times (µs) of the execute
-    runs, leaving out the first ``skip_runs`` (a warm-up)."""
+    runs, leaving out the first ``skip_runs`` (a warm-up); ``rows_only``: what the operator
+    rows need (:func:`is_operator_row_event`), no delegate-internal events."""
     events: dict[str, list[ProfileEvent]] = {"operators": [], "delegate_calls": [], "delegates": []}
-    for run in etdump_runs(data, skip_runs):
+    keep = is_operator_row_event if rows_only else None
+    for run in etdump_runs(data, skip_runs, keep):
         for event in run:
             entry = _event_entry(event)
             if entry is not None:
