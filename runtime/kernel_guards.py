@@ -31,7 +31,8 @@ outside ``[0, rows)``, the rows read from the weight's shape in the program. A m
 ``embedding_2bit``/``embedding_4bit`` indices no input check can bound (computed by the
 method, or in memory something before the lookup writes: :mod:`argument_sources`), or a
 program whose flatbuffer pteforge cannot read, is refused (``ProgramLoadError``: 422) rather
-than run.
+than run. So is a method whose attention kernel gets tensors whose shapes let it read or
+write past them (:mod:`attention_shapes`).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from pteforge.runtime.argument_sources import method_hazards
+from pteforge.runtime.attention_shapes import attention_hazard
 from pteforge.runtime.errors import InvalidInputError, ProgramLoadError
 from pteforge.runtime.metadata import (
     MALFORMED_FLATBUFFER,
@@ -107,10 +109,12 @@ def kernel_guards(path: Path | ProgramFlatbuffer) -> KernelGuards:
         plans = list(program_table(path).execution_plan)
         positions = _calling(plans, POSITION_OPERATORS)
         found = {str(plan.name): method_hazards(plan) for plan in plans}
+        shapes = {str(plan.name): attention_hazard(plan) for plan in plans}
     except MALFORMED_FLATBUFFER:
         return KernelGuards(EVERY_METHOD, refused={"*": "its program table cannot be read"})
     rows = {name: bounds for name, (bounds, _) in found.items() if bounds}
     refused = {name: why for name, (_, why) in found.items() if why is not None}
+    refused |= {name: why for name, why in shapes.items() if why and name not in refused}
     return KernelGuards(positions, rows, refused, _calling(plans, QPARAMS_OPERATORS))
 
 

@@ -1,0 +1,74 @@
+"""Tiny programs on upstream's attention kernels whose tensor shapes let them read or write
+past their tensors (``runtime/attention_shapes.py``), and their well-shaped twins.
+
+Each is ``forward(q)`` (``forward(q, k)`` for :class:`ShortSeqLen`) over KV caches of
+:data:`CACHE_LEN` positions, 2 heads of size 4, held in buffers, beside a buffer of
+:data:`SECRET` values planned after them: a kernel reading past the value cache answers it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from torch import nn
+
+CACHE_LEN = 8
+SECRET = 42.0
+
+
+class CachedAttention(nn.Module):
+    """``custom_sdpa`` at the caches' last position over caches of ``batch`` rows."""
+
+    def __init__(self, batch: int = 1) -> None:
+        super().__init__()
+        self.register_buffer("k_cache", torch.ones(batch, CACHE_LEN, 2, 4))
+        self.register_buffer("v_cache", torch.full((batch, CACHE_LEN, 2, 4), 3.0))
+        self.register_buffer("secret", torch.full((batch, CACHE_LEN, 2, 4), SECRET))
+
+    def forward(self, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        k, v = self.k_cache, self.v_cache
+        out = torch.ops.llama.custom_sdpa(q, k, v, CACHE_LEN - 1, None, 0.0, True)
+        return out, self.secret + 0
+
+
+class QuantizedAttention(nn.Module):
+    """``custom_quantized_sdpa`` whose zero points are ``width`` wide, its scales 1."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        shape = (1, CACHE_LEN, 2)
+        self.register_buffer("k_cache", torch.ones(*shape, 4, dtype=torch.int8))
+        self.register_buffer("v_cache", torch.ones(*shape, 4, dtype=torch.int8))
+        self.register_buffer("k_zeros", torch.zeros(*shape, width, dtype=torch.int8))
+        self.register_buffer("v_zeros", torch.zeros(*shape, width, dtype=torch.int8))
+        self.register_buffer("k_scales", torch.ones(*shape, 1))
+        self.register_buffer("v_scales", torch.ones(*shape, 1))
+        self.register_buffer("q_zeros", torch.zeros(1, 1, 2, width, dtype=torch.int8))
+        self.register_buffer("q_scales", torch.ones(1, 1, 2, 1))
+
+    def forward(self, q: torch.Tensor) -> torch.Tensor:
+        k, v = self.k_cache, self.v_cache
+        return torch.ops.llama.custom_quantized_sdpa(
+            q, k, v, CACHE_LEN - 1, None, 0.0, True, None, self.q_zeros, self.q_scales,
+            self.k_zeros, self.k_scales, self.v_zeros, self.v_scales,
+        )  # fmt: skip
+
+
+class ShortSeqLen(CachedAttention):
+    """``sdpa_with_kv_cache`` told ``seq_len`` 1 for a key of 4 positions at the last one."""
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[override]
+        kc, vc = self.k_cache, self.v_cache
+        out = torch.ops.llama.sdpa_with_kv_cache(q, k, k, kc, vc, CACHE_LEN - 1, 1, None, 0.0, True)
+        return out, self.secret + 0
+
+
+def build(model: nn.Module, inputs: tuple[torch.Tensor, ...], path: Path) -> Path:
+    """Export ``model`` on ``inputs`` and lower it (portable kernels) into ``path``."""
+    import executorch.extension.llm.custom_ops.custom_ops  # noqa: F401  (the llama:: ops)
+    from executorch.exir import to_edge_transform_and_lower
+
+    program = torch.export.export(model, inputs, strict=False)
+    path.write_bytes(to_edge_transform_and_lower(program).to_executorch().buffer)
+    return path

@@ -1,0 +1,66 @@
+"""Attention kernels given tensors they read or write past, in a confined worker.
+
+Upstream's ``custom_sdpa`` reads its caches at the query's batch unchecked (a query of
+batch 2 over caches of 1 answered the buffer planned after them), ``custom_quantized_sdpa``
+reads each scale at its zero point's offset (wider zero points read past the scales), and
+``sdpa_with_kv_cache`` bounds its cache write by a ``seq_len`` argument but copies the
+whole key (a heap corruption). So such methods do not run (``runtime/attention_shapes.py``),
+while their well-shaped twins answer the caches' numbers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from pteforge.runtime import ProgramLoadError, RuntimePool
+from pteforge.runtime.kernel_guards import kernel_guards
+from tests.runtime import attention_programs as attn
+
+Q = torch.ones(2, 1, 2, 4)
+Q8 = torch.ones(1, 1, 2, 4, dtype=torch.int8)
+HOSTILE = {
+    "query_batch": (attn.CachedAttention(1), (Q,), "llama::custom_sdpa", "a larger batch"),
+    "qparams": (
+        attn.QuantizedAttention(64), (Q8,), "llama::custom_quantized_sdpa",
+        "q zero points and scales differ in shape",
+    ),
+    "seq_len": (
+        attn.ShortSeqLen(), (Q[:1], torch.ones(1, 4, 2, 4)), "llama::sdpa_with_kv_cache",
+        "copies the whole key and value",
+    ),
+}  # fmt: skip
+
+
+def _infer(pool: RuntimePool, path: Path, inputs: tuple[torch.Tensor, ...]) -> np.ndarray:
+    sha256 = hashlib.sha256(path.read_bytes()).hexdigest()
+    return pool.infer(sha256, "forward", [t.numpy() for t in inputs], path).outputs[0]
+
+
+@pytest.mark.parametrize("kind", sorted(HOSTILE))
+def test_shapes_a_kernel_reads_or_writes_past_are_refused(
+    kind: str, pool: RuntimePool, tmp_path: Path
+) -> None:
+    """Unguarded, each answers another tensor's bytes or corrupts the worker's heap."""
+    model, inputs, operator, why = HOSTILE[kind]
+    path = attn.build(model, inputs, tmp_path / f"{kind}.pte")
+    refused = kernel_guards(path).refused["forward"]
+    assert refused.startswith(f"it calls {operator}, and ") and why in refused, refused
+    with pytest.raises(ProgramLoadError, match=f"cannot run here: it calls {operator}"):
+        _infer(pool, path, inputs)
+
+
+def test_caches_holding_the_querys_batch_run(pool: RuntimePool, tmp_path: Path) -> None:
+    path = attn.build(attn.CachedAttention(2), (Q,), tmp_path / "batch2.pte")
+    assert kernel_guards(path).refused == {}
+    assert _infer(pool, path, (Q,)).tolist() == np.full((2, 1, 2, 4), 3.0).tolist()
+
+
+def test_one_zero_point_and_scale_per_row_run(pool: RuntimePool, tmp_path: Path) -> None:
+    path = attn.build(attn.QuantizedAttention(1), (Q8,), tmp_path / "quantized.pte")
+    assert kernel_guards(path).refused == {}
+    assert _infer(pool, path, (Q8,)).tolist() == np.ones((1, 1, 2, 4)).tolist()
