@@ -37,9 +37,11 @@ SANDBOX_PRELOAD = (
     "pteforge.server.sandbox.pt2_worker",
     "pteforge.server.sandbox.pte_worker",
     "torch.export.pt2_archive._package",
+    "pteforge.flatbuffer_readers_on_import",
 )
 """What the sandbox's loader children import (pt2 archives, ``.pte`` validation: loading a
-method of an ``export_llama`` program needs upstream's LLM custom operators' kernels)."""
+method of an ``export_llama`` program needs upstream's LLM custom operators' kernels, and
+describing its dynamic tensors the program flatbuffer's reader)."""
 
 LOWERING_PRELOAD = (
     *_COMMON,

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from pteforge.contracts.specs import et_dtype_name
 
@@ -11,8 +12,16 @@ from .errors import InvalidPteError
 from .specs import MethodSignature, ProgramDescription, TensorSpec
 from .worker_io import WorkerJob, worker_main
 
+if TYPE_CHECKING:
+    from pteforge.runtime.metadata import Dynamism
 
-def _tensor_specs(meta: Any, count: int, getter: str, prefix: str) -> tuple[TensorSpec, ...]:
+
+def _tensor_specs(
+    meta: Any, count: int, getter: str, prefix: str, dynamic: list[bool]
+) -> tuple[TensorSpec, ...]:
+    """The tensors' specs; a dynamic one (by the program flatbuffer) as the runtime workers
+    describe it: ``-1`` sizes under the planned bound (``max_shape``), not that bound as if
+    it were the only size taken."""
     specs = []
     for i in range(count):
         try:
@@ -20,7 +29,11 @@ def _tensor_specs(meta: Any, count: int, getter: str, prefix: str) -> tuple[Tens
         except (RuntimeError, ValueError, IndexError):
             continue  # a non-tensor value (int, bool, None) has no tensor metadata
         dtype = et_dtype_name(int(info.dtype()))
-        specs.append(TensorSpec(f"{prefix}_{i}", dtype, tuple(int(d) for d in info.sizes())))
+        sizes = tuple(int(d) for d in info.sizes())
+        if i < len(dynamic) and dynamic[i]:
+            specs.append(TensorSpec(f"{prefix}_{i}", dtype, tuple(-1 for _ in sizes), sizes))
+        else:
+            specs.append(TensorSpec(f"{prefix}_{i}", dtype, sizes))
     return tuple(specs)
 
 
@@ -42,18 +55,33 @@ def _check_length(data: bytes) -> None:
         )
 
 
+def _dynamism(path: Path) -> Dynamism:
+    """Which tensors of each method are dynamic, from the program flatbuffer; none (static
+    shapes) in a child that cannot load the flatbuffer reader: a fresh confined interpreter
+    may not run ``flatc``, and only a fork server preloads the reader for its children."""
+    from subprocess import SubprocessError
+
+    from pteforge.runtime.flatbuffer_readers import FlatbufferReaderError
+    from pteforge.runtime.metadata import read_dynamism
+
+    try:
+        return read_dynamism(path)
+    except (OSError, SubprocessError, FlatbufferReaderError):
+        return {}
+
+
 def _job(argv: list[str]) -> ProgramDescription:
     data = read_verified(argv[0], argv[1])
     _check_length(data)
     try:
-        return _describe(data)
+        return _describe(data, _dynamism(Path(argv[0])))
     except RuntimeError as exc:  # ExecuTorch's bindings quote only the error code's number
         from pteforge.contracts.et_errors import name_error_codes
 
         raise RuntimeError(name_error_codes(str(exc))) from exc
 
 
-def _describe(data: bytes) -> ProgramDescription:
+def _describe(data: bytes, dynamism: Dynamism) -> ProgramDescription:
     from executorch.runtime import Runtime, Verification
 
     from pteforge.runtime.runner_metadata import describe_generation
@@ -62,11 +90,12 @@ def _describe(data: bytes) -> ProgramDescription:
     methods = []
     for name in sorted(program.method_names):
         meta = program.load_method(name).metadata
+        ins, outs = dynamism.get(name, ([], []))
         methods.append(
             MethodSignature(
                 name,
-                _tensor_specs(meta, meta.num_inputs(), "input_tensor_meta", "input"),
-                _tensor_specs(meta, meta.num_outputs(), "output_tensor_meta", "output"),
+                _tensor_specs(meta, meta.num_inputs(), "input_tensor_meta", "input", ins),
+                _tensor_specs(meta, meta.num_outputs(), "output_tensor_meta", "output", outs),
             )
         )
     return ProgramDescription(tuple(methods), describe_generation(program))

@@ -14,6 +14,7 @@ from pteforge.server.sandbox import (
     Isolation,
     ProcessLimits,
     PteDescription,
+    SubprocessIsolation,
     UploadRejectedError,
     read_verified,
     sha256_file,
@@ -100,3 +101,29 @@ def _outcome(path: Path, isolation: Isolation) -> str:
     except InvalidPteError as e:
         assert e.reason == "invalid_pte"
         return e.message.split(":", 1)[0]  # the worker's reason, e.g. worker_crashed
+
+
+def test_a_dynamic_dimension_is_described_as_the_runtime_does(
+    tmp_path: Path, isolation: Isolation
+) -> None:
+    """An uploaded ``.pte`` exported with ``Dim("batch", max=4)`` was stored as taking only
+    batches of 4 (its planned bound as its shape), while ``/v2`` took 1 to 4: a profile job
+    on a batch of 1 was refused 'expected shape [4, 16], got [1, 16]'. The server's sandbox
+    children fork from a fork server that preloads the flatbuffer reader; a fresh confined
+    interpreter cannot load it and describes the planned bound, as before."""
+    import torch
+    from executorch.exir import to_edge
+
+    batch = torch.export.Dim("batch", min=1, max=4)
+    linear = torch.nn.Linear(16, 2)
+    program = torch.export.export(linear, (torch.ones(2, 16),), dynamic_shapes=({0: batch},))
+    path = tmp_path / "dynamic.pte"
+    path.write_bytes(to_edge(program).to_executorch().buffer)
+    description = validate_pte_isolated(path, sha256_file(path), isolation=isolation)
+    [method] = description.methods
+    [given], [answered] = method.inputs, method.outputs
+    if isinstance(isolation, SubprocessIsolation):
+        assert (given.shape, given.max_shape) == ((4, 16), None)
+        return
+    assert (given.shape, given.max_shape) == ((-1, -1), (4, 16))
+    assert (answered.shape, answered.max_shape) == ((-1, -1), (4, 2))
