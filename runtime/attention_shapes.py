@@ -17,9 +17,13 @@ So a method is refused (:func:`attention_hazard`, 422) where a call of these ker
 read or write past its tensors whatever its inputs hold: ``sdpa_with_kv_cache`` at all (no
 upstream export emits it any more), a key or value whose shape is not fixed or not the
 other's, a query planned for a larger batch than the caches, quantization parameters whose
-zero points and scales differ in shape or are not one per row. The shapes are the planned
-ones: a dynamic query is bounded by its planned size, which ExecuTorch enforces on its
-element count, not on each dimension (docs/SECURITY.md, Known limits).
+zero points and scales differ in shape or are not one per row. ExecuTorch bounds a dynamic
+tensor by its planned element count, not dimension by dimension (a query planned as
+``[1, 8, 2, 4]`` and viewed to ``[2, 1, 2, 4]`` read past the caches), so a dynamic
+query's batch is taken from its planned shape only where it is an input (checked dimension
+by dimension), else from the constant a view gives it (as in ``export_llama`` programs):
+a batch known only at run time is refused. A dynamic query's zero points and scales are
+checked as planned only (docs/SECURITY.md, Known limits).
 """
 
 from __future__ import annotations
@@ -38,27 +42,71 @@ SDPA_OPERATORS = frozenset({"llama::custom_sdpa", "llama::custom_quantized_sdpa"
 QPARAM_PAIRS = ((8, 9), (10, 11), (12, 13))
 """``custom_quantized_sdpa``'s (zero points, scales) arguments of query, key and value."""
 
+VIEW_OPERATORS = frozenset({"executorch_prim::et_view", "aten::view_copy", "aten::_unsafe_view"})
+"""``(input, sizes, out)``: the out takes the sizes listed."""
+
+SHAPE_KEEPING = frozenset(
+    {
+        "aten::clone",
+        "aten::_to_copy",
+        "aten::_to_dim_order_copy",
+        "dim_order_ops::_to_dim_order_copy",
+        "quantized_decomposed::quantize_per_token",
+        "quantized_decomposed::dequantize_per_token",
+    }
+)
+"""Operators whose out takes their first argument's shape."""
+
+RESIZES_FIRST = frozenset({"executorch_prim::et_copy_index"})
+"""Kernels that resize their first argument (not their out) to a size a value gives."""
+
 _STATIC = 0
+_MAX_DEPTH = 16
+
+Writers = dict[int, list[tuple[str, list[int]]]]
+"""Value -> (operator, arguments) of each instruction that writes it."""
 
 
 def attention_hazard(plan: Any) -> str | None:
     """Why a call in ``plan`` of an attention kernel may read or write past its tensors
     (None: none may)."""
-    names = [str(op.name) for op in plan.operators]
-    for chain in plan.chains:
-        for instruction in chain.instructions:
-            call = instruction.instr_args
-            index = getattr(call, "op_index", -1)
-            name = names[index] if 0 <= index < len(names) else ""
+    writers = _writers(plan)
+    for calls in writers.values():
+        for name, args in calls:
             why = REFUSED_OPERATORS.get(name)
             if why is None and name in SDPA_OPERATORS:
-                why = _sdpa_hazard(plan, list(call.args))
+                why = _sdpa_hazard(plan, writers, args)
             if why is not None:
                 return f"it calls {name}, and {why}"
     return None
 
 
-def _sdpa_hazard(plan: Any, args: list[int]) -> str | None:
+def _writers(plan: Any) -> Writers:
+    names = [str(op.name) for op in plan.operators]
+    found: Writers = {}
+    for chain in plan.chains:
+        for instruction in chain.instructions:
+            call = instruction.instr_args
+            index = getattr(call, "op_index", -1)
+            if hasattr(call, "move_from"):
+                found.setdefault(call.move_to, []).append(("move", []))
+            elif hasattr(call, "delegate_index"):
+                for value in call.args:
+                    found.setdefault(value, []).append(("delegate", []))
+            elif 0 <= index < len(names) and call.args:
+                for value in _outputs(plan, names[index], list(call.args)):
+                    found.setdefault(value, []).append((names[index], list(call.args)))
+    return found
+
+
+def _outputs(plan: Any, name: str, args: list[int]) -> list[int]:
+    """The values a kernel call writes or resizes: its out (or each of a list of outs), and
+    the tensor ``et_copy_index`` grows (its first argument)."""
+    listed = getattr(_value(plan, args[-1]), "items", None) or []
+    return [args[-1], *listed, *(args[:1] if name in RESIZES_FIRST else [])]
+
+
+def _sdpa_hazard(plan: Any, writers: Writers, args: list[int]) -> str | None:
     query, key, value = (_tensor(plan, a) for a in [*args, -1, -1, -1][:3])
     if query is None or key is None or value is None:
         return "its query, key or value is not a tensor of the program"
@@ -66,7 +114,10 @@ def _sdpa_hazard(plan: Any, args: list[int]) -> str | None:
         return "its key or value cache is not of fixed shape, which its kernel trusts"
     if list(key.sizes) != list(value.sizes):
         return f"its key {list(key.sizes)} and value {list(value.sizes)} differ in shape"
-    if not query.sizes or not key.sizes or int(query.sizes[0]) > int(key.sizes[0]):
+    batch = _batch_bound(plan, writers, set(plan.inputs), args[0])
+    if batch is None:
+        return "its query's batch is computed at run time, and its kernel reads the caches at it"
+    if not key.sizes or batch > int(key.sizes[0]):
         return (
             f"its query {list(query.sizes)} has a larger batch than its key and value caches "
             f"{list(key.sizes)}, which its kernel reads past"
@@ -88,9 +139,46 @@ def _qparams_hazard(plan: Any, args: list[int]) -> str | None:
     return None
 
 
+def _batch_bound(
+    plan: Any, writers: Writers, inputs: set[int], value: int, depth: int = 0
+) -> int | None:
+    """The largest first dimension tensor value ``value`` can have when the kernel runs
+    (None: not known): its planned one where that is fixed (a static tensor, or an input,
+    which pteforge checks dimension by dimension), else the constant a view gives it, through
+    operators that keep their input's shape."""
+    tensor = _tensor(plan, value)
+    if tensor is None or not tensor.sizes or depth > _MAX_DEPTH:
+        return None
+    if _static(tensor) or (value in inputs and value not in writers):
+        return int(tensor.sizes[0])
+    calls = writers.get(value, [])
+    if len(calls) != 1:
+        return None
+    name, args = calls[0]
+    if name in VIEW_OPERATORS and len(args) == 3:
+        items = getattr(_value(plan, args[1]), "items", None)
+        return _constant(plan, writers, items[0]) if items else None
+    if name in SHAPE_KEEPING:
+        return _batch_bound(plan, writers, inputs, args[0], depth + 1)
+    return None
+
+
+def _constant(plan: Any, writers: Writers, value: int) -> int | None:
+    """The value of ``Int`` value ``value`` if no instruction writes it and it is >= 0."""
+    number = getattr(_value(plan, value), "int_val", None)
+    if value in writers or not isinstance(number, int) or number < 0:
+        return None
+    return number
+
+
+def _value(plan: Any, value: int) -> Any:
+    """What value ``value`` of ``plan`` holds (None: no such value)."""
+    return plan.values[value].val if 0 <= value < len(plan.values) else None
+
+
 def _tensor(plan: Any, value: int) -> Any:
     """Value ``value`` of ``plan`` if it is a tensor (None: not one)."""
-    held = plan.values[value].val if 0 <= value < len(plan.values) else None
+    held = _value(plan, value)
     return held if hasattr(held, "sizes") and hasattr(held, "shape_dynamism") else None
 
 

@@ -64,11 +64,47 @@ class ShortSeqLen(CachedAttention):
         return out, self.secret + 0
 
 
+class ViewedQuery(CachedAttention):
+    """``custom_sdpa`` at position 0 of a query viewed from ``x`` (``[1, positions, 8]``,
+    positions dynamic up to :data:`CACHE_LEN`): ``[1, positions, 2, 4]``, or, ``hostile``,
+    ``[positions, 1, 2, 4]``, a batch only known at run time."""
+
+    def __init__(self, hostile: bool) -> None:
+        super().__init__()
+        self.hostile = hostile
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[override]
+        positions = x.shape[1]
+        shape = (positions, 1, 2, 4) if self.hostile else (1, positions, 2, 4)
+        out = torch.ops.llama.custom_sdpa(x.view(shape), self.k_cache, self.v_cache, 0)
+        return out, self.secret + 0
+
+
 def build(model: nn.Module, inputs: tuple[torch.Tensor, ...], path: Path) -> Path:
-    """Export ``model`` on ``inputs`` and lower it (portable kernels) into ``path``."""
+    """Export ``model`` on ``inputs`` and lower it (portable kernels) into ``path``; a
+    :class:`ViewedQuery` with ``x``'s positions dynamic."""
     import executorch.extension.llm.custom_ops.custom_ops  # noqa: F401  (the llama:: ops)
     from executorch.exir import to_edge_transform_and_lower
 
-    program = torch.export.export(model, inputs, strict=False)
+    dynamic = {"x": {1: torch.export.Dim("positions", max=CACHE_LEN)}}
+    shapes = dynamic if isinstance(model, ViewedQuery) else None
+    program = torch.export.export(model, inputs, dynamic_shapes=shapes, strict=False)
     path.write_bytes(to_edge_transform_and_lower(program).to_executorch().buffer)
     return path
+
+
+def with_query_planned(pte: Path, sizes: list[int], target: Path) -> Path:
+    """A copy of ``pte`` whose ``custom_sdpa`` query is planned as ``sizes`` (as many
+    elements), as a hand-made program may say."""
+    from executorch.exir._serialize._program import deserialize_pte_binary, serialize_pte_binary
+
+    program = deserialize_pte_binary(pte.read_bytes())
+    plan = program.program.execution_plan[0]
+    names = [op.name for op in plan.operators]
+    for chain in plan.chains:
+        for instruction in chain.instructions:
+            call = instruction.instr_args
+            if names[getattr(call, "op_index", 0)] == "llama::custom_sdpa":
+                plan.values[call.args[0]].val.sizes = sizes
+    target.write_bytes(bytes(serialize_pte_binary(program, extract_delegate_segments=True)))
+    return target

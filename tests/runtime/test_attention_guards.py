@@ -64,3 +64,26 @@ def test_one_zero_point_and_scale_per_row_run(pool: RuntimePool, tmp_path: Path)
     path = attn.build(attn.QuantizedAttention(1), (Q8,), tmp_path / "quantized.pte")
     assert kernel_guards(path).refused == {}
     assert _infer(pool, path, (Q8,)).tolist() == np.ones((1, 1, 2, 4)).tolist()
+
+
+def test_a_query_batch_known_only_at_run_time_is_refused(pool: RuntimePool, tmp_path: Path) -> None:
+    """Planned as batch 1 but viewed to one row per position: unguarded, positions 2
+    answered the buffer planned after the caches (ExecuTorch bounds a dynamic tensor's
+    elements, not each dimension)."""
+    exported = attn.build(attn.ViewedQuery(True), (torch.ones(1, 8, 8),), tmp_path / "view.pte")
+    path = attn.with_query_planned(exported, [1, 8, 2, 4], tmp_path / "planned.pte")
+    refused = kernel_guards(path).refused["forward"]
+    assert refused.endswith(
+        "its query's batch is computed at run time, and its kernel reads the caches at it"
+    )
+    with pytest.raises(ProgramLoadError, match="cannot run here: it calls llama::custom_sdpa"):
+        _infer(pool, path, (torch.ones(1, 2, 8),))
+
+
+def test_a_dynamic_query_viewed_to_a_constant_batch_runs(pool: RuntimePool, tmp_path: Path) -> None:
+    """As ``export_llama``'s query: viewed to batch 1 and a dynamic number of positions."""
+    path = attn.build(attn.ViewedQuery(False), (torch.ones(1, 8, 8),), tmp_path / "good.pte")
+    assert kernel_guards(path).refused == {}
+    assert (
+        _infer(pool, path, (torch.ones(1, 2, 8),)).tolist() == np.full((1, 2, 2, 4), 3.0).tolist()
+    )
