@@ -22,8 +22,9 @@ tensor by its planned element count, not dimension by dimension (a query planned
 ``[1, 8, 2, 4]`` and viewed to ``[2, 1, 2, 4]`` read past the caches), so a dynamic
 query's batch is taken from its planned shape only where it is an input (checked dimension
 by dimension), else from the constant a view gives it (as in ``export_llama`` programs):
-a batch known only at run time is refused. A dynamic query's zero points and scales are
-checked as planned only (docs/SECURITY.md, Known limits).
+a batch known only at run time is refused. So is a zero point or scale whose last dimension
+may be resized past 1 at run time (one per row holds for a fixed one, an input, a view to a
+constant 1, or a per-token ``choose_qparams`` out, through shape-keeping copies).
 """
 
 from __future__ import annotations
@@ -56,6 +57,9 @@ SHAPE_KEEPING = frozenset(
     }
 )
 """Operators whose out takes their first argument's shape."""
+
+QPARAM_PRODUCERS = frozenset({"quantized_decomposed::choose_qparams_per_token_asymmetric"})
+"""Kernels whose outs (scales, zero points) hold one element per row: a last dimension of 1."""
 
 RESIZES_FIRST = frozenset({"executorch_prim::et_copy_index"})
 """Kernels that resize their first argument (not their out) to a size a value gives."""
@@ -114,7 +118,7 @@ def _sdpa_hazard(plan: Any, writers: Writers, args: list[int]) -> str | None:
         return "its key or value cache is not of fixed shape, which its kernel trusts"
     if list(key.sizes) != list(value.sizes):
         return f"its key {list(key.sizes)} and value {list(value.sizes)} differ in shape"
-    batch = _batch_bound(plan, writers, set(plan.inputs), args[0])
+    batch = _dim_bound(plan, writers, set(plan.inputs), args[0], 0)
     if batch is None:
         return "its query's batch is computed at run time, and its kernel reads the caches at it"
     if not key.sizes or batch > int(key.sizes[0]):
@@ -122,45 +126,48 @@ def _sdpa_hazard(plan: Any, writers: Writers, args: list[int]) -> str | None:
             f"its query {list(query.sizes)} has a larger batch than its key and value caches "
             f"{list(key.sizes)}, which its kernel reads past"
         )
-    return _qparams_hazard(plan, args) if len(args) > QPARAM_PAIRS[-1][1] else None
+    return _qparams_hazard(plan, writers, args) if len(args) > QPARAM_PAIRS[-1][1] else None
 
 
-def _qparams_hazard(plan: Any, args: list[int]) -> str | None:
+def _qparams_hazard(plan: Any, writers: Writers, args: list[int]) -> str | None:
     for which, (zeros_at, scales_at) in zip("qkv", QPARAM_PAIRS, strict=True):
         zeros, scales = _tensor(plan, args[zeros_at]), _tensor(plan, args[scales_at])
+        pair = (args[zeros_at], args[scales_at])
         if zeros is None and scales is None:
             continue  # a float query: no quantization parameters
         if zeros is None or scales is None or list(zeros.sizes) != list(scales.sizes):
             return f"its {which} zero points and scales differ in shape"
         if not zeros.sizes or int(zeros.sizes[-1]) != 1:
             return f"its {which} zero points and scales are not one per row"
-        if which != "q" and not (_static(zeros) and _static(scales)):
-            return f"its {which} zero points or scales are not of fixed shape"
+        rows = {_dim_bound(plan, writers, set(plan.inputs), at, -1) for at in pair}
+        if rows != {1}:
+            return f"its {which} zero points or scales may be resized past one per row"
     return None
 
 
-def _batch_bound(
-    plan: Any, writers: Writers, inputs: set[int], value: int, depth: int = 0
+def _dim_bound(
+    plan: Any, writers: Writers, inputs: set[int], value: int, dim: int, depth: int = 0
 ) -> int | None:
-    """The largest first dimension tensor value ``value`` can have when the kernel runs
-    (None: not known): its planned one where that is fixed (a static tensor, or an input,
-    which pteforge checks dimension by dimension), else the constant a view gives it, through
-    operators that keep their input's shape."""
+    """The largest size dimension ``dim`` of tensor value ``value`` can have when the kernel
+    runs (None: not known): its planned one where that is fixed (a static tensor, or an
+    input, which pteforge checks dimension by dimension), else the constant a view gives it,
+    or 1 for a per-token quantization parameter's last, through operators that keep their
+    input's shape."""
     tensor = _tensor(plan, value)
     if tensor is None or not tensor.sizes or depth > _MAX_DEPTH:
         return None
     if _static(tensor) or (value in inputs and value not in writers):
-        return int(tensor.sizes[0])
+        return int(tensor.sizes[dim])
     calls = writers.get(value, [])
     if len(calls) != 1:
         return None
     name, args = calls[0]
     if name in VIEW_OPERATORS and len(args) == 3:
         items = getattr(_value(plan, args[1]), "items", None)
-        return _constant(plan, writers, items[0]) if items else None
+        return _constant(plan, writers, items[dim]) if items else None
     if name in SHAPE_KEEPING:
-        return _batch_bound(plan, writers, inputs, args[0], depth + 1)
-    return None
+        return _dim_bound(plan, writers, inputs, args[0], dim, depth + 1)
+    return 1 if name in QPARAM_PRODUCERS and dim == -1 else None
 
 
 def _constant(plan: Any, writers: Writers, value: int) -> int | None:

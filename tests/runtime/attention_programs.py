@@ -48,9 +48,13 @@ class QuantizedAttention(nn.Module):
         self.register_buffer("q_scales", torch.ones(1, 1, 2, 1))
 
     def forward(self, q: torch.Tensor) -> torch.Tensor:
+        return self.attend(q, self.q_zeros)
+
+    def attend(self, q: torch.Tensor, q_zeros: torch.Tensor) -> torch.Tensor:
+        """The attention, with the query's zero points ``q_zeros``."""
         k, v = self.k_cache, self.v_cache
         return torch.ops.llama.custom_quantized_sdpa(
-            q, k, v, CACHE_LEN - 1, None, 0.0, True, None, self.q_zeros, self.q_scales,
+            q, k, v, CACHE_LEN - 1, None, 0.0, True, None, q_zeros, self.q_scales,
             self.k_zeros, self.k_scales, self.v_zeros, self.v_scales,
         )  # fmt: skip
 
@@ -86,16 +90,32 @@ def build(model: nn.Module, inputs: tuple[torch.Tensor, ...], path: Path) -> Pat
     import executorch.extension.llm.custom_ops.custom_ops  # noqa: F401  (the llama:: ops)
     from executorch.exir import to_edge_transform_and_lower
 
-    dynamic = {"x": {1: torch.export.Dim("positions", max=CACHE_LEN)}}
-    shapes = dynamic if isinstance(model, ViewedQuery) else None
+    dims = {"x": {1: torch.export.Dim("positions", max=CACHE_LEN)}}
+    shapes = {
+        ViewedQuery: dims,
+        ComputedQueryZeros: {"q": None, "zeros": {3: torch.export.Dim("width", max=CACHE_LEN)}},
+    }.get(type(model))
     program = torch.export.export(model, inputs, dynamic_shapes=shapes, strict=False)
     path.write_bytes(to_edge_transform_and_lower(program).to_executorch().buffer)
     return path
 
 
-def with_query_planned(pte: Path, sizes: list[int], target: Path) -> Path:
-    """A copy of ``pte`` whose ``custom_sdpa`` query is planned as ``sizes`` (as many
-    elements), as a hand-made program may say."""
+class ComputedQueryZeros(QuantizedAttention):
+    """``custom_quantized_sdpa`` whose query zero points the method computes from ``zeros``
+    (``[1, 1, 2, width]``, width dynamic up to :data:`CACHE_LEN`)."""
+
+    def __init__(self) -> None:
+        super().__init__(1)
+
+    def forward(self, q: torch.Tensor, zeros: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        return self.attend(q, zeros * 1)
+
+
+def with_argument_planned(
+    pte: Path, operator: str, index: int, sizes: list[int], target: Path
+) -> Path:
+    """A copy of ``pte`` whose ``operator`` argument ``index`` is planned as ``sizes``, as a
+    hand-made program may say."""
     from executorch.exir._serialize._program import deserialize_pte_binary, serialize_pte_binary
 
     program = deserialize_pte_binary(pte.read_bytes())
@@ -104,7 +124,7 @@ def with_query_planned(pte: Path, sizes: list[int], target: Path) -> Path:
     for chain in plan.chains:
         for instruction in chain.instructions:
             call = instruction.instr_args
-            if names[getattr(call, "op_index", 0)] == "llama::custom_sdpa":
-                plan.values[call.args[0]].val.sizes = sizes
+            if names[getattr(call, "op_index", 0)] == operator:
+                plan.values[call.args[index]].val.sizes = sizes
     target.write_bytes(bytes(serialize_pte_binary(program, extract_delegate_segments=True)))
     return target

@@ -71,7 +71,8 @@ def test_a_query_batch_known_only_at_run_time_is_refused(pool: RuntimePool, tmp_
     answered the buffer planned after the caches (ExecuTorch bounds a dynamic tensor's
     elements, not each dimension)."""
     exported = attn.build(attn.ViewedQuery(True), (torch.ones(1, 8, 8),), tmp_path / "view.pte")
-    path = attn.with_query_planned(exported, [1, 8, 2, 4], tmp_path / "planned.pte")
+    planned = tmp_path / "planned.pte"
+    path = attn.with_argument_planned(exported, "llama::custom_sdpa", 0, [1, 8, 2, 4], planned)
     refused = kernel_guards(path).refused["forward"]
     assert refused.endswith(
         "its query's batch is computed at run time, and its kernel reads the caches at it"
@@ -86,4 +87,16 @@ def test_a_dynamic_query_viewed_to_a_constant_batch_runs(pool: RuntimePool, tmp_
     assert kernel_guards(path).refused == {}
     assert (
         _infer(pool, path, (torch.ones(1, 2, 8),)).tolist() == np.full((1, 2, 2, 4), 3.0).tolist()
+    )
+
+
+def test_query_zero_points_the_method_computes_are_refused(tmp_path: Path) -> None:
+    """Planned as one per row, but computed, so they may be resized wider at run time
+    while their scales stay one per row (the kernel reads scales at the zeros' offsets)."""
+    inputs = (Q8, torch.zeros(1, 1, 2, 2, dtype=torch.int8))
+    exported = attn.build(attn.ComputedQueryZeros(), inputs, tmp_path / "zeros.pte")
+    operator = "llama::custom_quantized_sdpa"
+    path = attn.with_argument_planned(exported, operator, 8, [1, 1, 2, 1], tmp_path / "p.pte")
+    assert kernel_guards(path).refused["forward"] == (
+        f"it calls {operator}, and its q zero points or scales may be resized past one per row"
     )
