@@ -10,7 +10,8 @@ fresh processes, in alternating order, each with the lowering fork server's impo
 Targets: (p) <= 1.2x (r)'s ``N`` executions, plus the loads, i.e. ``(p wall - p loads) /
 (r wall - r load) <= 1.2``; and (p)'s p50 within 10% of (r)'s. Where the rest of (p) goes
 (reading the ETDump back, the program's delegate table) is timed inside (p). Each side's
-process CPU time is given too: on a loaded machine it moves less than wall time.
+process CPU time is given too: on a loaded machine it moves less than wall time. "runs read":
+how many traced runs the profile's operator rows sum over (``operator_runs``).
 
 Run: ``.venv/bin/python bench/profile_jobs.py [--rounds 5] [--iterations 200,100]``
 """
@@ -29,6 +30,10 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+READ_BACK = ("etdump_bytes", "etdump_runs", "summarize_runs", "delegate_backends", "operator_times")
+"""What :func:`profile_program` calls to make its operator rows, once the runs are done."""
 
 
 def _preloaded() -> None:
@@ -59,13 +64,14 @@ def profile_side(path: Path, method: str, inputs: list[np.ndarray], n: int) -> d
     from pteforge.runtime import profile_run
 
     spent: dict[str, float] = {}
-    for name in ("summarize_etdump", "delegate_backends", "operator_times"):
+    for name in READ_BACK:
         _timed(profile_run, name, spent)
     start, cpu = time.perf_counter(), time.process_time()
     report = profile_run.profile_program(path, method, inputs, n)
     wall, cpu = (time.perf_counter() - start) * 1e3, (time.process_time() - cpu) * 1e3
     loads = report.load_ms.cold + report.load_ms.warm
-    return {"wall": wall, "cpu": cpu, "loads": loads, "p50": report.latency_us.p50, **spent}
+    figures = {"wall": wall, "cpu": cpu, "loads": loads, "p50": report.latency_us.p50}
+    return {**figures, "operator_runs": report.operator_runs, **spent}
 
 
 def plain_side(path: Path, method: str, inputs: list[np.ndarray], n: int) -> dict[str, Any]:
@@ -74,8 +80,10 @@ def plain_side(path: Path, method: str, inputs: list[np.ndarray], n: int) -> dic
     from pteforge.runtime.instances import run_method
 
     start, cpu = time.perf_counter(), time.process_time()
-    loaded = Runtime.get().load_program(path).load_method(method)
-    load = (time.perf_counter() - start) * 1e3
+    runtime = Runtime.get()  # outside the load, as profile_program's
+    began = time.perf_counter()
+    loaded = runtime.load_program(path).load_method(method)
+    load = (time.perf_counter() - began) * 1e3
     run_method(loaded, inputs)  # the warm-up, as the profile's
     samples = []
     for _ in range(n):
@@ -116,11 +124,12 @@ def compare(path: Path, method: str, n: int, rounds: int) -> dict[str, Any]:
 def _row(name: str, n: int, figures: dict[str, Any]) -> str:
     p, r = figures["profile"], figures["plain"]
     overhead = (p["wall"] - p["loads"]) / (r["wall"] - r["loads"])
-    rest = p["summarize_etdump"] + p["delegate_backends"] + p["operator_times"]
+    rest = sum(p[key] for key in READ_BACK)
     return (
         f"| {name} | {n} | {p['wall']:.1f} | {p['loads']:.1f} | {r['wall']:.1f} | "
-        f"{r['loads']:.1f} | {overhead:.3f}x | {rest:.1f} | {p['p50']:.1f} | {r['p50']:.1f} | "
-        f"{p['p50'] / r['p50']:.3f} | {p['cpu'] / r['cpu']:.3f}x |"
+        f"{r['loads']:.1f} | {overhead:.3f}x | {rest:.2f} | {p['operator_runs']:g} | "
+        f"{p['p50']:.1f} | {r['p50']:.1f} | {p['p50'] / r['p50']:.3f} | "
+        f"{p['cpu'] / r['cpu']:.3f}x |"
     )
 
 
@@ -134,9 +143,9 @@ def main() -> int:
 
     work = single_threaded_workdir("pteforge-bench-profile-")
     print("| workload | N | (p) wall ms | (p) loads ms | (r) wall ms | (r) load ms | "
-          "(p - loads) / (r - load) | ETDump read + delegate table ms | (p) p50 us | "
-          "(r) p50 us | p50 ratio | CPU (p) / (r) |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "(p - loads) / (r - load) | ETDump read + delegate table ms | runs read | "
+          "(p) p50 us | (r) p50 us | p50 ratio | CPU (p) / (r) |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     iterations = [int(x) for x in args.iterations.split(",")]
     for workload, n in zip(build_workloads(work), iterations, strict=True):
         np.savez(workload.path.with_suffix(".npz"), *workload.inputs)

@@ -93,8 +93,9 @@ class LoadTimes(Contract):
 
 
 class OperatorTime(Contract):
-    """One operator (or delegate call) summed over the timed runs; ``backend``: the
-    delegate's backend id, or ``portable``; ``share``: of all rows' time."""
+    """One operator (or delegate call) summed over the profile's ``operator_runs`` traced
+    runs; ``backend``: the delegate's backend id, or ``portable``; ``share``: of all rows'
+    time."""
 
     name: str
     backend: str
@@ -106,7 +107,9 @@ class OperatorTime(Contract):
 class ProfileReport(Contract):
     """The result of a profile job (``GET /v1/jobs/{id}/profile``); operators sorted by
     ``total_us``, largest first. ``peak_memory_bytes``: the profiling process's peak
-    resident memory growth over loading and running the method."""
+    resident memory growth over loading and running the method. ``operator_runs``: how many
+    runs, traced with ETDump after a traced warm-up, the operator rows sum over (0 in a
+    profile made before it was reported)."""
 
     artifact_id: str
     method: str
@@ -115,6 +118,7 @@ class ProfileReport(Contract):
     load_ms: LoadTimes
     peak_memory_bytes: int
     operators: list[OperatorTime]
+    operator_runs: int = 0
 
 
 class LoweringResult(Contract):

@@ -15,9 +15,11 @@ untrusted, and the cold load is only cold in a process that never loaded it.
   runs (what stays allocated: weights, planned memory, delegate state; a transient peak
   inside one execution is not seen).
 - ``operators``: the ETDump events of the program loaded cold, run after its own warm-up
-  :func:`operator_runs` times, by :func:`pteforge.runtime.profiling.operator_times`: one
-  run per 20 timed ones (1 to ``OPERATOR_RUNS``), so that the instrumented runs add at most
-  5% to the timed ones.
+  :func:`operator_runs` times (one run per 40 timed ones, 1 to ``OPERATOR_RUNS``), by
+  :func:`pteforge.runtime.profiling.operator_times`: of those runs, the first whose events
+  fit :func:`event_budget` (at least one; ``operator_runs`` says how many). Tracing adds
+  about 2.5% to the timed runs, and reading the events back about as much: reading an
+  event costs more than running it in a small method.
 """
 
 from __future__ import annotations
@@ -36,17 +38,32 @@ from pteforge.runtime.instances import run_method
 from pteforge.runtime.profiling import (
     delegate_backends,
     etdump_bytes,
+    etdump_runs,
+    is_operator_row_event,
     operator_times,
-    summarize_etdump,
+    summarize_runs,
 )
 
 OPERATOR_RUNS = 10
-"""The most runs whose ETDump events make the operator rows."""
+"""The most runs traced with ETDump for the operator rows."""
+TRACED_EVERY = 40
+"""One run traced with ETDump per this many timed runs (a traced run costs about a timed one)."""
+READ_SHARE = 0.025
+"""What reading the traced runs' events back may add to the timed runs' total time."""
+READ_US_PER_EVENT = 12.0
+"""About what reading one ETDump event back costs, in µs (measured for docs/benchmarks.md,
+"Profile jobs": 10-12 µs of CPU an event, the events the rows do not use included)."""
 
 
 def operator_runs(iterations: int) -> int:
-    """How many instrumented runs make the operator rows of a profile of ``iterations``."""
-    return max(1, min(OPERATOR_RUNS, iterations // 20))
+    """How many runs a profile of ``iterations`` traces with ETDump, after a traced warm-up."""
+    return max(1, min(OPERATOR_RUNS, iterations // TRACED_EVERY))
+
+
+def event_budget(samples: list[float]) -> int:
+    """How many ETDump events a profile reads back after its timed runs' ``samples`` (µs):
+    as many as :data:`READ_SHARE` of their total time reads, at :data:`READ_US_PER_EVENT`."""
+    return int(sum(samples) * READ_SHARE / READ_US_PER_EVENT)
 
 
 def percentile(ordered: list[float], q: float) -> float:
@@ -117,11 +134,14 @@ def profile_program(
     _timed_runs(instrumented, inputs, operator_runs(iterations), signature)
     peak = memory_figure("VmHWM") if exact_peak else max(loaded_rss, memory_figure("VmRSS"))
     peak = max(peak - before, 0)
-    profile = summarize_etdump(etdump_bytes(program), skip_runs=1, rows_only=True)
+    runs = etdump_runs(
+        etdump_bytes(program), skip_runs=1, keep=is_operator_row_event,
+        max_events=event_budget(samples),
+    )  # fmt: skip
     del plain  # held until here: it owns the memory of the method the samples timed
+    rows = operator_times(summarize_runs(runs), delegate_backends(path).get(method, {}))
     return ProfileReport(
         artifact_id="", method=method, iterations=iterations,
         latency_us=latency_summary(samples), load_ms=LoadTimes(cold=cold, warm=warm),
-        peak_memory_bytes=peak,
-        operators=operator_times(profile, delegate_backends(path).get(method, {})),
+        peak_memory_bytes=peak, operators=rows, operator_runs=len(runs),
     )  # fmt: skip

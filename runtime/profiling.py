@@ -60,7 +60,10 @@ def is_operator_row_event(name: str | None) -> bool:
 
 
 def etdump_runs(
-    data: bytes, skip_runs: int = 0, keep: NameFilter | None = None
+    data: bytes,
+    skip_runs: int = 0,
+    keep: NameFilter | None = None,
+    max_events: int | None = None,
 ) -> list[list[dict[str, Any]]]:
     """The profile events of each ``Execute`` run but the first ``skip_runs`` (not read at
     all) of an ETDump (size-prefixed, as
@@ -68,7 +71,8 @@ def etdump_runs(
     (``name``, ``instruction_id``, ``delegate_debug_id_str``, ``start_time``, ``end_time``)
     as upstream's reader gives them: an unset string is ``None``, an unset number its
     schema default. With ``keep``, only the events whose name it accepts (the others are
-    left after their name: a third of an event's reading).
+    left after their name: a third of an event's reading). With ``max_events``, only the
+    first runs whose events (kept or not) add up to at most that many: at least one.
 
     Upstream's reader has ``flatc`` write the whole ETDump as JSON in a subprocess (15-25 ms
     wall, most of a short profile's fixed cost); the reader generated from the same schema
@@ -78,7 +82,7 @@ def etdump_runs(
     """
     schema = generated_reader(ETDUMP_SCHEMA)  # its failure is no malformed ETDump
     try:
-        return _execute_runs(schema, data, skip_runs, keep)
+        return _execute_runs(schema, data, skip_runs, keep, max_events)
     except _MALFORMED as exc:
         raise ExecutionError(f"malformed ETDump ({type(exc).__name__}: {exc})") from exc
 
@@ -88,12 +92,13 @@ def _text(value: bytes | None) -> str | None:
 
 
 def _execute_runs(
-    schema: Any, data: bytes, skip_runs: int, keep: NameFilter | None
+    schema: Any, data: bytes, skip_runs: int, keep: NameFilter | None, max_events: int | None
 ) -> list[list[dict[str, Any]]]:
     if not 8 <= len(data) <= MAX_ETDUMP_BYTES or struct.unpack_from("<I", data)[0] > len(data) - 4:
         raise FlatbufferReaderError(f"not a size-prefixed ETDump of at most {MAX_ETDUMP_BYTES} B")
     root, budget = schema.ETDump.GetRootAs(data, 4), ElementBudget(data)
-    runs = []
+    runs: list[list[dict[str, Any]]] = []
+    left = max_events
     for index in range(budget.take(root.RunDataLength(), "run_data")):
         run = root.RunData(index)
         if _text(run.Name()) != "Execute":
@@ -101,7 +106,12 @@ def _execute_runs(
         if skip_runs > 0:
             skip_runs -= 1
             continue
-        events = (run.Events(i) for i in range(budget.take(run.EventsLength(), "events")))
+        length = budget.take(run.EventsLength(), "events")
+        if left is not None:
+            if runs and length > left:
+                break
+            left -= length
+        events = (run.Events(i) for i in range(length))
         profiled = (event.ProfileEvent() for event in events)
         read = (_profile_event(event, keep) for event in profiled if event is not None)
         runs.append([event for event in read if event is not None])
@@ -136,13 +146,16 @@ def etdump_bytes(program: Any) -> bytes:
         os.close(fd)
 
 
-def summarize_etdump(data: bytes, skip_runs: int = 0, rows_only: bool = False) -> Profile:
+def summarize_etdump(data: bytes, skip_runs: int = 0) -> Profile:
     """Per-operator, per-delegate-call and per-delegate-event times (µs) of the execute
-    runs, leaving out the first ``skip_runs`` (a warm-up); ``rows_only``: what the operator
-    rows need (:func:`is_operator_row_event`), no delegate-internal events."""
+    runs, leaving out the first ``skip_runs`` (a warm-up)."""
+    return summarize_runs(etdump_runs(data, skip_runs))
+
+
+def summarize_runs(runs: list[list[dict[str, Any]]]) -> Profile:
+    """The :class:`Profile` of the events of ``runs`` (:func:`etdump_runs`)."""
     events: dict[str, list[ProfileEvent]] = {"operators": [], "delegate_calls": [], "delegates": []}
-    keep = is_operator_row_event if rows_only else None
-    for run in etdump_runs(data, skip_runs, keep):
+    for run in runs:
         for event in run:
             entry = _event_entry(event)
             if entry is not None:
