@@ -100,6 +100,20 @@ def build(model: nn.Module, inputs: tuple[torch.Tensor, ...], path: Path) -> Pat
     return path
 
 
+class SlicedCaches(CachedAttention):
+    """``custom_sdpa`` over the caches' first ``input_pos[0] + 1`` positions, as Gemma 4's
+    export slices them."""
+
+    def forward(
+        self, q: torch.Tensor, input_pos: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[override]
+        start = input_pos[0].item()
+        torch._check(start >= 0)
+        torch._check(start < CACHE_LEN)
+        k, v = (cache.narrow(1, 0, start + 1) for cache in (self.k_cache, self.v_cache))
+        return torch.ops.llama.custom_sdpa(q, k, v, start, None, 0.0, True), self.secret + 0
+
+
 class ComputedQueryZeros(QuantizedAttention):
     """``custom_quantized_sdpa`` whose query zero points the method computes from ``zeros``
     (``[1, 1, 2, width]``, width dynamic up to :data:`CACHE_LEN`)."""
@@ -126,5 +140,25 @@ def with_argument_planned(
             call = instruction.instr_args
             if names[getattr(call, "op_index", 0)] == operator:
                 plan.values[call.args[index]].val.sizes = sizes
+    target.write_bytes(bytes(serialize_pte_binary(program, extract_delegate_segments=True)))
+    return target
+
+
+def with_value_sliced_to(pte: Path, end: int, target: Path) -> Path:
+    """A copy of :class:`SlicedCaches`' ``pte`` whose value is sliced to ``end`` positions
+    while its key keeps its own slice."""
+    from executorch.exir._serialize._program import deserialize_pte_binary, serialize_pte_binary
+    from executorch.exir.schema import EValue, Int
+
+    program = deserialize_pte_binary(pte.read_bytes())
+    plan = program.program.execution_plan[0]
+    names = [op.name for op in plan.operators]
+    calls = [i.instr_args for c in plan.chains for i in c.instructions]
+    calls = [c for c in calls if hasattr(c, "op_index")]
+    value = next(c.args[2] for c in calls if names[c.op_index] == "llama::custom_sdpa")
+    plan.values.append(EValue(val=Int(int_val=end)))
+    for call in calls:
+        if names[call.op_index] == "aten::slice_copy" and call.args[-1] == value:
+            call.args[3] = len(plan.values) - 1
     target.write_bytes(bytes(serialize_pte_binary(program, extract_delegate_segments=True)))
     return target

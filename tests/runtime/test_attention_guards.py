@@ -74,9 +74,7 @@ def test_a_query_batch_known_only_at_run_time_is_refused(pool: RuntimePool, tmp_
     planned = tmp_path / "planned.pte"
     path = attn.with_argument_planned(exported, "llama::custom_sdpa", 0, [1, 8, 2, 4], planned)
     refused = kernel_guards(path).refused["forward"]
-    assert refused.endswith(
-        "its query's batch is computed at run time, and its kernel reads the caches at it"
-    )
+    assert "may have a larger batch than its key [1, 8, 2, 4]" in refused, refused
     with pytest.raises(ProgramLoadError, match="cannot run here: it calls llama::custom_sdpa"):
         _infer(pool, path, (torch.ones(1, 2, 8),))
 
@@ -99,4 +97,22 @@ def test_query_zero_points_the_method_computes_are_refused(tmp_path: Path) -> No
     path = attn.with_argument_planned(exported, operator, 8, [1, 1, 2, 1], tmp_path / "p.pte")
     assert kernel_guards(path).refused["forward"] == (
         f"it calls {operator}, and its q zero points or scales may be resized past one per row"
+    )
+
+
+def test_caches_sliced_alike_run(pool: RuntimePool, tmp_path: Path) -> None:
+    """The same slice of key and value is as safe as the whole caches; a key sliced shorter
+    than its value would be read past its end (the kernel takes the positions from the
+    value's)."""
+    inputs = (Q[:1], torch.tensor([3]))
+    path = attn.build(attn.SlicedCaches(), inputs, tmp_path / "sliced.pte")
+    assert kernel_guards(path).refused == {}
+    assert _infer(pool, path, inputs).tolist() == np.full((1, 1, 2, 4), 3.0).tolist()
+    longer = attn.with_value_sliced_to(path, attn.CACHE_LEN, tmp_path / "longer.pte")
+    assert (
+        kernel_guards(longer)
+        .refused["forward"]
+        .endswith(
+            "its key may hold fewer positions than its value when run, which its kernel trusts"
+        )
     )
