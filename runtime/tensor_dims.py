@@ -5,8 +5,11 @@ ExecuTorch bounds a dynamic tensor by its planned element count, not dimension b
 so a dynamic tensor's planned sizes bound nothing one by one. :class:`Dims` follows a
 dimension back through the instructions that shape it instead, to a size that is known
 (fixed, or a method input's, which pteforge checks dimension by dimension) or to an
-expression two dimensions can share (the same ``Int`` a view or a slice takes, written at
-most once in a method that does not jump). Anything else is unknown (None).
+expression two dimensions can share (the same ``Int`` a view or a slice takes, written
+once, before its reader, in a method that does not jump), through views, permutations,
+slices, copies, elementwise operators (broadcast), reductions that keep their dimensions,
+concatenations and ``unsqueeze``. Anything else is unknown (None), as is any tensor written
+twice or after its reader.
 """
 
 from __future__ import annotations
@@ -27,6 +30,31 @@ SHAPE_KEEPING = frozenset(
     }
 )
 """Operators whose out takes their first argument's shape."""
+
+ELEMENTWISE = frozenset(
+    {
+        "aten::add",
+        "aten::sub",
+        "aten::mul",
+        "aten::div",
+        "aten::pow",
+        "aten::where",
+        "aten::rsqrt",
+        "aten::sqrt",
+        "aten::neg",
+        "aten::cos",
+        "aten::sin",
+        "aten::exp",
+        "aten::tanh",
+        "aten::sigmoid",
+        "aten::gelu",
+        "dim_order_ops::_clone_dim_order",
+    }
+)
+"""Operators whose out takes their tensor arguments' broadcast shape."""
+
+REDUCING = frozenset({"aten::mean", "aten::sum", "aten::amax"})
+"""``(input, dims, keepdim, ..., out)``: each reduced dimension 1 where ``keepdim``."""
 
 QPARAM_PRODUCERS = frozenset({"quantized_decomposed::choose_qparams_per_token_asymmetric"})
 """Kernels whose outs (scales, zero points) take their input's shape with a last dimension
@@ -90,7 +118,59 @@ class Dims:
             return self.size(args[0], source[1], at, depth) if source and source[0] == "n" else None
         if name == "aten::slice_copy" and len(args) == 6:
             return self._sliced(args, axis, depth, at)
+        if name in ELEMENTWISE:
+            return self._broadcast(args, axis, depth, at)
+        if name in REDUCING and len(args) >= 4:
+            return self._reduced(args, axis, depth, at)
+        if name == "aten::cat" and len(args) == 3:
+            return self._joined(args, axis, depth, at)
+        if name == "aten::unsqueeze_copy" and len(args) == 3:
+            added = self.integer(args[1], at)
+            if added is None or added[0] != "n":
+                return None
+            added_axis = added[1] % max(self._rank(args[-1]), 1)
+            if axis == added_axis:
+                return ("n", 1)
+            return self.size(args[0], axis - (axis > added_axis), at, depth)
         return None
+
+    def _broadcast(self, args: list[int], axis: int, depth: int, at: int) -> Dim | None:
+        """Dimension ``axis`` of an elementwise out: its tensor arguments' broadcast."""
+        rank = self._rank(args[-1])
+        tensors = [a for a in args[:-1] if tensor_of(self.plan, a) is not None]
+        sizes = [
+            self.size(a, axis - rank + self._rank(a), at, depth)
+            for a in tensors
+            if axis - rank + self._rank(a) >= 0
+        ]
+        wide = {size for size in sizes if size != ("n", 1)}
+        if not tensors or None in sizes or len(wide) > 1:
+            return None
+        return wide.pop() if wide else ("n", 1)
+
+    def _joined(self, args: list[int], axis: int, depth: int, at: int) -> Dim | None:
+        """Dimension ``axis`` of ``cat(tensors, dim, out)`` other than ``dim``: the tensors'
+        (the kernel checks they agree; one that does not tell is refused)."""
+        joined = self.integer(args[1], at)
+        rank = max(self._rank(args[-1]), 1)
+        if joined is None or joined[0] != "n" or joined[1] % rank == axis:
+            return None
+        items = getattr(value_of(self.plan, args[0]), "items", None) or []
+        sizes = {self.size(item, axis, at, depth) for item in items}
+        return sizes.pop() if len(sizes) == 1 else None
+
+    def _reduced(self, args: list[int], axis: int, depth: int, at: int) -> Dim | None:
+        """Dimension ``axis`` of a reduction that keeps its dimensions."""
+        if getattr(value_of(self.plan, args[2]), "bool_val", None) is not True:
+            return None
+        items = getattr(value_of(self.plan, args[1]), "items", None) or []
+        reduced = [self.integer(item, at) for item in items]
+        if any(r is None or r[0] != "n" for r in reduced):
+            return None
+        rank = max(self._rank(args[0]), 1)
+        if not reduced or axis in {r[1] % rank for r in reduced if r is not None}:
+            return ("n", 1)
+        return self.size(args[0], axis, at, depth)
 
     def _sliced(self, args: list[int], axis: int, depth: int, at: int) -> Dim | None:
         """``slice_copy(input, dim, start, end, step, out)``'s dimension ``axis``."""

@@ -93,6 +93,7 @@ def build(model: nn.Module, inputs: tuple[torch.Tensor, ...], path: Path) -> Pat
     dims = {"x": {1: torch.export.Dim("positions", max=CACHE_LEN)}}
     shapes = {
         ViewedQuery: dims,
+        SlicedCaches: {**dims, "input_pos": None},
         ComputedQueryZeros: {"q": None, "zeros": {3: torch.export.Dim("width", max=CACHE_LEN)}},
     }.get(type(model))
     program = torch.export.export(model, inputs, dynamic_shapes=shapes, strict=False)
@@ -101,16 +102,21 @@ def build(model: nn.Module, inputs: tuple[torch.Tensor, ...], path: Path) -> Pat
 
 
 class SlicedCaches(CachedAttention):
-    """``custom_sdpa`` over the caches' first ``input_pos[0] + 1`` positions, as Gemma 4's
-    export slices them."""
+    """Attention shaped as Gemma 4's export shapes it: a query viewed from ``x`` (``[1,
+    positions, 8]``, positions dynamic), normalized and rotated (elementwise operators, a
+    mean, a concatenation), over the caches' first ``input_pos[0] + positions``, sliced."""
 
     def forward(
-        self, q: torch.Tensor, input_pos: torch.Tensor
+        self, x: torch.Tensor, input_pos: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[override]
         start = input_pos[0].item()
         torch._check(start >= 0)
-        torch._check(start < CACHE_LEN)
-        k, v = (cache.narrow(1, 0, start + 1) for cache in (self.k_cache, self.v_cache))
+        torch._check(start + x.shape[1] <= CACHE_LEN)
+        q = x.view(1, x.shape[1], 2, 4)
+        q = q * torch.rsqrt((q * q).mean(-1, keepdim=True) + 1e-6)
+        q = torch.cat([-q[..., 2:], q[..., :2]], dim=-1) * 0.5 + q
+        length = start + x.shape[1]
+        k, v = (cache.narrow(1, 0, length) for cache in (self.k_cache, self.v_cache))
         return torch.ops.llama.custom_sdpa(q, k, v, start, None, 0.0, True), self.secret + 0
 
 

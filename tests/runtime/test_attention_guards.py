@@ -101,13 +101,14 @@ def test_query_zero_points_the_method_computes_are_refused(tmp_path: Path) -> No
 
 
 def test_caches_sliced_alike_run(pool: RuntimePool, tmp_path: Path) -> None:
-    """The same slice of key and value is as safe as the whole caches; a key sliced shorter
+    """A query normalized and rotated after its view keeps its batch, and the same slice of
+    key and value is as safe as the whole caches; a key sliced shorter
     than its value would be read past its end (the kernel takes the positions from the
     value's)."""
-    inputs = (Q[:1], torch.tensor([3]))
+    inputs = (torch.ones(1, 2, 8), torch.tensor([3]))
     path = attn.build(attn.SlicedCaches(), inputs, tmp_path / "sliced.pte")
     assert kernel_guards(path).refused == {}
-    assert _infer(pool, path, inputs).tolist() == np.full((1, 1, 2, 4), 3.0).tolist()
+    assert _infer(pool, path, inputs).tolist() == np.full((1, 2, 2, 4), 3.0).tolist()
     longer = attn.with_value_sliced_to(path, attn.CACHE_LEN, tmp_path / "longer.pte")
     assert (
         kernel_guards(longer)
