@@ -64,7 +64,7 @@ RESIZES_FIRST = frozenset({"executorch_prim::et_copy_index"})
 """Kernels that resize their first argument (not their out) to a size a value gives."""
 
 _STATIC = 0
-_MAX_DEPTH = 32
+_MAX_DEPTH = 64
 
 Dim = tuple[Any, ...]
 """A dimension as run: ``("n", size)`` fixed; ``("le", bound, value, axis)`` a method
@@ -82,6 +82,7 @@ class Dims:
         self.writers, self.at, self.calls, self.jumps = _writers(plan)
         self.inputs = set(plan.inputs)
         self.once = {v for v, w in self.writers.items() if len(w) == 1}
+        self._shapes: dict[tuple[int, int], Dim | None] = {}  # each dimension followed once
 
     def size(self, value: int, dim: int, before: int, depth: int = 0) -> Dim | None:
         """Dimension ``dim`` of tensor value ``value`` when instruction ``before`` reads it
@@ -97,7 +98,9 @@ class Dims:
         calls = self.writers.get(value, [])
         if self.jumps or len(calls) != 1 or self.at[value] >= before:
             return None  # what runs first is not known, or it is written twice or after
-        return self._shaped(calls[0], axis, depth + 1, self.at[value])
+        if (value, axis) not in self._shapes:
+            self._shapes[value, axis] = self._shaped(calls[0], axis, depth + 1, self.at[value])
+        return self._shapes[value, axis]
 
     def _shaped(self, call: tuple[str, list[int]], axis: int, depth: int, at: int) -> Dim | None:
         """Dimension ``axis`` of the out of ``call``, instruction ``at``."""
