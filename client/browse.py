@@ -11,7 +11,8 @@ from typing import Any
 
 from pteforge.client.cli import BadInputError
 from pteforge.client.config import load_credentials
-from pteforge.client.models import Artifact, Job, Model, Program
+from pteforge.client.errors import NotFoundError
+from pteforge.client.models import Artifact, Job, Model, ModelVersion, Program
 from pteforge.client.render import Output
 from pteforge.client.sync import Client
 from pteforge.client.views import (
@@ -66,16 +67,19 @@ def ls(args: argparse.Namespace, out: Output) -> None:
 
 
 def show(args: argparse.Namespace, out: Output) -> None:
-    """``pteforge show ID``: a program, artifact or job, as a summary or the API's object."""
+    """``pteforge show ID``: a program, artifact, job or model (``NAME:VERSION``: that version),
+    as a summary or the API's object."""
     kind = kind_of(args.id)
     with connect() as client:
-        item: Program | Artifact | Job | Model
+        item: Program | Artifact | Job | Model | ModelVersion
         if kind == "programs":
             item = client.get_program(args.id)
         elif kind == "artifacts":
             item = client.get_artifact(args.id)
         elif kind == "models":
-            item = client.get_model(args.id.partition(":")[0])
+            name, colon, version = args.id.partition(":")
+            item = client.get_model(name)
+            item = _version_of(item, int(version)) if colon else item
         else:
             item = client.get_job(args.id)
     if out.as_json:
@@ -86,8 +90,19 @@ def show(args: argparse.Namespace, out: Output) -> None:
         artifact_summary(out, item)
     elif isinstance(item, Model):
         model_summary(out, item)
+    elif isinstance(item, ModelVersion):
+        out.line(f"model {item.name} version {item.version}: artifact {item.artifact_id}")
     else:
         job_summary(out, item)
+
+
+def _version_of(model: Model, version: int) -> ModelVersion:
+    """``model``'s version ``version`` (as listed in ``GET /v1/models/{name}``)."""
+    for candidate in model.versions:
+        if candidate.version == version:
+            return candidate
+    have = ", ".join(str(v.version) for v in model.versions) or "none"
+    raise NotFoundError(f"model {model.name!r} has no version {version} (versions: {have})")
 
 
 def rm(args: argparse.Namespace, out: Output) -> None:

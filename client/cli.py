@@ -219,7 +219,7 @@ COMMANDS: tuple[Command, ...] = (
         "show",
         "show a program, artifact or job by its id, or a model by name (--json: the API's object)",
         "pteforge show art_...",
-        (_arg("id", metavar="ID", help="an id: prog_..., art_... or job_..., or a model name"),),
+        (_arg("id", metavar="ID", help="prog_..., art_..., job_..., a model or NAME:VERSION"),),
     ),
     Command(
         "rm",

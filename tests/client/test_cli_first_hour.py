@@ -166,6 +166,12 @@ def test_models_are_listed_shown_and_their_versions_removed(
     assert _json(env, "show", "listed") == _api(service, token, "/v1/models/listed")
     shown = _cli("show", "listed", env=env)
     assert shown.returncode == 0 and f"latest version {second}" in shown.stdout, shown.stderr
+    listed = _api(service, token, "/v1/models/listed")["versions"]
+    assert _json(env, "show", f"listed:{first}") == listed[0]  # that version, not the model
+    shown = _cli("show", f"listed:{first}", env=env)
+    assert shown.stdout.strip() == f"model listed version {first}: artifact {artifact.id}"
+    missing = _one_line(_cli("show", "listed:99", env=env), 1)
+    assert f"model 'listed' has no version 99 (versions: {first}, {second})" in missing
     removed = _cli("rm", f"listed:{second}", env=env)
     assert removed.stdout.strip() == f"Deleted model version listed:{second}.", removed.stderr
     assert _json(env, "show", "listed")["latest_version"] == first
