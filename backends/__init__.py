@@ -20,11 +20,13 @@ from pteforge.backends.errors import (
     InvalidOptionsError,
     UnknownBackendError,
 )
+from pteforge.backends.ethos_u import ETHOS_U_BACKEND_ID, ETHOS_U_RECIPE, EthosUEntry
 from pteforge.backends.openvino import OPENVINO_BACKEND_ID, OpenvinoEntry
 from pteforge.backends.options import (
     CompileSpecOption,
     CoreMLOptions,
     DelegateOptions,
+    EthosUOptions,
     NoOptions,
     OpenvinoOptions,
     VulkanOptions,
@@ -32,6 +34,8 @@ from pteforge.backends.options import (
 )
 from pteforge.backends.quantization import (
     XNNPACK_PT2E_RECIPES,
+    EthosUInt8Recipe,
+    Pt2eRecipe,
     QuantizationError,
     XnnpackPt2eRecipe,
 )
@@ -45,6 +49,8 @@ from pteforge.backends.xnnpack import XNNPACK_BACKEND_ID, XnnpackEntry
 
 __all__ = [
     "COREML_BACKEND_ID",
+    "ETHOS_U_BACKEND_ID",
+    "ETHOS_U_RECIPE",
     "OPENVINO_BACKEND_ID",
     "VULKAN_BACKEND_ID",
     "XNNPACK_BACKEND_ID",
@@ -60,12 +66,16 @@ __all__ = [
     "DelegateEntryBase",
     "DelegateOptions",
     "EntryKind",
+    "EthosUEntry",
+    "EthosUInt8Recipe",
+    "EthosUOptions",
     "InvalidOptionsError",
     "NoOptions",
     "OpenvinoEntry",
     "OpenvinoOptions",
     "PartitionerEntry",
     "PortableEntry",
+    "Pt2eRecipe",
     "QuantizationError",
     "QuantizerEntryBase",
     "UnknownBackendError",

@@ -73,6 +73,9 @@ class PartitionerEntry(BaseEntry[OptionsT]):
     quantized_refusal: ClassVar[str | None] = None
     """Why a plan that quantizes cannot lower with this entry (None: it can); the plan check
     refuses such a plan before any work, as lowering would."""
+    required_recipe: ClassVar[str | None] = None
+    """The quantization recipe whose graphs this entry lowers (None: any program); the plan
+    check refuses a target that quantizes with another recipe."""
 
     def partitioner(self, options: Options = None) -> Partitioner:
         """A new partitioner configured by ``options`` (validated first)."""

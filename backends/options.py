@@ -83,6 +83,23 @@ class VulkanOptions(EntryOptions):
     )
 
 
+EthosUTarget = Literal[
+    "ethos-u55-32", "ethos-u55-64", "ethos-u55-128", "ethos-u55-256",
+    "ethos-u65-256", "ethos-u65-512",
+    "ethos-u85-128", "ethos-u85-256", "ethos-u85-512", "ethos-u85-1024", "ethos-u85-2048",
+]  # fmt: skip
+
+
+class EthosUOptions(EntryOptions):
+    """Options of the ``ethos-u`` partitioner entry (``EthosUCompileSpec`` arguments)."""
+
+    target: EthosUTarget = Field(
+        default="ethos-u55-128",
+        description="Ethos-U accelerator configuration Vela compiles for (NPU and MAC count); "
+        "its system configuration and memory mode are upstream's defaults for it.",
+    )
+
+
 DelegateOptions = DelegateTarget
 """Options of the whole-graph ``delegate`` entry: the plan's delegate target itself."""
 

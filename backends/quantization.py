@@ -1,15 +1,18 @@
-"""Int8 pt2e quantization recipes, named and configured as upstream's XNNPACK recipes.
+"""Int8 pt2e quantization recipes: upstream's XNNPACK recipes by their names, and the
+Ethos-U one (upstream's ``EthosUQuantizer``).
 
 The catalog (and so the HTTP process) imports this module for the recipes' names; torch is
 imported only by the functions that quantize, in the lowering process."""
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from pteforge.backends.entry import QuantizerEntryBase
 from pteforge.backends.errors import BackendCatalogError
+from pteforge.backends.ethos_u import ETHOS_U_BACKEND_ID, ETHOS_U_RECIPE, ethos_u_compile_spec
 from pteforge.backends.xnnpack import XNNPACK_BACKEND_ID
 
 if TYPE_CHECKING:
@@ -31,18 +34,8 @@ class QuantizationError(BackendCatalogError):
     """A quantization recipe could not be applied to a program."""
 
 
-class XnnpackPt2eRecipe(QuantizerEntryBase):
-    """prepare_pt2e -> calibrate -> convert_pt2e -> re-export, with upstream's XNNPACKQuantizer."""
-
-    backend_id = XNNPACK_BACKEND_ID
-
-    def __init__(self, recipe: str) -> None:
-        if recipe not in XNNPACK_PT2E_RECIPES:
-            raise BackendCatalogError(
-                f"unknown XNNPACK pt2e recipe {recipe!r}; known: {', '.join(XNNPACK_PT2E_RECIPES)}"
-            )
-        self.name = recipe
-        self.description = XNNPACK_PT2E_RECIPES[recipe]
+class Pt2eRecipe(QuantizerEntryBase):
+    """prepare_pt2e -> calibrate -> convert_pt2e -> re-export, with :meth:`quantizer`."""
 
     def quantize(
         self, program: ExportedProgram, calibration: Sequence[tuple[torch.Tensor, ...]]
@@ -73,6 +66,24 @@ class XnnpackPt2eRecipe(QuantizerEntryBase):
         except Exception as error:  # torch/torchao raise many kinds; translate at the boundary
             raise QuantizationError(f"{self.name}: quantization failed: {error}") from error
 
+    @abc.abstractmethod
+    def quantizer(self) -> Any:
+        """The upstream pt2e ``Quantizer`` this recipe annotates with."""
+
+
+class XnnpackPt2eRecipe(Pt2eRecipe):
+    """An XNNPACK pt2e recipe with upstream's XNNPACKQuantizer configuration."""
+
+    backend_id = XNNPACK_BACKEND_ID
+
+    def __init__(self, recipe: str) -> None:
+        if recipe not in XNNPACK_PT2E_RECIPES:
+            raise BackendCatalogError(
+                f"unknown XNNPACK pt2e recipe {recipe!r}; known: {', '.join(XNNPACK_PT2E_RECIPES)}"
+            )
+        self.name = recipe
+        self.description = XNNPACK_PT2E_RECIPES[recipe]
+
     def quantizer(self) -> Any:
         """Upstream's quantizer for this recipe (``XNNPACKRecipeProvider``'s configuration)."""
         from executorch.backends.xnnpack.recipes import XNNPACKRecipeProvider, XNNPackRecipeType
@@ -84,6 +95,30 @@ class XnnpackPt2eRecipe(QuantizerEntryBase):
         if len(quantizers) != 1:
             raise QuantizationError(f"{self.name}: expected one upstream quantizer")
         return _integer_arithmetic_kept(quantizers[0])
+
+
+class EthosUInt8Recipe(Pt2eRecipe):
+    """The int8 recipe of the ``ethos-u`` entry: upstream's ``EthosUQuantizer`` with its
+    symmetric configuration (static activations calibrated on the given inputs, per-channel
+    weights), annotated for the TOSA INT profile every Ethos-U target lowers."""
+
+    backend_id = ETHOS_U_BACKEND_ID
+    name = ETHOS_U_RECIPE
+    description = (
+        "int8 for the ethos-u entry (EthosUQuantizer, symmetric): static activations "
+        "calibrated on the given inputs, per-channel weights."
+    )
+
+    def quantizer(self) -> Any:
+        """``EthosUQuantizer`` with ``get_symmetric_quantization_config()`` set globally."""
+        from executorch.backends.arm.quantizer import (
+            EthosUQuantizer,
+            get_symmetric_quantization_config,
+        )
+
+        quantizer = EthosUQuantizer(ethos_u_compile_spec("ethos-u55-128"))
+        quantizer.set_global(get_symmetric_quantization_config(is_per_channel=True))
+        return quantizer
 
 
 def _integer_arithmetic_kept(quantizer: Any) -> Any:

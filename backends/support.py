@@ -1,6 +1,6 @@
 """Which operator of a program a backend cannot take, found with the backend's partitioner,
-and a partitioner that refuses quantized and dynamic programs. Lowering-side only: this
-module imports ``exir``, which the HTTP process never loads."""
+a partitioner that refuses quantized and dynamic programs, and one that refuses float ones.
+Lowering-side only: this module imports ``exir``, which the HTTP process never loads."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from torch.export import ExportedProgram
 
 from pteforge.backends.coreml import COREML_BACKEND_ID, CoreMLEntry
 from pteforge.backends.errors import UnsupportedNodeError
+from pteforge.backends.ethos_u import FLOAT_REFUSAL
 from pteforge.backends.openvino import DYNAMIC_REFUSAL, INT8_REFUSAL
 from pteforge.backends.xnnpack import XNNPACK_BACKEND_ID, XnnpackEntry
 
@@ -69,6 +70,28 @@ class FloatStaticOnly(Partitioner):
         if dynamic is not None:
             shape = list(dynamic.meta["val"].shape)
             raise UnsupportedNodeError(DYNAMIC_REFUSAL, dynamic.name, f"input of shape {shape}")
+        return self.inner.partition(exported_program)
+
+    def ops_to_not_decompose(self, ep: ExportedProgram) -> Any:
+        """``inner``'s operators kept whole through ``to_edge_transform_and_lower``."""
+        return self.inner.ops_to_not_decompose(ep)
+
+
+class QuantizedOnly(Partitioner):
+    """``inner`` (a backend that computes in integers), refusing a program with no
+    quantize/dequantize operator: it would delegate nothing, silently."""
+
+    def __init__(self, inner: Partitioner) -> None:
+        super().__init__()
+        self.inner = inner
+        self.delegation_spec = inner.delegation_spec
+
+    def partition(self, exported_program: ExportedProgram) -> PartitionResult:
+        """``inner``'s partition; a float program raises ``UnsupportedNodeError`` naming its
+        first operator and the recipe that quantizes it."""
+        first = next((n for n in exported_program.graph.nodes if _is_compute(n)), None)
+        if first is not None and first_quantized_node(exported_program) is None:
+            raise UnsupportedNodeError(FLOAT_REFUSAL, first.name, _target_name(first))
         return self.inner.partition(exported_program)
 
     def ops_to_not_decompose(self, ep: ExportedProgram) -> Any:

@@ -56,14 +56,24 @@ def _check_target(where: str, target: TargetSpec, catalog: BackendCatalog) -> No
 
 
 def _check_quantized_lowering(where: str, target: TargetSpec, catalog: BackendCatalog) -> None:
-    """A target that quantizes uses no partitioner that refuses quantized programs (lowering
-    would fail after quantizing and exporting, minutes into a large model's job)."""
+    """A target that quantizes uses no partitioner that refuses quantized programs, nor one
+    that needs another recipe (lowering would fail after quantizing and exporting, minutes
+    into a large model's job)."""
     for index, spec in enumerate(target.partitioner_specs()):
         entry = catalog.entries[spec.name]
-        if isinstance(entry, PartitionerEntry) and entry.quantized_refusal:
-            field = f"{where}.partitioners[{index}]"
+        if not isinstance(entry, PartitionerEntry):
+            continue
+        field = f"{where}.partitioners[{index}]"
+        if entry.quantized_refusal:
             raise PlanError(
                 f"{where}.quantize", f"{field} is {spec.name!r}: {entry.quantized_refusal}"
+            )
+        wanted = entry.required_recipe
+        if wanted is not None and target.quantize != wanted:
+            raise PlanError(
+                f"{where}.quantize",
+                f"{field} is {spec.name!r}, which lowers graphs of the {wanted!r} recipe "
+                f"only; quantize with {wanted!r} instead of {target.quantize!r}",
             )
 
 

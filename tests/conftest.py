@@ -41,6 +41,8 @@ SLOW_TESTS = (
     "tests/backends/test_catalog.py::test_describe_covers_every_entry_in_order",  # 4 s
     "tests/backends/test_entries.py::test_entry_lowers_and_runs_like_eager[vulkan]",  # 11 s
     "tests/backends/test_entries.py::test_entry_lowers_and_runs_like_eager[xnnpack_pt2e_int8",
+    "tests/backends/test_ethos_u.py",  # 5 s: Arm's quantizer and Vela
+    "tests/backends/test_entries.py::test_entry_lowers_and_runs_like_eager[ethos",  # 4.5 s
     # wall seconds under xdist -n 2 (the fast tier's longest, make check's critical path):
     "tests/server/test_lowering_isolation.py::test_lowering_in_a_child_succeeds",  # 59 s
     "tests/runtime/test_http.py",  # 53 s: builds the seq2seq pair for tritonclient

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-from executorch.exir import to_edge
+from executorch.exir import to_edge, to_edge_transform_and_lower
 from executorch.exir.backend.backend_api import to_backend
 from executorch.exir.backend.partitioner import Partitioner
 from executorch.runtime import Runtime
@@ -15,9 +15,11 @@ from pteforge.backends import (
     BaseEntry,
     DelegateEntryBase,
     EntryKind,
+    EthosUEntry,
     PartitionerEntry,
     QuantizerEntryBase,
     XnnpackEntry,
+    default_catalog,
 )
 from tests.models import MLP, MultiMethod, export_methods
 
@@ -51,8 +53,16 @@ def lower_with(entry: BaseEntry, model: MultiMethod) -> bytes:
     (method,) = model.programs
     program = model.programs[method]
     options = LOWERING_OPTIONS.get(entry.name)
-    if isinstance(entry, QuantizerEntryBase):
-        program = entry.quantize(program, calibration_set(model.inputs[method]))
+    recipe = _recipe_of(entry)
+    if recipe is not None:
+        program = recipe.quantize(program, calibration_set(model.inputs[method]))
+    if entry.backend_id == EthosUEntry.backend_id:
+        # Arm's partitioner keeps its operators whole through to_edge_transform_and_lower
+        # only; plain to_edge decomposes linear into a float weight permute it cannot take.
+        partitioner = entry.partitioner() if isinstance(entry, PartitionerEntry) else None
+        partitioner = partitioner or EthosUEntry().partitioner()
+        edge = to_edge_transform_and_lower({method: program}, partitioner=[partitioner])
+        return bytes(edge.to_executorch().buffer)
     edge = to_edge({method: program})
     if isinstance(entry, PartitionerEntry):
         edge = edge.to_backend(entry.partitioner(options))
@@ -65,6 +75,15 @@ def lower_with(entry: BaseEntry, model: MultiMethod) -> bytes:
     else:
         assert entry.kind == EntryKind.PORTABLE
     return bytes(edge.to_executorch().buffer)
+
+
+def _recipe_of(entry: BaseEntry) -> QuantizerEntryBase | None:
+    """The recipe ``entry`` lowers: itself, the one a partitioner requires, else none."""
+    if isinstance(entry, QuantizerEntryBase):
+        return entry
+    if isinstance(entry, PartitionerEntry) and entry.required_recipe is not None:
+        return default_catalog().get_quantizer(entry.required_recipe)
+    return None
 
 
 def lower_with_partitioner(partitioner: Partitioner, model: MultiMethod) -> bytes:

@@ -34,7 +34,7 @@ def test_typed_getters_reject_other_kinds_listing_the_right_ones() -> None:
     assert catalog.get_delegate().kind == EntryKind.DELEGATE
     with pytest.raises(
         BackendCatalogError,
-        match=r"'portable' is a portable entry.*coreml, openvino, vulkan, xnnpack",
+        match=r"'portable' is a portable entry.*coreml, ethos-u, openvino, vulkan, xnnpack",
     ):
         catalog.get_partitioner("portable")
     with pytest.raises(BackendCatalogError, match="xnnpack_pt2e_int8_dynamic_per_channel"):

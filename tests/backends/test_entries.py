@@ -34,6 +34,7 @@ BAD_VALUES: dict[str, tuple[dict[str, Any], str]] = {
     "coreml": ({"compute_unit": "GPU_ONLY"}, "compute_unit"),
     "openvino": ({"device": "cpu; rm"}, "device"),
     "vulkan": ({"force_fp16": "sometimes"}, "force_fp16"),
+    "ethos-u": ({"target": "ethos-u55"}, "target"),
     "delegate": (
         {"backend_id": "XnnpackBackend", "compile_specs": [{"key": "k", "value_b64": "*"}]},
         "compile_specs.0.value_b64",
@@ -54,6 +55,7 @@ def test_catalog_lists_the_issue_targets() -> None:
         "openvino",
         "coreml",
         "vulkan",
+        "ethos-u",
         "delegate",
         "xnnpack_pt2e_int8_dynamic_per_channel",
         "xnnpack_pt2e_int8_static_per_channel",

@@ -1,0 +1,75 @@
+"""Arm Ethos-U, compile-only: its options, its int8 recipe, and the plans it refuses.
+
+The entry and its recipe also pass the shared suite of ``test_entries.py`` (lowered, delegated
+to EthosUBackend, refused by the runtime here); this file covers what is particular to them.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pteforge.backends import (
+    ETHOS_U_RECIPE,
+    BackendCatalog,
+    EthosUOptions,
+    InvalidOptionsError,
+    default_catalog,
+)
+from pteforge.manager import LoweringError, compile_programs, verify_numerics
+from pteforge.manager.errors import PlanError
+from tests.backends.harness import delegated_backends, tiny_mlp
+
+
+@pytest.fixture(scope="module")
+def catalog() -> BackendCatalog:
+    return default_catalog()
+
+
+def test_target_defaults_to_u55_128_and_takes_only_ethos_u_configurations(
+    catalog: BackendCatalog,
+) -> None:
+    entry = catalog.get_partitioner("ethos-u")
+    assert entry.validate({}) == EthosUOptions(target="ethos-u55-128")
+    assert entry.validate({"target": "ethos-u85-256"}).target == "ethos-u85-256"
+    with pytest.raises(InvalidOptionsError, match=r"'ethos-u'.*target"):
+        entry.validate({"target": "ethos-u95-128"})
+    assert entry.can_execute() is False
+    assert "Compile-only" in entry.description and ETHOS_U_RECIPE in entry.description
+
+
+def test_a_float_program_is_refused_naming_the_method_backend_and_recipe(
+    catalog: BackendCatalog,
+) -> None:
+    """Not a silent fp32 .pte with nothing delegated: the lowering error says what to add."""
+    model = tiny_mlp()
+    with pytest.raises(LoweringError) as raised:
+        compile_programs(model.programs, {"all": {"partitioners": ["ethos-u"]}}, catalog)
+    error = raised.value
+    assert (error.method, error.backend_id) == ("forward", "EthosUBackend")
+    assert f'add "quantize": "{ETHOS_U_RECIPE}"' in str(error)
+
+
+def test_an_xnnpack_recipe_is_refused_by_the_plan_check(catalog: BackendCatalog) -> None:
+    model = tiny_mlp()
+    recipe = "xnnpack_pt2e_int8_static_per_channel"
+    plan = {"all": {"partitioners": ["ethos-u"], "quantize": recipe}}
+    with pytest.raises(PlanError) as refused:
+        compile_programs(model.programs, plan, catalog)
+    assert refused.value.field == "all.quantize"
+    assert f"quantize with {ETHOS_U_RECIPE!r}" in str(refused.value)
+
+
+def test_int8_plan_compiles_for_u85_quietly_and_is_not_executable(
+    catalog: BackendCatalog, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Vela's report pages stay out of stdout (the job log); the numerics check names the
+    backend this host cannot execute."""
+    model = tiny_mlp()
+    u85 = {"name": "ethos-u", "options": {"target": "ethos-u85-256"}}
+    plan = {"all": {"partitioners": [u85], "quantize": ETHOS_U_RECIPE}}
+    compiled = compile_programs(model.programs, plan, catalog)
+    assert "Network summary" not in capsys.readouterr().out
+    assert delegated_backends(compiled.pte) == ["EthosUBackend"]
+    record = verify_numerics(model.programs, compiled)["methods"]["forward"]
+    assert record["status"] == "not_executable"
+    assert "EthosUBackend" in record["message"]
