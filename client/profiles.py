@@ -13,7 +13,7 @@ from pteforge.client.sinks import StageCallback
 from pteforge.client.tensors import Inputs, json_tensors
 from pteforge.contracts.jobs import ProfileReport
 
-__all__ = ["ProfileReport", "profile"]
+__all__ = ["ProfileReport", "profile", "profile_report"]
 
 
 @overload
@@ -63,4 +63,11 @@ def profile(
     final = yield from ops.follow(job, on_stage)
     raise_for_job(final)
     answer = yield Call("GET", f"/v1/jobs/{job.id}/profile", idempotent=True)
-    return ProfileReport.model_validate(answer.json())
+    return profile_report(answer.json())
+
+
+def profile_report(body: Any) -> ProfileReport:
+    """The profile ``GET /v1/jobs/{id}/profile`` answered. Fields this client does not know
+    (a newer server's, as ``operator_runs`` was) are ignored, not refused: the contract
+    refuses unknown fields where it checks what a caller sends, not what a server answers."""
+    return ProfileReport.model_validate(body, extra="ignore")

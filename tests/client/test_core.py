@@ -31,6 +31,7 @@ from pteforge.client import (
 from pteforge.client.calls import Attempts, Call, Reply, RetryPolicy
 from pteforge.client.config import NotConfiguredError, load_credentials, save_credentials
 from pteforge.client.errors import error_from_body
+from pteforge.client.profiles import ProfileReport, profile_report
 from pteforge.client.render import ByteProgress, Output, StageDisplay
 from pteforge.client.sse import EventParser
 from pteforge.client.tensors import decode_response, encode_request, named_inputs
@@ -231,3 +232,20 @@ def test_stage_display_numbers_every_stage(terminal: bool) -> None:
     with progress.running():
         progress(10, 100)
         progress(100, 100)
+
+
+def test_a_profile_from_a_newer_server_is_read() -> None:
+    """A field (or a nested one) this client does not know is ignored, not a failure."""
+    body = {
+        "artifact_id": "art_x", "method": "forward", "iterations": 3,
+        "latency_us": {"min": 1, "p50": 2, "p90": 3, "max": 4, "samples": [1.0], "later": 1},
+        "load_ms": {"cold": 5.0, "warm": 1.0}, "peak_memory_bytes": 7,
+        "operators": [
+            {"name": "a", "backend": "b", "calls": 1, "total_us": 2.0, "share": 1.0, "new": 2}
+        ],
+        "added_by_a_newer_server": [1],
+    }  # fmt: skip
+    report = profile_report(body)
+    assert report.latency_us.p50 == 2 and report.operators[0].total_us == 2.0
+    with pytest.raises(ValueError):  # the contract itself still refuses them
+        ProfileReport.model_validate(body)
