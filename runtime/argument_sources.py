@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pteforge.runtime.metadata import input_name
+from pteforge.runtime.tensor_dims import value_of, written_values
 
 INDEX_OPERATORS = frozenset(
     {
@@ -167,8 +168,9 @@ def _dataflow(plan: Any) -> _Flow:
             elif hasattr(call, "destination_instruction"):
                 flow.jumps = True
             elif hasattr(call, "op_index") and call.args and 0 <= call.op_index < len(names):
-                written.add(call.args[-1])
-                _record_call(plan, flow, at, names[call.op_index], list(call.args))
+                name, args = names[call.op_index], list(call.args)
+                written.update(written_values(plan, name, args))
+                _record_call(plan, flow, at, name, args)
             flow.writes.append(written)
             for value in written:
                 flow.written.setdefault(value, []).append(at)
@@ -207,7 +209,7 @@ def _position_source(
 ) -> str | None:
     writers = flow.written.get(value, [])
     if not writers:
-        constant = getattr(_value_of(plan, value), "int_val", None)
+        constant = getattr(value_of(plan, value), "int_val", None)
         if value in inputs or not isinstance(constant, int):
             return "its position is neither a constant nor read from an input"
         return None if constant >= 0 else f"its position is the constant {constant}"
@@ -215,7 +217,7 @@ def _position_source(
     chain = None if source is None else _chain(plan, source, flow, inputs)
     if len(writers) != 1 or writers[0] > at or chain is None:
         return "its position is computed by the method, not read from an input"
-    if any(getattr(_value_of(plan, v), "scalar_type", None) != _LONG for v in chain):
+    if any(getattr(value_of(plan, v), "scalar_type", None) != _LONG for v in chain):
         return "its position is read from an input through a narrower integer type"
     return _overwritten(plan, flow, writers[0], chain, "its position")
 
@@ -241,22 +243,17 @@ def _chain(plan: Any, value: int, flow: _Flow, inputs: dict[int, int]) -> list[i
     return chain
 
 
-def _value_of(plan: Any, value: int) -> Any:
-    """What value ``value`` of ``plan`` holds (a ``Tensor``, an ``Int``...; None: no such value)."""
-    return plan.values[value].val if 0 <= value < len(plan.values) else None
-
-
 def _wide(plan: Any, value: int) -> bool:
     """Whether value ``value`` of ``plan`` is an ``int32`` or ``int64`` tensor."""
-    return getattr(_value_of(plan, value), "scalar_type", None) in _WIDE_INTEGERS
+    return getattr(value_of(plan, value), "scalar_type", None) in _WIDE_INTEGERS
 
 
 def _storage(plan: Any, value: int) -> tuple[int, ...] | None:
     """Where tensor value ``value`` of ``plan`` lies, its element count and dtype."""
-    info = getattr(_value_of(plan, value), "allocation_info", None)
+    info = getattr(value_of(plan, value), "allocation_info", None)
     if info is None:
         return None
-    tensor = _value_of(plan, value)
+    tensor = value_of(plan, value)
     where = (info.memory_id, info.memory_offset_low, info.memory_offset_high)
     return (*where, math.prod(tensor.sizes), int(tensor.scalar_type))
 
@@ -278,5 +275,5 @@ def _overlap(a: tuple[int, int, int] | None, b: tuple[int, int, int]) -> bool:
 
 def _rows(plan: Any, weight: int) -> int | None:
     """The first dimension of tensor value ``weight`` of ``plan``, if it is one."""
-    sizes = getattr(_value_of(plan, weight), "sizes", None)
+    sizes = getattr(value_of(plan, weight), "sizes", None)
     return int(sizes[0]) if sizes else None

@@ -229,14 +229,14 @@ def _writers(plan: Any) -> tuple[Writers, dict[int, int], list[tuple[int, str, l
         elif 0 <= index < len(names) and call.args:
             entry = (names[index], list(call.args))
             calls.append((position, *entry))
-            written = [(value, entry) for value in _outputs(plan, entry[0], entry[1])]
+            written = [(value, entry) for value in written_values(plan, entry[0], entry[1])]
         for value, entry in written:
             found.setdefault(value, []).append(entry)
             last[value] = position
     return found, last, calls, jumps
 
 
-def _outputs(plan: Any, name: str, args: list[int]) -> list[int]:
+def written_values(plan: Any, name: str, args: list[int]) -> list[int]:
     """The values a kernel call writes or resizes: its out (or each of a list of outs), and
     the tensor ``et_copy_index`` grows (its first argument)."""
     listed = getattr(value_of(plan, args[-1]), "items", None) or []
