@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from pteforge.backends import BackendCatalog, default_catalog
 from pteforge.children.limits import FP32_CPU_ENV
 from tests import tiers
 from tests.server.service import ServiceProcess, running_service
@@ -64,6 +65,12 @@ SHARED_SERVICE_ENV = {
     # lowering process start warm instead of each paying the first lowering (seconds).
     "PTEFORGE_COMPILE_WARMUP": "true",
 }
+
+
+@pytest.fixture(scope="module")
+def catalog() -> BackendCatalog:
+    """The backend catalog a server lowers with."""
+    return default_catalog()
 
 
 @pytest.fixture(scope="session")

@@ -8,21 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from pteforge.backends import (
-    ETHOS_U_RECIPE,
-    BackendCatalog,
-    EthosUOptions,
-    InvalidOptionsError,
-    default_catalog,
-)
+from pteforge.backends import ETHOS_U_RECIPE, BackendCatalog, EthosUOptions, InvalidOptionsError
 from pteforge.manager import LoweringError, compile_programs, verify_numerics
 from pteforge.manager.errors import PlanError
 from tests.backends.harness import delegated_backends, tiny_mlp
-
-
-@pytest.fixture(scope="module")
-def catalog() -> BackendCatalog:
-    return default_catalog()
 
 
 def test_target_defaults_to_u55_128_and_takes_only_ethos_u_configurations(

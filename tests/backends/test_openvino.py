@@ -30,11 +30,6 @@ MIXED = {
 
 
 @pytest.fixture(scope="module")
-def catalog() -> BackendCatalog:
-    return default_catalog()
-
-
-@pytest.fixture(scope="module")
 def pair() -> MultiMethod:
     return shared_linear_programs(32)
 

@@ -1,4 +1,4 @@
-"""Models exported once for the manager tests, and the backend catalog."""
+"""Models exported once for the manager tests."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from pteforge.backends import BackendCatalog, default_catalog
 from pteforge.manager import ProgramManager, to_edge
 from tests.models import (
     MultiMethod,
@@ -30,8 +29,3 @@ hf_model = _exported_once(hf_encoder_decoder_programs, "hf_model")
 @pytest.fixture(scope="session")
 def shared_edge(shared_linear: MultiMethod) -> ProgramManager:
     return to_edge(shared_linear.programs)
-
-
-@pytest.fixture(scope="module")
-def catalog() -> BackendCatalog:
-    return default_catalog()
