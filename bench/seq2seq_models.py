@@ -24,6 +24,8 @@ import torch
 from torch import nn
 from torch.export import ExportedProgram
 
+from tests.sandbox.hf_models import tiny_whisper_config
+
 MAX_CACHE = 32
 """The decoder's static cache length: the most tokens one session can decode."""
 VOCAB = 128
@@ -86,26 +88,12 @@ def _marian() -> nn.Module:
 
 
 def _whisper() -> nn.Module:
-    from transformers import WhisperConfig, WhisperForConditionalGeneration
+    from transformers import WhisperForConditionalGeneration
 
-    config = WhisperConfig(
-        vocab_size=VOCAB,
-        num_mel_bins=16,
-        d_model=32,
-        encoder_layers=1,
-        decoder_layers=1,
-        encoder_attention_heads=2,
-        decoder_attention_heads=2,
-        encoder_ffn_dim=64,
-        decoder_ffn_dim=64,
-        max_source_positions=8,
-        max_target_positions=64,
-        pad_token_id=0,
-        bos_token_id=1,
-        eos_token_id=2,
-        decoder_start_token_id=1,
-        init_std=0.2,
-    )  # fmt: skip  (0.02 decodes one token over and over)
+    # init_std 0.2: at the default 0.02 the decode repeats one token over and over
+    config = tiny_whisper_config(
+        VOCAB, mel_bins=16, source_positions=8, target_positions=64, init_std=0.2
+    )
     return WhisperForConditionalGeneration(config)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -32,7 +33,8 @@ class _Method(nn.Module):
         return self.fn(self.model, *inputs)
 
 
-def _ids_and_mask(length: int = SEQ, pad: int = 2) -> tuple[torch.Tensor, torch.Tensor]:
+def ids_and_mask(length: int = SEQ, pad: int = 2) -> tuple[torch.Tensor, torch.Tensor]:
+    """Random token ids (batch 1) and an attention mask whose last ``pad`` tokens are padding."""
     mask = torch.ones(1, length, dtype=torch.long)
     mask[:, -pad:] = 0
     return torch.randint(1, VOCAB, (1, length)), mask
@@ -52,15 +54,21 @@ _ENCODER_DIMS = {
 }
 
 
-def _masked_encoder(
-    kind: str, **extra: int
-) -> dict[str, tuple[nn.Module, tuple[torch.Tensor, ...]]]:
-    """``transformers.<kind>Model`` at ``_ENCODER_DIMS`` (plus ``extra``), called with a mask."""
+def tiny_encoder(kind: str, **extra: int) -> nn.Module:
+    """``transformers.<kind>Model`` at ``_ENCODER_DIMS`` (plus ``extra``), random weights,
+    in eval mode."""
     import transformers  # imported when a model is built, not when tests are collected
 
     config = getattr(transformers, f"{kind}Config")(**_ENCODER_DIMS, **extra)
-    encoder = _Method(getattr(transformers, f"{kind}Model")(config), _encoder_with_mask)
-    return {"forward": (encoder, _ids_and_mask())}
+    return getattr(transformers, f"{kind}Model")(config).eval()  # type: ignore[no-any-return]
+
+
+def _masked_encoder(
+    kind: str, **extra: int
+) -> dict[str, tuple[nn.Module, tuple[torch.Tensor, ...]]]:
+    """:func:`tiny_encoder` called with a mask."""
+    encoder = _Method(tiny_encoder(kind, **extra), _encoder_with_mask)
+    return {"forward": (encoder, ids_and_mask())}
 
 
 def albert() -> dict[str, tuple[nn.Module, tuple[torch.Tensor, ...]]]:
@@ -91,24 +99,35 @@ def _both_sides(**dims: int) -> dict[str, int]:
     return {f"{side}_{name}": v for name, v in dims.items() for side in ("encoder", "decoder")}
 
 
-def whisper() -> dict[str, tuple[nn.Module, tuple[torch.Tensor, ...]]]:
-    """A Whisper-style encoder (mel features) and decoder (tokens, encoder states, mask)."""
+def tiny_whisper_config(
+    vocab: int, mel_bins: int, source_positions: int, target_positions: int, **extra: float
+) -> Any:
+    """A ``transformers.WhisperConfig`` of one layer each side at hidden size ``HIDDEN`` (two
+    heads, feed-forward 64); token 0 pads, 1 starts the decoder, 2 ends (plus ``extra``)."""
     import transformers  # imported when a model is built, not when tests are collected
 
-    config = transformers.WhisperConfig(
-        vocab_size=VOCAB,
-        num_mel_bins=8,
+    return transformers.WhisperConfig(
+        vocab_size=vocab,
+        num_mel_bins=mel_bins,
         d_model=HIDDEN,
         **_both_sides(layers=1, attention_heads=2, ffn_dim=64),
-        max_source_positions=16,
-        max_target_positions=16,
+        max_source_positions=source_positions,
+        max_target_positions=target_positions,
         pad_token_id=0,
         bos_token_id=1,
         eos_token_id=2,
         decoder_start_token_id=1,
+        **extra,
     )
+
+
+def whisper() -> dict[str, tuple[nn.Module, tuple[torch.Tensor, ...]]]:
+    """A Whisper-style encoder (mel features) and decoder (tokens, encoder states, mask)."""
+    import transformers  # imported when a model is built, not when tests are collected
+
+    config = tiny_whisper_config(VOCAB, mel_bins=8, source_positions=16, target_positions=16)
     model = transformers.WhisperModel(config)
-    ids, mask = _ids_and_mask(length=4, pad=1)
+    ids, mask = ids_and_mask(length=4, pad=1)
     features = torch.randn(1, config.num_mel_bins, 2 * config.max_source_positions)
     encoded = torch.randn(1, config.max_source_positions, HIDDEN)
     return {

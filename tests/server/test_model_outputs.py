@@ -9,26 +9,14 @@ import httpx
 import numpy as np
 import torch
 
+from tests.sandbox.hf_models import ids_and_mask, tiny_encoder
 from tests.server.helpers import submit, upload_methods, wait_job
-
-VOCAB, SEQ = 100, 8
 
 
 def _bert() -> tuple[torch.nn.Module, dict[str, torch.Tensor]]:
-    import transformers  # imported when the model is built, not when tests are collected
-
-    config = transformers.BertConfig(
-        vocab_size=VOCAB,
-        hidden_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=64,
-    )
-    ids = torch.randint(1, VOCAB, (1, SEQ), generator=torch.Generator().manual_seed(0))
-    mask = torch.ones(1, SEQ, dtype=torch.long)
-    mask[:, -2:] = 0
-    return transformers.BertModel(config).eval(), {"input_ids": ids, "attention_mask": mask}
+    torch.manual_seed(0)
+    ids, mask = ids_and_mask()
+    return tiny_encoder("Bert"), {"input_ids": ids, "attention_mask": mask}
 
 
 def test_a_directly_exported_model_output_compiles_and_runs(
