@@ -102,26 +102,20 @@ def test_health_and_server_metadata(
 
 
 def test_infer_with_raw_tensors_matches_eager(
-    client: triton.InferenceServerClient,
-    headers: dict[str, str],
-    calls: Calls,
-    cached_lm: tuple[MultiMethod, str],
+    calls: Calls, cached_lm: tuple[MultiMethod, str]
 ) -> None:
     model, artifact = cached_lm
     (prompt,) = model.inputs["prefill"]
     assert [t["datatype"] for t in calls.metadata(f"{artifact}.prefill")["inputs"]] == ["INT64"]
-    assert client.is_model_ready(f"{artifact}.prefill", headers=headers)
+    assert calls.client.is_model_ready(f"{artifact}.prefill", headers=calls.headers)
     got = calls.infer(f"{artifact}.prefill", prompt.numpy())
     _assert_eager(got, model, "prefill", prompt.numpy())
 
 
 def test_errors_map_to_status_codes(
-    service: ServiceProcess,
-    client: triton.InferenceServerClient,
-    headers: dict[str, str],
-    calls: Calls,
-    cached_lm: tuple[MultiMethod, str],
+    service: ServiceProcess, calls: Calls, cached_lm: tuple[MultiMethod, str]
 ) -> None:
+    client = calls.client
     _, artifact = cached_lm
     model = f"{artifact}.decode"
     step = calls.inputs(model, np.array([[1]]), np.array([0]))
@@ -135,7 +129,7 @@ def test_errors_map_to_status_codes(
     assert not client.is_model_ready(model, headers=outsider)
     wrong = calls.inputs(model, np.array([[1, 2]]), np.array([0]))
     with pytest.raises(InferenceServerException) as shape:
-        client.infer(model, wrong, headers=headers)
+        client.infer(model, wrong, headers=calls.headers)
     name = wrong[0].name()
     assert _code(shape) == "INVALID_ARGUMENT" and repr(name) in str(shape.value.message())
 
@@ -182,12 +176,9 @@ def test_decode_loop_over_a_stream_carries_its_sequence(
 
 
 def test_a_model_name_serves_over_grpc_and_counts_in_its_statistics(
-    admin: httpx.Client,
-    client: triton.InferenceServerClient,
-    headers: dict[str, str],
-    calls: Calls,
-    cached_lm: tuple[MultiMethod, str],
+    admin: httpx.Client, calls: Calls, cached_lm: tuple[MultiMethod, str]
 ) -> None:
+    client, headers = calls.client, calls.headers
     model, artifact = cached_lm
     deploy(admin, "grpc-named", artifact)
     version = str(deploy(admin, "grpc-named", artifact)["version"])
