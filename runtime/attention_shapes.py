@@ -67,7 +67,7 @@ def _sdpa_hazard(dims: Dims, at: int, name: str, args: list[int]) -> str | None:
         return "its query, key or value is not a tensor of the program"
     batch = dims.size(args[0], 0, at)
     if batch is None:
-        return "its query's batch is computed at run time, and its kernel reads the caches at it"
+        return f"its kernel reads the caches at the query's batch, {_unbounded(dims, args[0])}"
     if not all(at_most(batch, dims.size(args[i], 0, at)) for i in (1, 2)):
         return (
             f"its query {list(query.sizes)} may have a larger batch than its key "
@@ -83,6 +83,17 @@ def _sdpa_hazard(dims: Dims, at: int, name: str, args: list[int]) -> str | None:
     if not at_most(dims.size(args[2], positions, at), dims.size(args[1], positions, at)):
         return "its key may hold fewer positions than its value when run, which its kernel trusts"
     return _qparams_hazard(dims, at, args) if flag and len(args) > flag else None
+
+
+def _unbounded(dims: Dims, value: int) -> str:
+    """What sets a dimension :class:`Dims` cannot bound, for the refusal's reason."""
+    if any(name == "delegate" for name, _ in dims.writers.get(value, [])):
+        return (
+            "which a delegate's output sets, and pteforge cannot bound a delegate's output "
+            "shapes (optimum-executorch's --use_custom_sdpa exports this: export without it, "
+            "or with the query's view outside the delegate, as export_llama does)"
+        )
+    return "which the method computes at run time"
 
 
 def _qparams_hazard(dims: Dims, at: int, args: list[int]) -> str | None:

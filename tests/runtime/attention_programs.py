@@ -84,20 +84,34 @@ class ViewedQuery(CachedAttention):
         return out, self.secret + 0
 
 
-def build(model: nn.Module, inputs: tuple[torch.Tensor, ...], path: Path) -> Path:
-    """Export ``model`` on ``inputs`` and lower it (portable kernels) into ``path``; a
-    :class:`ViewedQuery` with ``x``'s positions dynamic."""
+class ScaledQuery(CachedAttention):
+    """:class:`ViewedQuery`'s well-shaped query, scaled: an operator XNNPACK takes."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        q = x.view(1, x.shape[1], 2, 4) * 2.0
+        return torch.ops.llama.custom_sdpa(q, self.k_cache, self.v_cache, 0), self.secret + 0
+
+
+def build(
+    model: nn.Module, inputs: tuple[torch.Tensor, ...], path: Path, xnnpack: bool = False
+) -> Path:
+    """Export ``model`` on ``inputs`` and lower it (portable kernels, or XNNPACK where it
+    takes an operator) into ``path``; a :class:`ViewedQuery` with ``x``'s positions dynamic."""
     import executorch.extension.llm.custom_ops.custom_ops  # noqa: F401  (the llama:: ops)
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import to_edge_transform_and_lower
 
     dims = {"x": {1: torch.export.Dim("positions", max=CACHE_LEN)}}
     shapes = {
         ViewedQuery: dims,
+        ScaledQuery: dims,
         SlicedCaches: {**dims, "input_pos": None},
         ComputedQueryZeros: {"q": None, "zeros": {3: torch.export.Dim("width", max=CACHE_LEN)}},
     }.get(type(model))
     program = torch.export.export(model, inputs, dynamic_shapes=shapes, strict=False)
-    path.write_bytes(to_edge_transform_and_lower(program).to_executorch().buffer)
+    partitioners = [XnnpackPartitioner()] if xnnpack else None
+    lowered = to_edge_transform_and_lower(program, partitioner=partitioners)
+    path.write_bytes(lowered.to_executorch().buffer)
     return path
 
 

@@ -117,3 +117,15 @@ def test_caches_sliced_alike_run(pool: RuntimePool, tmp_path: Path) -> None:
             "its key may hold fewer positions than its value when run, which its kernel trusts"
         )
     )
+
+
+def test_a_query_batch_a_delegate_sets_is_refused_naming_the_delegate(tmp_path: Path) -> None:
+    """optimum-executorch's ``--use_custom_sdpa`` programs take the query from an XNNPACK
+    delegate, whose output shapes a hostile blob sets: refused, saying what to export
+    instead; the same attention on portable kernels runs."""
+    x = (torch.ones(1, 2, 8),)
+    delegated = attn.build(attn.ScaledQuery(), x, tmp_path / "delegated.pte", xnnpack=True)
+    refused = kernel_guards(delegated).refused["forward"]
+    assert "the query's batch, which a delegate's output sets" in refused, refused
+    assert "--use_custom_sdpa" in refused, refused
+    assert kernel_guards(attn.build(attn.ScaledQuery(), x, tmp_path / "portable.pte")).refused == {}
