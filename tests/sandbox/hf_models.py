@@ -99,6 +99,14 @@ def _both_sides(**dims: int) -> dict[str, int]:
     return {f"{side}_{name}": v for name, v in dims.items() for side in ("encoder", "decoder")}
 
 
+_WHISPER_TOKENS = {
+    "pad_token_id": 0,
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+    "decoder_start_token_id": 1,
+}
+
+
 def tiny_whisper_config(
     vocab: int, mel_bins: int, source_positions: int, target_positions: int, **extra: float
 ) -> Any:
@@ -109,14 +117,11 @@ def tiny_whisper_config(
     return transformers.WhisperConfig(
         vocab_size=vocab,
         num_mel_bins=mel_bins,
-        d_model=HIDDEN,
-        **_both_sides(layers=1, attention_heads=2, ffn_dim=64),
         max_source_positions=source_positions,
         max_target_positions=target_positions,
-        pad_token_id=0,
-        bos_token_id=1,
-        eos_token_id=2,
-        decoder_start_token_id=1,
+        d_model=HIDDEN,
+        **_both_sides(layers=1, attention_heads=2, ffn_dim=64),
+        **_WHISPER_TOKENS,
         **extra,
     )
 
