@@ -8,6 +8,7 @@ server exposed to the network.
   previous response: a client that sends it slowly (slowloris) gets a 408 and is closed,
   one that sent nothing is closed quietly. A request being handled is never cut.
 - Idle keep-alive connections close after uvicorn's ``timeout_keep_alive``.
+- A response's head goes out with its body, in one write (:class:`HeldHead`).
 - The access log leaves out query strings (:class:`QueryStringHidden`).
 - A stop ends job event streams first (:class:`DrainingServer`), so they do not hold it.
 """
@@ -25,6 +26,7 @@ from uvicorn import Server
 from uvicorn.config import LOGGING_CONFIG, Config
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
+from pteforge.server.http.held_head import HeldHead
 from pteforge.server.settings import Settings
 
 
@@ -71,7 +73,13 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._head_bytes = None
         self._disarm_head_timer()
+        existing = self.cycle
         super().on_headers_complete()
+        cycle = self.cycle
+        if cycle is not existing:  # a new request's cycle (not an upgrade)
+            held = HeldHead(self.transport, self.loop, cycle.on_response)
+            cycle.transport = held  # type: ignore[assignment]
+            cycle.on_response = held.response_complete
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
@@ -99,8 +107,14 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         elif not self.transport.is_closing():
             self.transport.close()
 
+    def _flush_head(self) -> None:
+        transport = getattr(self.cycle, "transport", None)
+        if isinstance(transport, HeldHead):
+            transport.flush()
+
     def _refuse(self, status: int, message: str) -> None:
         """Answer ``status`` and close, whatever the parser's state."""
+        self._flush_head()  # what the last response wrote goes first
         if self.transport.is_closing():
             return
         body = message.encode()
