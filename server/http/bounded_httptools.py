@@ -9,7 +9,8 @@ server exposed to the network.
   one that sent nothing is closed quietly. A request being handled is never cut.
 - Idle keep-alive connections close after uvicorn's ``timeout_keep_alive``.
 - A response's head goes out with its body, in one write (:class:`HeldHead`).
-- The access log leaves out query strings (:class:`QueryStringHidden`).
+- The access log leaves out query strings (:class:`QueryStringHidden`); its lines are
+  uvicorn's, formatted with less work (:class:`AccessLineFormatter`).
 - A stop ends job event streams first (:class:`DrainingServer`), so they do not hold it.
 """
 
@@ -26,6 +27,7 @@ from uvicorn import Server
 from uvicorn.config import LOGGING_CONFIG, Config
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
+from pteforge.server.http.access_log import AccessLineFormatter
 from pteforge.server.http.held_head import HeldHead
 from pteforge.server.settings import Settings
 
@@ -167,8 +169,10 @@ class QueryStringHidden(logging.Filter):
 
 
 def _log_config() -> dict[str, Any]:
-    """uvicorn's own logging configuration, with :class:`QueryStringHidden` on access lines."""
+    """uvicorn's own logging configuration, with :class:`QueryStringHidden` on access lines
+    and their lines written by :class:`AccessLineFormatter` (the same lines, cheaper)."""
     config = copy.deepcopy(LOGGING_CONFIG)
+    config["formatters"]["access"]["()"] = AccessLineFormatter
     config["filters"] = {"query_hidden": {"()": QueryStringHidden}}
     config["handlers"]["access"]["filters"] = ["query_hidden"]
     return config

@@ -1,9 +1,10 @@
 """A response's head goes out with its body (``HeldHead``), never later than it would have
-alone."""
+alone; and the access log's cheaper formatter writes uvicorn's lines exactly."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import threading
 from collections.abc import AsyncIterator, Iterator
@@ -14,9 +15,12 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, StreamingResponse
 from starlette.routing import Route
+from uvicorn.logging import AccessFormatter
 
-from pteforge.server.http.bounded_httptools import GuardedHttpToolsProtocol
+from pteforge.server.http.access_log import AccessLineFormatter
+from pteforge.server.http.bounded_httptools import GuardedHttpToolsProtocol, uvicorn_options
 from pteforge.server.http.held_head import HeldHead
+from pteforge.server.settings import Settings
 from tests.server.service import free_port, wait_until
 
 RELEASE = threading.Event()  # the streamed response's body waits for it
@@ -150,3 +154,16 @@ def test_pipelined_and_bodiless_responses_keep_their_order(port: int) -> None:
     first, _, second = data.partition(b"\r\n\r\n")
     assert first.startswith(b"HTTP/1.1 200 ") and b"content-length: 5" in first
     assert second.startswith(b"HTTP/1.1 200 ") and second.endswith(b"\r\n\r\nhello")
+
+
+@pytest.mark.parametrize("colours", [False, True])
+@pytest.mark.parametrize("status", [200, 404, 599])
+def test_the_access_lines_are_uvicorns(colours: bool, status: int) -> None:
+    config = uvicorn_options(Settings())["log_config"]
+    assert config["formatters"]["access"]["()"] is AccessLineFormatter
+    fmt = config["formatters"]["access"]["fmt"]
+    args = ("127.0.0.1:5000", "POST", "/v2/models/m.forward/infer", "1.1", status)
+    record = logging.LogRecord("uvicorn.access", 20, __file__, 0, "%s %s %s %s %d", args, None)
+    ours = AccessLineFormatter(fmt, use_colors=colours)
+    assert ours.format(record) == AccessFormatter(fmt, use_colors=colours).format(record)
+    assert ours.format(record) == ours.format(record)  # the status text, remembered
