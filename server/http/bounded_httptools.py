@@ -10,7 +10,8 @@ server exposed to the network.
 - Idle keep-alive connections close after uvicorn's ``timeout_keep_alive``.
 - A response's head goes out with its body, in one write (:class:`HeldHead`).
 - The access log leaves out query strings (:class:`QueryStringHidden`); its lines are
-  uvicorn's, formatted with less work (:class:`AccessLineFormatter`).
+  uvicorn's, formatted with less work (:class:`AccessLineFormatter`) and written once
+  the response is out (:class:`AfterResponse`).
 - A stop ends job event streams first (:class:`DrainingServer`), so they do not hold it.
 """
 
@@ -27,7 +28,7 @@ from uvicorn import Server
 from uvicorn.config import LOGGING_CONFIG, Config
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
-from pteforge.server.http.access_log import AccessLineFormatter
+from pteforge.server.http.access_log import AccessLineFormatter, AfterResponse
 from pteforge.server.http.held_head import HeldHead
 from pteforge.server.settings import Settings
 
@@ -50,6 +51,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         super().__init__(*args, **kwargs)
         self._head_bytes: int | None = 0  # of the head being received; None once parsed
         self._head_timer: TimerHandle | None = None
+        self._after_response = AfterResponse(self.access_logger, self.loop)
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -82,6 +84,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             held = HeldHead(self.transport, self.loop, cycle.on_response)
             cycle.transport = held  # type: ignore[assignment]
             cycle.on_response = held.response_complete
+            cycle.access_logger = self._after_response  # type: ignore[assignment]
 
     def on_message_complete(self) -> None:
         super().on_message_complete()

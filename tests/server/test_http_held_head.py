@@ -1,5 +1,6 @@
 """A response's head goes out with its body (``HeldHead``), never later than it would have
-alone; and the access log's cheaper formatter writes uvicorn's lines exactly."""
+alone; the access log's cheaper formatter writes uvicorn's lines exactly, once the
+response is out (``AfterResponse``)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from starlette.responses import PlainTextResponse, StreamingResponse
 from starlette.routing import Route
 from uvicorn.logging import AccessFormatter
 
-from pteforge.server.http.access_log import AccessLineFormatter
+from pteforge.server.http.access_log import AccessLineFormatter, AfterResponse
 from pteforge.server.http.bounded_httptools import GuardedHttpToolsProtocol, uvicorn_options
 from pteforge.server.http.held_head import HeldHead
 from pteforge.server.settings import Settings
@@ -167,3 +168,31 @@ def test_the_access_lines_are_uvicorns(colours: bool, status: int) -> None:
     ours = AccessLineFormatter(fmt, use_colors=colours)
     assert ours.format(record) == AccessFormatter(fmt, use_colors=colours).format(record)
     assert ours.format(record) == ours.format(record)  # the status text, remembered
+
+
+class _Lines(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+def test_access_lines_are_written_after_the_response_in_order() -> None:
+    logger, lines = logging.getLogger("tests.access_after"), _Lines()
+    logger.addHandler(lines)
+    logger.setLevel(logging.INFO)
+
+    async def respond() -> list[str]:
+        after = AfterResponse(logger, asyncio.get_running_loop())
+        after.info("%s %d", "first", 200)
+        after.info("%s %d", "second", 404)
+        assert lines.lines == []  # not before the response's bytes are written
+        await asyncio.sleep(0)
+        return lines.lines
+
+    try:
+        assert asyncio.run(respond()) == ["first 200", "second 404"]
+    finally:
+        logger.removeHandler(lines)
