@@ -20,13 +20,19 @@ RUNNER_METADATA: tuple[str, ...] = (
     "get_max_context_len",
     "get_bos_id",
     "get_eos_ids",
+    "get_eos_id",
     "get_vocab_size",
     "get_n_layers",
     "use_kv_cache",
     "use_sdpa_with_kv_cache",
     "enable_dynamic_shape",
 )
-"""The metadata methods read (upstream's LLM export writes these names)."""
+"""The metadata methods read (upstream's LLM export writes these names; optimum-executorch
+writes ``get_eos_id``, one id, where upstream writes ``get_eos_ids``)."""
+
+EOS_METHODS = ("get_eos_ids", "get_eos_id")
+"""The metadata methods naming the tokens that end a text, the first a program has read (as
+optimum-executorch's runner reads them); without one, the tokenizer's EOS ends it."""
 
 REQUIRED = "get_max_seq_len"
 MAX_VALUES = 256
@@ -70,12 +76,16 @@ def generation_info(
         max_seq_len=int(answers[REQUIRED][0]),
         max_context_len=_int(answers.get("get_max_context_len")),
         bos_id=_int(answers.get("get_bos_id")),
-        eos_ids=[int(v) for v in answers.get("get_eos_ids", ()) if _is_int([v])],
+        eos_ids=[int(v) for v in _eos_answer(answers) if _is_int([v])],
         vocab_size=_int(answers.get("get_vocab_size")),
         use_kv_cache=_bool(answers.get("use_kv_cache")),
         enable_dynamic_shape=_bool(answers.get("enable_dynamic_shape")),
         metadata=metadata,
     )
+
+
+def _eos_answer(answers: Mapping[str, Sequence[Scalar]]) -> Sequence[Scalar]:
+    return next((answers[name] for name in EOS_METHODS if name in answers), ())
 
 
 def _plain(name: str, values: Sequence[Scalar]) -> Scalar | list[Scalar]:

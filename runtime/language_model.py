@@ -3,12 +3,13 @@
 The convention: ``forward(tokens, input_pos)`` takes ``tokens`` of shape ``[1, n]`` and
 returns logits (``[1, n, vocab]`` or the last row only, ``[1, vocab]``), its KV cache in
 mutable buffers; the constant methods ``get_max_context_len`` (else ``get_max_seq_len``)
-and ``get_eos_ids`` (among others the runner reads) say how long the context is and which
-tokens end a text; ``get_max_seq_len`` also bounds the tokens of one call. ``input_pos``
-is either the first position (``[1]``: ExecuTorch's Llama export) or one position per token
-(``[n]``: ``transformers``' ``TorchExportableModuleForDecoderOnlyLM``); which one is read
-from its shape. A prompt is fed in chunks of as many tokens as ``tokens``
-takes (its planned maximum when dynamic), at most ``get_max_seq_len``.
+and ``get_eos_ids`` (optimum-executorch's ``get_eos_id``; among others the runner reads) say
+how long the context is and which tokens end a text; ``get_max_seq_len`` also bounds the
+tokens of one call. ``input_pos`` is either the first position (``[1]``: ExecuTorch's Llama
+export) or one position per token (``[n]``: ``transformers``'
+``TorchExportableModuleForDecoderOnlyLM``); which one is read from its shape. A prompt is fed
+in chunks of as many tokens as ``tokens`` takes (its planned maximum when dynamic), at most
+``get_max_seq_len``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from pteforge.contracts.llm_runner import EOS_METHODS
 from pteforge.contracts.specs import MethodSignature, TensorSpec
 from pteforge.runtime.errors import ExecutionError, NotALanguageModelError
 from pteforge.runtime.instances import ProgramInstance
@@ -32,7 +34,7 @@ class LmInfo:
 
     context_len: int  # prompt and generated tokens together: the KV cache's length
     context_method: str  # the metadata method it was read from
-    eos_ids: frozenset[int] | None  # None: no get_eos_ids (the tokenizer's EOS ends a text)
+    eos_ids: frozenset[int] | None  # None: no EOS_METHODS (the tokenizer's EOS ends a text)
     vocab_size: int
     chunk: int  # most tokens one call takes
     per_token_positions: bool  # input_pos is [n] (one per token), not [1] (the start)
@@ -52,7 +54,8 @@ def read_lm_info(instance: ProgramInstance, signature: MethodSignature) -> LmInf
     # as ExecuTorch's runner: the context is get_max_context_len (the KV cache) where the
     # program has it, and get_max_seq_len bounds one prefill call
     context = "get_max_context_len" if "get_max_context_len" in names else "get_max_seq_len"
-    eos = _constant(instance, "get_eos_ids") if "get_eos_ids" in names else None
+    eos_method = next((name for name in EOS_METHODS if name in names), None)
+    eos = _constant(instance, eos_method) if eos_method else None
     tokens, positions, logits = _specs(signature)
     bound = _bounds(tokens)[1]
     pos_len = _bounds(positions)[0]

@@ -34,6 +34,15 @@ def test_one_eos_id_is_still_a_list() -> None:
     assert info is not None and info.eos_ids == [2] and info.metadata["get_eos_ids"] == [2]
 
 
+def test_optimum_executorchs_one_eos_id_is_read_where_get_eos_ids_is_missing() -> None:
+    """optimum-executorch writes get_eos_id (one id), and its runner reads it."""
+    answers = {"get_max_seq_len": [64], "get_eos_id": [2]}
+    info = generation_info(["forward"], answers)
+    assert info is not None and info.eos_ids == [2] and info.metadata["get_eos_id"] == 2
+    both = generation_info(["forward"], {**answers, "get_eos_ids": [5, 6]})
+    assert both is not None and both.eos_ids == [5, 6]
+
+
 def test_other_programs_are_not_language_models() -> None:
     assert generation_info(["forward"], {}) is None  # no get_max_seq_len
     assert generation_info(["decode"], ANSWERS) is None  # no forward

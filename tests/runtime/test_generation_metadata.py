@@ -79,6 +79,32 @@ def test_without_get_eos_ids_the_tokenizers_eos_ends_the_text(
     assert events[-1].finish_reason == "stop"
 
 
+def test_optimum_executorchs_get_eos_id_ends_the_text(
+    gen_pool: RuntimePool, lm: LmFiles, tmp_path: Path
+) -> None:
+    """optimum-executorch names its one EOS ``get_eos_id``: a program with only that ends
+    there, without a tokenizer config naming it (the worker read no EOS, so ran on)."""
+    im_end = lm.encode(IM_END)[-1]
+
+    def one_eos_id(program: Any) -> None:
+        (plan,) = [p for p in program.execution_plan if p.name == "get_eos_ids"]
+        plan.name, plan.outputs = "get_eos_id", plan.outputs[:1]
+        plan.values[plan.outputs[0]].val.int_val = im_end
+
+    pte = _rewritten(lm.pte, tmp_path / "eos-id.pte", one_eos_id)
+    expected = pte_greedy(lm.pte, lm.encode("Paris"), 40, [im_end])
+    assert expected[-1] == im_end and len(expected) < 40
+
+    async def collect() -> list[GenerationEvent]:
+        request = GenerationRequest(prompt="Paris", max_tokens=40, temperature=0)
+        blob = (_sha(lm.tokenizer_json), lm.tokenizer_json)
+        stream = gen_pool.generate_async(_sha(pte), pte, request, tokenizer=blob, scope="a")
+        return [event async for event in stream]
+
+    events = asyncio.run(collect())
+    assert _tokens(events) == expected and events[-1].finish_reason == "stop"
+
+
 def test_the_context_is_get_max_context_len_when_the_program_has_it(
     gen_pool: RuntimePool, lm: LmFiles, tmp_path: Path
 ) -> None:
