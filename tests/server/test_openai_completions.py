@@ -262,3 +262,29 @@ def test_pteforge_chat_streams_the_greedy_answers(
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout == f"{expected}\n"
+
+
+def test_pteforge_chat_goes_on_when_the_conversation_outgrows_the_context(
+    service: ServiceProcess, deployed: str, lm: LmFiles, tmp_path: Path
+) -> None:
+    """The server refuses a prompt over the context (64 tokens here), and the chat ended
+    there with an error (new-user pass): it now drops the oldest turns, and reports a turn
+    too long alone, and goes on."""
+    turn = "Hello, world! How are you today?"
+    assert 8 < len(lm.encode(turn)) < lm.max_seq_len // 3
+    env = {
+        **os.environ,
+        "PTEFORGE_CONFIG": str(tmp_path / "none.json"),
+        "PTEFORGE_URL": service.url,
+        "PTEFORGE_TOKEN": str(service.admin_token),
+    }
+    turns = [turn] * 4 + [turn * 10, turn]
+    done = subprocess.run(
+        [sys.executable, "-m", "pteforge", "chat", f"{deployed}:1", "--temperature", "0",
+         "--max-tokens", str(MAX_TOKENS)],
+        input="\n".join(turns) + "\n\n", env=env, capture_output=True, text=True,
+        timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "the conversation outgrew the model's context" in done.stderr
+    assert "this turn is left out" in done.stderr and "context_length" not in done.stdout
