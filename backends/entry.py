@@ -11,6 +11,7 @@ from pydantic import BaseModel
 from pteforge.backends.kinds import EntryKind
 from pteforge.backends.options import NoOptions, validate_options
 from pteforge.backends.registry import executable_backend_ids
+from pteforge.contracts.plan import PartitionerSpec
 
 if TYPE_CHECKING:  # the catalog is read by the HTTP process, which never imports exir
     import torch
@@ -104,6 +105,11 @@ class QuantizerEntryBase(BaseEntry[NoOptions]):
 
     @abc.abstractmethod
     def quantize(
-        self, program: ExportedProgram, calibration: Sequence[tuple[torch.Tensor, ...]]
+        self,
+        program: ExportedProgram,
+        calibration: Sequence[tuple[torch.Tensor, ...]],
+        lowering: Sequence[PartitionerSpec] = (),
     ) -> ExportedProgram:
-        """The quantized program, calibrated on ``calibration`` (a list of input tuples)."""
+        """The quantized program, calibrated on ``calibration`` (a list of input tuples),
+        for the partitioners ``lowering`` that lower it next (a recipe whose annotation
+        depends on the target reads its options there)."""

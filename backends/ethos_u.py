@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import contextlib
 import io
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pteforge.backends.entry import PartitionerEntry
 from pteforge.backends.options import EthosUOptions
+from pteforge.contracts.plan import PartitionerSpec
 
 if TYPE_CHECKING:
     from executorch.exir.backend.partitioner import Partitioner
@@ -56,6 +58,13 @@ class EthosUEntry(PartitionerEntry[EthosUOptions]):
 
         quiet_vela()
         return QuantizedOnly(EthosUPartitioner(ethos_u_compile_spec(options.target)))
+
+
+def ethos_u_target(lowering: Sequence[PartitionerSpec]) -> str:
+    """The target of the first ``ethos-u`` partitioner in ``lowering`` (its default where
+    there is none), which the recipe quantizes for."""
+    spec = next((s for s in lowering if s.name == EthosUEntry.name), None)
+    return EthosUOptions.model_validate((spec.options if spec else None) or {}).target
 
 
 def ethos_u_compile_spec(target: str) -> Any:

@@ -12,12 +12,19 @@ from typing import TYPE_CHECKING, Any
 
 from pteforge.backends.entry import QuantizerEntryBase
 from pteforge.backends.errors import BackendCatalogError
-from pteforge.backends.ethos_u import ETHOS_U_BACKEND_ID, ETHOS_U_RECIPE, ethos_u_compile_spec
+from pteforge.backends.ethos_u import (
+    ETHOS_U_BACKEND_ID,
+    ETHOS_U_RECIPE,
+    ethos_u_compile_spec,
+    ethos_u_target,
+)
 from pteforge.backends.xnnpack import XNNPACK_BACKEND_ID
 
 if TYPE_CHECKING:
     import torch
     from torch.export import ExportedProgram
+
+    from pteforge.contracts.plan import PartitionerSpec
 
 # Upstream names (executorch.backends.xnnpack.recipes.XNNPackRecipeType) of the pt2e recipes.
 XNNPACK_PT2E_RECIPES: dict[str, str] = {
@@ -38,9 +45,13 @@ class Pt2eRecipe(QuantizerEntryBase):
     """prepare_pt2e -> calibrate -> convert_pt2e -> re-export, with :meth:`quantizer`."""
 
     def quantize(
-        self, program: ExportedProgram, calibration: Sequence[tuple[torch.Tensor, ...]]
+        self,
+        program: ExportedProgram,
+        calibration: Sequence[tuple[torch.Tensor, ...]],
+        lowering: Sequence[PartitionerSpec] = (),
     ) -> ExportedProgram:
-        """The program quantized by this recipe, observers calibrated on ``calibration``."""
+        """The program quantized by this recipe for ``lowering``, observers calibrated on
+        ``calibration``."""
         import torch
         from executorch.backends.transforms.duplicate_dynamic_quant_chain import (
             DuplicateDynamicQuantChainPass,
@@ -49,7 +60,7 @@ class Pt2eRecipe(QuantizerEntryBase):
 
         if not calibration:
             raise QuantizationError(f"{self.name}: needs at least one calibration input tuple")
-        quantizer = self.quantizer()
+        quantizer = self.quantizer(lowering)
         try:
             prepared = prepare_pt2e(program.module(), quantizer)
             for inputs in calibration:
@@ -67,8 +78,8 @@ class Pt2eRecipe(QuantizerEntryBase):
             raise QuantizationError(f"{self.name}: quantization failed: {error}") from error
 
     @abc.abstractmethod
-    def quantizer(self) -> Any:
-        """The upstream pt2e ``Quantizer`` this recipe annotates with."""
+    def quantizer(self, lowering: Sequence[PartitionerSpec]) -> Any:
+        """The upstream pt2e ``Quantizer`` this recipe annotates with, for ``lowering``."""
 
 
 class XnnpackPt2eRecipe(Pt2eRecipe):
@@ -84,8 +95,9 @@ class XnnpackPt2eRecipe(Pt2eRecipe):
         self.name = recipe
         self.description = XNNPACK_PT2E_RECIPES[recipe]
 
-    def quantizer(self) -> Any:
-        """Upstream's quantizer for this recipe (``XNNPACKRecipeProvider``'s configuration)."""
+    def quantizer(self, lowering: Sequence[PartitionerSpec]) -> Any:
+        """Upstream's quantizer for this recipe (``XNNPACKRecipeProvider``'s configuration;
+        the same for every XNNPACK option)."""
         from executorch.backends.xnnpack.recipes import XNNPACKRecipeProvider, XNNPackRecipeType
 
         recipe = XNNPACKRecipeProvider().create_recipe(XNNPackRecipeType(self.name))
@@ -100,7 +112,8 @@ class XnnpackPt2eRecipe(Pt2eRecipe):
 class EthosUInt8Recipe(Pt2eRecipe):
     """The int8 recipe of the ``ethos-u`` entry: upstream's ``EthosUQuantizer`` with its
     symmetric configuration (static activations calibrated on the given inputs, per-channel
-    weights), annotated for the TOSA INT profile every Ethos-U target lowers."""
+    weights), annotated for the TOSA profile of the ``ethos-u`` partitioner's target (the
+    U55 one, with fewer operators, where the method names none)."""
 
     backend_id = ETHOS_U_BACKEND_ID
     name = ETHOS_U_RECIPE
@@ -109,14 +122,15 @@ class EthosUInt8Recipe(Pt2eRecipe):
         "calibrated on the given inputs, per-channel weights."
     )
 
-    def quantizer(self) -> Any:
-        """``EthosUQuantizer`` with ``get_symmetric_quantization_config()`` set globally."""
+    def quantizer(self, lowering: Sequence[PartitionerSpec]) -> Any:
+        """``EthosUQuantizer`` for the target of ``lowering``'s ``ethos-u`` partitioner, with
+        ``get_symmetric_quantization_config()`` set globally."""
         from executorch.backends.arm.quantizer import (
             EthosUQuantizer,
             get_symmetric_quantization_config,
         )
 
-        quantizer = EthosUQuantizer(ethos_u_compile_spec("ethos-u55-128"))
+        quantizer = EthosUQuantizer(ethos_u_compile_spec(ethos_u_target(lowering)))
         quantizer.set_global(get_symmetric_quantization_config(is_per_channel=True))
         return quantizer
 

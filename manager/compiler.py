@@ -146,7 +146,7 @@ def _quantize(
             method, programs[method]
         )
         try:
-            out[method] = entry.quantize(programs[method], calibration)
+            out[method] = entry.quantize(programs[method], calibration, target.partitioner_specs())
         except BackendCatalogError as exc:
             raise PlanError(where, str(exc)) from exc
     return out

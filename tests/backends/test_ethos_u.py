@@ -9,6 +9,8 @@ from __future__ import annotations
 import pytest
 
 from pteforge.backends import ETHOS_U_RECIPE, BackendCatalog, EthosUOptions, InvalidOptionsError
+from pteforge.backends.quantization import Pt2eRecipe
+from pteforge.contracts.plan import PartitionerSpec
 from pteforge.manager import LoweringError, compile_programs, verify_numerics
 from pteforge.manager.errors import PlanError
 from tests.backends.harness import delegated_backends, tiny_mlp
@@ -62,3 +64,19 @@ def test_int8_plan_compiles_for_u85_quietly_and_is_not_executable(
     record = verify_numerics(model.programs, compiled)["methods"]["forward"]
     assert record["status"] == "not_executable"
     assert "EthosUBackend" in record["message"]
+
+
+def test_the_recipe_annotates_for_the_partitioners_target(catalog: BackendCatalog) -> None:
+    """It annotated for U55, whose TOSA profile lacks operators U65/U85 take, whatever the
+    method's target; it now reads the target from the method's ethos-u partitioner."""
+    recipe = catalog.get_quantizer(ETHOS_U_RECIPE)
+    assert isinstance(recipe, Pt2eRecipe)
+    u85 = [PartitionerSpec(name="ethos-u", options={"target": "ethos-u85-256"})]
+
+    def profile(lowering: list[PartitionerSpec]) -> str:
+        return str(recipe.quantizer(lowering).quantizer.tosa_spec)  # upstream's EthosUQuantizer
+
+    assert (
+        profile([]) == profile([PartitionerSpec(name="ethos-u")]) == "TOSA-1.0+INT+int16+int4+u55"
+    )
+    assert profile(u85) == "TOSA-1.0+INT+int16+int4+cf"

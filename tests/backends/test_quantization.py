@@ -68,7 +68,7 @@ def test_recipes_reuse_upstream_quantizer_configuration() -> None:
         ("xnnpack_pt2e_int8_dynamic_per_channel", True),
         ("xnnpack_pt2e_int8_static_per_channel", False),
     ]:
-        quantizer = XnnpackPt2eRecipe(name).quantizer()
+        quantizer = XnnpackPt2eRecipe(name).quantizer(())
         assert isinstance(quantizer, XNNPACKQuantizer)
         config = quantizer.global_config
         assert config is not None and config.input_activation.is_dynamic is dynamic
