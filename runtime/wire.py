@@ -40,6 +40,7 @@ _LENGTH_BYTES = 8
 _HEADER_KEYS = {"tensors", "message"}
 _TENSOR_KEYS = {"dtype", "shape"}
 _SIZE, _LONG_SIZE = struct.Struct("!i"), struct.Struct("!Q")  # multiprocessing's framing
+_ONE_WRITE = 16384  # multiprocessing writes a frame up to this size with its length, at once
 _SMALL_FRAME = 64 * 1024  # read whole into a bytes; larger ones into a buffer, in pieces
 
 Message = TypeVar("Message")
@@ -174,9 +175,27 @@ def decode_message(
     return message, arrays
 
 
+def header_frame(head: bytes) -> bytes:
+    """The frame of a message without tensors whose JSON header is ``head``."""
+    return len(head).to_bytes(_LENGTH_BYTES, "little") + head
+
+
 def send_message(conn: Connection, message: BaseModel, arrays: Sequence[np.ndarray]) -> None:
     """Send ``message`` and ``arrays`` as one frame."""
-    conn.send_bytes(encode_message(message, arrays))
+    send_frame(conn, encode_message(message, arrays))
+
+
+def send_frame(conn: Connection, frame: bytes) -> None:
+    """Write ``frame`` as ``conn.send_bytes`` does (multiprocessing's length first: what
+    ``read_frame`` and ``recv_bytes`` read), a small one in one ``os.write`` without its
+    checks, ~1 us less (a generation writes a frame a token)."""
+    if len(frame) > _ONE_WRITE:
+        conn.send_bytes(frame)
+        return
+    fd = conn.fileno()
+    view = memoryview(_SIZE.pack(len(frame)) + frame)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def read_frame(conn: Connection) -> bytes | bytearray:

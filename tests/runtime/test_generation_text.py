@@ -11,16 +11,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pteforge.contracts.generation import ChatMessage, GenerationRequest
+from pteforge.contracts.generation import ChatMessage, GenerationEvent, GenerationRequest
 from pteforge.contracts.runtime_messages import GeneratedReply
 from pteforge.runtime import text_codec
 from pteforge.runtime.errors import TokenizerError
-from pteforge.runtime.generation_worker import Channel, Step, run
+from pteforge.runtime.generation_worker import Channel, Step, run, token_frame
 from pteforge.runtime.language_model import LmInfo
 from pteforge.runtime.sampling import Sampler
 from pteforge.runtime.text_codec import TextCodec
 from pteforge.runtime.text_stream import TextStream
-from pteforge.runtime.wire import WORKER_REPLY, decode_message
+from pteforge.runtime.wire import WORKER_REPLY, decode_message, encode_message
 
 TEXT = "naïve café ☕ 日本語, emoji 🙂 done"
 
@@ -85,6 +85,16 @@ def test_sampler_greedy_seeded_and_top_p() -> None:
     assert first == second and set(first) > {1}
     two = Sampler(1.5, 0.6, 3)
     assert {two.pick(logits) for _ in range(200)} == {1, 2}
+
+
+@pytest.mark.parametrize("text", ["", "x", 'a "quoted" \\ back\nslash\t', TEXT, "\x00\u2028"])
+def test_a_token_event_frame_is_the_models_frame(text: str) -> None:
+    """The worker writes each token's event without building the models: the same bytes,
+    which the pool reads back as the models say."""
+    for token in (0, 7, 2**31 + 5):
+        reply = GeneratedReply(event=GenerationEvent(text=text, token_ids=(token,)))
+        assert token_frame(text, token) == encode_message(reply, [])
+        assert decode_message(token_frame(text, token), WORKER_REPLY)[0] == reply
 
 
 def test_default_and_configured_chat_templates(byte_tokenizer: Path, tmp_path: Path) -> None:
