@@ -20,6 +20,7 @@ from pteforge.children.forkserver import RUNTIME_WORKER_PRELOAD, start_fork_serv
 from pteforge.contracts.runtime_messages import ReadyReply, WorkerReply
 from pteforge.runtime.errors import RuntimeLayerError
 from pteforge.runtime.native_log import leftover
+from pteforge.runtime.reply_watch import ReplyWatch
 from pteforge.runtime.wire import recv_reply
 from pteforge.runtime.worker import WorkerConfig, worker_main
 
@@ -34,6 +35,7 @@ class WorkerProcess:
     conn: Connection
     scratch: Path  # the only directory the confined worker may write; removed with it
     info: ReadyReply | None = None  # the worker's hello, once it said it is ready
+    watch: ReplyWatch | None = None  # the event loop's reader of ``conn`` (reply_async)
 
     def alive(self) -> bool:
         """``process.is_alive()`` in one poll: an exit status already read (``join``,
@@ -65,12 +67,29 @@ class WorkerProcess:
     async def reply_async(self, timeout_s: float) -> tuple[WorkerReply, list[np.ndarray]]:
         """The reply to the request just sent, without blocking the event loop meanwhile.
 
-        Awaited through the loop's reader callback, then read in one go: the worker writes
-        each frame with a single write, so once its first bytes are there the rest follows
-        at memory speed. ``TimeoutError`` if nothing comes within ``timeout_s``.
+        Awaited through the loop's reader callback (``ReplyWatch``: registered once, not
+        per reply), then read in one go: the worker writes each frame with a single write,
+        so once its first bytes are there the rest follows at memory speed.
+        ``TimeoutError`` if nothing comes within ``timeout_s``.
         """
         loop = asyncio.get_running_loop()
         readable: asyncio.Future[None] = loop.create_future()
+        if self.watch is None:
+            self.watch = ReplyWatch(self.conn.fileno())
+        if not self.watch.arm(loop, readable):  # watched by another running loop
+            return await self._reply_once(loop, readable, timeout_s)
+        timer = loop.call_later(timeout_s, _resolve, readable, TimeoutError())
+        try:
+            await readable
+        finally:
+            timer.cancel()
+            self.watch.disarm()
+        return recv_reply(self.conn)
+
+    async def _reply_once(
+        self, loop: asyncio.AbstractEventLoop, readable: asyncio.Future[None], timeout_s: float
+    ) -> tuple[WorkerReply, list[np.ndarray]]:
+        """``reply_async`` with a reader registered for this reply alone."""
         fd = self.conn.fileno()
         loop.add_reader(fd, _resolve, readable, None)
         timer = loop.call_later(timeout_s, _resolve, readable, TimeoutError())
@@ -115,6 +134,8 @@ class WorkerProcess:
 
     def kill(self) -> None:
         """Stop the process (if still running) and close the connection."""
+        if self.watch is not None:
+            self.watch.close()
         self.conn.close()
         died = not self.process.is_alive()
         if not died:
