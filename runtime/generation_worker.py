@@ -207,7 +207,7 @@ def run(
     step: Step, codec: TextCodec, request: GenerationRequest, history: list[int], out: Channel
 ) -> WorkerReply:
     """Prefill the prompt, then decode token by token until a stop, the limit or a cancel."""
-    prompt = codec.prompt_ids(request)
+    prompt = codec.prompt_ids(request, step.info.context_len)
     check_prompt(prompt, step.info)
     reuse = _common_prefix(history, prompt)
     del history[reuse:]

@@ -19,7 +19,7 @@ from typing import Any
 
 from pteforge.children.limits import address_space_budget, wall_clock_deadline
 from pteforge.contracts.generation import ChatMessage, GenerationRequest
-from pteforge.runtime.errors import TokenizerError
+from pteforge.runtime.errors import ContextLengthError, TokenizerError
 
 DEFAULT_CHAT_TEMPLATE = (
     "{% for message in messages %}{{ message.role }}: {{ message.content }}{{ '\\n' }}"
@@ -35,6 +35,11 @@ RENDER_MEMORY_BYTES = 512 << 20
 """Most memory rendering a chat may take (a 8 Mi-character prompt takes 32 MiB at most)."""
 RENDER_SECONDS = 10.0
 """Longest a chat template may render."""
+PIECE_CHARS_COUNTED = 256
+"""Most characters one token is taken to cover when bounding a prompt, whatever the longest
+piece of a tokenizer's vocabulary (an uploaded one may hold a piece as long as it likes)."""
+NORMALIZER_SLACK = 2
+"""Room for normalizers that drop characters before the pieces cover them."""
 
 
 class TextCodec:
@@ -52,15 +57,37 @@ class TextCodec:
         self.template_source = _chat_template(settings)
         self.specials = {k: _token_text(settings.get(k)) for k in _SPECIAL}
         self._template: Any = None
+        self._piece_chars: int | None = None
 
-    def prompt_ids(self, request: GenerationRequest) -> list[int]:
-        """The token ids of the request's prompt, in whichever form it came."""
+    def prompt_ids(self, request: GenerationRequest, context_len: int) -> list[int]:
+        """The token ids of the request's prompt, in whichever form it came; a text too long
+        to fit ``context_len`` tokens is refused before it is tokenized."""
         if request.prompt_ids is not None:
             return list(request.prompt_ids)
         if request.messages is not None:
             rendered = self.render(request.messages, request.template_kwargs)
-            return self.encode(rendered, special=False)
-        return self.encode(request.prompt or "", special=True)
+            return self.encode(self._fitting(rendered, context_len), special=False)
+        return self.encode(self._fitting(request.prompt or "", context_len), special=True)
+
+    def _fitting(self, text: str, context_len: int) -> str:
+        """``text``, unless it has more characters than ``context_len`` tokens cover.
+
+        Tokenizing takes time in proportion to the text (12 MB of prompt: 18 s of the
+        worker, which other callers' requests wait for) and cannot be interrupted, though a
+        prompt that long never fits a context; a token covers at most its longest piece's
+        characters, so a longer text is refused (400) in microseconds."""
+        if self._piece_chars is None:
+            vocab = self.tokenizer.get_vocab(with_added_tokens=True)
+            longest = max((len(piece) for piece in vocab), default=1)
+            self._piece_chars = max(1, min(longest, PIECE_CHARS_COUNTED))
+        most = context_len * self._piece_chars * NORMALIZER_SLACK
+        if len(text) > most:
+            raise ContextLengthError(
+                f"the prompt has {len(text)} characters, more than the model's context of "
+                f"{context_len} tokens holds with this tokenizer (at most {most}: its pieces "
+                f"have {self._piece_chars} characters or fewer)"
+            )
+        return text
 
     def encode(self, text: str, *, special: bool) -> list[int]:
         """``text``'s token ids; ``special``: with the tokenizer's own added tokens (a BOS)."""

@@ -14,7 +14,7 @@ import pytest
 from pteforge.contracts.generation import ChatMessage, GenerationEvent, GenerationRequest
 from pteforge.contracts.runtime_messages import GeneratedReply
 from pteforge.runtime import text_codec
-from pteforge.runtime.errors import TokenizerError
+from pteforge.runtime.errors import ContextLengthError, TokenizerError
 from pteforge.runtime.generation_worker import Channel, Step, run, token_frame
 from pteforge.runtime.language_model import LmInfo
 from pteforge.runtime.sampling import Sampler
@@ -106,7 +106,30 @@ def test_default_and_configured_chat_templates(byte_tokenizer: Path, tmp_path: P
     codec = TextCodec(byte_tokenizer, config)
     assert codec.render(chat) == "<s><user>hi<assistant>yo"
     request = GenerationRequest(messages=chat)
-    assert codec.decode(codec.prompt_ids(request)) == "<s><user>hi<assistant>yo"
+    assert codec.decode(codec.prompt_ids(request, 64)) == "<s><user>hi<assistant>yo"
+
+
+def test_a_text_no_context_holds_is_refused_before_it_is_tokenized(
+    byte_tokenizer: Path, tmp_path: Path
+) -> None:
+    """Tokenizing 12 MB of prompt held the worker 18 s (attack pass), for a prompt that could
+    never fit: one whose characters its tokens cannot cover is refused unread. Here the
+    longest piece is "<eos>", 5 characters: 8 tokens cover at most 8 * 5 * 2 (slack)."""
+    from tokenizers import Tokenizer, models
+
+    codec = TextCodec(byte_tokenizer, None)
+    assert len(codec.prompt_ids(GenerationRequest(prompt="a" * 80), 8)) == 80
+    with pytest.raises(ContextLengthError, match=r"the prompt has 81 characters.*at most 80"):
+        codec.prompt_ids(GenerationRequest(prompt="a" * 81), 8)
+    chat = (ChatMessage(role="user", content="a" * 80),)
+    with pytest.raises(ContextLengthError, match="the prompt has 97 characters"):
+        codec.prompt_ids(GenerationRequest(messages=chat), 8)  # as rendered: "user: ...\n..."
+    hostile = Tokenizer(models.WordLevel({"[UNK]": 0, "x" * 10**5: 1}, unk_token="[UNK]"))
+    hostile.save(str(tmp_path / "long-piece.json"))  # its own vocabulary cannot lift the bound
+    with pytest.raises(ContextLengthError, match=f"at most {8 * 256 * 2}"):
+        TextCodec(tmp_path / "long-piece.json", None).prompt_ids(
+            GenerationRequest(prompt="x" * 5000), 8
+        )
 
 
 @pytest.mark.parametrize(
