@@ -149,6 +149,7 @@ class GenerateRequest(Contract):
     session: int | None = None
     open: bool = False
     close: bool = False
+    seconds: float | None = None  # the longest the generation may hold the worker
 
 
 class CancelRequest(Contract):

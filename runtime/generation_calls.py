@@ -81,6 +81,7 @@ async def generate(
         tokenizer=await _blob_file(pool, tokenizer),
         tokenizer_config=await _blob_file(pool, tokenizer_config) if tokenizer_config else None,
         request=request,
+        seconds=pool.request_timeout_s,
     )
     # Apart from /v2 sequence ids, but in the same scope: the same per-project limits.
     sequence = None if request.session is None else GenerationSession(scope, request.session)

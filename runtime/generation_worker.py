@@ -14,7 +14,9 @@ instance kept for that (its cache is not cleared, as upstream's runner does not 
 from __future__ import annotations
 
 import contextlib
+import math
 import select
+import time
 import weakref
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
@@ -133,7 +135,7 @@ class LanguageModels:
             instance = self.executor.session(request, request.session, loaded)
             history = self.cached.setdefault(instance, [])
         step = Step(instance.method(name), info)
-        return run(step, codec, request.request, history, Channel(conn))
+        return run(step, codec, request.request, history, Channel(conn), request.seconds)
 
     def _instance(self, loaded: LoadedProgram) -> ProgramInstance:
         """The program's instance for generations without a session. Each starts at
@@ -204,9 +206,17 @@ def check_prompt(prompt: list[int], info: LmInfo) -> None:
 
 
 def run(
-    step: Step, codec: TextCodec, request: GenerationRequest, history: list[int], out: Channel
+    step: Step,
+    codec: TextCodec,
+    request: GenerationRequest,
+    history: list[int],
+    out: Channel,
+    seconds: float | None = None,
 ) -> WorkerReply:
-    """Prefill the prompt, then decode token by token until a stop, the limit or a cancel."""
+    """Prefill the prompt, then decode token by token until a stop, the limit, a cancel or
+    ``seconds`` from now: a generation holds its worker, which other callers wait for, so
+    one that runs that long ends as one that reached ``max_tokens`` does (``length``)."""
+    deadline = math.inf if seconds is None else time.monotonic() + seconds
     prompt = codec.prompt_ids(request, step.info.context_len)
     check_prompt(prompt, step.info)
     reuse = _common_prefix(history, prompt)
@@ -220,7 +230,8 @@ def run(
         ended = token in eos
         delta = "" if ended else text.push(token)
         full = len(history) >= step.info.context_len
-        if ended or text.stopped or full or count == request.max_tokens:
+        late = time.monotonic() >= deadline
+        if ended or text.stopped or full or late or count == request.max_tokens:
             delta += text.finish()  # may find a stop string: a last piece can end mid-character
             reason: FinishReason = "stop" if ended or text.stopped else "length"
             usage = Usage(

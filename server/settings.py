@@ -155,7 +155,9 @@ class Settings(BaseSettings):
     runtime_request_timeout_seconds: float = _positive(
         60.0,
         "Longest one /v2 or gRPC request may hold a runtime worker; a hung worker is "
-        "killed and replaced after it, and the request answers 503 with Retry-After.",
+        "killed and replaced after it, and the request answers 503 with Retry-After. A text "
+        "generation that runs this long ends after its token under way (finish_reason "
+        "length).",
     )
     runtime_restart_attempts: int = Field(
         default=6,

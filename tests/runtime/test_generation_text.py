@@ -270,6 +270,23 @@ def test_a_stop_string_found_in_the_last_piece_finishes_with_stop(tmp_path: Path
     assert isinstance(first, GeneratedReply) and first.event.text == "x"
 
 
+def test_a_generation_past_its_seconds_ends_as_at_its_length(byte_tokenizer: Path) -> None:
+    """A generation holds its worker, which other projects' requests wait for: past the
+    pool's request time (here none at all) it ends after the token under way, ``length``
+    with its usage, as one that reached max_tokens; without a limit it runs on."""
+    codec = TextCodec(byte_tokenizer, None)
+    request = GenerationRequest(prompt="q", max_tokens=5, temperature=0)
+    vocab = codec.tokenizer.get_vocab_size()
+    ours, _theirs = Pipe()
+    for seconds, tokens in ((0.0, 1), (None, 5)):
+        reply = run(_Scripted([7] * 5, vocab), codec, request, [], Channel(ours), seconds)
+        assert isinstance(reply, GeneratedReply) and reply.event.usage is not None
+        assert (reply.event.finish_reason, reply.event.usage.completion_tokens) == (
+            "length",
+            tokens,
+        )
+
+
 def test_a_request_adds_variables_to_the_template(byte_tokenizer: Path, tmp_path: Path) -> None:
     """``chat_template_kwargs`` (vLLM's extension): Qwen3's template leaves its thinking out
     with ``enable_thinking`` false, and ``add_generation_prompt`` may be turned off."""
