@@ -85,3 +85,30 @@ def test_a_send_the_client_never_accepts_ends_the_stream_at_its_deadline() -> No
 
     asyncio.run(EventStream(content(), send_timeout_s=0.01).stream_response(send))
     assert sent == [b"one", b"two"] and closed == [True]  # the stream stopped, closed
+
+
+def test_the_deadline_counts_a_send_not_the_wait_for_the_generation() -> None:
+    """Events that come slower than the send deadline all go out: only a send is timed."""
+    sent: list[bytes] = []
+    gate = asyncio.Event()
+
+    async def content() -> AsyncGenerator[bytes, None]:
+        yield b"one"
+        await gate.wait()  # the generation's next token, after several deadlines
+        yield b"two"
+
+    async def send(message: Message) -> None:
+        if message["type"] == "http.response.body":
+            sent.append(message["body"])
+
+    async def main() -> None:
+        events = EventStream(content(), send_timeout_s=0.01)
+        stream = asyncio.create_task(events.stream_response(send))
+        while not sent:  # the first event is out: the stream waits for the next
+            await asyncio.sleep(0)
+        await asyncio.sleep(0.05)  # five deadlines pass while no send is under way
+        gate.set()
+        await stream
+
+    asyncio.run(main())
+    assert sent == [b"one", b"two", b""]
