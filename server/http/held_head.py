@@ -17,6 +17,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+MERGED_BYTES = 64 * 1024
+"""The largest write the held head is joined to (a copy); a larger one follows it apart."""
+
 
 class HeldHead:
     """``transport`` for one response: its first write held until the next write, the end
@@ -39,14 +42,20 @@ class HeldHead:
         self._writes = 0
 
     def write(self, data: bytes) -> None:
-        """Hold the first write; any later one goes out at once, after what is held."""
+        """Hold the first write; any later one goes out at once, after what is held (with
+        it, in one write, unless it is over ``MERGED_BYTES``)."""
         self._writes += 1
         if self._writes == 1:
             self._held = bytes(data)
             self._loop.call_soon(self.flush)
             return
         held, self._held = self._held, None
-        self._transport.write(data if held is None else held + data)
+        if held is not None and len(data) <= MERGED_BYTES:
+            self._transport.write(held + data)
+            return
+        if held is not None:  # a large body is not copied to go with its head
+            self._transport.write(held)
+        self._transport.write(data)
 
     def flush(self) -> None:
         """Write what is held now (nothing if nothing is, or once the connection is

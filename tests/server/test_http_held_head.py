@@ -20,7 +20,7 @@ from uvicorn.logging import AccessFormatter
 
 from pteforge.server.http.access_log import AccessLineFormatter, AfterResponse
 from pteforge.server.http.bounded_httptools import GuardedHttpToolsProtocol, uvicorn_options
-from pteforge.server.http.held_head import HeldHead
+from pteforge.server.http.held_head import MERGED_BYTES, HeldHead
 from pteforge.server.settings import Settings
 from tests.server.service import free_port, wait_until
 
@@ -31,10 +31,10 @@ class _Recorded:
     """A transport that records what is written to it."""
 
     def __init__(self) -> None:
-        self.writes: list[bytes] = []
+        self.writes: list[bytes | memoryview] = []
         self.closed = False
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | memoryview) -> None:
         self.writes.append(data)
 
     def close(self) -> None:
@@ -62,6 +62,17 @@ def test_the_head_goes_out_with_the_body_in_one_write() -> None:
         return recorded.writes, ended
 
     assert asyncio.run(respond()) == ([b"HEAD\r\n\r\nbody", b"more"], ["ended"])
+
+
+def test_a_large_body_is_not_copied_to_join_its_head() -> None:
+    async def respond() -> list[bytes | memoryview]:
+        recorded, held, _ = _held(asyncio.get_running_loop())
+        held.write(b"HEAD")
+        held.write(memoryview(b"x" * (MERGED_BYTES + 1)))
+        return recorded.writes
+
+    head, body = asyncio.run(respond())
+    assert head == b"HEAD" and isinstance(body, memoryview)  # the body as the app gave it
 
 
 def test_a_head_alone_goes_out_by_the_end_of_the_turn_or_of_the_response() -> None:
