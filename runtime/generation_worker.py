@@ -53,7 +53,6 @@ from pteforge.runtime.wire import (
     header_frame,
     recv_request,
     send_frame,
-    send_message,
 )
 
 if TYPE_CHECKING:
@@ -70,9 +69,6 @@ class Channel:
         self.conn = conn
         self._incoming = select.poll()  # a syscall a look (Connection.poll builds a selector)
         self._incoming.register(conn.fileno(), select.POLLIN)
-
-    def send(self, reply: WorkerReply) -> None:
-        send_message(self.conn, reply, [])
 
     def send_token(self, text: str, token: int) -> None:
         """Send the event of one token that does not end the text."""
