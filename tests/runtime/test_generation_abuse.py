@@ -90,7 +90,7 @@ def test_a_backtracking_pre_tokenizer_fails_only_its_request(
     (worker,) = gen_pool.workers.live
 
     async def encode() -> list[GenerationEvent]:
-        request = GenerationRequest(prompt="a" * 5000 + "b", max_tokens=4)
+        request = GenerationRequest(prompt="a" * 40 + "b", max_tokens=4)  # within the context
         stream = gen_pool.generate_async(
             _sha(lm.pte), lm.pte, request, tokenizer=(_sha(hostile), hostile), scope="project-a"
         )
