@@ -6,8 +6,9 @@ whatever the client's pace: the generation ends at the worker's pace and the wor
 handed back at once. What the client has not taken yet waits here as one event (the events
 merge, as ``runtime.generation_replies`` merges those that queued up in the pipe), so the
 stream sends it in one piece when the client is ready again. That text is bounded
-(``limit_bytes``): a client that falls further behind has its generation cancelled, the
-text that waited still sent, then an error event saying why.
+(``limit_bytes``), the piece being sent included until its send is done (a client that
+reads nothing holds it in that send for ever): a client that falls further behind has its
+generation cancelled, the text that waited still sent, then an error event saying why.
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ class Backlog:
         self.limit_bytes = limit_bytes
         self._events = events
         self._waiting: list[GenerationEvent] = []
-        self._bytes = 0
+        self._bytes = 0  # what waits, and the piece last taken (its send may not be done)
+        self._taken = 0  # that piece's share of ``_bytes``
         self._ended: Exception | None = None  # what ended the engine's events early
         self._done = False  # the engine's events are over (the last one read, or failed)
         self._arrived = asyncio.Event()
@@ -73,12 +75,17 @@ class Backlog:
 
     async def next(self) -> GenerationEvent | None:
         """What arrived since the last call, as one event; None once the events are over.
-        Raises what ended them early, after the events read before it."""
+        Raises what ended them early, after the events read before it. The caller asks
+        again once it sent the last piece: until then that piece counts against the bound
+        (a merged piece taken while the client read nothing could hold most of the text,
+        then wait in its send, and the bound held only what came after it)."""
+        self._bytes -= self._taken
+        self._taken = 0
         while not self._waiting and not self._done:
             self._arrived.clear()
             await self._arrived.wait()
         if self._waiting:
-            waiting, self._waiting, self._bytes = self._waiting, [], 0
+            waiting, self._waiting, self._taken = self._waiting, [], self._bytes
             return merged(waiting)
         if self._ended is not None:
             raise self._ended

@@ -66,6 +66,41 @@ def test_past_its_bound_the_generation_stops_and_the_stream_ends_with_an_error()
     assert "PTEFORGE_STREAM_BUFFER_BYTES" in error.message
 
 
+def test_a_piece_taken_but_not_yet_sent_counts_against_the_bound() -> None:
+    """The stream asks again only once its last piece is sent, and a client that reads
+    nothing leaves that send waiting: a merged piece taken then still counts (uncounted, a
+    taken piece holding most of the text made the bound, and a test of it, flaky)."""
+    limit = 2 * (4 + TOKEN_ID_BYTES)
+
+    async def main() -> OpenAIError:
+        closed, more = asyncio.Event(), asyncio.Event()
+
+        async def engine() -> AsyncGenerator[GenerationEvent, None]:
+            try:
+                yield GenerationEvent(text="aaaa", token_ids=(0,))
+                yield GenerationEvent(text="bbbb", token_ids=(1,))
+                await more.wait()  # until the stream took those two
+                for i, text in enumerate(["cccc", "dddd"], start=2):
+                    yield GenerationEvent(text=text, token_ids=(i,))
+                yield GenerationEvent(text="e", token_ids=(4,), finish_reason="length")
+            finally:
+                closed.set()
+
+        backlog = Backlog(engine(), limit_bytes=limit)
+        taken = await backlog.next()  # its send never ends: the stream does not ask again
+        assert taken is not None and taken.text.startswith("aaaa")
+        more.set()
+        # 4 events of 12 bytes passed 24: the generation is cancelled (a deadline, not a hang)
+        await asyncio.wait_for(closed.wait(), timeout=60)
+        with pytest.raises(OpenAIError) as error:
+            while await backlog.next() is not None:
+                pass
+        await backlog.close()
+        return error.value
+
+    assert asyncio.run(main()).code == "stream_backlog_exceeded"
+
+
 def test_a_send_the_client_never_accepts_ends_the_stream_at_its_deadline() -> None:
     sent: list[bytes] = []
     closed: list[bool] = []
