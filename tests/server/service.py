@@ -39,6 +39,27 @@ def wait_until(check: Callable[[], Any], timeout: float, what: str, every: float
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
+@contextmanager
+def uvicorn_in_thread(app: Any, **options: Any) -> Iterator[int]:
+    """``app`` served by uvicorn (uvloop, ``options`` added to its ``Config``) on a free port
+    from a thread of this process, for tests of the HTTP protocol layer; its port."""
+    import threading
+
+    import uvicorn
+
+    chosen = free_port()
+    config = uvicorn.Config(app, port=chosen, log_level="warning", loop="uvloop", **options)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    wait_until(lambda: server.started, 30, "the test server")
+    try:
+        yield chosen
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
 FAST_JOB_ENV = {
     "PTEFORGE_JOB_LEASE_SECONDS": "4",
     "PTEFORGE_HEARTBEAT_SECONDS": "0.5",

@@ -11,7 +11,6 @@ import threading
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, StreamingResponse
@@ -22,7 +21,7 @@ from pteforge.server.http.access_log import AccessLineFormatter, AfterResponse
 from pteforge.server.http.bounded_httptools import GuardedHttpToolsProtocol, uvicorn_options
 from pteforge.server.http.held_head import MERGED_BYTES, HeldHead
 from pteforge.server.settings import Settings
-from tests.server.service import free_port, wait_until
+from tests.server.service import uvicorn_in_thread
 
 RELEASE = threading.Event()  # the streamed response's body waits for it
 
@@ -124,18 +123,9 @@ async def _plain(request: Request) -> PlainTextResponse:
 @pytest.fixture(scope="module")
 def port() -> Iterator[int]:
     routes = [Route("/stream", _stream), Route("/", _plain, methods=["GET", "HEAD"])]
-    chosen = free_port()
-    config = uvicorn.Config(
-        Starlette(routes=routes), port=chosen, log_level="warning", loop="uvloop",
-        http=GuardedHttpToolsProtocol.with_limits(8192, 10.0),
-    )  # fmt: skip
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    wait_until(lambda: server.started, 30, "the test server")
-    yield chosen
-    server.should_exit = True
-    thread.join(timeout=10)
+    protocol = GuardedHttpToolsProtocol.with_limits(8192, 10.0)
+    with uvicorn_in_thread(Starlette(routes=routes), http=protocol) as chosen:
+        yield chosen
 
 
 def _read_until(sock: socket.socket, end: bytes) -> bytes:

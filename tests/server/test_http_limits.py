@@ -6,12 +6,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-import threading
 import time
 from collections.abc import Iterator
 
 import pytest
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse
@@ -20,7 +18,7 @@ from uvicorn.logging import AccessFormatter
 
 from pteforge.server.http.bounded_httptools import GuardedHttpToolsProtocol, uvicorn_options
 from pteforge.server.settings import Settings
-from tests.server.service import free_port, wait_until
+from tests.server.service import uvicorn_in_thread
 
 MAX_HEAD = 8 * 1024
 HEAD_TIMEOUT_S = 1.0
@@ -37,18 +35,9 @@ async def echo_size(request: Request) -> PlainTextResponse:
 @pytest.fixture(scope="module")
 def port() -> Iterator[int]:
     app = Starlette(routes=[Route("/", echo_size, methods=["GET", "POST"])])
-    chosen = free_port()
-    config = uvicorn.Config(
-        app, port=chosen, log_level="warning", timeout_keep_alive=KEEP_ALIVE_S,
-        http=GuardedHttpToolsProtocol.with_limits(MAX_HEAD, HEAD_TIMEOUT_S), loop="uvloop",
-    )  # fmt: skip
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    wait_until(lambda: server.started, 30, "the test server")
-    yield chosen
-    server.should_exit = True
-    thread.join(timeout=10)
+    protocol = GuardedHttpToolsProtocol.with_limits(MAX_HEAD, HEAD_TIMEOUT_S)
+    with uvicorn_in_thread(app, timeout_keep_alive=KEEP_ALIVE_S, http=protocol) as chosen:
+        yield chosen
 
 
 def _connect(port: int) -> socket.socket:
