@@ -81,7 +81,7 @@ def encode_message(message: BaseModel, arrays: Sequence[np.ndarray]) -> bytes:
     """One frame holding ``message`` and the bytes of ``arrays``."""
     contiguous = [np.ascontiguousarray(a) for a in arrays]
     head = _json(message, [tensor_header(a) for a in contiguous])
-    parts: list[Any] = [len(head).to_bytes(_LENGTH_BYTES, "little"), head]
+    parts: list[Any] = [header_frame(head)]
     parts.extend(contiguous)  # joined straight from the arrays' buffers: one copy
     return b"".join(parts)
 
@@ -176,7 +176,8 @@ def decode_message(
 
 
 def header_frame(head: bytes) -> bytes:
-    """The frame of a message without tensors whose JSON header is ``head``."""
+    """The frame of a message without tensors whose JSON header is ``head`` (its length,
+    then it; a message's tensors follow it)."""
     return len(head).to_bytes(_LENGTH_BYTES, "little") + head
 
 
