@@ -6,8 +6,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
+from pteforge.server.common.schemas import FromAttributes
 from pteforge.storage.domain import BlobRef, Model, ModelTokenizer, ModelVersion
 
 
@@ -30,18 +31,12 @@ class ModelVersionCreated(BaseModel):
         return cls(name=name, **ModelVersionOut.of(version).model_dump())
 
 
-class ModelVersionOut(BaseModel):
+class ModelVersionOut(FromAttributes):
     """One version of a model."""
 
     version: int
     artifact_id: str
     created_at: datetime
-
-    model_config = ConfigDict(from_attributes=True)  # the version's fields of the same names
-
-    @classmethod
-    def of(cls, version: ModelVersion) -> ModelVersionOut:
-        return cls.model_validate(version)
 
 
 class ModelOut(BaseModel):

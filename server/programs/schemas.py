@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, WrapSerializer
+from pydantic import BaseModel, WrapSerializer
 
 from pteforge.contracts.specs import MethodSignature, methods_to_json
-from pteforge.storage.domain import Program
+from pteforge.server.common.schemas import FromAttributes
 
 Methods = Annotated[
     list[MethodSignature],
@@ -18,7 +18,7 @@ Methods = Annotated[
 """Method signatures in their JSON form (``max_shape`` only when known), as storage keeps them."""
 
 
-class ProgramOut(BaseModel):
+class ProgramOut(FromAttributes):
     """An uploaded program and the inputs/outputs of each of its methods."""
 
     id: str
@@ -27,12 +27,6 @@ class ProgramOut(BaseModel):
     size_bytes: int
     methods: Methods
     created_at: datetime
-
-    model_config = ConfigDict(from_attributes=True)  # the row's fields of the same names
-
-    @classmethod
-    def of(cls, program: Program) -> ProgramOut:
-        return cls.model_validate(program)
 
 
 class ProgramList(BaseModel):
