@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import count
-from typing import Any
+from typing import Any, ClassVar
 
 from pteforge.runtime.errors import (
     SessionEndedError,
@@ -48,18 +48,17 @@ class Sequence:
     id: int | str
     start: bool = False
     end: bool = False
+    kind: ClassVar[str] = "sequence"
+    """What it is called in errors."""
+    how_to_end: ClassVar[str] = "end one with sequence_end or let it expire"
+    """What a caller over its project's limit can do."""
 
     @property
     def key(self) -> tuple[str, str]:
         return self.scope, f"{type(self.id).__name__}:{self.id}"
 
-    @property
-    def how_to_end(self) -> str:
-        """What a caller over its project's limit can do."""
-        return "end one with sequence_end or let it expire"
-
     def __str__(self) -> str:
-        return f"sequence {self.id!r}"
+        return f"{self.kind} {self.id!r}"
 
 
 @dataclass(frozen=True)
@@ -68,16 +67,12 @@ class GenerationSession(Sequence):
     the scope's sequences, but apart from them (a /v2 sequence id ``"generate:KEY"`` named
     this session, and its steps ran on the generation's KV cache)."""
 
+    kind: ClassVar[str] = "generation session"
+    how_to_end: ClassVar[str] = "let one expire"
+
     @property
     def key(self) -> tuple[str, str]:
         return self.scope, f"generate:{self.id}"
-
-    @property
-    def how_to_end(self) -> str:
-        return "let one expire"
-
-    def __str__(self) -> str:
-        return f"generation session {self.id!r}"
 
 
 @dataclass(eq=False)
