@@ -85,22 +85,23 @@ def test_a_valid_step_answers_eager_pytorch(
     _assert_valid_step_is_eager(secure_admin, artifact)
 
 
-@pytest.mark.parametrize("case", sorted(PAST_END))
-def test_a_position_past_the_cache_is_the_kernels_error(
+def _refusal(position: int) -> tuple[int, tuple[str, ...]]:
+    """The status a hostile ``position`` is answered with and what its message names: past
+    the cache, the kernel's own error (422); negative, pteforge's check before it runs (400)."""
+    if position < 0:
+        return 400, ("'input_3'", f"negative value {position}")
+    return 422, ("start_pos", "cache size at dim 1: 8")
+
+
+@pytest.mark.parametrize("case", sorted(PAST_END | NEGATIVE))
+def test_a_hostile_position_is_refused_and_the_next_step_answers(
     case: str, secure_service: ServiceProcess, secure_admin: httpx.Client, artifact: str
 ) -> None:
-    message = _error(_step(secure_admin, artifact, PAST_END[case]), 422)
-    assert "start_pos" in message and "cache size at dim 1: 8" in message, message
+    position = (PAST_END | NEGATIVE)[case]
+    status, named = _refusal(position)
+    message = _error(_step(secure_admin, artifact, position), status)
+    assert all(part in message for part in named), message
     assert secure_service.alive()
-    _assert_valid_step_is_eager(secure_admin, artifact)
-
-
-@pytest.mark.parametrize("case", sorted(NEGATIVE))
-def test_a_negative_position_is_refused_before_it_runs(
-    case: str, secure_service: ServiceProcess, secure_admin: httpx.Client, artifact: str
-) -> None:
-    message = _error(_step(secure_admin, artifact, NEGATIVE[case]), 400)
-    assert "'input_3'" in message and f"negative value {NEGATIVE[case]}" in message, message
     _assert_valid_step_is_eager(secure_admin, artifact)
 
 
