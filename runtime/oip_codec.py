@@ -24,8 +24,8 @@ from pteforge.runtime.validation import (
     check_input_names,
     check_json_numbers,
     check_output_name,
-    check_shared_sizes,
     check_tensor,
+    positional_inputs,
 )
 from pteforge.runtime.wire import dumps
 
@@ -216,11 +216,9 @@ def decode_infer_request(
             f"the binary section has {len(binary) - cursor.offset} bytes no input claims"
         )
     params = header.get("parameters") or {}
-    inputs = [decoded[spec.name] for spec in signature.inputs]
-    check_shared_sizes(signature, [array.shape for array in inputs])
     return InferRequest(
         id=str(header["id"]) if header.get("id") is not None else None,
-        inputs=inputs,
+        inputs=positional_inputs(signature, decoded),
         outputs=_requested_outputs(header, signature),
         parameters=params if isinstance(params, dict) else {},
     )

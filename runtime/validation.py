@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -111,6 +111,16 @@ def check_shared_sizes(signature: MethodSignature, shapes: Sequence[Sequence[int
                     f"{name!r} is {size} and dimension {dim.axis} of {spec.name!r} is "
                     f"{shape[dim.axis]}, one dynamic size in the program"
                 )
+
+
+def positional_inputs(
+    signature: MethodSignature, by_name: Mapping[str, np.ndarray]
+) -> list[np.ndarray]:
+    """The inputs a request named, in ``signature``'s order, once the sizes they share agree
+    (:func:`check_shared_sizes`)."""
+    inputs = [by_name[spec.name] for spec in signature.inputs]
+    check_shared_sizes(signature, [array.shape for array in inputs])
+    return inputs
 
 
 def _matches(shape: Sequence[int], fixed: Sequence[int]) -> bool:

@@ -23,7 +23,7 @@ from pteforge.runtime.oip_codec import (
     input_tensor,
     requested_outputs,
 )
-from pteforge.runtime.validation import check_input_names, check_output_name, check_shared_sizes
+from pteforge.runtime.validation import check_input_names, check_output_name, positional_inputs
 
 # Which typed ``InferTensorContents`` field carries each datatype (FP16/BF16: raw only).
 CONTENTS_FIELD = {
@@ -98,11 +98,9 @@ def decode_request(request: Any, signature: MethodSignature) -> InferRequest:
     for wanted in request.outputs:
         check_output_name(wanted.name, signature)
     names = [o.name for o in request.outputs] or [spec.name for spec in signature.outputs]
-    inputs = [decoded[spec.name] for spec in signature.inputs]
-    check_shared_sizes(signature, [array.shape for array in inputs])
     return InferRequest(
         id=request.id or None,
-        inputs=inputs,
+        inputs=positional_inputs(signature, decoded),
         outputs=[RequestedOutput(name, binary=True) for name in names],
         parameters=parameters_of(request.parameters),
     )
