@@ -39,7 +39,8 @@ SESSION_HEADER = "X-Pteforge-Session"
 DONE = b"data: [DONE]\n\n"
 """The last event of an OpenAI stream."""
 
-router = APIRouter(tags=[TAG], route_class=BareRoute)
+# Each route answers a JSON object, or server-sent events when the body asks for a stream.
+router = APIRouter(tags=[TAG], route_class=BareRoute, responses=answers(streaming.SSE))
 
 
 async def _parse(
@@ -93,7 +94,6 @@ async def _answer(request: Request, body_type: type[CompletionBody | ChatBody]) 
     "/v1/completions",
     summary="Complete a prompt (OpenAI-compatible)",
     openapi_extra=json_body("An OpenAI completions body: model, prompt, max_tokens, ..."),
-    responses=answers(streaming.SSE),
 )
 async def completions(request: Request) -> Response:
     """OpenAI's completions: `prompt` (text or token ids) continued by the model version
@@ -106,7 +106,6 @@ async def completions(request: Request) -> Response:
     "/v1/chat/completions",
     summary="Answer a chat (OpenAI-compatible)",
     openapi_extra=json_body("An OpenAI chat completions body: model, messages, max_tokens, ..."),
-    responses=answers(streaming.SSE),
 )
 async def chat_completions(request: Request) -> Response:
     """OpenAI's chat completions: `messages` rendered by the chat template of the version's
