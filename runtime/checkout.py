@@ -3,9 +3,9 @@
 The pool serves blocking callers (threads) and asyncio callers (the /v2 routes) from the
 same workers. A ``queue.Queue`` would force coroutines through a thread hop just to wait
 for a worker; here a coroutine waits on a future of its own loop instead. Each caller
-also hands over a ``start`` callback, run the moment it is given an item (by whoever
-returns it): the worker gets its next request at once instead of idling until the
-waiting thread or coroutine is scheduled again.
+(a ``Caller``: the pool's is the request itself) has a ``start``, run the moment it is
+given an item (by whoever returns it): the worker gets its next request at once instead of
+idling until the waiting thread or coroutine is scheduled again.
 
 An item that sat idle is checked with ``usable`` before it is handed out (a worker may
 have died while idle); one that fails goes to ``on_unusable`` and the next is tried. A
@@ -28,7 +28,7 @@ import contextlib
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from pteforge.runtime.turns import Turns
 
@@ -42,21 +42,32 @@ Fits = Callable[[W], bool] | None
 """Which items a general caller takes (None: any)."""
 
 
-class _Waiter(Generic[W]):
-    """What every waiting caller has: its scope and the items it takes."""
+class Caller(Protocol[W]):
+    """Who waits for an item: the scope whose turn it waits in, which items it ``takes``,
+    and what to do the moment it is given one (``start``, run by whoever hands it over)."""
 
-    def __init__(self, start: Callable[[W], None], scope: str, takes: Fits[W]) -> None:
-        self.start = start
-        self.scope = scope
-        self.takes = takes
+    scope: str
+    takes: Fits[W]
+
+    def start(self, item: W) -> None:
+        """Begin using ``item``, now ours (e.g. write the request to the worker)."""
+
+
+class _Waiter(Generic[W]):
+    """A caller while it waits: its scope and the items it takes, read once."""
+
+    def __init__(self, caller: Caller[W]) -> None:
+        self.start = caller.start
+        self.scope = caller.scope
+        self.takes = caller.takes
 
     def fits(self, item: W) -> bool:
         return self.takes is None or self.takes(item)
 
 
 class _ThreadWaiter(_Waiter[W]):
-    def __init__(self, start: Callable[[W], None], scope: str, takes: Fits[W]) -> None:
-        super().__init__(start, scope, takes)
+    def __init__(self, caller: Caller[W]) -> None:
+        super().__init__(caller)
         self.event = threading.Event()
         self.item: W | None = None
         self.error: BaseException | None = None
@@ -73,14 +84,8 @@ class _ThreadWaiter(_Waiter[W]):
 
 
 class _AsyncWaiter(_Waiter[W]):
-    def __init__(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        start: Callable[[W], None],
-        scope: str,
-        takes: Fits[W],
-    ) -> None:
-        super().__init__(start, scope, takes)
+    def __init__(self, loop: asyncio.AbstractEventLoop, caller: Caller[W]) -> None:
+        super().__init__(caller)
         self.loop = loop
         self.future: asyncio.Future[W | None] = loop.create_future()
 
@@ -200,22 +205,15 @@ class Checkout(Generic[W]):
         with self._lock:
             return self._waiters.remove(waiter)
 
-    def get(
-        self,
-        timeout_s: float,
-        start: Callable[[W], None],
-        item: W | None = None,
-        scope: str = DEFAULT_SCOPE,
-        takes: Fits[W] = None,
-    ) -> W | None:
-        """An idle item (``item`` itself when given, else one that ``takes`` takes),
-        waiting up to ``timeout_s`` seconds (blocking) in ``scope``'s turn; ``None`` on
-        timeout or when it was forgotten. ``start(item)`` has run (in this thread or the
-        one returning it) once it is ours. Raises ``abort``'s error."""
-        waiter: _ThreadWaiter[W] = _ThreadWaiter(start, scope, takes)
+    def get(self, timeout_s: float, caller: Caller[W], item: W | None = None) -> W | None:
+        """An idle item (``item`` itself when given, else one that ``caller`` takes),
+        waiting up to ``timeout_s`` seconds (blocking) in its scope's turn; ``None`` on
+        timeout or when it was forgotten. ``caller.start(item)`` has run (in this thread or
+        the one returning it) once it is ours. Raises ``abort``'s error."""
+        waiter: _ThreadWaiter[W] = _ThreadWaiter(caller)
         got = self._enqueue(waiter, item)
         if got is not None:
-            start(got)
+            waiter.start(got)
             return got
         if not waiter.event.wait(timeout_s) and self._withdraw(waiter):
             return None
@@ -225,20 +223,15 @@ class Checkout(Generic[W]):
         return waiter.item
 
     async def get_async(
-        self,
-        timeout_s: float,
-        start: Callable[[W], None],
-        item: W | None = None,
-        scope: str = DEFAULT_SCOPE,
-        takes: Fits[W] = None,
+        self, timeout_s: float, caller: Caller[W], item: W | None = None
     ) -> W | None:
         """Like ``get``, awaiting on the running loop instead of blocking a thread;
-        ``start(item)`` runs on this loop as soon as the item is this caller's."""
+        ``caller.start(item)`` runs on this loop as soon as the item is this caller's."""
         loop = asyncio.get_running_loop()
-        waiter: _AsyncWaiter[W] = _AsyncWaiter(loop, start, scope, takes)
+        waiter: _AsyncWaiter[W] = _AsyncWaiter(loop, caller)
         got = self._enqueue(waiter, item)
         if got is not None:
-            start(got)
+            waiter.start(got)
             return got
         try:
             return await asyncio.wait_for(waiter.future, timeout_s)

@@ -153,8 +153,7 @@ def call_blocking(calls: Calls, request: Request) -> Answer:
 
 def _perform(calls: Calls, request: Request, op: Op, worker: WorkerProcess | None) -> object:
     if op == "acquire":
-        checkout = calls.workers.checkout
-        return checkout.get(calls.timeout_s, request.start, worker, request.scope, request.takes)
+        return calls.workers.checkout.get(calls.timeout_s, request, worker)
     assert worker is not None
     if op == "reply":
         return worker.reply(calls.timeout_s)
@@ -181,10 +180,7 @@ def _awaitable(
     loop, the blocking steps (writing the frame; reaping a crash, which waits for the process
     to exit) in a thread."""
     if op == "acquire":
-        checkout = calls.workers.checkout
-        return checkout.get_async(
-            calls.timeout_s, request.start, worker, request.scope, request.takes
-        )
+        return calls.workers.checkout.get_async(calls.timeout_s, request, worker)
     if op == "reply":
         assert worker is not None
         return worker.reply_async(calls.timeout_s)

@@ -220,7 +220,7 @@ class GenerationCalls:
         calls.workers.check()
         request.budget = calls.budget  # and if it runs out while this one waits
         checkout = calls.workers.checkout
-        got = await checkout.get_async(calls.timeout_s, request.start, pinned, request.scope)
+        got = await checkout.get_async(calls.timeout_s, request, pinned)
         if got is None:
             raise WorkerTimeoutError(f"no runtime worker became free within {calls.timeout_s:.0f}s")
         if request.refused is not None:  # nothing was sent

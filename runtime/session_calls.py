@@ -128,7 +128,7 @@ class SessionCalls:
     def _drop(self, worker: WorkerProcess, ids: list[int]) -> bool:
         """Tell ``worker`` to free sessions ``ids``; False if it was busy all along."""
         request = Request(DropRequest(drop=tuple(ids)), [], float("inf"))
-        held = self.calls.workers.checkout.get(self.tick_s, request.start, worker)
+        held = self.calls.workers.checkout.get(self.tick_s, request, worker)
         if held is None:
             return worker not in self.calls.workers.live
         try:

@@ -47,8 +47,8 @@ Reply = tuple[WorkerReply, list[np.ndarray]]
 class Request:
     """One encoded request and the outcome of writing it to a worker.
 
-    The frame is encoded up front: bad inputs fail before a worker is held. ``start`` is
-    the hand-over callback (``Checkout``): it writes the frame the moment a worker is
+    The frame is encoded up front: bad inputs fail before a worker is held. A request is
+    the ``Caller`` that waits in ``Checkout``: ``start`` writes the frame the moment a worker is
     given, unless the frame is over ``inline_limit`` bytes, which the caller writes itself
     once it holds the worker (off the event loop, for asyncio callers). It waits for a
     worker in ``scope``'s turn (the caller's project, as sessions are scoped: ``Checkout``).

@@ -12,6 +12,7 @@ import hashlib
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,15 @@ THREE = [("A1", "a"), ("A2", "a"), ("A3", "a"), ("B1", "b"), ("B2", "b"), ("C1",
 THREE_SERVED = ["A1", "B1", "C1", "A2", "B2", "A3"]
 
 
+@dataclass
+class _Caller:
+    """A caller of the tests' checkouts (``Caller``): ``start`` notes who was served."""
+
+    start: Callable[[Any], None]
+    scope: str = DEFAULT_SCOPE
+    takes: Callable[[Any], bool] | None = None
+
+
 def _queued(checkout: Checkout[Any], count: int) -> Callable[[], bool]:
     """Whether ``count`` callers wait on ``checkout`` now, whatever their scopes."""
     return lambda: sum(checkout.waiting().values()) == count
@@ -44,7 +54,7 @@ def _served_by_threads(callers: list[tuple[str, str]]) -> list[str]:
     served: list[str] = []
 
     def caller(name: str, scope: str) -> None:
-        assert checkout.get(60, lambda item: served.append(name), scope=scope) is not None
+        assert checkout.get(60, _Caller(lambda item: served.append(name), scope)) is not None
 
     threads = [threading.Thread(target=caller, args=c, daemon=True) for c in callers]
     for queued, thread in enumerate(threads, 1):
@@ -76,7 +86,7 @@ async def _served_by_coroutines(callers: list[tuple[str, str]]) -> list[str]:
         def start(item: int, name: str = name) -> None:
             served.append(name)
 
-        tasks.append(asyncio.create_task(checkout.get_async(60, start, scope=scope)))
+        tasks.append(asyncio.create_task(checkout.get_async(60, _Caller(start, scope))))
         await _until(_queued(checkout, queued), "the caller to queue")
     for item in range(len(callers)):
         checkout.put(item)  # on the waiters' own loop: started right here
@@ -100,13 +110,12 @@ def test_a_caller_for_one_item_waits_for_its_turn_and_a_withdrawn_one_keeps_no_t
     it is; 'v' then goes to no one ('mine' wants 'w'), and the next 'w' to 'mine'."""
     checkout: Checkout[str] = Checkout()
     served: list[str] = []
-    assert checkout.get(0, served.append, scope="b") is None  # timed out: withdrawn
+    assert checkout.get(0, _Caller(served.append, "b")) is None  # timed out: withdrawn
+    a1, mine = _Caller(lambda i: served.append("A1"), "a"), _Caller(lambda i: served.append("mine"))
     threads = [
-        threading.Thread(target=checkout.get, args=(60, lambda i: served.append("A1")),
-                         kwargs={"scope": "a"}, daemon=True),
-        threading.Thread(target=checkout.get, args=(60, lambda i: served.append("mine"), "w"),
-                         daemon=True),
-    ]  # fmt: skip
+        threading.Thread(target=checkout.get, args=(60, a1), daemon=True),
+        threading.Thread(target=checkout.get, args=(60, mine, "w"), daemon=True),
+    ]
     threads[0].start()
     wait_until(_queued(checkout, 1), 60, "the general caller", every=0.01)
     threads[1].start()
@@ -135,7 +144,9 @@ def test_callers_for_one_item_take_turns_with_other_scopes() -> None:
         def start(got: str, name: str = name) -> None:
             served.append(name)
 
-        threads.append(threading.Thread(target=checkout.get, args=(60, start, item, scope)))
+        threads.append(
+            threading.Thread(target=checkout.get, args=(60, _Caller(start, scope), item))
+        )
         threads[-1].start()
         wait_until(_queued(checkout, queued), 60, f"{name} to queue", every=0.01)
     for _ in callers:
@@ -158,7 +169,7 @@ def test_a_caller_that_takes_only_some_items_skips_the_others() -> None:
     served: list[tuple[str, str]] = []
     picky = threading.Thread(
         target=checkout.get,
-        args=(60, lambda item: served.append(("retry", item)), None, "a", _fresh),
+        args=(60, _Caller(lambda item: served.append(("retry", item)), "a", _fresh)),
         daemon=True,
     )
     picky.start()
@@ -166,7 +177,7 @@ def test_a_caller_that_takes_only_some_items_skips_the_others() -> None:
     assert checkout.idle() == ["held"]
     checkout.put("held2")  # no fit: idle, though the retry's scope has the turn
     assert served == [] and checkout.idle() == ["held", "held2"]
-    assert checkout.get(0, lambda item: served.append(("any", item)), scope="b") == "held"
+    assert checkout.get(0, _Caller(lambda item: served.append(("any", item)), "b")) == "held"
     checkout.put("fresh")
     picky.join(60)
     assert served == [("any", "held"), ("retry", "fresh")] and checkout.idle() == ["held2"]
@@ -188,7 +199,7 @@ def test_a_real_pool_serves_two_projects_in_turns(
 
     async def run(pool: RuntimePool) -> list[np.ndarray]:
         checkout = pool.workers.checkout
-        held = checkout.get(60, lambda worker: None)  # the pool's one worker, idle
+        held = checkout.get(60, _Caller(lambda worker: None))  # the pool's one worker, idle
         assert held is not None
         calls = []
         for queued, (name, scope) in enumerate(FLOOD[:3] + FLOOD[5:], 1):
@@ -224,7 +235,7 @@ def test_the_v2_route_queues_a_request_in_its_callers_project(
     with RuntimePool(1, 1 << 26, tmp_path) as pool, serve(build_app(resolver, pool)[0]) as url:
         url = f"{url}/v2/models/mlp.forward/infer"
         post(url, "tok-a")  # described and local: later requests go straight to the queue
-        held = pool.workers.checkout.get(60, lambda worker: None)
+        held = pool.workers.checkout.get(60, _Caller(lambda worker: None))
         assert held is not None
         callers = [
             threading.Thread(target=post, args=(url, t)) for t in ("tok-a", "tok-a", "tok-b")
@@ -268,7 +279,7 @@ def test_a_real_pool_serves_another_projects_generation_between_session_turns(
         for _, scope, session in SESSION_TURNS:  # opened: described, files local
             await generate("opening", scope, session)
         checkout = gen_pool.workers.checkout
-        held = checkout.get(60, lambda worker: None)  # the pool's one worker, idle
+        held = checkout.get(60, _Caller(lambda worker: None))  # the pool's one worker, idle
         assert held is not None
         served.clear()
         calls = []
