@@ -38,28 +38,32 @@ ALLOWED_ENTRY = re.compile(
     r"|data/constants/tensor_\d{1,9}"
     r"|extra/[A-Za-z0-9_.\-]{1,128})$"
 )
-# Names that are known to lead to code execution get a precise reason instead of "unknown".
-DANGEROUS_ENTRIES: tuple[tuple[re.Pattern[str], str, str], ...] = (
+# Names that are known to lead to code execution get a precise reason instead of "unknown":
+# (pattern, reason, message), the first pattern found in a name decides.
+_DANGEROUS = (
     (
-        re.compile(r"^data/(aotinductor|mtia)/|\.(so|dll|dylib|cpp|o)$"),
+        r"^data/(aotinductor|mtia)/|\.(so|dll|dylib|cpp|o)$",
         "native_code",
         "AOTInductor or native code entries are not accepted",
     ),
     (
-        re.compile(r"^data/constants/(custom_obj|opaque_obj)_"),
+        r"^data/constants/(custom_obj|opaque_obj)_",
         "custom_object",
         "custom (torchbind) or opaque object constants are pickles and are not accepted",
     ),
     (
-        re.compile(r"^data/(weights|constants)/[^/]+\.pt$"),
+        r"^data/(weights|constants)/[^/]+\.pt$",
         "pickle_payload",
         "legacy pickled weights or constants are not accepted",
     ),
     (
-        re.compile(r"^data/executorch/|^xl_model_weights/"),
+        r"^data/executorch/|^xl_model_weights/",
         "unsupported_entry",
         "this archive section is not accepted",
     ),
+)
+DANGEROUS_ENTRIES: tuple[tuple[re.Pattern[str], str, str], ...] = tuple(
+    (re.compile(pattern), reason, message) for pattern, reason, message in _DANGEROUS
 )
 
 SAVE_AGAIN = (
