@@ -34,6 +34,7 @@ from pteforge.server.inference import router as inference_router
 from pteforge.server.inference.dependencies import InferenceState
 from pteforge.server.inference.routes_infer import front_routes
 from pteforge.server.inference.startup import (
+    request_memory,
     start_runtime_pool,
     store_inference_state,
     stream_limits,
@@ -103,6 +104,7 @@ async def _start_inference(app: FastAPI, services: Services) -> RuntimePool:
         max_request_bytes=settings.max_infer_request_bytes,
         metrics_token=token.get_secret_value() if token is not None else None,
         streams=stream_limits(settings),
+        memory=request_memory(settings),
     )
     services.model_changed = partial(_forget_model, app.state.inference)
     return pool

@@ -10,6 +10,17 @@ from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
+def _physical_memory() -> int:
+    """The memory this process may use: the host's, or its cgroup's limit when lower (a
+    container sees the host's size in ``sysconf``)."""
+    host = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+    except OSError:
+        return host
+    return min(host, int(limit)) if limit.isdigit() else host
+
+
 def _positive(default: float, description: str = "") -> Any:
     """A field that must be above zero (``PTEFORGE_<FIELD>`` as every other)."""
     return Field(default=default, gt=0, description=description or None)
@@ -135,6 +146,20 @@ class Settings(BaseSettings):
         ge=1,
         description="Inference runtime processes (default: one per core but one, which the "
         "HTTP side needs: see docs/benchmarks.md, remote execution).",
+    )
+    infer_memory_bytes: int = Field(
+        default_factory=lambda: _physical_memory() // 4,
+        ge=1,
+        description="Bytes that /v2 and gRPC infer requests in flight may hold in the server "
+        "at once, their bodies and decoded inputs (503 above; default: a quarter of the "
+        "host's memory).",
+    )
+    infer_memory_bytes_per_project: int | None = Field(
+        default=None,
+        ge=1,
+        description="What one project's infer requests in flight may hold (429 above; a "
+        "request needing more alone, 413), so queued requests of one project cannot take "
+        "the server's memory (default: half of infer_memory_bytes).",
     )
     runtime_request_threads: int = Field(
         default=0,

@@ -22,8 +22,9 @@ from pteforge.runtime.oip_codec import BINARY_EXTENSION, model_metadata
 from pteforge.server.auth.dependencies import Principal
 from pteforge.server.grpc_api.codec import decode_request, encode_response, metadata_response
 from pteforge.server.grpc_api.status import grpc_status, refuse_unimplemented
+from pteforge.server.inference.bodies import HeldBytes
 from pteforge.server.inference.dependencies import InferenceState
-from pteforge.server.inference.sequences import SEQUENCE_EXTENSION
+from pteforge.server.inference.sequences import SEQUENCE_EXTENSION, session_scope
 from pteforge.server.inference.statuses import NotFoundError, NotRunnableError
 from pteforge.server.inference.work import (
     check_ready,
@@ -54,7 +55,16 @@ def call_headers(context: Any) -> CallHeaders:
 
 
 async def infer(state: InferenceState, principal: Principal, request: Any) -> Any:
-    """Run one ``ModelInferRequest`` for ``principal``: its ``ModelInferResponse``."""
+    """Run one ``ModelInferRequest`` for ``principal``: its ``ModelInferResponse``. The
+    message and its decoded inputs count in ``state.memory`` until it is answered."""
+    with state.memory.holding(session_scope(principal)) as held:
+        held.grow(request.ByteSize())
+        return await _infer_held(state, principal, request, held)
+
+
+async def _infer_held(
+    state: InferenceState, principal: Principal, request: Any, held: HeldBytes
+) -> Any:
     model, version = request.model_name, request.model_version or None
     artifact, signature = await model_of(state, principal, model, version)
     started = time.perf_counter()
@@ -63,6 +73,7 @@ async def infer(state: InferenceState, principal: Principal, request: Any) -> An
     except Exception:
         count_undecodable(state, principal, model, version, artifact, started)
         raise
+    held.grow_by_arrays(decoded.inputs)
 
     async def encode(result: InferResult) -> Any:
         parameters = response_parameters(result)

@@ -18,7 +18,7 @@ from pteforge.runtime import RuntimePool
 from pteforge.runtime.oip_headers import HeaderPlans
 from pteforge.server.auth.cache import TtlCache
 from pteforge.server.auth.dependencies import HasHeaders, Principal
-from pteforge.server.inference.bodies import DEFAULT_MAX_REQUEST_BYTES
+from pteforge.server.inference.bodies import DEFAULT_MAX_REQUEST_BYTES, RequestMemory
 from pteforge.server.inference.metrics import LATENCY_BUCKETS, InferenceMetrics
 from pteforge.server.inference.resolver import ArtifactResolver, ResolvedArtifact
 from pteforge.server.inference.statistics import ModelStatistics
@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # the generation routes import this module
     from pteforge.server.generation.target import TargetCache
 
 DEFAULT_RESOLVE_TTL_S = 1.0
+DEFAULT_INFER_MEMORY = 4 << 30
 
 Authenticate = Callable[[HasHeaders], Awaitable[Principal]]
 """An async function of the request (or gRPC call) returning the caller, or raising (e.g. an
@@ -69,6 +70,8 @@ class InferenceState:
     """The bounds of a generation stream whose client reads slowly."""
     headers: HeaderPlans = field(default_factory=HeaderPlans)
     """Binary ``/v2`` request headers already checked, per method signature."""
+    memory: RequestMemory = field(default_factory=lambda: RequestMemory(DEFAULT_INFER_MEMORY))
+    """What infer requests in flight hold, per project and in all (HTTP and gRPC)."""
 
 
 def new_inference_state(
@@ -83,6 +86,7 @@ def new_inference_state(
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
     metrics_token: str | None = None,
     streams: StreamLimits | None = None,
+    memory: RequestMemory | None = None,
 ) -> InferenceState:
     """The state of the /v2 routes over ``pool`` (which the caller owns and closes).
 
@@ -96,7 +100,8 @@ def new_inference_state(
     replaced on it also takes effect within ``resolve_ttl_s``. An infer body
     over ``max_request_bytes``, as sent or once decompressed, gets a 413. ``/metrics``
     answers only ``metrics_token`` as a bearer token when one is given. ``streams`` bounds
-    generation streams whose clients read slowly (``StreamLimits``' defaults if None).
+    generation streams whose clients read slowly (``StreamLimits``' defaults if None);
+    ``memory`` what infer requests in flight may hold (4 GiB, half per project, if None).
     """
     statistics = ModelStatistics(LATENCY_BUCKETS)
     return InferenceState(
@@ -112,6 +117,7 @@ def new_inference_state(
         server_version=server_version,
         metrics_token=metrics_token,
         streams=streams or StreamLimits(),
+        memory=memory or RequestMemory(DEFAULT_INFER_MEMORY),
     )
 
 

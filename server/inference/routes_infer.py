@@ -21,11 +21,11 @@ from starlette.routing import Route
 from pteforge.runtime.oip_codec import HEADER_LENGTH
 from pteforge.server.auth.dependencies import Principal
 from pteforge.server.common.openapi_doc import answers
-from pteforge.server.http.bodies import read_capped
 from pteforge.server.inference.bodies import content_encoding, header_length
 from pteforge.server.inference.dependencies import InferenceState, inference_state
 from pteforge.server.inference.routes_models import TAG
-from pteforge.server.inference.statuses import RequestTooLargeError, answered
+from pteforge.server.inference.sequences import session_scope
+from pteforge.server.inference.statuses import answered
 from pteforge.server.inference.work import infer as run_infer
 
 INFER_DOC: dict[str, Any] = {
@@ -72,10 +72,11 @@ async def _infer(
     start = time.perf_counter()
     json_length = header_length(request)
     encoding = content_encoding(request)
-    body = await read_capped(request, state.max_request_bytes, RequestTooLargeError)
-    out, out_json_length, timings = await run_infer(
-        state, principal, model, body, encoding, json_length, version
-    )
+    with state.memory.holding(session_scope(principal)) as held:
+        body = await held.read(request, state.max_request_bytes)
+        out, out_json_length, timings = await run_infer(
+            state, principal, model, body, encoding, json_length, version, held
+        )
     state.metrics.observe_timings(time.perf_counter() - start, timings)
     return _infer_response(out, out_json_length)
 

@@ -19,7 +19,7 @@ from pteforge.runtime.sessions import SessionLimits
 from pteforge.runtime.supervisor import RestartPolicy
 from pteforge.server.auth.cache import TtlCache
 from pteforge.server.auth.dependencies import DEFAULT_TOKEN_TTL_S, Principal, cached_principal
-from pteforge.server.inference.bodies import DEFAULT_MAX_REQUEST_BYTES
+from pteforge.server.inference.bodies import DEFAULT_MAX_REQUEST_BYTES, RequestMemory
 from pteforge.server.inference.dependencies import (
     DEFAULT_RESOLVE_TTL_S,
     InferenceState,
@@ -147,6 +147,11 @@ def stream_limits(settings: Settings) -> StreamLimits:
     return StreamLimits(settings.stream_send_timeout_seconds, settings.stream_buffer_bytes)
 
 
+def request_memory(settings: Settings) -> RequestMemory:
+    """What infer requests in flight may hold, in all and per project, from ``settings``."""
+    return RequestMemory(settings.infer_memory_bytes, settings.infer_memory_bytes_per_project)
+
+
 def store_inference_state(
     store: Store,
     pool: RuntimePool,
@@ -157,6 +162,7 @@ def store_inference_state(
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
     metrics_token: str | None = None,
     streams: StreamLimits | None = None,
+    memory: RequestMemory | None = None,
 ) -> InferenceState:
     """The state the app's lifespan sets as ``app.state.inference``: ``/v2`` over ``pool``,
     authenticated like ``/v1``, with ``/metrics`` serving ``registry`` (the /v2 metrics added).
@@ -175,4 +181,5 @@ def store_inference_state(
         max_request_bytes=max_request_bytes,
         metrics_token=metrics_token,
         streams=streams,
+        memory=memory,
     )

@@ -2,9 +2,10 @@
 
 4xx when the request is at fault (bad input, unknown model or sequence, inputs that crash
 the runtime on two workers, a project over its sequence limit; a project past its budget of
-crashed workers: 429 with ``Retry-After``); 503 with ``Retry-After``
-when the server is (a worker crashed and the retry could not run, hung, none can start,
-sessions hold all the memory they may, shutting down).
+crashed workers, or its requests in flight holding its share of memory: 429 with
+``Retry-After``); 503 with ``Retry-After`` when the server is (a worker crashed and the retry
+could not run, hung, none can start, sessions or requests in flight hold all the memory they
+may, shutting down).
 """
 
 from __future__ import annotations
@@ -53,10 +54,21 @@ class RequestTooLargeError(RuntimeLayerError):
     """An infer request body, as sent or once decompressed, is over the size limit (413)."""
 
 
+class ProjectMemoryError(RuntimeLayerError):
+    """The project's infer requests in flight would hold more memory than its share (429,
+    ``Retry-After``: ``bodies.RequestMemory``)."""
+
+
+class ServerMemoryError(RuntimeLayerError):
+    """All infer requests in flight would hold more memory than the server allows them (503,
+    ``Retry-After``: ``bodies.RequestMemory``)."""
+
+
 # Seconds a client should wait before retrying, per server-side failure (a
 # ``PoolUnavailableError`` carries its own: the pool's ``RestartPolicy.retry_after_s``).
 RETRY_AFTER_S: list[tuple[type[RuntimeLayerError], int]] = [
     (SessionMemoryError, 10),
+    (ServerMemoryError, 1),
     (PoolClosedError, 5),
     (WorkerCrashedError, 1),
     (WorkerTimeoutError, 1),
@@ -84,6 +96,8 @@ def status_of(exc: RuntimeLayerError) -> tuple[int, dict[str, str]]:
             return status, {}
     if isinstance(exc, CrashBudgetError):  # until its oldest crash leaves the window
         return 429, {"Retry-After": str(math.ceil(exc.retry_after_s))}
+    if isinstance(exc, ProjectMemoryError):  # its requests in flight end in about that
+        return 429, {"Retry-After": "1"}
     if isinstance(exc, PoolUnavailableError):
         return 503, {"Retry-After": str(math.ceil(exc.retry_after_s))}
     for cls, seconds in RETRY_AFTER_S:

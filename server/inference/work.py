@@ -23,7 +23,7 @@ from pteforge.runtime.oip_codec import (
 )
 from pteforge.runtime.validation import JSON_BYTES_PER_ELEMENT, json_request_budget
 from pteforge.server.auth.dependencies import Principal
-from pteforge.server.inference.bodies import decompressed, inline
+from pteforge.server.inference.bodies import HeldBytes, decompressed, inline
 from pteforge.server.inference.dependencies import InferenceState
 from pteforge.server.inference.resolver import ResolvedArtifact, version_number
 from pteforge.server.inference.sequences import sequence_of, session_scope
@@ -123,11 +123,13 @@ async def infer(
     body: bytes,
     encoding: str,
     json_length: int | None,
-    version: str | None = None,
+    version: str | None,
+    held: HeldBytes,
 ) -> Encoded:
     """Run one HTTP infer request. Decoding a compressed or large-JSON body, and encoding
     its reply, runs in the threadpool so the event loop is not held up; the rest is async.
-    A body that fails to decode counts as a failed request of the model."""
+    A body that fails to decode counts as a failed request of the model; its decoded inputs
+    count in ``held`` (the request's share of ``state.memory``) with its body."""
     artifact, signature = await model_of(state, principal, model, version)
     cheap = inline(encoding, body, json_length)
     started = time.perf_counter()
@@ -137,6 +139,7 @@ async def infer(
     except Exception:
         count_undecodable(state, principal, model, version, artifact, started)
         raise
+    held.grow_by_arrays(request.inputs)
     encode = partial(_encode, model, served_version(artifact), request, signature, cheap)
     return await run_decoded(
         state, principal, model, version, artifact, signature, request, encode, started=started

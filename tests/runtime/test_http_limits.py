@@ -1,12 +1,16 @@
 """/v2 request body limits over a real socket: a body over the server's byte limit, one that
 inflates past it, and a JSON body larger than the method's inputs can need are each a 413
-before they are parsed."""
+before they are parsed; what requests in flight hold is bounded per project and in all."""
 
 from __future__ import annotations
 
 import gzip
 import json
-from collections.abc import Iterator
+import socket
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import partial
 
 import httpx
 import pytest
@@ -15,6 +19,7 @@ from prometheus_client import CollectorRegistry
 
 from pteforge.runtime import RuntimePool
 from pteforge.server.inference import build_inference_router, new_inference_state
+from pteforge.server.inference.bodies import RequestMemory
 from tests.runtime.conftest import Server
 from tests.runtime.helpers import Compiled, MemoryResolver, bearer_auth, serve
 
@@ -102,3 +107,79 @@ def test_compressed_bodies_that_inflate_over_the_limit_get_413(
     assert "inflates to over 4096 bytes" in response.json()["error"]
     small = gzip.compress(_json_infer_body(artifacts["mlp"]))
     assert httpx.post(url, content=small, headers=headers).status_code == 200
+
+
+@pytest.fixture(scope="module")
+def shared_memory_server(pool: RuntimePool, artifacts: dict[str, Compiled]) -> Iterator[str]:
+    """A /v2 app whose infer requests in flight may hold 6 KiB in all, 4 KiB per project."""
+    resolver = MemoryResolver()
+    for project in ("project-a", "project-b"):
+        resolver.add(project, "mlp", artifacts["mlp"], as_path=True)
+    state = new_inference_state(
+        resolver,
+        pool,
+        bearer_auth,
+        CollectorRegistry(),
+        max_request_bytes=8192,
+        memory=RequestMemory(6144, 4096),
+    )
+    app = FastAPI()
+    app.include_router(build_inference_router(state))
+    with serve(app) as url:
+        yield url
+
+
+@contextmanager
+def body_announced(url: str, token: str, nbytes: int) -> Iterator[None]:
+    """An infer request whose headers announce ``nbytes`` of body that never comes: the
+    server holds them for it until the connection closes."""
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port))) as held:
+        held.sendall(
+            f"POST /v2/models/mlp.forward/infer HTTP/1.1\r\nHost: {host}\r\n"
+            f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {nbytes}\r\n\r\n".encode()
+        )
+        yield
+
+
+def _status_within(
+    deadline_s: float, call: Callable[[], httpx.Response], status: int
+) -> httpx.Response:
+    deadline = time.monotonic() + deadline_s
+    while (response := call()).status_code != status and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert response.status_code == status, response.text
+    return response
+
+
+def test_requests_in_flight_hold_a_share_of_memory_per_project(
+    shared_memory_server: str, artifacts: dict[str, Compiled]
+) -> None:
+    """Requests waiting with their bodies are what one project could fill the server's memory
+    with: past its share its next request gets 429, past the server's all get 503, each with
+    Retry-After, while other projects are served; a request that ends gives its bytes back."""
+    body = _json_infer_body(artifacts["mlp"])
+    url = f"{shared_memory_server}/v2/models/mlp.forward/infer"
+
+    def infer(token: str) -> httpx.Response:
+        return httpx.post(url, content=body, headers={"Authorization": f"Bearer {token}"})
+
+    with body_announced(shared_memory_server, "tok-a", 4000):
+        refused = _status_within(30, partial(infer, "tok-a"), 429)
+        assert refused.headers["Retry-After"] == "1"
+        assert "PTEFORGE_INFER_MEMORY_BYTES_PER_PROJECT" in refused.json()["error"]
+        assert infer("tok-b").status_code == 200
+        with body_announced(shared_memory_server, "tok-b", 2000):
+            busy = _status_within(30, partial(infer, "tok-b"), 503)
+            assert busy.headers["Retry-After"] == "1"
+            assert "PTEFORGE_INFER_MEMORY_BYTES)" in busy.json()["error"]
+        assert _status_within(30, partial(infer, "tok-b"), 200)
+    assert _status_within(30, partial(infer, "tok-a"), 200)
+
+
+def test_a_request_needing_more_than_a_share_alone_is_413(shared_memory_server: str) -> None:
+    url = f"{shared_memory_server}/v2/models/mlp.forward/infer"
+    response = httpx.post(url, content=b" " * 5000, headers=auth())
+    assert response.status_code == 413, response.text
+    assert "more than one project's share of 4096" in response.json()["error"]

@@ -1,0 +1,69 @@
+"""What infer requests in flight may hold (``server/inference/bodies.py``'s ``RequestMemory``),
+on its own: a project's share, the server's total, a request too large for any share, bytes
+given back when a request ends however it ends, and the gRPC frontend counting its messages
+in the same ledger as HTTP (the HTTP side over a real socket: ``test_http_limits``)."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+import grpc
+import numpy as np
+import pytest
+from tritonclient.grpc import service_pb2 as pb
+
+from pteforge.server.grpc_api.service import infer
+from pteforge.server.grpc_api.status import grpc_status
+from pteforge.server.inference.bodies import RequestMemory
+from pteforge.server.inference.statuses import (
+    ProjectMemoryError,
+    RequestTooLargeError,
+    ServerMemoryError,
+    status_of,
+)
+
+
+def test_a_project_past_its_share_gets_429_and_the_server_past_its_total_503() -> None:
+    memory = RequestMemory(total=100, per_project=60)
+    with memory.holding("a") as first:
+        first.grow(50)
+        with memory.holding("a") as second, pytest.raises(ProjectMemoryError) as refused:
+            second.grow(20)
+        assert status_of(refused.value) == (429, {"Retry-After": "1"})
+        with memory.holding("b") as other:
+            other.grow(40)  # another project is still served
+            with memory.holding("c") as third, pytest.raises(ServerMemoryError) as busy:
+                third.grow(20)
+            assert status_of(busy.value) == (503, {"Retry-After": "1"})
+    assert memory.held == 0
+    with memory.holding("a") as again:
+        again.grow(60)  # the share is whole again
+
+
+def test_a_request_larger_than_a_share_alone_is_413_and_bytes_come_back_on_errors() -> None:
+    memory = RequestMemory(total=100)  # a project's share: half
+    with memory.holding("a") as held:
+        held.grow(30)
+        held.grow_by_arrays([np.zeros(5, dtype=np.float32)])  # 20 more: 50 fits
+        with pytest.raises(RequestTooLargeError, match="share of 50"):
+            held.grow_by_arrays([np.zeros(1, dtype=np.float32)])  # 54 > 50
+        assert memory.held == 50
+    with pytest.raises(ValueError), memory.holding("a") as failing:
+        failing.grow(10)
+        raise ValueError("the request failed")
+    assert memory.held == 0
+
+
+def test_grpc_messages_count_in_the_same_memory() -> None:
+    """A ``ModelInferRequest`` is counted (its size) before anything else is done with it, so
+    a project holding its share over HTTP gets RESOURCE_EXHAUSTED over gRPC."""
+    memory = RequestMemory(total=1000, per_project=500)
+    state = SimpleNamespace(memory=memory)
+    request = pb.ModelInferRequest(model_name="mlp", raw_input_contents=[b"\0" * 64])
+    with memory.holding("project-a") as http_request:
+        http_request.grow(450)
+        with pytest.raises(ProjectMemoryError) as refused:
+            asyncio.run(infer(state, "project-a", request))  # type: ignore[arg-type]
+    assert grpc_status(refused.value)[0] == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert memory.held == 0
