@@ -34,10 +34,8 @@ from pteforge.server.inference import router as inference_router
 from pteforge.server.inference.dependencies import InferenceState
 from pteforge.server.inference.routes_infer import front_routes
 from pteforge.server.inference.startup import (
-    request_memory,
     start_runtime_pool,
     store_inference_state,
-    stream_limits,
 )
 from pteforge.server.jobs.compile_workers import WorkerSupervisor
 from pteforge.server.jobs.metrics import OperationsCollector
@@ -96,16 +94,7 @@ async def _start_inference(app: FastAPI, services: Services) -> RuntimePool:
     settings = services.settings
     pool = await run_in_threadpool(start_runtime_pool, settings)
     registry = await run_in_threadpool(operations_registry, services)
-    token = settings.metrics_token
-    app.state.inference = store_inference_state(
-        services.store,
-        pool,
-        registry,
-        max_request_bytes=settings.max_infer_request_bytes,
-        metrics_token=token.get_secret_value() if token is not None else None,
-        streams=stream_limits(settings),
-        memory=request_memory(settings),
-    )
+    app.state.inference = store_inference_state(services.store, pool, registry, settings)
     services.model_changed = partial(_forget_model, app.state.inference)
     return pool
 

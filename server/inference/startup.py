@@ -19,7 +19,7 @@ from pteforge.runtime.sessions import SessionLimits
 from pteforge.runtime.supervisor import RestartPolicy
 from pteforge.server.auth.cache import TtlCache
 from pteforge.server.auth.dependencies import DEFAULT_TOKEN_TTL_S, Principal, cached_principal
-from pteforge.server.inference.bodies import DEFAULT_MAX_REQUEST_BYTES, RequestMemory
+from pteforge.server.inference.bodies import RequestMemory
 from pteforge.server.inference.dependencies import (
     DEFAULT_RESOLVE_TTL_S,
     InferenceState,
@@ -142,35 +142,24 @@ def start_runtime_pool(settings: Settings) -> RuntimePool:
     )
 
 
-def stream_limits(settings: Settings) -> StreamLimits:
-    """The bounds of generation streams whose clients read slowly, from ``settings``."""
-    return StreamLimits(settings.stream_send_timeout_seconds, settings.stream_buffer_bytes)
-
-
-def request_memory(settings: Settings) -> RequestMemory:
-    """What infer requests in flight may hold, in all and per project, from ``settings``."""
-    return RequestMemory(settings.infer_memory_bytes, settings.infer_memory_bytes_per_project)
-
-
 def store_inference_state(
     store: Store,
     pool: RuntimePool,
     registry: CollectorRegistry,
+    settings: Settings,
     *,
     token_ttl_s: float = DEFAULT_TOKEN_TTL_S,
     artifact_ttl_s: float = DEFAULT_RESOLVE_TTL_S,
-    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
-    metrics_token: str | None = None,
-    streams: StreamLimits | None = None,
-    memory: RequestMemory | None = None,
 ) -> InferenceState:
     """The state the app's lifespan sets as ``app.state.inference``: ``/v2`` over ``pool``,
-    authenticated like ``/v1``, with ``/metrics`` serving ``registry`` (the /v2 metrics added).
+    authenticated like ``/v1``, with ``/metrics`` serving ``registry`` (the /v2 metrics added),
+    bounded as ``settings`` say (request bodies, slow generation streams, ``/metrics`` token).
 
     To keep database transactions off the per-request path, a resolved token is trusted for
     ``token_ttl_s`` and a resolved artifact for ``artifact_ttl_s`` seconds (1 s each by
     default): revoking a token or deleting an artifact takes effect on ``/v2`` within that.
     """
+    token = settings.metrics_token
     return new_inference_state(
         StoreArtifactResolver(store),
         pool,
@@ -178,8 +167,8 @@ def store_inference_state(
         registry,
         server_version=__version__,
         resolve_ttl_s=artifact_ttl_s,
-        max_request_bytes=max_request_bytes,
-        metrics_token=metrics_token,
-        streams=streams,
-        memory=memory,
+        max_request_bytes=settings.max_infer_request_bytes,
+        metrics_token=token.get_secret_value() if token is not None else None,
+        streams=StreamLimits(settings.stream_send_timeout_seconds, settings.stream_buffer_bytes),
+        memory=RequestMemory(settings.infer_memory_bytes, settings.infer_memory_bytes_per_project),
     )
