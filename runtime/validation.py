@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from pteforge.contracts.oip import oip_datatype
+from pteforge.contracts.oip import OIP_TO_NUMPY, oip_datatype
 from pteforge.contracts.specs import DYNAMIC_DIM
 from pteforge.runtime.errors import InvalidInputError
 from pteforge.runtime.metadata import MethodSignature, TensorSpec
@@ -177,8 +177,24 @@ def json_request_budget(signature: MethodSignature) -> int | None:
     a body past what the inputs can hold is refused before it is parsed."""
     elements = 0
     for spec in signature.inputs:
-        dims = spec.max_shape if spec.max_shape is not None else spec.shape
-        if any(d < 0 for d in dims):
+        most = most_elements(spec)
+        if most is None:
             return None
-        elements += math.prod(dims)
+        elements += most
     return JSON_OVERHEAD_BYTES + JSON_BYTES_PER_ELEMENT * elements
+
+
+def most_elements(spec: TensorSpec) -> int | None:
+    """The most elements the tensor ``spec`` describes can hold (None: it has no bound)."""
+    dims = spec.max_shape if spec.max_shape is not None else spec.shape
+    return None if any(d < 0 for d in dims) else math.prod(dims)
+
+
+def most_output_bytes(signature: MethodSignature) -> int:
+    """The most bytes the method's outputs can take (an output without a bound counts
+    nothing): what its answer holds, known before it runs."""
+    total = 0
+    for spec in signature.outputs:
+        dtype = OIP_TO_NUMPY.get(spec.datatype)
+        total += (most_elements(spec) or 0) * (8 if dtype is None else dtype.itemsize)
+    return total

@@ -151,8 +151,8 @@ class Settings(BaseSettings):
         default_factory=lambda: _physical_memory() // 4,
         ge=1,
         description="Bytes that /v2 and gRPC infer requests in flight may hold in the server "
-        "at once, their bodies and decoded inputs (503 above; default: a quarter of the "
-        "host's memory).",
+        "at once: their bodies, decoded inputs and the most their outputs can take, until "
+        "answered (503 above; default: a quarter of the host's memory).",
     )
     infer_memory_bytes_per_project: int | None = Field(
         default=None,

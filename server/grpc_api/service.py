@@ -73,7 +73,7 @@ async def _infer_held(
     except Exception:
         count_undecodable(state, principal, model, version, artifact, started)
         raise
-    held.grow_by_arrays(decoded.inputs)
+    held.grow_by_run(decoded.inputs, signature)
 
     async def encode(result: InferResult) -> Any:
         parameters = response_parameters(result)

@@ -9,7 +9,9 @@ from collections.abc import Iterable
 import numpy as np
 from starlette.requests import Request
 
+from pteforge.runtime.metadata import MethodSignature
 from pteforge.runtime.oip_codec import HEADER_LENGTH, ProtocolError
+from pteforge.runtime.validation import most_output_bytes
 from pteforge.server.http.bodies import capped_chunks, check_content_length, read_capped
 from pteforge.server.inference.statuses import (
     ProjectMemoryError,
@@ -71,13 +73,15 @@ MEMORY_SETTING = "PTEFORGE_INFER_MEMORY_BYTES"
 
 
 class RequestMemory:
-    """The bytes that infer requests in flight hold in the server (their bodies and decoded
-    inputs), per project and in all. Requests wait for a runtime worker holding their bodies,
-    so without a bound one project's many large requests took the server's memory (24
-    requests of 128 MiB held 6.5 GB). A request that would take its project past
-    ``per_project`` is refused (``ProjectMemoryError``, 429), one that would take the server
-    past ``total`` too (``ServerMemoryError``, 503), one that needs more than a project's
-    share alone gets a 413. Used on the event loop only (HTTP and gRPC share it): no lock."""
+    """The bytes that infer requests in flight hold in the server (their bodies, decoded
+    inputs and the most their outputs can take, until the answer is sent), per project and
+    in all. Requests wait for a runtime worker holding their bodies, so without a bound one
+    project's many large requests took the server's memory (24 requests of 128 MiB held
+    6.5 GB; 4 requests of 4 bytes whose answers take 1 GiB, 6 GB). A request that would
+    take its project past ``per_project`` is refused (``ProjectMemoryError``, 429), one that
+    would take the server past ``total`` too (``ServerMemoryError``, 503), one that needs
+    more than a project's share alone gets a 413. Used on the event loop only (HTTP and
+    gRPC share it): no lock."""
 
     def __init__(self, total: int, per_project: int | None = None) -> None:
         self.total = total
@@ -135,9 +139,7 @@ class HeldBytes:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        if self.nbytes:
-            self.memory.release(self.project, self.nbytes)
-            self.nbytes = 0
+        self.release()
 
     def grow(self, nbytes: int) -> None:
         """Count ``nbytes`` more, or raise the refusal that names the limit."""
@@ -145,10 +147,17 @@ class HeldBytes:
             self.memory.take(self.project, nbytes, self.nbytes)
             self.nbytes += nbytes
 
-    def grow_by_arrays(self, arrays: Iterable[np.ndarray]) -> None:
-        """Count decoded inputs. Binary ones are views of the body, counted again: it is
-        near what such a request holds (one of 128 MiB held about twice that, measured)."""
-        self.grow(sum(array.nbytes for array in arrays))
+    def grow_by_run(self, inputs: Iterable[np.ndarray], signature: MethodSignature) -> None:
+        """Count a decoded request's inputs and the most its method's outputs can take,
+        before it runs. Binary inputs are views of the body, counted again: that is near
+        what such a request holds (one of 128 MiB held about twice that, measured)."""
+        self.grow(sum(array.nbytes for array in inputs) + most_output_bytes(signature))
+
+    def release(self) -> None:
+        """Give back what this request holds (once its answer is sent, or it failed)."""
+        if self.nbytes:
+            self.memory.release(self.project, self.nbytes)
+            self.nbytes = 0
 
     async def read(self, request: Request, limit: int) -> bytes:
         """The body, at most ``limit`` bytes (413), counted as it arrives: a declared

@@ -17,11 +17,12 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from fastapi.routing import APIRoute
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from pteforge.runtime.oip_codec import HEADER_LENGTH
 from pteforge.server.auth.dependencies import Principal
 from pteforge.server.common.openapi_doc import answers
-from pteforge.server.inference.bodies import content_encoding, header_length
+from pteforge.server.inference.bodies import HeldBytes, content_encoding, header_length
 from pteforge.server.inference.dependencies import InferenceState, inference_state
 from pteforge.server.inference.routes_models import TAG
 from pteforge.server.inference.sequences import session_scope
@@ -58,12 +59,23 @@ class BareRoute(APIRoute):
 router = APIRouter(tags=[TAG], route_class=BareRoute)
 
 
-def _infer_response(body: bytes, json_length: int | None) -> Response:
-    if json_length is None:
-        return Response(body, media_type="application/json")
-    return Response(
-        body, media_type="application/octet-stream", headers={HEADER_LENGTH: str(json_length)}
-    )
+class HeldResponse(Response):
+    """An infer answer that gives back its request's held bytes once it is sent (or its
+    client has gone): a slow reader's answer still counts in its project's share."""
+
+    def __init__(self, held: HeldBytes, body: bytes, json_length: int | None) -> None:
+        self.held = held
+        if json_length is None:
+            super().__init__(body, media_type="application/json")
+        else:
+            headers = {HEADER_LENGTH: str(json_length)}
+            super().__init__(body, media_type="application/octet-stream", headers=headers)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.held.release()
 
 
 async def _infer(
@@ -72,13 +84,17 @@ async def _infer(
     start = time.perf_counter()
     json_length = header_length(request)
     encoding = content_encoding(request)
-    with state.memory.holding(session_scope(principal)) as held:
+    held = state.memory.holding(session_scope(principal))
+    try:
         body = await held.read(request, state.max_request_bytes)
         out, out_json_length, timings = await run_infer(
             state, principal, model, body, encoding, json_length, version, held
         )
+    except BaseException:
+        held.release()
+        raise
     state.metrics.observe_timings(time.perf_counter() - start, timings)
-    return _infer_response(out, out_json_length)
+    return HeldResponse(held, out, out_json_length)
 
 
 async def _serve(request: Request, model: str, version: str | None) -> Response:

@@ -110,8 +110,16 @@ def test_compressed_bodies_that_inflate_over_the_limit_get_413(
 
 
 @pytest.fixture(scope="module")
-def shared_memory_server(pool: RuntimePool, artifacts: dict[str, Compiled]) -> Iterator[str]:
-    """A /v2 app whose infer requests in flight may hold 6 KiB in all, 4 KiB per project."""
+def memory() -> RequestMemory:
+    """6 KiB in all, 4 KiB per project."""
+    return RequestMemory(6144, 4096)
+
+
+@pytest.fixture(scope="module")
+def shared_memory_server(
+    pool: RuntimePool, artifacts: dict[str, Compiled], memory: RequestMemory
+) -> Iterator[str]:
+    """A /v2 app whose infer requests in flight may hold ``memory``."""
     resolver = MemoryResolver()
     for project in ("project-a", "project-b"):
         resolver.add(project, "mlp", artifacts["mlp"], as_path=True)
@@ -121,7 +129,7 @@ def shared_memory_server(pool: RuntimePool, artifacts: dict[str, Compiled]) -> I
         bearer_auth,
         CollectorRegistry(),
         max_request_bytes=8192,
-        memory=RequestMemory(6144, 4096),
+        memory=memory,
     )
     app = FastAPI()
     app.include_router(build_inference_router(state))
@@ -154,7 +162,7 @@ def _status_within(
 
 
 def test_requests_in_flight_hold_a_share_of_memory_per_project(
-    shared_memory_server: str, artifacts: dict[str, Compiled]
+    shared_memory_server: str, artifacts: dict[str, Compiled], memory: RequestMemory
 ) -> None:
     """Requests waiting with their bodies are what one project could fill the server's memory
     with: past its share its next request gets 429, past the server's all get 503, each with
@@ -176,6 +184,10 @@ def test_requests_in_flight_hold_a_share_of_memory_per_project(
             assert "PTEFORGE_INFER_MEMORY_BYTES)" in busy.json()["error"]
         assert _status_within(30, partial(infer, "tok-b"), 200)
     assert _status_within(30, partial(infer, "tok-a"), 200)
+    deadline = time.monotonic() + 30  # given back once each answer is sent
+    while memory.held and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert memory.held == 0
 
 
 def test_a_request_needing_more_than_a_share_alone_is_413(shared_memory_server: str) -> None:

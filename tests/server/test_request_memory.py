@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from tritonclient.grpc import service_pb2 as pb
 
+from pteforge.runtime.metadata import MethodSignature, TensorSpec
 from pteforge.server.grpc_api.service import infer
 from pteforge.server.grpc_api.status import grpc_status
 from pteforge.server.inference.bodies import RequestMemory
@@ -45,14 +46,36 @@ def test_a_request_larger_than_a_share_alone_is_413_and_bytes_come_back_on_error
     memory = RequestMemory(total=100)  # a project's share: half
     with memory.holding("a") as held:
         held.grow(30)
-        held.grow_by_arrays([np.zeros(5, dtype=np.float32)])  # 20 more: 50 fits
+        held.grow(20)  # 50 fits
         with pytest.raises(RequestTooLargeError, match="share of 50"):
-            held.grow_by_arrays([np.zeros(1, dtype=np.float32)])  # 54 > 50
+            held.grow(4)
         assert memory.held == 50
     with pytest.raises(ValueError), memory.holding("a") as failing:
         failing.grow(10)
         raise ValueError("the request failed")
     assert memory.held == 0
+
+
+def test_a_run_counts_its_inputs_and_the_most_its_outputs_can_take() -> None:
+    """An answer's size is known before the method runs (its outputs' shapes, or bounds of
+    dynamic ones): a 4-byte request whose answer takes 1 GiB is refused up front."""
+    signature = MethodSignature(
+        "forward",
+        (TensorSpec("x", "float32", (1,)),),
+        (
+            TensorSpec("big", "float32", (1 << 28,)),
+            TensorSpec("ids", "int64", (-1,), max_shape=(16,)),
+            TensorSpec("unbounded", "float32", (-1,)),
+        ),
+    )
+    memory = RequestMemory(total=4 << 30)
+    with memory.holding("a") as held:
+        held.grow_by_run([np.zeros(1, dtype=np.float32)], signature)
+        assert held.nbytes == 4 + (1 << 30) + 16 * 8
+    small = RequestMemory(total=1 << 30)  # a share of 512 MiB
+    with small.holding("b") as held, pytest.raises(RequestTooLargeError):
+        held.grow_by_run([], signature)
+    assert small.held == 0
 
 
 def test_grpc_messages_count_in_the_same_memory() -> None:
