@@ -99,11 +99,28 @@ async def require_principal(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Principal:
-    """Dependency: the authenticated caller (its token is read in the threadpool)."""
+    """Dependency: the authenticated caller (its token is read in the threadpool), or the
+    one :func:`authenticate_before_body` already found for this request."""
+    known: Principal | None = getattr(request.state, "principal", None)
+    if known is not None:
+        return known
     authorization = request.headers.get("authorization")
     return await run_in_threadpool(
         resolve_bearer, get_services(request), credentials, authorization
     )
+
+
+async def authenticate_before_body(request: Request) -> None:
+    """Authenticate a request before its body is read (401 if it cannot be), keeping the
+    caller for :func:`require_principal`. FastAPI reads a JSON body before it solves a
+    route's dependencies, so without this a client with no token at all made the server
+    read and hold 16 MiB per connection (30 connections: 480 MB) before answering 401."""
+    authorization = request.headers.get("authorization")
+    token = bearer_token(authorization)
+    if token is None:
+        raise no_bearer_token(authorization)
+    store = get_services(request).store
+    request.state.principal = await run_in_threadpool(resolve_token, store, token)
 
 
 CurrentPrincipal = Annotated[Principal, Depends(require_principal)]

@@ -15,6 +15,7 @@ from fastapi.routing import APIRoute
 from starlette.requests import Request
 from starlette.responses import Response
 
+from pteforge.server.auth.dependencies import authenticate_before_body
 from pteforge.server.common.services import get_services
 from pteforge.server.errors import PayloadTooLargeError, UnsupportedMediaTypeError
 
@@ -85,9 +86,11 @@ async def read_json_body(request: Request, too_large: TooLarge = PayloadTooLarge
 
 
 class CappedJsonRoute(APIRoute):
-    """An ``APIRoute`` whose JSON body is read by :func:`read_json_body` before FastAPI
-    decodes it: a larger one is a 413 ``payload_too_large``. Routes without a body parameter
-    (those that stream an upload themselves) are untouched."""
+    """An authenticated ``/v1`` ``APIRoute`` whose JSON body is read by
+    :func:`read_json_body` before FastAPI decodes it, and only once the caller is
+    authenticated (:func:`authenticate_before_body`, 401 first): a larger body is a 413
+    ``payload_too_large``. Routes without a body parameter (those that stream an upload
+    themselves) are untouched: FastAPI solves their dependencies, auth among them, first."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
@@ -95,6 +98,7 @@ class CappedJsonRoute(APIRoute):
             return handler
 
         async def capped(request: Request) -> Response:
+            await authenticate_before_body(request)
             # Starlette's Request.body() returns what it finds in _body; FastAPI decodes that.
             request._body = await read_json_body(request)
             if request._body:
