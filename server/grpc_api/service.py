@@ -9,7 +9,7 @@ so gRPC serves the same models, with the same checks and statistics, as HTTP.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -48,10 +48,9 @@ class CallHeaders:
     headers: Mapping[str, str]
 
 
-def call_headers(context: Any) -> CallHeaders:
-    """The text metadata of the call ``context`` serves (gRPC keys are lower-case)."""
-    entries = context.invocation_metadata() or ()
-    return CallHeaders({key: value for key, value in entries if isinstance(value, str)})
+def call_headers(metadata: Iterable[tuple[str, Any]] | None) -> CallHeaders:
+    """A call's text ``metadata`` entries as headers (gRPC keys are lower-case)."""
+    return CallHeaders({key: value for key, value in metadata or () if isinstance(value, str)})
 
 
 async def infer(state: InferenceState, principal: Principal, request: Any) -> Any:
@@ -85,6 +84,10 @@ async def _infer_held(
     )
 
 
+OPEN_METHODS = frozenset({"ServerLive", "ServerReady"})
+"""The calls that need no token (and take no request fields)."""
+
+
 @refuse_unimplemented(rpc.GRPCInferenceServiceServicer)
 class InferenceService(rpc.GRPCInferenceServiceServicer):
     """The gRPC service over the running app's state (see the module docstring)."""
@@ -100,7 +103,7 @@ class InferenceService(rpc.GRPCInferenceServiceServicer):
 
     async def _caller(self, context: Any) -> tuple[InferenceState, Principal]:
         state = self._state()
-        return state, await state.authenticate(call_headers(context))
+        return state, await state.authenticate(call_headers(context.invocation_metadata()))
 
     async def _answer(self, context: Any, work: Callable[[], Awaitable[T]]) -> T:
         """``work()``'s answer, or the call aborted with the status its error maps to."""

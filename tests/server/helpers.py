@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 from starlette.routing import BaseRoute
 
 from tests.server.service import wait_until
+
+T = TypeVar("T")
 
 TERMINAL = {"succeeded", "failed", "canceled"}
 MIXED_PLAN = {"methods": {"encode": {"partitioners": ["xnnpack"]}, "decode": {}}}
@@ -107,7 +109,7 @@ def memory_kib(pid: int, field: str) -> int:
     raise AssertionError(f"no {field}")
 
 
-def peak_growth_kib(pid: int, action: Callable[[], httpx.Response]) -> tuple[httpx.Response, int]:
+def peak_growth_kib(pid: int, action: Callable[[], T]) -> tuple[T, int]:
     """``action``'s answer, and how far ``pid``'s peak resident memory rose above its resident
     memory while it ran (the peak is reset through ``clear_refs`` first)."""
     Path(f"/proc/{pid}/clear_refs").write_text("5")
