@@ -29,6 +29,7 @@ from pteforge.server.generation.target import forget_target
 from pteforge.server.grpc_api import STOP_GRACE_S, start_grpc_server
 from pteforge.server.http import health
 from pteforge.server.http.docs import install_docs
+from pteforge.server.http.memory import RequestMemory
 from pteforge.server.http.openapi import install_openapi
 from pteforge.server.inference import router as inference_router
 from pteforge.server.inference.dependencies import InferenceState
@@ -65,7 +66,10 @@ def _build_services(settings: Settings) -> Services:
     settings.uploads_dir.mkdir(parents=True, exist_ok=True)
     store = open_service_store(settings)
     isolation = ForkServerIsolation(start_fork_server())
-    return Services(settings, store, default_catalog(), _process_limits(settings), isolation)
+    memory = RequestMemory(settings.request_memory_bytes, settings.request_memory_bytes_per_project)
+    return Services(
+        settings, store, default_catalog(), _process_limits(settings), isolation, memory=memory
+    )
 
 
 def operations_registry(services: Services) -> CollectorRegistry:
@@ -94,7 +98,7 @@ async def _start_inference(app: FastAPI, services: Services) -> RuntimePool:
     settings = services.settings
     pool = await run_in_threadpool(start_runtime_pool, settings)
     registry = await run_in_threadpool(operations_registry, services)
-    app.state.inference = store_inference_state(services.store, pool, registry, settings)
+    app.state.inference = store_inference_state(services, pool, registry)
     services.model_changed = partial(_forget_model, app.state.inference)
     return pool
 

@@ -147,19 +147,19 @@ class Settings(BaseSettings):
         description="Inference runtime processes (default: one per core but one, which the "
         "HTTP side needs: see docs/benchmarks.md, remote execution).",
     )
-    infer_memory_bytes: int = Field(
+    request_memory_bytes: int = Field(
         default_factory=lambda: _physical_memory() // 4,
         ge=1,
-        description="Bytes that /v2 and gRPC infer requests in flight may hold in the server "
-        "at once: their bodies, decoded inputs and the most their outputs can take, until "
-        "answered (503 above; default: a quarter of the host's memory).",
+        description="Bytes that requests in flight may hold in the server at once: /v1 JSON "
+        "bodies; /v2 and gRPC infer bodies, decoded inputs and the most their outputs can "
+        "take, until answered (503 above; default: a quarter of the host's memory).",
     )
-    infer_memory_bytes_per_project: int | None = Field(
+    request_memory_bytes_per_project: int | None = Field(
         default=None,
         ge=1,
-        description="What one project's infer requests in flight may hold (429 above; a "
-        "request needing more alone, 413), so queued requests of one project cannot take "
-        "the server's memory (default: half of infer_memory_bytes).",
+        description="What one project's requests in flight may hold (429 above; a request "
+        "needing more alone, 413), so one project's waiting requests cannot take the "
+        "server's memory (default: half of request_memory_bytes).",
     )
     runtime_request_threads: int = Field(
         default=0,

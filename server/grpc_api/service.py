@@ -22,7 +22,7 @@ from pteforge.runtime.oip_codec import BINARY_EXTENSION, model_metadata
 from pteforge.server.auth.dependencies import Principal
 from pteforge.server.grpc_api.codec import decode_request, encode_response, metadata_response
 from pteforge.server.grpc_api.status import grpc_status, refuse_unimplemented
-from pteforge.server.inference.bodies import HeldBytes
+from pteforge.server.http.memory import HeldBytes
 from pteforge.server.inference.dependencies import InferenceState
 from pteforge.server.inference.sequences import SEQUENCE_EXTENSION, session_scope
 from pteforge.server.inference.statuses import NotFoundError, NotRunnableError

@@ -3,7 +3,8 @@
 :func:`capped_chunks` is the one place a body is counted while it streams in: the ``/v2``
 infer route (``server/inference/routes_infer.py``), multipart uploads (``uploads.py``) and every
 ``/v1`` route whose body FastAPI decodes as JSON (:class:`CappedJsonRoute`) read through it,
-so no body is ever held or parsed past its route's limit, whatever ``Content-Length`` said.
+so no body is ever held or parsed past its route's limit, whatever ``Content-Length`` said;
+those held in memory count in their project's share (``server/http/memory.py``).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
+from fastapi import HTTPException
 from fastapi.routing import APIRoute
 from starlette.requests import Request
 from starlette.responses import Response
@@ -18,6 +20,7 @@ from starlette.responses import Response
 from pteforge.server.auth.dependencies import authenticate_before_body
 from pteforge.server.common.services import get_services
 from pteforge.server.errors import PayloadTooLargeError, UnsupportedMediaTypeError
+from pteforge.server.http.memory import HeldBytes, MemoryRefusal
 
 TooLarge = Callable[[str], Exception]
 """Builds the exception a route answers for a body over its limit (a 413 in its layer)."""
@@ -32,38 +35,59 @@ the text: 16 MiB of ``[[],[],...]`` took 1.2 GB and 22 s; real plans, calibratio
 
 def check_content_length(
     request: Request, limit: int, too_large: TooLarge = PayloadTooLargeError
-) -> None:
-    """Refuse early when the client announces a body over ``limit``."""
+) -> int | None:
+    """Refuse early when the client announces a body over ``limit``; the announced size
+    (None when the body comes chunked, or the header is not a number)."""
     declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
+    if not declared.isdigit():
+        return None
+    if int(declared) > limit:
         raise too_large(f"request body of {declared} bytes exceeds the {limit}-byte limit")
+    return int(declared)
 
 
 async def capped_chunks(
-    request: Request, limit: int, too_large: TooLarge = PayloadTooLargeError
+    request: Request,
+    limit: int,
+    too_large: TooLarge = PayloadTooLargeError,
+    held: HeldBytes | None = None,
 ) -> AsyncIterator[bytes]:
-    """The body's chunks as they arrive; ``too_large`` is raised once they pass ``limit``."""
-    check_content_length(request, limit, too_large)
+    """The body's chunks as they arrive; ``too_large`` is raised once they pass ``limit``.
+    A body kept in memory counts in ``held``: all of an announced size before any of it is
+    read (so a request over its share is refused unread), else each chunk as it comes."""
+    declared = check_content_length(request, limit, too_large)
+    if held is not None and declared is not None:
+        held.grow(declared)
+    count = held.grow if held is not None and declared is None else None
     received = 0
     async for chunk in request.stream():
         received += len(chunk)
         if received > limit:
             raise too_large(f"request body exceeds the {limit}-byte limit")
+        if count is not None:
+            count(len(chunk))
         yield chunk
 
 
 async def read_capped(
-    request: Request, limit: int, too_large: TooLarge = PayloadTooLargeError
+    request: Request,
+    limit: int,
+    too_large: TooLarge = PayloadTooLargeError,
+    held: HeldBytes | None = None,
 ) -> bytes:
-    """The whole body, at most ``limit`` bytes (``too_large`` past it)."""
-    return b"".join([chunk async for chunk in capped_chunks(request, limit, too_large)])
+    """The whole body, at most ``limit`` bytes (``too_large`` past it), counted in ``held``."""
+    chunks = capped_chunks(request, limit, too_large, held)
+    return b"".join([chunk async for chunk in chunks])
 
 
-async def read_json_body(request: Request, too_large: TooLarge = PayloadTooLargeError) -> bytes:
+async def read_json_body(
+    request: Request, too_large: TooLarge = PayloadTooLargeError, held: HeldBytes | None = None
+) -> bytes:
     """A ``/v1`` JSON body, at most ``settings.max_json_body_bytes`` and one array or object
     per :data:`BYTES_PER_CONTAINER` bytes of it; past either ``too_large`` names the limit
     and its setting. FastAPI reads a body whole, and ``[[],[],...]`` takes ~70 times its
-    size once parsed and validated: no more than the limit is ever held.
+    size once parsed and validated: no more than the limit is ever held. It counts in
+    ``held`` (its project's share of the requests in flight) as it arrives.
     A compressed body is refused (415): FastAPI would not inflate it."""
     encoding = request.headers.get("content-encoding", "identity").lower()
     if encoding != "identity":
@@ -75,7 +99,7 @@ async def read_json_body(request: Request, too_large: TooLarge = PayloadTooLarge
     def refused(message: str) -> Exception:
         return too_large(f"{message} of JSON bodies ({JSON_LIMIT_SETTING})")
 
-    body = await read_capped(request, limit, refused)
+    body = await read_capped(request, limit, refused, held)
     opened = body.count(b"[") + body.count(b"{")  # brackets in strings count too: a bound
     if opened > (most := limit // BYTES_PER_CONTAINER):
         raise refused(
@@ -98,12 +122,17 @@ class CappedJsonRoute(APIRoute):
             return handler
 
         async def capped(request: Request) -> Response:
-            await authenticate_before_body(request)
-            # Starlette's Request.body() returns what it finds in _body; FastAPI decodes that.
-            request._body = await read_json_body(request)
-            if request._body:
-                check_json_content_type(request)
-            return await handler(request)
+            principal = await authenticate_before_body(request)
+            with get_services(request).memory.holding(principal.project_id) as held:
+                try:
+                    # Starlette's Request.body() returns what it finds in _body; FastAPI
+                    # decodes that.
+                    request._body = await read_json_body(request, held=held)
+                except MemoryRefusal as refused:
+                    raise refused_in_v1(refused) from None
+                if request._body:
+                    check_json_content_type(request)
+                return await handler(request)
 
         return capped
 
@@ -121,3 +150,9 @@ def check_json_content_type(request: Request) -> None:
         f"expected a JSON body with Content-Type: application/json, got {got} "
         "(with curl: -H 'content-type: application/json')"
     )
+
+
+def refused_in_v1(refused: MemoryRefusal) -> HTTPException:
+    """A memory refusal in ``/v1``'s error shape (code ``too_many_requests``, ...)."""
+    retry = {} if refused.retry_after_s is None else {"Retry-After": str(refused.retry_after_s)}
+    return HTTPException(refused.status, str(refused), headers=retry)

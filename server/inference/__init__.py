@@ -9,7 +9,7 @@ sets the routes' state, closing the pool on shutdown (see ``pteforge.server.app`
     app.include_router(router)                      # in the factory
     ...
     pool = start_runtime_pool(settings)             # in the lifespan
-    app.state.inference = store_inference_state(store, pool, registry, settings)
+    app.state.inference = store_inference_state(services, pool, registry)
     ...
     pool.close()                                    # on shutdown
 

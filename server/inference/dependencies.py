@@ -18,7 +18,8 @@ from pteforge.runtime import RuntimePool
 from pteforge.runtime.oip_headers import HeaderPlans
 from pteforge.server.auth.cache import TtlCache
 from pteforge.server.auth.dependencies import HasHeaders, Principal
-from pteforge.server.inference.bodies import DEFAULT_MAX_REQUEST_BYTES, RequestMemory
+from pteforge.server.http.memory import DEFAULT_REQUEST_MEMORY, RequestMemory
+from pteforge.server.inference.bodies import DEFAULT_MAX_REQUEST_BYTES
 from pteforge.server.inference.metrics import LATENCY_BUCKETS, InferenceMetrics
 from pteforge.server.inference.resolver import ArtifactResolver, ResolvedArtifact
 from pteforge.server.inference.statistics import ModelStatistics
@@ -27,7 +28,6 @@ if TYPE_CHECKING:  # the generation routes import this module
     from pteforge.server.generation.target import TargetCache
 
 DEFAULT_RESOLVE_TTL_S = 1.0
-DEFAULT_INFER_MEMORY = 4 << 30
 
 Authenticate = Callable[[HasHeaders], Awaitable[Principal]]
 """An async function of the request (or gRPC call) returning the caller, or raising (e.g. an
@@ -70,8 +70,8 @@ class InferenceState:
     """The bounds of a generation stream whose client reads slowly."""
     headers: HeaderPlans = field(default_factory=HeaderPlans)
     """Binary ``/v2`` request headers already checked, per method signature."""
-    memory: RequestMemory = field(default_factory=lambda: RequestMemory(DEFAULT_INFER_MEMORY))
-    """What infer requests in flight hold, per project and in all (HTTP and gRPC)."""
+    memory: RequestMemory = field(default_factory=lambda: RequestMemory(DEFAULT_REQUEST_MEMORY))
+    """What requests in flight hold, per project and in all (the app's, shared with /v1)."""
 
 
 def new_inference_state(
@@ -117,7 +117,7 @@ def new_inference_state(
         server_version=server_version,
         metrics_token=metrics_token,
         streams=streams or StreamLimits(),
-        memory=memory or RequestMemory(DEFAULT_INFER_MEMORY),
+        memory=memory or RequestMemory(DEFAULT_REQUEST_MEMORY),
     )
 
 

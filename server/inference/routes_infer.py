@@ -22,11 +22,13 @@ from starlette.types import Receive, Scope, Send
 from pteforge.runtime.oip_codec import HEADER_LENGTH
 from pteforge.server.auth.dependencies import Principal
 from pteforge.server.common.openapi_doc import answers
-from pteforge.server.inference.bodies import HeldBytes, content_encoding, header_length
+from pteforge.server.http.bodies import read_capped
+from pteforge.server.http.memory import HeldBytes
+from pteforge.server.inference.bodies import content_encoding, header_length
 from pteforge.server.inference.dependencies import InferenceState, inference_state
 from pteforge.server.inference.routes_models import TAG
 from pteforge.server.inference.sequences import session_scope
-from pteforge.server.inference.statuses import answered
+from pteforge.server.inference.statuses import RequestTooLargeError, answered
 from pteforge.server.inference.work import infer as run_infer
 
 INFER_DOC: dict[str, Any] = {
@@ -86,7 +88,7 @@ async def _infer(
     encoding = content_encoding(request)
     held = state.memory.holding(session_scope(principal))
     try:
-        body = await held.read(request, state.max_request_bytes)
+        body = await read_capped(request, state.max_request_bytes, RequestTooLargeError, held)
         out, out_json_length, timings = await run_infer(
             state, principal, model, body, encoding, json_length, version, held
         )

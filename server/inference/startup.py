@@ -19,7 +19,7 @@ from pteforge.runtime.sessions import SessionLimits
 from pteforge.runtime.supervisor import RestartPolicy
 from pteforge.server.auth.cache import TtlCache
 from pteforge.server.auth.dependencies import DEFAULT_TOKEN_TTL_S, Principal, cached_principal
-from pteforge.server.inference.bodies import RequestMemory
+from pteforge.server.common.services import Services
 from pteforge.server.inference.dependencies import (
     DEFAULT_RESOLVE_TTL_S,
     InferenceState,
@@ -143,22 +143,23 @@ def start_runtime_pool(settings: Settings) -> RuntimePool:
 
 
 def store_inference_state(
-    store: Store,
+    services: Services,
     pool: RuntimePool,
     registry: CollectorRegistry,
-    settings: Settings,
     *,
     token_ttl_s: float = DEFAULT_TOKEN_TTL_S,
     artifact_ttl_s: float = DEFAULT_RESOLVE_TTL_S,
 ) -> InferenceState:
     """The state the app's lifespan sets as ``app.state.inference``: ``/v2`` over ``pool``,
     authenticated like ``/v1``, with ``/metrics`` serving ``registry`` (the /v2 metrics added),
-    bounded as ``settings`` say (request bodies, slow generation streams, ``/metrics`` token).
+    bounded as the services' settings say (request bodies, slow generation streams,
+    ``/metrics`` token) and counting requests in the services' memory, as ``/v1`` does.
 
     To keep database transactions off the per-request path, a resolved token is trusted for
     ``token_ttl_s`` and a resolved artifact for ``artifact_ttl_s`` seconds (1 s each by
     default): revoking a token or deleting an artifact takes effect on ``/v2`` within that.
     """
+    settings, store = services.settings, services.store
     token = settings.metrics_token
     return new_inference_state(
         StoreArtifactResolver(store),
@@ -170,5 +171,5 @@ def store_inference_state(
         max_request_bytes=settings.max_infer_request_bytes,
         metrics_token=token.get_secret_value() if token is not None else None,
         streams=StreamLimits(settings.stream_send_timeout_seconds, settings.stream_buffer_bytes),
-        memory=RequestMemory(settings.infer_memory_bytes, settings.infer_memory_bytes_per_project),
+        memory=services.memory,
     )

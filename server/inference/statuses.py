@@ -34,6 +34,7 @@ from pteforge.runtime.errors import (
     SessionMemoryError,
     UnknownSessionError,
 )
+from pteforge.server.http.memory import MemoryRefusal
 from pteforge.server.inference.metrics import InferenceMetrics
 
 
@@ -54,21 +55,10 @@ class RequestTooLargeError(RuntimeLayerError):
     """An infer request body, as sent or once decompressed, is over the size limit (413)."""
 
 
-class ProjectMemoryError(RuntimeLayerError):
-    """The project's infer requests in flight would hold more memory than its share (429,
-    ``Retry-After``: ``bodies.RequestMemory``)."""
-
-
-class ServerMemoryError(RuntimeLayerError):
-    """All infer requests in flight would hold more memory than the server allows them (503,
-    ``Retry-After``: ``bodies.RequestMemory``)."""
-
-
 # Seconds a client should wait before retrying, per server-side failure (a
 # ``PoolUnavailableError`` carries its own: the pool's ``RestartPolicy.retry_after_s``).
 RETRY_AFTER_S: list[tuple[type[RuntimeLayerError], int]] = [
     (SessionMemoryError, 10),
-    (ServerMemoryError, 1),
     (PoolClosedError, 5),
     (WorkerCrashedError, 1),
     (WorkerTimeoutError, 1),
@@ -96,8 +86,9 @@ def status_of(exc: RuntimeLayerError) -> tuple[int, dict[str, str]]:
             return status, {}
     if isinstance(exc, CrashBudgetError):  # until its oldest crash leaves the window
         return 429, {"Retry-After": str(math.ceil(exc.retry_after_s))}
-    if isinstance(exc, ProjectMemoryError):  # its requests in flight end in about that
-        return 429, {"Retry-After": "1"}
+    if isinstance(exc, MemoryRefusal):
+        retry = exc.retry_after_s
+        return exc.status, {} if retry is None else {"Retry-After": str(retry)}
     if isinstance(exc, PoolUnavailableError):
         return 503, {"Retry-After": str(math.ceil(exc.retry_after_s))}
     for cls, seconds in RETRY_AFTER_S:

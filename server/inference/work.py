@@ -23,7 +23,8 @@ from pteforge.runtime.oip_codec import (
 )
 from pteforge.runtime.validation import JSON_BYTES_PER_ELEMENT, json_request_budget
 from pteforge.server.auth.dependencies import Principal
-from pteforge.server.inference.bodies import HeldBytes, decompressed, inline
+from pteforge.server.http.memory import HeldBytes
+from pteforge.server.inference.bodies import decompressed, inline
 from pteforge.server.inference.dependencies import InferenceState
 from pteforge.server.inference.resolver import ResolvedArtifact, version_number
 from pteforge.server.inference.sequences import sequence_of, session_scope

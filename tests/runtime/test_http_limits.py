@@ -18,8 +18,8 @@ from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 
 from pteforge.runtime import RuntimePool
+from pteforge.server.http.memory import RequestMemory
 from pteforge.server.inference import build_inference_router, new_inference_state
-from pteforge.server.inference.bodies import RequestMemory
 from tests.runtime.conftest import Server
 from tests.runtime.helpers import Compiled, MemoryResolver, bearer_auth, serve
 
@@ -176,12 +176,12 @@ def test_requests_in_flight_hold_a_share_of_memory_per_project(
     with body_announced(shared_memory_server, "tok-a", 4000):
         refused = _status_within(30, partial(infer, "tok-a"), 429)
         assert refused.headers["Retry-After"] == "1"
-        assert "PTEFORGE_INFER_MEMORY_BYTES_PER_PROJECT" in refused.json()["error"]
+        assert "PTEFORGE_REQUEST_MEMORY_BYTES_PER_PROJECT" in refused.json()["error"]
         assert infer("tok-b").status_code == 200
         with body_announced(shared_memory_server, "tok-b", 2000):
             busy = _status_within(30, partial(infer, "tok-b"), 503)
             assert busy.headers["Retry-After"] == "1"
-            assert "PTEFORGE_INFER_MEMORY_BYTES)" in busy.json()["error"]
+            assert "PTEFORGE_REQUEST_MEMORY_BYTES)" in busy.json()["error"]
         assert _status_within(30, partial(infer, "tok-b"), 200)
     assert _status_within(30, partial(infer, "tok-a"), 200)
     deadline = time.monotonic() + 30  # given back once each answer is sent

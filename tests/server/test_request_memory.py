@@ -1,4 +1,4 @@
-"""What infer requests in flight may hold (``server/inference/bodies.py``'s ``RequestMemory``),
+"""What requests in flight may hold (``server/http/memory.py``'s ``RequestMemory``),
 on its own: a project's share, the server's total, a request too large for any share, bytes
 given back when a request ends however it ends, and the gRPC frontend counting its messages
 in the same ledger as HTTP (the HTTP side over a real socket: ``test_http_limits``)."""
@@ -16,13 +16,13 @@ from tritonclient.grpc import service_pb2 as pb
 from pteforge.runtime.metadata import MethodSignature, TensorSpec
 from pteforge.server.grpc_api.service import infer
 from pteforge.server.grpc_api.status import grpc_status
-from pteforge.server.inference.bodies import RequestMemory
-from pteforge.server.inference.statuses import (
+from pteforge.server.http.memory import (
+    OverShareError,
     ProjectMemoryError,
-    RequestTooLargeError,
+    RequestMemory,
     ServerMemoryError,
-    status_of,
 )
+from pteforge.server.inference.statuses import status_of
 
 
 def test_a_project_past_its_share_gets_429_and_the_server_past_its_total_503() -> None:
@@ -47,7 +47,7 @@ def test_a_request_larger_than_a_share_alone_is_413_and_bytes_come_back_on_error
     with memory.holding("a") as held:
         held.grow(30)
         held.grow(20)  # 50 fits
-        with pytest.raises(RequestTooLargeError, match="share of 50"):
+        with pytest.raises(OverShareError, match="share of 50"):
             held.grow(4)
         assert memory.held == 50
     with pytest.raises(ValueError), memory.holding("a") as failing:
@@ -73,7 +73,7 @@ def test_a_run_counts_its_inputs_and_the_most_its_outputs_can_take() -> None:
         held.grow_by_run([np.zeros(1, dtype=np.float32)], signature)
         assert held.nbytes == 4 + (1 << 30) + 16 * 8
     small = RequestMemory(total=1 << 30)  # a share of 512 MiB
-    with small.holding("b") as held, pytest.raises(RequestTooLargeError):
+    with small.holding("b") as held, pytest.raises(OverShareError):
         held.grow_by_run([], signature)
     assert small.held == 0
 
