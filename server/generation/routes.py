@@ -28,6 +28,7 @@ from pteforge.server.generation.responses import Shape
 from pteforge.server.generation.schemas import ChatBody, CompletionBody
 from pteforge.server.generation.target import parse_model, target_of
 from pteforge.server.http.bodies import read_json_body
+from pteforge.server.http.memory import HeldBytes
 from pteforge.server.inference.dependencies import inference_state
 from pteforge.server.inference.routes_infer import BareRoute
 from pteforge.server.inference.statuses import RequestTooLargeError
@@ -44,9 +45,10 @@ router = APIRouter(tags=[TAG], route_class=BareRoute, responses=answers(streamin
 
 
 async def _parse(
-    request: Request, body_type: type[CompletionBody | ChatBody]
+    request: Request, body_type: type[CompletionBody | ChatBody], held: HeldBytes
 ) -> tuple[CompletionBody | ChatBody, GenerationRequest]:
-    body = body_type.model_validate_json(await read_json_body(request, RequestTooLargeError))
+    raw = await read_json_body(request, RequestTooLargeError, held)
+    body = body_type.model_validate_json(raw)
     field = body.unsupported()
     if field is not None:
         raise OpenAIError(400, f"{field!r} is not supported by pteforge: leave it out", field)
@@ -66,7 +68,8 @@ def _failed(exc: Exception) -> dict[str, Any]:
 async def _generate(request: Request, body_type: type[CompletionBody | ChatBody]) -> Response:
     state = inference_state(request)
     principal = await state.authenticate(request)
-    body, generation = await _parse(request, body_type)
+    with state.memory.holding(principal.project_id) as held:  # the body, while it is read
+        body, generation = await _parse(request, body_type, held)
     store = get_services(request).store
     target = await target_of(state.targets, store, principal.project_id, *parse_model(body.model))
     shape = Shape(

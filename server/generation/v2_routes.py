@@ -97,8 +97,9 @@ async def _generate(
 ) -> Response:
     principal = await state.authenticate(request)
     asked = version_number(version)
-    raw = await read_json_body(request, RequestTooLargeError)  # JSON: the /v1 budget
-    body: GenerateBody = parse_generate(raw, request.headers.get(SESSION_HEADER))
+    with state.memory.holding(principal.project_id) as held:  # the body, while it is read
+        raw = await read_json_body(request, RequestTooLargeError, held)  # the /v1 budget
+        body: GenerateBody = parse_generate(raw, request.headers.get(SESSION_HEADER))
     store = get_services(request).store
     target = await target_of(state.targets, store, principal.project_id, model, asked)
     shape = GenerateShape(model, str(target.version), body.id)

@@ -196,9 +196,10 @@ def announced(service: ServiceProcess, path: str, token: str, nbytes: int) -> It
 
 
 def test_requests_in_flight_share_one_memory_across_v1_and_v2(tmp_path: Path) -> None:
-    """/v1 JSON bodies count in the same per-project memory as /v2 bodies: 60 unfinished
-    16 MiB /v1 bodies of one project held 1 GB, without bound. Here a project holding its
-    share through /v2 gets 429 on /v1, another project is served, a third that would pass
+    """/v1 JSON and generation bodies count in the same per-project memory as /v2 bodies: 60
+    unfinished 16 MiB /v1 bodies of one project held 1 GB, without bound. Here a project
+    holding its share through /v2 gets 429 on /v1 and on a generation, another project is
+    served, a third that would pass
     the server's total gets 503, and closing the connections gives the bytes back."""
     mib = 1 << 20
     env = {
@@ -215,6 +216,8 @@ def test_requests_in_flight_share_one_memory_across_v1_and_v2(tmp_path: Path) ->
                 assert_error(refused, 429, "too_many_requests")
                 assert refused.headers["Retry-After"] == "1"
                 assert "PTEFORGE_REQUEST_MEMORY_BYTES_PER_PROJECT" in refused.text
+            with announced(svc, "/v1/completions", a, mib) as generation:
+                assert generation.startswith(b"HTTP/1.1 429 "), generation  # before it is read
             with svc.client(b) as client:
                 assert client.post("/v1/compile-jobs", json=job).status_code == 404
             with announced(svc, "/v2/models/m/infer", b, 30 * mib) as second:
