@@ -161,4 +161,6 @@ def api_error(reply: Reply, what: str) -> APIError:
     except ValueError:
         body = None
     text = reply.body[:200].decode("utf-8", errors="replace").strip()
-    return error_from_body(reply.status, body, f"{what} answered {reply.status} {text}".strip())
+    error = error_from_body(reply.status, body, f"{what} answered {reply.status} {text}".strip())
+    error.retry_after = _retry_after_seconds(reply.headers.get("retry-after"))
+    return error

@@ -36,9 +36,11 @@ class SessionsUnavailableError(PteforgeError):
 
 
 class APIError(PteforgeError):
-    """The service answered with an error: ``status``, its ``code`` and ``message``."""
+    """The service answered with an error: ``status``, its ``code`` and ``message``; and
+    ``retry_after``, the seconds its ``Retry-After`` asked for (429, 503), else None."""
 
     default_code = "error"
+    retry_after: float | None = None
 
     def __init__(
         self, message: str, *, status: int = 0, code: str | None = None, job: Job | None = None
@@ -136,6 +138,13 @@ class InferenceError(APIError):
     default_code = "inference_failed"
 
 
+class TooManyRequestsError(APIError):
+    """429: the caller's project is over one of its limits for now (memory of its requests
+    in flight, sessions, crashed workers); ``retry_after`` says when to try again."""
+
+    default_code = "too_many_requests"
+
+
 class ServerError(APIError):
     """5xx: a fault of the service, not of the request."""
 
@@ -188,6 +197,7 @@ ERROR_CODES: dict[str, type[APIError]] = {
     "internal_error": ServerError,
     "integrity_error": ServerError,
     "service_unavailable": ServiceUnavailableError,
+    "too_many_requests": TooManyRequestsError,
     **dict.fromkeys(_UPLOAD_CODES, UploadRejectedError),
 }
 
@@ -201,6 +211,7 @@ _BY_STATUS: dict[int, type[APIError]] = {
     413: PayloadTooLargeError,
     416: RangeNotSatisfiableError,
     422: InvalidRequestError,
+    429: TooManyRequestsError,
     503: ServiceUnavailableError,
 }
 _V2_BY_STATUS: dict[int, type[APIError]] = {

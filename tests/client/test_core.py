@@ -25,6 +25,7 @@ from pteforge.client import (
     NotFoundError,
     Program,
     ServiceUnavailableError,
+    TooManyRequestsError,
     TransportError,
     UploadRejectedError,
 )
@@ -68,6 +69,8 @@ def test_events_survive_any_chunking() -> None:
         (400, {"error": "bad tensor"}, InvalidInputError, "invalid_input"),  # /v2 shape
         (422, {"error": "crashed"}, InferenceError, "inference_failed"),
         (503, None, ServiceUnavailableError, "service_unavailable"),
+        (429, {"error": {"code": "too_many_requests", "message": "m"}}, TooManyRequestsError, None),
+        (429, {"error": "over its share"}, TooManyRequestsError, "too_many_requests"),  # /v2
         (418, "teapot", BadRequestError, "bad_request"),
     ],
 )
@@ -132,6 +135,16 @@ def test_only_idempotent_calls_are_retried() -> None:
     assert post.after_reply(_reply(503)) is None
     with pytest.raises(TransportError, match="POST /v1/programs"):
         post.after_error(ConnectionResetError("reset"))
+
+
+def test_an_error_carries_the_retry_after_it_was_sent_with() -> None:
+    posted = Attempts(Call("POST", "/v2/models/m/infer"), RetryPolicy())
+    with pytest.raises(TooManyRequestsError) as refused:
+        posted.result(Reply(429, {"retry-after": "1"}, b'{"error": "over its share"}'))
+    assert refused.value.retry_after == 1.0 and refused.value.message == "over its share"
+    with pytest.raises(NotFoundError) as missing:
+        posted.result(_reply(404))
+    assert missing.value.retry_after is None
 
 
 def test_a_retried_delete_that_went_through_is_done() -> None:
