@@ -12,6 +12,7 @@ answers with its status phrase, such as ``method_not_allowed``.)
 from __future__ import annotations
 
 import enum
+import errno
 
 
 class ErrorCode(enum.StrEnum):
@@ -39,13 +40,28 @@ class ErrorCode(enum.StrEnum):
     COMPILE_CRASHED = "compile_crashed"
     OUT_OF_MEMORY = "out_of_memory"
     TIMEOUT = "timeout"
+    # the host
+    INSUFFICIENT_STORAGE = "insufficient_storage"
     # bugs
     INTEGRITY_ERROR = "integrity_error"
     INTERNAL_ERROR = "internal_error"
 
 
 def code_of(exc: BaseException) -> ErrorCode:
-    """The code ``exc``'s class declares (its ``code`` attribute), or ``INTERNAL_ERROR`` for
-    an exception that declares none: one nobody foresaw, a bug."""
+    """The code ``exc``'s class declares (its ``code`` attribute); ``INSUFFICIENT_STORAGE``
+    for a disk that is full, whichever layer's write found it (the error or its cause is
+    ``ENOSPC`` or ``EDQUOT``); else ``INTERNAL_ERROR``: one nobody foresaw, a bug."""
     code = getattr(type(exc), "code", None)
-    return code if isinstance(code, ErrorCode) else ErrorCode.INTERNAL_ERROR
+    if isinstance(code, ErrorCode):
+        return code
+    return ErrorCode.INSUFFICIENT_STORAGE if out_of_space(exc) else ErrorCode.INTERNAL_ERROR
+
+
+def out_of_space(exc: BaseException | None) -> bool:
+    """Whether ``exc``, or an error it was raised from, is a write to a full disk."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False

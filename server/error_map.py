@@ -19,6 +19,8 @@ from pteforge.server.errors import HTTP_STATUS, Answer, ServiceError
 from pteforge.server.sandbox import UploadRejectedError
 from pteforge.storage.errors import StorageError
 
+OUT_OF_SPACE = "the server is out of disk space: nothing was stored; retry once space is freed"
+
 ROOTS: tuple[type[Exception], ...] = (
     ServiceError,
     StorageError,
@@ -32,6 +34,8 @@ ROOTS: tuple[type[Exception], ...] = (
 def answer(exc: BaseException) -> Answer | None:
     """How ``exc`` is answered over HTTP, or None when it is a bug (500 ``internal_error``)."""
     code = code_of(exc)
+    if code is ErrorCode.INSUFFICIENT_STORAGE and not isinstance(exc, ROOTS):  # an OSError
+        return Answer(HTTP_STATUS[code], code, f"{OUT_OF_SPACE} ({exc})")
     if not isinstance(exc, ROOTS) or code is ErrorCode.INTERNAL_ERROR:
         return None
     if isinstance(exc, UploadRejectedError):

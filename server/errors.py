@@ -49,6 +49,7 @@ HTTP_STATUS: Mapping[ErrorCode, int] = MappingProxyType(
         ErrorCode.UPLOAD_REJECTED: HTTPStatus.BAD_REQUEST,  # a refusal may name its own
         ErrorCode.LOWERING_FAILED: HTTPStatus.UNPROCESSABLE_ENTITY,
         ErrorCode.COMPILE_FAILED: HTTPStatus.UNPROCESSABLE_ENTITY,
+        ErrorCode.INSUFFICIENT_STORAGE: HTTPStatus.INSUFFICIENT_STORAGE,
         ErrorCode.INTEGRITY_ERROR: HTTPStatus.INTERNAL_SERVER_ERROR,
         ErrorCode.INTERNAL_ERROR: HTTPStatus.INTERNAL_SERVER_ERROR,
     }

@@ -13,6 +13,12 @@ class StorageError(Exception):
     code: ClassVar[ErrorCode] = ErrorCode.INTERNAL_ERROR
 
 
+class StorageFullError(StorageError):
+    """The database, or the disk it lives on, is full: the transaction was rolled back."""
+
+    code = ErrorCode.INSUFFICIENT_STORAGE
+
+
 class NotFoundError(StorageError):
     """A row the caller named does not exist (or belongs to another project)."""
 

@@ -67,6 +67,7 @@ _REASONS = {
     422: "The request is well-formed but its content is refused (the message says why)",
     429: "Too many requests at once for the caller's project: retry later",
     503: "Not ready, or temporarily out of capacity: retry later",
+    507: "The server is out of disk space: nothing was stored",
 }
 MODEL_NAME_DOC = (
     "`{artifact_id}.{method}`: an artifact id, a dot and one of its method names "
@@ -89,6 +90,10 @@ def _error_statuses(path: str, method: str, operation: dict[str, Any]) -> set[in
         statuses.add(404)  # a JSON body names other resources by id (compile-jobs' program)
     if body and not path.startswith("/v2"):
         statuses.add(415)  # another Content-Type, or a Content-Encoding
+    if "application/json" in body or path.endswith("/infer"):
+        statuses |= {429, 503}  # the project's share, or the server's, of request memory
+    if body:
+        statuses.add(507)  # the disk (or the database) is full
     if path.startswith("/v2/models/"):
         statuses |= {400, 404, 422, 503} if path.endswith("/infer") else {404}
     if method == "get" and path.endswith(("/pte", "/bpte")):

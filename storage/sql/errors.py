@@ -2,22 +2,32 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session
 
-from pteforge.storage.errors import ConflictError, StorageError
+from pteforge.storage.errors import ConflictError, StorageError, StorageFullError
 
 
 def translate(error: sa_exc.SQLAlchemyError) -> StorageError:
     """The storage exception for a SQLAlchemy error."""
     if isinstance(error, sa_exc.IntegrityError):
         return ConflictError(f"conflicts with existing data: {error.orig}")
+    if isinstance(error, sa_exc.DBAPIError) and _full(error.orig):
+        return StorageFullError(f"the database is out of space: nothing was stored ({error.orig})")
     if isinstance(error, sa_exc.DBAPIError):
         return StorageError(f"database error: {error.orig}")
     return StorageError(f"database error: {error}")
+
+
+def _full(orig: BaseException | None) -> bool:
+    """SQLite's SQLITE_FULL, or PostgreSQL's ``disk_full`` (SQLSTATE 53100)."""
+    if getattr(orig, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+        return True
+    return str(getattr(orig, "sqlstate", "") or "") == "53100"
 
 
 @contextmanager

@@ -3,9 +3,12 @@ failed job and an HTTP answer carry the same code for it (issue 22)."""
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
@@ -18,6 +21,7 @@ from pteforge.server.errors import HTTP_STATUS, ServiceError, install_error_hand
 from pteforge.server.jobs.lowering_child import _error as job_error
 from pteforge.server.sandbox import UnsafeArchiveError, UploadRejectedError, UploadTooLargeError
 from pteforge.storage import errors as storage
+from pteforge.storage.sql.errors import translated
 
 
 def _classes() -> list[type[Exception]]:
@@ -115,6 +119,7 @@ PINNED: dict[type[Exception], tuple[int, str]] = {
     storage.ConflictError: (409, "conflict"),
     storage.LeaseLostError: (409, "conflict"),
     storage.StorageError: (500, "internal_error"),
+    storage.StorageFullError: (507, "insufficient_storage"),
     UploadTooLargeError: (413, "a_reason"),
     UnsafeArchiveError: (422, "a_reason"),
     ServiceError: (400, "bad_request"),
@@ -134,3 +139,23 @@ def test_an_exception_of_no_layer_is_a_bug(client: TestClient) -> None:
         {"code": "internal_error", "message": "internal error (KeyError)"},
     )
     assert job_error(KeyError("x"), None).code is ErrorCode.INTERNAL_ERROR
+
+
+def test_a_full_disk_is_507_in_every_layer_and_in_jobs(client: TestClient, tmp_path: Path) -> None:
+    """A write to a full disk (the upload spool, a blob, the runtime's cache: an OSError
+    ENOSPC, however wrapped) and a full database answer 507 ``insufficient_storage`` and fail
+    a job with that code, never a 500 bug. The database here is really full: SQLite refuses
+    to grow past ``max_page_count``."""
+    wrapped = RuntimeError("could not spool the upload")
+    wrapped.__cause__ = OSError(errno.ENOSPC, "No space left on device")
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'full.db'}")
+    with pytest.raises(storage.StorageFullError) as full, engine.begin() as db, translated():
+        db.execute(sa.text("PRAGMA max_page_count = 8"))
+        db.execute(sa.text("CREATE TABLE t (b BLOB)"))
+        db.execute(sa.text("INSERT INTO t VALUES (zeroblob(1000000))"))
+    for exc in (OSError(errno.EDQUOT, "Disk quota exceeded"), wrapped, full.value):
+        status, error = _answer(client, exc)
+        assert (status, error["code"]) == (507, "insufficient_storage"), error
+        assert "out of space" in error["message"] or "out of disk space" in error["message"]
+        assert job_error(exc, None).code is ErrorCode.INSUFFICIENT_STORAGE
+    assert _answer(client, OSError(errno.EACCES, "denied"))[0] == 500  # any other: a bug
