@@ -28,6 +28,7 @@ class ErrorCode(enum.StrEnum):
     PAYLOAD_TOO_LARGE = "payload_too_large"
     UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
     RANGE_NOT_SATISFIABLE = "range_not_satisfiable"
+    TOO_MANY_REQUESTS = "too_many_requests"
     # plans and programs
     INVALID_PLAN = "invalid_plan"
     UNKNOWN_BACKEND = "unknown_backend"

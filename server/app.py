@@ -41,6 +41,7 @@ from pteforge.server.inference.startup import (
 from pteforge.server.jobs.compile_workers import WorkerSupervisor
 from pteforge.server.jobs.metrics import OperationsCollector
 from pteforge.server.jobs.router import router as jobs_router
+from pteforge.server.jobs.streams import OpenStreams
 from pteforge.server.models.router import router as models_router
 from pteforge.server.programs.router import router as programs_router
 from pteforge.server.sandbox import ForkServerIsolation, ProcessLimits
@@ -67,8 +68,15 @@ def _build_services(settings: Settings) -> Services:
     store = open_service_store(settings)
     isolation = ForkServerIsolation(start_fork_server())
     memory = RequestMemory(settings.request_memory_bytes, settings.request_memory_bytes_per_project)
+    streams = OpenStreams(settings.event_streams_per_project)
     return Services(
-        settings, store, default_catalog(), _process_limits(settings), isolation, memory=memory
+        settings,
+        store,
+        default_catalog(),
+        _process_limits(settings),
+        isolation,
+        memory=memory,
+        event_streams=streams,
     )
 
 

@@ -125,6 +125,12 @@ class Settings(BaseSettings):
         4 * 1024**3, "RLIMIT_AS of the process validating an upload."
     )
     sse_poll_seconds: float = _positive(0.2, "How often the job event stream looks at the job row.")
+    event_streams_per_project: int = Field(
+        default=32,
+        ge=1,
+        description="Job event streams one project may have open at once (429 above): each "
+        "polls the database every sse_poll_seconds.",
+    )
     public_url: str = Field(
         default="http://127.0.0.1:8000", description="Base URL shown in the first-start help."
     )

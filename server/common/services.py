@@ -14,6 +14,7 @@ from fastapi.encoders import jsonable_encoder
 from pteforge.backends.catalog import BackendCatalog
 from pteforge.server.backends_api.schemas import host_entry
 from pteforge.server.http.memory import DEFAULT_REQUEST_MEMORY, RequestMemory
+from pteforge.server.jobs.streams import OpenStreams
 from pteforge.server.sandbox import Isolation, ProcessLimits
 from pteforge.server.settings import Settings
 from pteforge.server.startup.host import HostOut
@@ -41,6 +42,8 @@ class Services:
     host: HostOut | None = None
     # What requests in flight may hold in memory (/v1 JSON bodies; /v2 and gRPC infer).
     memory: RequestMemory = field(default_factory=lambda: RequestMemory(DEFAULT_REQUEST_MEMORY))
+    # The job event streams open per project (each polls the database).
+    event_streams: OpenStreams = field(default_factory=lambda: OpenStreams(32))
     # Set when the server starts to stop (SIGTERM): job event streams, which would hold it
     # until their jobs end, close, and their clients resume elsewhere with Last-Event-ID.
     draining: threading.Event = field(default_factory=threading.Event)

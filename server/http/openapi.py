@@ -96,6 +96,8 @@ def _error_statuses(path: str, method: str, operation: dict[str, Any]) -> set[in
         statuses.add(507)  # the disk (or the database) is full
     if path.startswith("/v2/models/"):
         statuses |= {400, 404, 422, 503} if path.endswith("/infer") else {404}
+    if path == "/v1/jobs/{job_id}/events":
+        statuses.add(429)  # the project has as many event streams open as it may
     if method == "get" and path.endswith(("/pte", "/bpte")):
         statuses.add(416)
     if method == "delete" and path == "/v1/artifacts/{artifact_id}":

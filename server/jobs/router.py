@@ -120,8 +120,4 @@ def job_events(
         last_event_id,
         authorized=lambda: token_is_live(services.store, authorization),
     )
-    return StreamingResponse(
-        stream,
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-    )
+    return services.event_streams.response(principal.project_id, stream)

@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import gzip
 import socket
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -19,7 +17,7 @@ from pteforge.server.app import create_app
 from pteforge.server.http.bodies import CappedJsonRoute
 from pteforge.server.settings import Settings
 from tests.server.helpers import app_routes, assert_error, peak_growth_kib
-from tests.server.service import ServiceProcess, running_service, wait_until
+from tests.server.service import ServiceProcess
 
 LIMIT = Settings().max_json_body_bytes
 # 24 MB of ``[[],[],...]``: ~1.7 GB of Python lists and pydantic values once decoded.
@@ -178,65 +176,3 @@ def test_a_caller_without_a_valid_token_is_401_before_its_body_is_read(
             answer = client.recv(64)  # times out (a failure) if the server waits for the body
         assert answer.startswith(b"HTTP/1.1 401 "), (path, authorization, answer)
 
-
-@contextmanager
-def announced(service: ServiceProcess, path: str, token: str, nbytes: int) -> Iterator[bytes]:
-    """A request whose headers announce ``nbytes`` of body that is never sent: yields what
-    the server answered within a second (b"": nothing yet, it waits for the body, holding
-    the bytes in its project's share) until the connection closes."""
-    with socket.create_connection(("127.0.0.1", service.port), timeout=1) as held:
-        held.sendall(
-            f"POST {path} HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
-            f"Authorization: Bearer {token}\r\nContent-Length: {nbytes}\r\n\r\n".encode()
-        )
-        try:
-            yield held.recv(4096)
-        except TimeoutError:
-            yield b""
-
-
-def test_requests_in_flight_share_one_memory_across_v1_and_v2(tmp_path: Path) -> None:
-    """/v1 JSON and generation bodies count in the same per-project memory as /v2 bodies: 60
-    unfinished 16 MiB /v1 bodies of one project held 1 GB, without bound. Here a project
-    holding its share through /v2 gets 429 on /v1 and on a generation, another project is
-    served, a third that would pass
-    the server's total gets 503, and closing the connections gives the bytes back."""
-    mib = 1 << 20
-    env = {
-        "PTEFORGE_REQUEST_MEMORY_BYTES": str(64 * mib),
-        "PTEFORGE_REQUEST_MEMORY_BYTES_PER_PROJECT": str(32 * mib),
-    }
-    with running_service(tmp_path / "home", env) as svc:
-        a, b, c = (svc.create_token(f"mem-{p}", f"mem-{p}") for p in "abc")
-        with announced(svc, "/v2/models/m/infer", a, 32 * mib - 16) as first:
-            assert first == b""
-            with svc.client(a) as client:
-                job = {"program_id": "prog_none", "plan": {}}
-                refused = wait_until_answer(client, job, lambda r: r.status_code == 429)
-                assert_error(refused, 429, "too_many_requests")
-                assert refused.headers["Retry-After"] == "1"
-                assert "PTEFORGE_REQUEST_MEMORY_BYTES_PER_PROJECT" in refused.text
-            with announced(svc, "/v1/completions", a, mib) as generation:
-                assert generation.startswith(b"HTTP/1.1 429 "), generation  # before it is read
-            with svc.client(b) as client:
-                assert client.post("/v1/compile-jobs", json=job).status_code == 404
-            with announced(svc, "/v2/models/m/infer", b, 30 * mib) as second:
-                assert second == b""
-                with announced(svc, "/v1/compile-jobs", c, 5 * mib) as third:
-                    assert third.startswith(b"HTTP/1.1 503 "), third
-                    assert b"PTEFORGE_REQUEST_MEMORY_BYTES)" in third
-        with svc.client(a) as client:
-            wait_until_answer(client, job, lambda r: r.status_code == 404)
-
-
-def wait_until_answer(
-    client: httpx.Client, job: dict[str, Any], wanted: Callable[[httpx.Response], bool]
-) -> httpx.Response:
-    """The compile-job answer ``wanted`` accepts, asked again until it comes (a deadline)."""
-
-    def answer() -> httpx.Response | None:
-        response = client.post("/v1/compile-jobs", json=job)
-        return response if wanted(response) else None
-
-    found: httpx.Response = wait_until(answer, 30, "the compile-job answer")
-    return found

@@ -1,0 +1,134 @@
+"""Per-project bounds on what waiting requests hold, over a real server: the memory of
+requests in flight (``server/http/memory.py``: /v1 JSON, generation and /v2 bodies in one
+ledger) and the job event streams open (``server/jobs/streams.py``). One project at its
+limit gets 429; another is served; what it held comes back when its connections close."""
+
+from __future__ import annotations
+
+import io
+import socket
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+
+import httpx
+import pytest
+import torch
+
+from tests.server.helpers import assert_error
+from tests.server.service import ServiceProcess, running_service, wait_until
+
+MIB = 1 << 20
+
+
+@pytest.fixture(scope="module")
+def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
+    """64 MiB of request memory (32 per project), 2 event streams a project, and no compile
+    workers, so a job stays queued and its stream open."""
+    env = {
+        "PTEFORGE_REQUEST_MEMORY_BYTES": str(64 * MIB),
+        "PTEFORGE_REQUEST_MEMORY_BYTES_PER_PROJECT": str(32 * MIB),
+        "PTEFORGE_EVENT_STREAMS_PER_PROJECT": "2",
+        "PTEFORGE_COMPILE_WORKERS": "0",
+    }
+    with running_service(tmp_path_factory.mktemp("home"), env) as svc:
+        yield svc
+
+
+@contextmanager
+def sent_headers(service: ServiceProcess, head: str) -> Iterator[socket.socket]:
+    """A connection that sent ``head`` (a request's line and headers) and nothing more."""
+    with socket.create_connection(("127.0.0.1", service.port), timeout=30) as connection:
+        connection.sendall(f"{head}Host: t\r\n\r\n".encode())
+        yield connection
+
+
+def announced(
+    service: ServiceProcess, path: str, token: str, nbytes: int
+) -> AbstractContextManager[socket.socket]:
+    """A POST whose headers announce ``nbytes`` of JSON body that never comes: the server
+    holds them in the project's share while it waits for it."""
+    head = (
+        f"POST {path} HTTP/1.1\r\nContent-Type: application/json\r\n"
+        f"Authorization: Bearer {token}\r\nContent-Length: {nbytes}\r\n"
+    )
+    return sent_headers(service, head)
+
+
+def answered(connection: socket.socket) -> bytes:
+    """The start of the answer on ``connection`` (its socket timeout is the deadline)."""
+    return connection.recv(4096)
+
+
+def until(call: Callable[[], httpx.Response], status: int) -> httpx.Response:
+    """``call()`` asked again until it answers ``status`` (a deadline)."""
+
+    def answer() -> httpx.Response | None:
+        response = call()
+        return response if response.status_code == status else None
+
+    found: httpx.Response = wait_until(answer, 30, f"a {status} answer")
+    return found
+
+
+def test_requests_in_flight_share_one_memory_across_v1_and_v2(limited: ServiceProcess) -> None:
+    """/v1 JSON and generation bodies count in the same per-project memory as /v2 bodies: 60
+    unfinished 16 MiB /v1 bodies of one project held 1 GB, without bound. A project holding
+    its share through /v2 gets 429 on /v1 and on a generation, another project is served, a
+    third that would pass the server's total gets 503."""
+    a, b, c = (limited.create_token(f"mem-{p}", f"mem-{p}") for p in "abc")
+    job = {"program_id": "prog_none", "plan": {}}
+    with announced(limited, "/v2/models/m/infer", a, 32 * MIB - 16), limited.client(a) as client:
+        refused = until(lambda: client.post("/v1/compile-jobs", json=job), 429)
+        assert_error(refused, 429, "too_many_requests")
+        assert refused.headers["Retry-After"] == "1"
+        assert "PTEFORGE_REQUEST_MEMORY_BYTES_PER_PROJECT" in refused.text
+        with announced(limited, "/v1/completions", a, MIB) as generation:
+            assert answered(generation).startswith(b"HTTP/1.1 429 ")  # from the headers
+        with limited.client(b) as other:
+            assert other.post("/v1/compile-jobs", json=job).status_code == 404
+        with (
+            announced(limited, "/v2/models/m/infer", b, 30 * MIB),
+            announced(limited, "/v1/compile-jobs", c, 5 * MIB) as third,
+        ):
+            assert answered(third).startswith(b"HTTP/1.1 503 ")
+    with limited.client(a) as client:
+        until(lambda: client.post("/v1/compile-jobs", json=job), 404)  # the bytes came back
+
+
+def _queued_job(client: httpx.Client) -> str:
+    class AddOne(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x + 1
+
+    saved = io.BytesIO()
+    torch.export.save(torch.export.export(AddOne(), (torch.zeros(2),)), saved)
+    files = {"forward": ("forward.pt2", saved.getvalue())}
+    program = client.post("/v1/programs", files=files).json()["id"]
+    job = client.post("/v1/compile-jobs", json={"program_id": program, "plan": {}})
+    return str(job.json()["id"])
+
+
+def test_a_project_keeps_a_bounded_number_of_event_streams_open(
+    limited: ServiceProcess,
+) -> None:
+    """Each open job event stream polls the database from the shared threadpool: 200 of one
+    project's took another project's GET /v1/artifacts from 1.8 to 61 ms. Past the limit a
+    new stream is refused (429) until one closes; other projects keep theirs."""
+    a, b = (limited.create_token(f"sse-{p}", f"sse-{p}") for p in "ab")
+    with limited.client(a) as client, limited.client(b) as other:
+        job, other_job = _queued_job(client), _queued_job(other)
+        head = f"GET /v1/jobs/{job}/events HTTP/1.1\r\nAuthorization: Bearer {a}\r\n"
+        with sent_headers(limited, head) as first, sent_headers(limited, head) as second:
+            for stream in (first, second):
+                assert answered(stream).startswith(b"HTTP/1.1 200 ")
+            refused = client.get(f"/v1/jobs/{job}/events")
+            assert_error(refused, 429, "too_many_requests")
+            assert "PTEFORGE_EVENT_STREAMS_PER_PROJECT" in refused.text
+            with other.stream("GET", f"/v1/jobs/{other_job}/events") as served:
+                assert served.status_code == 200
+        until(lambda: _stream_status(client, job), 200)  # closed ones count no more
+
+
+def _stream_status(client: httpx.Client, job: str) -> httpx.Response:
+    with client.stream("GET", f"/v1/jobs/{job}/events") as response:
+        return response
