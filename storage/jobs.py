@@ -61,7 +61,9 @@ class JobRepository(ABC):
     def claim_next(
         self, worker_id: str, lease: timedelta, kinds: Sequence[str] | None = None
     ) -> Job | None:
-        """Atomically take the oldest queued job: running, held by ``worker_id``, attempt+1."""
+        """Atomically take the next queued job: running, held by ``worker_id``, attempt+1.
+        The next is the oldest of the project a worker served longest ago (never: first),
+        so projects take turns however many jobs one of them queued."""
 
     @abstractmethod
     def heartbeat(self, job_id: str, worker_id: str, lease: timedelta) -> bool:

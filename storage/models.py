@@ -202,6 +202,7 @@ class JobRow(_ProjectOwned, Base):
     __table_args__ = (
         Index("ix_jobs_status_created_at", "status", "created_at"),
         Index("ix_jobs_status_lease_expires_at", "status", "lease_expires_at"),
+        Index("ix_jobs_project_id_started_at", "project_id", "started_at"),
     )
 
     kind: Mapped[str] = mapped_column(String(64))

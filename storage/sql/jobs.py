@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import bindparam, delete, select
+from sqlalchemy import bindparam, delete, func, select
 from sqlalchemy.orm import Session
 
 from pteforge.storage import domain
@@ -35,6 +35,16 @@ _PROJECT_JOBS = (
     .limit(bindparam("limit"))
 )
 _PROJECT_JOBS_IN_STATUS = _PROJECT_JOBS.where(_jobs.c.status == bindparam("status"))
+_served = _jobs.alias("served")
+_LAST_SERVED = (
+    select(func.max(_served.c.started_at))
+    .where(_served.c.project_id == JobRow.project_id)
+    .scalar_subquery()
+)
+"""When a worker last started a job of the queued job's project (NULL: never): workers take
+the oldest queued job of the project served longest ago, so one project's backlog of jobs
+takes turns with every other project's instead of going first (ix_jobs_project_id_started_at
+reads it without the project's history)."""
 
 
 class SqlJobs(JobRepository):
@@ -109,7 +119,8 @@ class SqlJobs(JobRepository):
         query = select(JobRow).where(JobRow.status == JobStatus.QUEUED.value)
         if kinds is not None:
             query = query.where(JobRow.kind.in_(list(kinds)))
-        query = query.order_by(JobRow.created_at, JobRow.id).limit(1)
+        query = query.order_by(_LAST_SERVED.asc().nulls_first(), JobRow.created_at, JobRow.id)
+        query = query.limit(1)
         row = self._session.scalars(
             query.with_for_update(skip_locked=True).execution_options(populate_existing=True)
         ).first()

@@ -46,6 +46,27 @@ def test_claims_oldest_first_and_runs_to_success(store: SqlStore, clock: ManualC
     assert done.created_at.tzinfo is not None
 
 
+def test_projects_take_turns_however_long_a_backlog_is(store: SqlStore, clock: ManualClock) -> None:
+    """The oldest queued job of the project served longest ago goes first: a project that
+    queued three jobs before another queued one does not make it wait for all three."""
+    backlog = []
+    for i in range(3):  # a second apart: created_at orders them
+        clock.advance(timedelta(seconds=1))
+        with store.transaction() as tx:
+            busy = tx.projects.get_or_create("busy")
+            backlog.append(tx.jobs.enqueue(busy.id, "compile", {"i": i}, 3))
+    clock.advance(timedelta(seconds=1))
+    with store.transaction() as tx:
+        late = tx.jobs.enqueue(tx.projects.get_or_create("other").id, "compile", {}, 3)
+    order = []
+    for _ in range(4):
+        clock.advance(timedelta(seconds=1))
+        claimed = _claim(store)
+        assert claimed is not None
+        order.append(claimed.id)
+    assert order == [backlog[0].id, late.id, backlog[1].id, backlog[2].id]
+
+
 def test_claim_respects_kinds(store: SqlStore) -> None:
     _enqueue(store)
     with store.transaction() as tx:

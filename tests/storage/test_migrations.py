@@ -34,7 +34,7 @@ def test_schema_is_built_only_by_migrations(database_url: str) -> None:
     tables = set(inspect(store.engine).get_table_names())
     assert set(Base.metadata.tables) | {"alembic_version"} == tables
     with store.engine.connect() as conn:
-        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0008"
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0009"
     store.close()
 
 
