@@ -175,4 +175,3 @@ def test_a_caller_without_a_valid_token_is_401_before_its_body_is_read(
             )
             answer = client.recv(64)  # times out (a failure) if the server waits for the body
         assert answer.startswith(b"HTTP/1.1 401 "), (path, authorization, answer)
-
