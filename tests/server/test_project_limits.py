@@ -17,6 +17,8 @@ import torch
 from tests.server.helpers import assert_error
 from tests.server.service import ServiceProcess, running_service, wait_until
 
+pytestmark = pytest.mark.server
+
 MIB = 1 << 20
 
 
