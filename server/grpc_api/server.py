@@ -20,6 +20,10 @@ from pteforge.server.grpc_api.service import (
     call_headers,
 )
 from pteforge.server.grpc_api.status import grpc_status
+from pteforge.server.inference.sequences import session_scope
+
+INFER_METHOD = "/ModelInfer"
+"""The unary call whose message may be large (up to the receive limit)."""
 
 STOP_GRACE_S = 5.0
 """Seconds calls in flight get to finish when the server stops."""
@@ -83,8 +87,10 @@ class AuthenticateBeforeReading(grpc.aio.ServerInterceptor):
     once: 2.7 GB) before its UNAUTHENTICATED. Interceptors run before that read: a caller
     that is not authenticated gets a handler that refuses without reading (a stream
     handler reads only when asked; HTTP/2 flow control holds the rest back), and the
-    handlers still authenticate as before (a cache hit). Open calls (``OPEN_METHODS``) take
-    no request fields, so theirs is never read."""
+    handlers still authenticate as before (a cache hit). A caller whose project already
+    holds its whole share of request memory is refused unread the same way (its message's
+    size is known only once read). Open calls (``OPEN_METHODS``) take no request fields, so
+    theirs is never read."""
 
     def __init__(self, current: CurrentState) -> None:
         self.current = current
@@ -103,7 +109,9 @@ class AuthenticateBeforeReading(grpc.aio.ServerInterceptor):
         state = self.current()
         if state is not None:
             try:
-                await state.authenticate(call_headers(details.invocation_metadata))
+                caller = await state.authenticate(call_headers(details.invocation_metadata))
+                if details.method.endswith(INFER_METHOD):
+                    state.memory.check_room(session_scope(caller))
             except Exception as exc:
                 return _stream_unary(handler, partial(_refuse, *grpc_status(exc)))
         return handler

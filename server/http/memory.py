@@ -87,6 +87,17 @@ class RequestMemory:
         self._projects[project] = project_held + nbytes
         self.held += nbytes
 
+    def check_room(self, project: str) -> None:
+        """Refuse now when ``project`` already holds its whole share: for a request whose
+        size is not known before it is read (a gRPC message), so a project that keeps
+        sending is refused unread once its share is full."""
+        held = self._projects.get(project, 0)
+        if held >= self.per_project:
+            raise ProjectMemoryError(
+                f"this project's requests in flight hold {held} bytes, its whole share of "
+                f"{self.per_project} ({MEMORY_SETTING}_PER_PROJECT): retry when some have ended"
+            )
+
     def release(self, project: str, nbytes: int) -> None:
         """Give back ``nbytes`` that a request of ``project`` held."""
         left = self._projects[project] - nbytes

@@ -11,10 +11,13 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 
 import httpx
+import numpy as np
 import pytest
 import torch
+import tritonclient.grpc as triton
+from tritonclient.utils import InferenceServerException
 
-from tests.server.helpers import assert_error
+from tests.server.helpers import assert_error, peak_growth_kib
 from tests.server.service import ServiceProcess, running_service, wait_until
 
 pytestmark = pytest.mark.server
@@ -134,3 +137,28 @@ def test_a_project_keeps_a_bounded_number_of_event_streams_open(
 def _stream_status(client: httpx.Client, job: str) -> httpx.Response:
     with client.stream("GET", f"/v1/jobs/{job}/events") as response:
         return response
+
+
+def test_a_grpc_call_of_a_project_at_its_share_is_refused_unread(limited: ServiceProcess) -> None:
+    """A gRPC message's size is known only once grpcio has read it whole; a project whose
+    requests in flight already hold its share gets RESOURCE_EXHAUSTED before its next
+    message is read: 24 MiB sent leave the server's memory as it was."""
+    a = limited.create_token("grpc-a", "grpc-a")
+    tensor = triton.InferInput("input_0", [6 * MIB], "FP32")
+    tensor.set_data_from_numpy(np.zeros(6 * MIB, dtype=np.float32))
+    headers = {"authorization": f"Bearer {a}"}
+    with (
+        announced(limited, "/v2/models/m/infer", a, 32 * MIB),  # the whole share
+        limited.client(a) as http,
+        triton.InferenceServerClient(f"127.0.0.1:{limited.grpc_port}") as client,
+    ):
+        until(lambda: http.post("/v2/models/m/infer", json={"inputs": []}), 429)  # held
+
+        def refused() -> str:
+            with pytest.raises(InferenceServerException) as error:
+                client.infer("m", [tensor], headers=dict(headers))
+            return str(error.value.status())
+
+        code, grown_kib = peak_growth_kib(limited.proc.pid, refused)
+        assert code == "StatusCode.RESOURCE_EXHAUSTED", code
+        assert grown_kib < 12 * 1024, grown_kib  # read, it would be 48 MiB and more
