@@ -17,13 +17,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from fastapi.routing import APIRoute
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
 
 from pteforge.runtime.oip_codec import HEADER_LENGTH
 from pteforge.server.auth.dependencies import Principal
 from pteforge.server.common.openapi_doc import answers
 from pteforge.server.http.bodies import read_capped
 from pteforge.server.http.memory import HeldBytes
+from pteforge.server.http.release import ReleasedWhenSent
 from pteforge.server.inference.bodies import content_encoding, header_length
 from pteforge.server.inference.dependencies import InferenceState, inference_state
 from pteforge.server.inference.routes_models import TAG
@@ -61,23 +61,17 @@ class BareRoute(APIRoute):
 router = APIRouter(tags=[TAG], route_class=BareRoute)
 
 
-class HeldResponse(Response):
-    """An infer answer that gives back its request's held bytes once it is sent (or its
-    client has gone): a slow reader's answer still counts in its project's share."""
+class HeldResponse(ReleasedWhenSent):
+    """An infer answer that gives back its request's held bytes once it is sent: a slow
+    reader's answer still counts in its project's share."""
 
     def __init__(self, held: HeldBytes, body: bytes, json_length: int | None) -> None:
-        self.held = held
         if json_length is None:
             super().__init__(body, media_type="application/json")
         else:
             headers = {HEADER_LENGTH: str(json_length)}
             super().__init__(body, media_type="application/octet-stream", headers=headers)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            self.held.release()
+        self.release = held.release
 
 
 async def _infer(

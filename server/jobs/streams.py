@@ -10,10 +10,10 @@ from collections.abc import AsyncIterator, Callable
 from functools import partial
 
 from starlette.responses import StreamingResponse
-from starlette.types import Receive, Scope, Send
 
 from pteforge.contracts.errors import ErrorCode
 from pteforge.server.errors import ServiceError
+from pteforge.server.http.release import ReleasedWhenSent
 
 
 class TooManyStreamsError(ServiceError, code=ErrorCode.TOO_MANY_REQUESTS):
@@ -45,26 +45,15 @@ class OpenStreams:
             self._open[project] = held + 1
         return EventStreamResponse(stream, partial(self._close, project))
 
-    def open_count(self, project: str) -> int:
-        """How many streams ``project`` has open."""
-        return self._open.get(project, 0)
-
     def _close(self, project: str) -> None:
         with self._lock:
             self._open[project] -= 1
 
 
-class EventStreamResponse(StreamingResponse):
-    """A job's event stream that calls ``close`` once it is over, however it ends (sent to
-    the end, the client gone, the server stopping)."""
+class EventStreamResponse(ReleasedWhenSent, StreamingResponse):
+    """A job's event stream that calls ``release`` once it is over, however it ends."""
 
-    def __init__(self, stream: AsyncIterator[str], close: Callable[[], None]) -> None:
+    def __init__(self, stream: AsyncIterator[str], release: Callable[[], None]) -> None:
         headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
         super().__init__(stream, media_type="text/event-stream", headers=headers)
-        self.close = close
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            self.close()
+        self.release = release
