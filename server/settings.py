@@ -131,6 +131,12 @@ class Settings(BaseSettings):
         description="Job event streams one project may have open at once (429 above): each "
         "polls the database every sse_poll_seconds.",
     )
+    unfinished_jobs_per_project: int = Field(
+        default=100,
+        ge=1,
+        description="Queued or running jobs (compile and profile) one project may have at "
+        "once (429 above): each is a database row the workers must pass over.",
+    )
     public_url: str = Field(
         default="http://127.0.0.1:8000", description="Base URL shown in the first-start help."
     )

@@ -28,7 +28,8 @@ Public API (stable; the server codes against it)::
         tx.models.get(project_id, name) / list(project_id) / versions(project_id, name)
         tx.models.artifact_id(project_id, name, version=None)  # None: the latest version
         tx.models.delete_version(project_id, name, version) -> bool  # numbers never reused
-        tx.jobs.enqueue(project_id, kind, payload, max_attempts=3) -> Job
+        tx.jobs.enqueue(project_id, kind, payload, max_attempts=3,
+                        unfinished_limit=None) -> Job   # QueueFullError past the limit
         tx.jobs.get(project_id, id) / get_any(id) / list(project_id, status=None)
         tx.jobs.claim_next(worker_id, lease: timedelta, kinds=None) -> Job | None
         tx.jobs.heartbeat(job_id, worker_id, lease) -> bool  # False: lost or cancel requested
@@ -53,7 +54,7 @@ Public API (stable; the server codes against it)::
     store.blobs.chunk_size                            # 1 MiB by default
 
 Errors (``pteforge.storage.errors``): StorageError > NotFoundError > BlobNotFoundError;
-ConflictError; BlobIntegrityError (content does not match its hash: never serve it);
+ConflictError; QueueFullError; BlobIntegrityError (content does not match its hash: never serve it);
 InvalidRangeError; IllegalTransitionError > LeaseLostError. Domain objects (frozen dataclasses)
 are in ``pteforge.storage.domain``; the interfaces in ``pteforge.storage.store`` (with
 ``jobs`` and ``model_names``) and ``pteforge.storage.blobs``; the SQL implementation in

@@ -31,6 +31,12 @@ class ConflictError(StorageError):
     code = ErrorCode.CONFLICT
 
 
+class QueueFullError(StorageError):
+    """A project already has as many unfinished (queued or running) jobs as it may."""
+
+    code = ErrorCode.TOO_MANY_REQUESTS
+
+
 class BlobNotFoundError(NotFoundError):
     """No stored content has the requested sha256."""
 

@@ -33,9 +33,13 @@ class JobRepository(ABC):
         payload: Mapping[str, Any],
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         artifact_id: str | None = None,
+        unfinished_limit: int | None = None,
     ) -> Job:
         """A new queued job with no attempts made; ``artifact_id``: the artifact it works
-        on, where that is known from the start (a profile job's)."""
+        on, where that is known from the start (a profile job's). With ``unfinished_limit``,
+        raises :class:`QueueFullError` instead when the project already has that many
+        queued or running jobs (counted under a lock on the project, so concurrent calls
+        cannot both pass)."""
 
     @abstractmethod
     def get(self, project_id: str, job_id: str) -> Job | None:

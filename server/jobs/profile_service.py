@@ -62,7 +62,11 @@ def submit_profile(services: Services, project_id: str, body: ProfileJobRequest)
             inputs=body.inputs,
         )
         job = tx.jobs.enqueue(
-            project_id, PROFILE_KIND, payload.model_dump(mode="json"), artifact_id=artifact.id
+            project_id,
+            PROFILE_KIND,
+            payload.model_dump(mode="json"),
+            artifact_id=artifact.id,
+            unfinished_limit=services.settings.unfinished_jobs_per_project,
         )
     services.job_queued()
     return job

@@ -21,7 +21,12 @@ def submit_compile(services: Services, project_id: str, program_id: str, plan: P
         program = PROGRAMS.get_in(tx, project_id, program_id)
         check_plan(plan, sorted(m.name for m in program.methods), services.catalog)
         payload = CompilePayload(program_id=program.id, plan=canonical, plan_hash=plan_hash)
-        job = tx.jobs.enqueue(project_id, COMPILE_KIND, payload.model_dump(mode="json"))
+        job = tx.jobs.enqueue(
+            project_id,
+            COMPILE_KIND,
+            payload.model_dump(mode="json"),
+            unfinished_limit=services.settings.unfinished_jobs_per_project,
+        )
     services.job_queued()
     return job
 

@@ -12,7 +12,12 @@ from sqlalchemy.orm import Session
 
 from pteforge.storage import domain
 from pteforge.storage.domain import JobStatus
-from pteforge.storage.errors import IllegalTransitionError, LeaseLostError, NotFoundError
+from pteforge.storage.errors import (
+    IllegalTransitionError,
+    LeaseLostError,
+    NotFoundError,
+    QueueFullError,
+)
 from pteforge.storage.ids import new_id
 from pteforge.storage.jobs import DEFAULT_MAX_ATTEMPTS, JobRepository
 from pteforge.storage.jobstate import check_transition
@@ -34,6 +39,7 @@ _PROJECT_JOBS = (
     .order_by(*_NEWEST_FIRST)
     .limit(bindparam("limit"))
 )
+_UNFINISHED = (JobStatus.QUEUED.value, JobStatus.RUNNING.value)
 _PROJECT_JOBS_IN_STATUS = _PROJECT_JOBS.where(_jobs.c.status == bindparam("status"))
 _served = _jobs.alias("served")
 _LAST_SERVED = (
@@ -60,11 +66,15 @@ class SqlJobs(JobRepository):
         payload: Mapping[str, Any],
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         artifact_id: str | None = None,
+        unfinished_limit: int | None = None,
     ) -> domain.Job:
         if max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
-        if self._session.get(ProjectRow, project_id) is None:
+        locked = unfinished_limit is not None  # serialises this project's enqueues
+        if self._session.get(ProjectRow, project_id, with_for_update=locked) is None:
             raise NotFoundError(f"project {project_id} not found")
+        if unfinished_limit is not None:
+            self._check_room(project_id, unfinished_limit)
         now = self._clock()
         row = JobRow(
             id=new_id("job"), project_id=project_id, kind=kind,
@@ -80,6 +90,18 @@ class SqlJobs(JobRepository):
         self._session.flush()
         self._changes.notify(JOB_QUEUED_CHANNEL, kind)
         return convert.job(row)
+
+    def _check_room(self, project_id: str, limit: int) -> None:
+        unfinished = self._session.scalar(
+            select(func.count())
+            .select_from(_jobs)
+            .where(_jobs.c.project_id == project_id, _jobs.c.status.in_(_UNFINISHED))
+        )
+        if (unfinished or 0) >= limit:
+            raise QueueFullError(
+                f"this project has {unfinished} unfinished jobs (queued or running), as many "
+                "as it may have: wait for one to finish, or cancel one"
+            )
 
     def get(self, project_id: str, job_id: str) -> domain.Job | None:
         self._session.flush()  # Core statements see the session's changes only once flushed

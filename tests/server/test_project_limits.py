@@ -27,12 +27,13 @@ MIB = 1 << 20
 
 @pytest.fixture(scope="module")
 def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
-    """64 MiB of request memory (32 per project), 2 event streams a project, and no compile
-    workers, so a job stays queued and its stream open."""
+    """64 MiB of request memory (32 per project), 2 event streams and 3 unfinished jobs a
+    project, and no compile workers, so a job stays queued and its stream open."""
     env = {
         "PTEFORGE_REQUEST_MEMORY_BYTES": str(64 * MIB),
         "PTEFORGE_REQUEST_MEMORY_BYTES_PER_PROJECT": str(32 * MIB),
         "PTEFORGE_EVENT_STREAMS_PER_PROJECT": "2",
+        "PTEFORGE_UNFINISHED_JOBS_PER_PROJECT": "3",
         "PTEFORGE_COMPILE_WORKERS": "0",
     }
     with running_service(tmp_path_factory.mktemp("home"), env) as svc:
@@ -100,7 +101,7 @@ def test_requests_in_flight_share_one_memory_across_v1_and_v2(limited: ServicePr
         until(lambda: client.post("/v1/compile-jobs", json=job), 404)  # the bytes came back
 
 
-def _queued_job(client: httpx.Client) -> str:
+def _program(client: httpx.Client) -> str:
     class AddOne(torch.nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return x + 1
@@ -108,9 +109,29 @@ def _queued_job(client: httpx.Client) -> str:
     saved = io.BytesIO()
     torch.export.save(torch.export.export(AddOne(), (torch.zeros(2),)), saved)
     files = {"forward": ("forward.pt2", saved.getvalue())}
-    program = client.post("/v1/programs", files=files).json()["id"]
-    job = client.post("/v1/compile-jobs", json={"program_id": program, "plan": {}})
+    return str(client.post("/v1/programs", files=files).json()["id"])
+
+
+def _queued_job(client: httpx.Client) -> str:
+    job = client.post("/v1/compile-jobs", json={"program_id": _program(client), "plan": {}})
     return str(job.json()["id"])
+
+
+def test_a_project_keeps_a_bounded_number_of_unfinished_jobs(limited: ServiceProcess) -> None:
+    """Each queued job is a row every worker's claim passes over, and nothing bounded how
+    many one project queued. Past the limit a compile is refused (429) until one of the
+    project's jobs ends; other projects still queue theirs."""
+    a, b = (limited.create_token(f"jobs-{p}", f"jobs-{p}") for p in "ab")
+    with limited.client(a) as client, limited.client(b) as other:
+        compile_job = {"program_id": _program(client), "plan": {}}
+        jobs = [client.post("/v1/compile-jobs", json=compile_job) for _ in range(3)]
+        assert [job.status_code for job in jobs] == [202] * 3
+        refused = client.post("/v1/compile-jobs", json=compile_job)
+        assert_error(refused, 429, "too_many_requests")
+        assert "3 unfinished jobs" in refused.text
+        assert _queued_job(other).startswith("job")
+        assert client.post(f"/v1/jobs/{jobs[0].json()['id']}/cancel").status_code == 200
+        assert client.post("/v1/compile-jobs", json=compile_job).status_code == 202
 
 
 def test_a_project_keeps_a_bounded_number_of_event_streams_open(

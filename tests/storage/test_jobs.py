@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import pytest
@@ -13,6 +14,7 @@ from pteforge.storage import (
     LeaseLostError,
     SqlStore,
 )
+from pteforge.storage.errors import QueueFullError
 from pteforge.storage.jobstate import ALLOWED_TRANSITIONS, check_transition
 from tests.storage.conftest import ManualClock
 
@@ -259,3 +261,32 @@ def test_deleting_finished_jobs_goes_in_batches(store: SqlStore, clock: ManualCl
         assert tx.jobs.delete_finished(timedelta(minutes=1), limit=2) == 2
         assert tx.jobs.delete_finished(timedelta(minutes=1), limit=2) == 1
         assert tx.jobs.list(jobs[0].project_id) == []
+
+
+def _enqueue_within(store: SqlStore, limit: int) -> bool:
+    """True if a job was queued in project "p" under ``limit``, False if it was refused."""
+    with store.transaction() as tx:
+        project = tx.projects.get_or_create("p")
+    try:
+        with store.transaction() as tx:
+            tx.jobs.enqueue(project.id, "compile", {}, unfinished_limit=limit)
+    except QueueFullError as exc:
+        assert "3 unfinished jobs" in str(exc)
+        return False
+    return True
+
+
+def test_unfinished_jobs_per_project_are_bounded(store: SqlStore) -> None:
+    """A project's queued and running jobs are bounded (rows every worker's claim passes
+    over); concurrent enqueues are counted under the project's lock, so none slips past
+    the limit. A finished job frees its place; other projects are not counted."""
+    with ThreadPoolExecutor(8) as pool:
+        queued = list(pool.map(lambda _: _enqueue_within(store, 3), range(8)))
+    assert sorted(queued) == [False] * 5 + [True] * 3
+    running = _claim(store)
+    assert running is not None and not _enqueue_within(store, 3)  # running still counts
+    with store.transaction() as tx:
+        tx.jobs.succeed(running.id, "w1", None)
+        other = tx.projects.get_or_create("other")
+        tx.jobs.enqueue(other.id, "compile", {}, unfinished_limit=1)
+    assert _enqueue_within(store, 3)
