@@ -99,6 +99,13 @@ class Settings(BaseSettings):
         "How often an idle worker polls anyway while PostgreSQL notifications "
         "wake it (a fallback).",
     )
+    project_storage_bytes: int | None = Field(
+        default=None,
+        gt=0,
+        description="What one project may store: its programs, artifacts and tokenizers "
+        "(507 `insufficient_storage` for an upload past it; a compile past it fails with "
+        "that code; `none`: no quota).",
+    )
     compile_memory_limit_bytes: int | None = Field(
         default=8 * 1024**3,
         gt=0,
@@ -251,10 +258,11 @@ class Settings(BaseSettings):
         """``PTEFORGE_METRICS_TOKEN=`` (compose passes an unset one so) means no token."""
         return None if value == "" else value
 
-    @field_validator("compile_memory_limit_bytes", mode="before")
+    @field_validator("compile_memory_limit_bytes", "project_storage_bytes", mode="before")
     @classmethod
     def _none_is_no_limit(cls, value: object) -> object:
-        """``PTEFORGE_COMPILE_MEMORY_LIMIT_BYTES=none`` (an environment holds only strings)."""
+        """``PTEFORGE_COMPILE_MEMORY_LIMIT_BYTES=none`` and ``PTEFORGE_PROJECT_STORAGE_BYTES=none``
+        (an environment holds only strings)."""
         return None if isinstance(value, str) and value.strip().lower() == "none" else value
 
     @property

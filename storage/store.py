@@ -51,6 +51,12 @@ class ProjectRepository(ABC):
     def get_or_create(self, name: str) -> Project:
         """The project with this name, created if missing (safe against a concurrent create)."""
 
+    @abstractmethod
+    def stored_bytes(self, project_id: str) -> int:
+        """The size of what the project stores: its programs, its artifacts (with their
+        bundles) and its models' tokenizers, each counted in full even where another row
+        or project shares the content."""
+
 
 class TokenRepository(ABC):
     @abstractmethod

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pteforge.contracts.json_types import JsonObject
 from pteforge.server.artifacts.schemas import GENERATION_KEY
-from pteforge.server.common.blob_files import store_file
+from pteforge.server.common.blob_files import store_project_files
 from pteforge.server.common.owned_rows import OwnedRows
 from pteforge.server.common.services import Services
 from pteforge.server.errors import ConflictError, InvalidUploadError
@@ -58,7 +58,8 @@ def create_uploaded_artifact(
     report: JsonObject = {"source": "upload"}
     if described.generation is not None:
         report[GENERATION_KEY] = described.generation.model_dump(mode="json")
-    blob = store_file(services.store.blobs, path)
+    quota = services.settings.project_storage_bytes
+    (blob,) = store_project_files(services.store, project_id, quota, [path])
     with services.store.transaction() as tx:
         return tx.artifacts.create(
             project_id, None, blob, {}, UPLOADED_PLAN_HASH, report, described.methods

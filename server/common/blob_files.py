@@ -1,12 +1,21 @@
-"""Moving a file on disk into the content-addressed blob store, chunk by chunk."""
+"""Moving files on disk into the content-addressed blob store, chunk by chunk, for a project
+within its storage quota (``PTEFORGE_PROJECT_STORAGE_BYTES``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from pteforge.contracts.errors import ErrorCode
+from pteforge.server.errors import ServiceError
 from pteforge.storage.blobs import BlobStore
 from pteforge.storage.domain import BlobRef
+from pteforge.storage.store import Store
+
+
+class StorageQuotaError(ServiceError, code=ErrorCode.INSUFFICIENT_STORAGE):
+    """Storing the content would take the project past its storage quota (507, as WebDAV
+    answers a quota; a failed compile job's code)."""
 
 
 def file_chunks(path: Path, size: int) -> Iterator[bytes]:
@@ -19,3 +28,26 @@ def file_chunks(path: Path, size: int) -> Iterator[bytes]:
 def store_file(blobs: BlobStore, path: Path) -> BlobRef:
     """Stream ``path`` into ``blobs``; returns its sha256 and size."""
     return blobs.write(file_chunks(path, blobs.chunk_size))
+
+
+def store_project_files(
+    store: Store, project_id: str, quota: int | None, paths: Sequence[Path]
+) -> list[BlobRef]:
+    """Stream ``paths`` into the store for the project's rows; first, ``StorageQuotaError``
+    if that would take what the project stores past ``quota`` bytes (None: no quota). The
+    check is not a lock: uploads that run together may each pass it, by one upload each."""
+    if quota is not None:
+        adding = sum(path.stat().st_size for path in paths)
+        with store.transaction(read_only=True) as tx:
+            stored = tx.projects.stored_bytes(project_id)
+        if stored + adding > quota:
+            raise StorageQuotaError(
+                f"this project stores {_mib(stored)}; {_mib(adding)} more would pass its "
+                f"storage quota of {_mib(quota)} (PTEFORGE_PROJECT_STORAGE_BYTES): nothing was "
+                "stored; delete programs or artifacts it no longer needs"
+            )
+    return [store_file(store.blobs, path) for path in paths]
+
+
+def _mib(nbytes: int) -> str:
+    return f"{nbytes / (1 << 20):.1f} MiB"

@@ -67,7 +67,8 @@ _REASONS = {
     422: "The request is well-formed but its content is refused (the message says why)",
     429: "Too many requests at once for the caller's project: retry later",
     503: "Not ready, or temporarily out of capacity: retry later",
-    507: "The server is out of disk space: nothing was stored",
+    507: "The server is out of disk space, or the project is past its storage quota "
+    "(`PTEFORGE_PROJECT_STORAGE_BYTES`): nothing was stored",
 }
 MODEL_NAME_DOC = (
     "`{artifact_id}.{method}`: an artifact id, a dot and one of its method names "

@@ -25,7 +25,7 @@ from pteforge.contracts.jobs import (
 )
 from pteforge.contracts.json_types import JsonObject
 from pteforge.server.artifacts.schemas import NUMERICS_KEY
-from pteforge.server.common.blob_files import store_file
+from pteforge.server.common.blob_files import StorageQuotaError, store_project_files
 from pteforge.server.jobs.pipe import LoweringOutcome
 from pteforge.server.jobs.runner import (
     StandbyLowering,
@@ -173,7 +173,11 @@ class CompileJobRunner:
             self.settle(job, outcome, verdict)
         else:
             self.set_stage(job.id, "store")
-            artifact = self._store_artifact(job, payload, outcome.result, pte)
+            try:
+                artifact = self._store_artifact(job, payload, outcome.result, pte)
+            except StorageQuotaError as exc:
+                self.fail(job, exc.code, exc.message)
+                return
             self._succeed(job, artifact.id)
 
     def settle(self, job: Job, outcome: LoweringOutcome, verdict: str) -> None:
@@ -207,8 +211,10 @@ class CompileJobRunner:
     def _store_artifact(
         self, job: Job, payload: CompilePayload, result: LoweringResult, pte: Path
     ) -> Artifact:
-        blob = store_file(self.store.blobs, pte)
-        bundle = store_file(self.store.blobs, pte.with_suffix(".bpte")) if result.bundled else None
+        files = [pte, pte.with_suffix(".bpte")] if result.bundled else [pte]
+        quota = self.settings.project_storage_bytes
+        blob, *bundled = store_project_files(self.store, job.project_id, quota, files)
+        bundle = bundled[0] if bundled else None
         try:
             with self.store.transaction() as tx:
                 return tx.artifacts.create(

@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 
 from pteforge.server.artifacts.schemas import GENERATION_KEY
-from pteforge.server.common.blob_files import store_file
+from pteforge.server.common.blob_files import store_project_files
 from pteforge.server.common.services import Services
 from pteforge.server.errors import InvalidUploadError, NotFoundError
 from pteforge.server.http.uploads import MultipartUpload, UploadedPart
@@ -158,8 +158,10 @@ def attach_tokenizer(
     config_path = None if config is None else config.path
     if template is not None:
         config_path = _config_with_template(config, template, check)
-    stored = store_file(services.store.blobs, tokenizer.path)
-    stored_config = None if config_path is None else store_file(services.store.blobs, config_path)
+    paths = [tokenizer.path] if config_path is None else [tokenizer.path, config_path]
+    quota = services.settings.project_storage_bytes
+    stored, *config_blob = store_project_files(services.store, project_id, quota, paths)
+    stored_config = config_blob[0] if config_blob else None
     with services.store.transaction() as tx:
         attached = tx.models.set_tokenizer(project_id, name, version, stored, stored_config)
     services.model_changed(project_id, name, version)

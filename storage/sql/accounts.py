@@ -7,13 +7,21 @@ import secrets
 from collections.abc import Callable
 from datetime import datetime
 
-from sqlalchemy import bindparam, select
-from sqlalchemy.orm import Session
+from sqlalchemy import ColumnElement, Select, bindparam, func, select
+from sqlalchemy.orm import QueryableAttribute, Session
 
 from pteforge.storage import domain
 from pteforge.storage.errors import ConflictError, NotFoundError
 from pteforge.storage.ids import new_id
-from pteforge.storage.models import ProjectRow, TokenRow
+from pteforge.storage.models import (
+    ArtifactRow,
+    BlobRow,
+    ModelRow,
+    ModelTokenizerRow,
+    ProgramRow,
+    ProjectRow,
+    TokenRow,
+)
 from pteforge.storage.sql import convert
 from pteforge.storage.sql.errors import insert_row
 from pteforge.storage.store import ProjectRepository, TokenRepository
@@ -35,6 +43,23 @@ _LIVE_TOKEN = (
     .join_from(_tokens, _projects, _projects.c.id == _tokens.c.project_id)
     .where(_tokens.c.token_sha256 == bindparam("sha256"), _tokens.c.revoked_at.is_(None))
 )
+
+
+def _total(size: ColumnElement[int] | QueryableAttribute[int]) -> Select[tuple[int]]:
+    return select(func.coalesce(func.sum(size), 0))
+
+
+_STORED = (
+    _total(ProgramRow.size_bytes).where(ProgramRow.project_id == bindparam("project")),
+    _total(ArtifactRow.size_bytes).where(ArtifactRow.project_id == bindparam("project")),
+    _total(BlobRow.size)
+    .join_from(ArtifactRow, BlobRow, BlobRow.sha256 == ArtifactRow.bundle_sha256)
+    .where(ArtifactRow.project_id == bindparam("project")),
+    _total(ModelTokenizerRow.tokenizer_size + func.coalesce(ModelTokenizerRow.config_size, 0))
+    .join_from(ModelTokenizerRow, ModelRow, ModelRow.id == ModelTokenizerRow.model_id)
+    .where(ModelRow.project_id == bindparam("project")),
+)
+"""What a project stores: programs, artifacts, artifacts' bundles, tokenizers and configs."""
 
 
 def hash_token(plaintext: str) -> str:
@@ -74,6 +99,10 @@ class SqlProjects(ProjectRepository):
             if found is None:
                 raise
             return found
+
+    def stored_bytes(self, project_id: str) -> int:
+        bind = {"project": project_id}
+        return sum(int(self._session.scalar(query, bind) or 0) for query in _STORED)
 
 
 class SqlTokens(TokenRepository):

@@ -163,3 +163,21 @@ def test_a_number_no_version_can_have_names_none(store: SqlStore, version: int) 
         assert not tx.models.delete_version(alpha, "m", version)
         with pytest.raises(NotFoundError):
             tx.models.set_tokenizer(alpha, "m", version, blob, None)
+
+
+def test_what_a_project_stores_counts_every_kind_of_content(store: SqlStore) -> None:
+    """The storage quota's figure: programs, artifacts with their bundles, and tokenizers
+    with their configs, each counted in full for each project that holds it."""
+    alpha, beta = _project(store, "alpha"), _project(store, "beta")
+    program, pte, bundle = (store.blobs.write([os.urandom(n)]) for n in (1000, 200, 30))
+    tokenizer, config = store.blobs.write([b'{"model": {}}']), store.blobs.write([b"{}"])
+    with store.transaction() as tx:
+        assert tx.projects.stored_bytes(alpha) == 0
+        program_id = tx.programs.create(alpha, "p", program, []).id
+        artifact = tx.artifacts.create(alpha, program_id, pte, {}, "h", {}, [], bundle)
+        tx.models.add_version(alpha, "lm", artifact.id)
+        tx.models.set_tokenizer(alpha, "lm", 1, tokenizer, config)
+        tx.programs.create(beta, "same content", program, [])
+    with store.transaction(read_only=True) as tx:
+        assert tx.projects.stored_bytes(alpha) == 1000 + 200 + 30 + tokenizer.size + 2
+        assert tx.projects.stored_bytes(beta) == 1000
