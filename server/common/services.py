@@ -13,7 +13,7 @@ from fastapi.encoders import jsonable_encoder
 
 from pteforge.backends.catalog import BackendCatalog
 from pteforge.server.backends_api.schemas import host_entry
-from pteforge.server.http.memory import DEFAULT_REQUEST_MEMORY, RequestMemory
+from pteforge.server.http.memory import RequestMemory
 from pteforge.server.jobs.streams import OpenStreams
 from pteforge.server.sandbox import Isolation, ProcessLimits
 from pteforge.server.settings import Settings
@@ -41,9 +41,9 @@ class Services:
     # What this host gives upload-handling children (probed at startup); None: not probed.
     host: HostOut | None = None
     # What requests in flight may hold in memory (/v1 JSON bodies; /v2 and gRPC infer).
-    memory: RequestMemory = field(default_factory=lambda: RequestMemory(DEFAULT_REQUEST_MEMORY))
+    memory: RequestMemory = field(kw_only=True)
     # The job event streams open per project (each polls the database).
-    event_streams: OpenStreams = field(default_factory=lambda: OpenStreams(32))
+    event_streams: OpenStreams = field(kw_only=True)
     # Set when the server starts to stop (SIGTERM): job event streams, which would hold it
     # until their jobs end, close, and their clients resume elsewhere with Last-Event-ID.
     draining: threading.Event = field(default_factory=threading.Event)

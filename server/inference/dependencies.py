@@ -70,7 +70,7 @@ class InferenceState:
     """The bounds of a generation stream whose client reads slowly."""
     headers: HeaderPlans = field(default_factory=HeaderPlans)
     """Binary ``/v2`` request headers already checked, per method signature."""
-    memory: RequestMemory = field(default_factory=lambda: RequestMemory(DEFAULT_REQUEST_MEMORY))
+    memory: RequestMemory = field(kw_only=True)
     """What requests in flight hold, per project and in all (the app's, shared with /v1)."""
 
 
