@@ -157,6 +157,13 @@ class ServiceUnavailableError(ServerError):
     default_code = "service_unavailable"
 
 
+class InsufficientStorageError(ServerError):
+    """507: nothing was stored, because the server's disk is full or the project is past
+    its storage quota (the message says which); delete what the project no longer needs."""
+
+    default_code = "insufficient_storage"
+
+
 _UPLOAD_CODES = (
     "invalid_upload",
     "not_a_zip",
@@ -197,6 +204,7 @@ ERROR_CODES: dict[str, type[APIError]] = {
     "internal_error": ServerError,
     "integrity_error": ServerError,
     "service_unavailable": ServiceUnavailableError,
+    "insufficient_storage": InsufficientStorageError,
     "too_many_requests": TooManyRequestsError,
     **dict.fromkeys(_UPLOAD_CODES, UploadRejectedError),
 }
@@ -213,6 +221,7 @@ _BY_STATUS: dict[int, type[APIError]] = {
     422: InvalidRequestError,
     429: TooManyRequestsError,
     503: ServiceUnavailableError,
+    507: InsufficientStorageError,
 }
 _V2_BY_STATUS: dict[int, type[APIError]] = {
     **_BY_STATUS,

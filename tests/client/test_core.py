@@ -17,6 +17,7 @@ from pteforge.client import (
     APIError,
     BadRequestError,
     InferenceError,
+    InsufficientStorageError,
     InvalidInputError,
     InvalidPlanError,
     InvalidRequestError,
@@ -69,6 +70,12 @@ def test_events_survive_any_chunking() -> None:
         (400, {"error": "bad tensor"}, InvalidInputError, "invalid_input"),  # /v2 shape
         (422, {"error": "crashed"}, InferenceError, "inference_failed"),
         (503, None, ServiceUnavailableError, "service_unavailable"),
+        (
+            507,
+            {"error": {"code": "insufficient_storage", "message": "quota"}},
+            InsufficientStorageError,
+            None,
+        ),
         (429, {"error": {"code": "too_many_requests", "message": "m"}}, TooManyRequestsError, None),
         (429, {"error": "over its share"}, TooManyRequestsError, "too_many_requests"),  # /v2
         (418, "teapot", BadRequestError, "bad_request"),
