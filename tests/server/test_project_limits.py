@@ -92,11 +92,11 @@ def test_requests_in_flight_share_one_memory_across_v1_and_v2(limited: ServicePr
             assert answered(generation).startswith(b"HTTP/1.1 429 ")  # from the headers
         with limited.client(b) as other:
             assert other.post("/v1/compile-jobs", json=job).status_code == 404
-        with (
-            announced(limited, "/v2/models/m/infer", b, 30 * MIB),
-            announced(limited, "/v1/compile-jobs", c, 5 * MIB) as third,
-        ):
-            assert answered(third).startswith(b"HTTP/1.1 503 ")
+            with announced(limited, "/v2/models/m/infer", b, 30 * MIB):
+                padded = {**job, "pad": "x" * (3 * MIB)}
+                until(lambda: other.post("/v1/compile-jobs", json=padded), 429)  # b's are held
+                with announced(limited, "/v1/compile-jobs", c, 5 * MIB) as third:
+                    assert answered(third).startswith(b"HTTP/1.1 503 ")
     with limited.client(a) as client:
         until(lambda: client.post("/v1/compile-jobs", json=job), 404)  # the bytes came back
 
