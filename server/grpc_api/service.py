@@ -21,6 +21,7 @@ from pteforge.runtime import InferResult, PoolClosedError
 from pteforge.runtime.oip_codec import BINARY_EXTENSION, model_metadata
 from pteforge.server.auth.dependencies import Principal
 from pteforge.server.grpc_api.codec import decode_request, encode_response, metadata_response
+from pteforge.server.grpc_api.plans import RequestPlans
 from pteforge.server.grpc_api.status import grpc_status, refuse_unimplemented
 from pteforge.server.http.memory import HeldBytes
 from pteforge.server.inference.dependencies import InferenceState
@@ -53,22 +54,33 @@ def call_headers(metadata: Iterable[tuple[str, Any]] | None) -> CallHeaders:
     return CallHeaders({key: value for key, value in metadata or () if isinstance(value, str)})
 
 
-async def infer(state: InferenceState, principal: Principal, request: Any) -> Any:
-    """Run one ``ModelInferRequest`` for ``principal``: its ``ModelInferResponse``. The
-    message and its decoded inputs count in ``state.memory`` until it is answered."""
+async def infer(
+    state: InferenceState, principal: Principal, request: Any, plans: RequestPlans | None = None
+) -> Any:
+    """Run one ``ModelInferRequest`` for ``principal`` (decoded through ``plans``, the
+    layouts already checked, when given): its ``ModelInferResponse``. The message and its
+    decoded inputs count in ``state.memory`` until it is answered."""
     with state.memory.holding(session_scope(principal)) as held:
         held.grow(request.ByteSize())
-        return await _infer_held(state, principal, request, held)
+        return await _infer_held(state, principal, request, held, plans)
 
 
 async def _infer_held(
-    state: InferenceState, principal: Principal, request: Any, held: HeldBytes
+    state: InferenceState,
+    principal: Principal,
+    request: Any,
+    held: HeldBytes,
+    plans: RequestPlans | None,
 ) -> Any:
     model, version = request.model_name, request.model_version or None
     artifact, signature = await model_of(state, principal, model, version)
     started = time.perf_counter()
     try:
-        decoded = decode_request(request, signature)
+        decoded = (
+            decode_request(request, signature)
+            if plans is None
+            else plans.decode(request, signature)
+        )
     except Exception:
         count_undecodable(state, principal, model, version, artifact, started)
         raise
@@ -94,6 +106,7 @@ class InferenceService(rpc.GRPCInferenceServiceServicer):
 
     def __init__(self, current: CurrentState) -> None:
         self.current = current
+        self.plans = RequestPlans()  # the request layouts this service has checked
 
     def _state(self) -> InferenceState:
         state = self.current()
@@ -164,7 +177,7 @@ class InferenceService(rpc.GRPCInferenceServiceServicer):
         """Run a method; ``sequence_*`` parameters run it in a session, as on /v2."""
 
         async def work() -> Any:
-            return await infer(*await self._caller(context), request)
+            return await infer(*await self._caller(context), request, self.plans)
 
         return await self._answer(context, work)
 
@@ -193,7 +206,7 @@ class InferenceService(rpc.GRPCInferenceServiceServicer):
         async for request in requests:
             state, principal = await self._answer(context, lambda: self._caller(context))
             try:
-                response = await infer(state, principal, request)
+                response = await infer(state, principal, request, self.plans)
             except Exception as exc:
                 yield pb.ModelStreamInferResponse(error_message=grpc_status(exc)[1])
                 continue
