@@ -10,7 +10,9 @@ input's serialized ``InferInputTensor``, the outputs' names), each input's place
 shape, and cuts a later request's raw contents by them; each must still have exactly the
 bytes its shape needs (or the full decode answers, with its error). Only requests whose
 every input is raw and that carry no parameters are kept (sequence steps name their own),
-``MAX_PLANS`` of them (then it starts afresh).
+whose descriptions take at most ``MAX_KEY_BYTES`` (a description may carry typed contents
+the decode ignores, or an output named again and again: never kept), ``MAX_PLANS`` of
+them (then it starts afresh).
 """
 
 from __future__ import annotations
@@ -65,7 +67,7 @@ def _plan(request: Any, decoded: InferRequest, signature: MethodSignature) -> _P
 class RequestPlans:
     """``decode_request`` for raw-content requests, remembering the layouts it has checked."""
 
-    MAX_PLANS = 256
+    MAX_KEY_BYTES, MAX_PLANS = 4096, 256
 
     def __init__(self) -> None:
         self._plans: dict[_Key, _Plan] = {}
@@ -82,7 +84,8 @@ class RequestPlans:
         if plan is not None and plan.signature is signature and plan.sizes == sizes:
             return plan.cut(raw, request.id)
         decoded = decode_request(request, signature)
-        if len(self._plans) >= self.MAX_PLANS:
-            self._plans.clear()
-        self._plans[key] = _plan(request, decoded, signature)
+        if sum(map(len, key[1])) + sum(map(len, key[2])) <= self.MAX_KEY_BYTES:
+            if len(self._plans) >= self.MAX_PLANS:
+                self._plans.clear()
+            self._plans[key] = _plan(request, decoded, signature)
         return decoded

@@ -4,6 +4,8 @@ full."""
 
 from __future__ import annotations
 
+import tracemalloc
+
 import numpy as np
 import pytest
 from tritonclient.grpc import service_pb2 as pb
@@ -66,3 +68,19 @@ def test_another_signature_or_parameters_are_not_served_from_a_plan() -> None:
     stepped = _request(2)
     stepped.parameters["sequence_id"].int64_param = 9
     assert plans.decode(stepped, SIG).parameters == {"sequence_id": 9}
+
+
+def test_a_description_carrying_what_the_decode_ignores_is_not_kept() -> None:
+    """Typed contents sent beside raw ones are ignored by the decode: a plan keyed on them
+    would keep 4 MB per request layout beyond the request."""
+    plans = RequestPlans()
+    padded = _request(1)
+    padded.inputs[0].contents.fp32_contents.extend(np.zeros(1 << 20, dtype=np.float32))
+    tracemalloc.start()
+    try:
+        plans.decode(padded, SIG)
+        del padded
+        held = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert held < 1 << 20
