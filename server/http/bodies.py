@@ -9,6 +9,7 @@ those held in memory count in their project's share (``server/http/memory.py``).
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
@@ -19,7 +20,7 @@ from starlette.responses import Response
 
 from pteforge.server.auth.dependencies import authenticate_before_body
 from pteforge.server.common.services import get_services
-from pteforge.server.errors import PayloadTooLargeError, UnsupportedMediaTypeError
+from pteforge.server.errors import PayloadTooLargeError, ServiceError, UnsupportedMediaTypeError
 from pteforge.server.http.memory import HeldBytes, MemoryRefusal
 
 TooLarge = Callable[[str], Exception]
@@ -132,9 +133,22 @@ class CappedJsonRoute(APIRoute):
                     raise refused_in_v1(refused) from None
                 if request._body:
                     check_json_content_type(request)
+                    _decode_json(request)
                 return await handler(request)
 
         return capped
+
+
+def _decode_json(request: Request) -> None:
+    """Decode the body for FastAPI (``Request.json()`` keeps it). A body nested past the
+    decoder's depth answered "There was an error parsing the body", naming nothing; it is
+    a 400 saying so. Invalid JSON is left to FastAPI, whose answer names where it broke."""
+    try:
+        request._json = json.loads(request._body)
+    except RecursionError:
+        raise ServiceError("the JSON body nests too deeply to be decoded") from None
+    except ValueError:
+        pass
 
 
 def check_json_content_type(request: Request) -> None:

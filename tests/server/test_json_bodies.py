@@ -118,6 +118,18 @@ def test_a_compressed_json_body_is_415_and_many_form_fields_are_refused(
     assert "more than 64 parts" in many.json()["error"]["message"]
 
 
+def test_a_body_nested_too_deeply_is_a_400_that_says_so(admin: httpx.Client) -> None:
+    """Python's JSON decoder gives up past its recursion depth, which FastAPI answered as
+    "There was an error parsing the body", naming nothing."""
+    deep = b'{"program_id": "p", "plan": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    answer = admin.post("/v1/compile-jobs", content=deep, headers=JSON)
+    assert_error(answer, 400, "bad_request")
+    assert "nests too deeply" in answer.json()["error"]["message"]
+    broken = admin.post("/v1/compile-jobs", content=b'{"program_id": ', headers=JSON)
+    assert_error(broken, 422, "invalid_request")  # invalid JSON: named where it broke
+    assert "not valid JSON (Expecting value at character 15)" in broken.text, broken.text
+
+
 ITEMS = b"[" + b",".join([b"[]"] * 200_000) + b"]"  # 0.6 MB of bad items
 KEYS = b"{" + b",".join(b'"k%d": []' % i for i in range(70_000)) + b"}"
 SHAPES = b'{"program_id": "p", "plan": {"all": {"quantize": "q", "calibration": [[{"shape": '
