@@ -153,13 +153,17 @@ def _quantize(
 
 
 def _example_inputs(method: str, program: ExportedProgram) -> Calibration:
-    example = program.example_inputs
-    if example is None or example[1]:
+    """The program's example inputs as one calibration sample, in its input order: keyword
+    inputs too (``transformers`` models are exported with ``input_ids=...``)."""
+    from pteforge.manager.verify import method_inputs  # verify imports this module
+
+    flat, source = method_inputs(program)
+    if source != "example":
         raise PlanError(
             f"methods.{method}.calibration",
-            "the program keeps no positional example inputs; give calibration tensors",
+            "the program keeps no example inputs; give calibration tensors",
         )
-    return (tuple(example[0]),)
+    return (tuple(flat),)
 
 
 def _lowering_target(method: str, target: TargetSpec, catalog: BackendCatalog) -> MethodTarget:

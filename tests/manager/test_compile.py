@@ -56,6 +56,31 @@ def test_quantized_plan_calibrates_on_example_inputs(
     assert float((got - expected).abs().max()) <= 0.05 * float(expected.abs().max())
 
 
+class Gated(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(16, 4)
+
+    def forward(self, x: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
+        return self.fc(x) * gate  # type: ignore[no-any-return]
+
+
+def test_a_program_exported_with_keywords_calibrates_on_them(catalog: BackendCatalog) -> None:
+    """``transformers`` models are exported with keyword inputs (``input_ids=...``): the
+    default calibration takes them, in the program's input order, as it takes positional
+    ones (it asked for calibration tensors instead)."""
+    torch.manual_seed(0)
+    model, x, gate = Gated().eval(), torch.randn(2, 16), torch.rand(2, 4)
+    program = torch.export.export(model, (), {"gate": gate, "x": x})
+    recipe = "xnnpack_pt2e_int8_static_per_channel"
+    plan = {"all": {"partitioners": ["xnnpack"], "quantize": recipe}}
+    compiled = compile_programs({"forward": program}, plan, catalog)
+    assert [i.name for i in compiled.methods["forward"].inputs] == ["gate", "x"]  # as given
+    (got,) = run_method(compiled.pte, "forward", [gate, x])
+    expected = model(x, gate).detach()
+    assert float((got - expected).abs().max()) <= 0.05 * float(expected.abs().max())
+
+
 def test_quantize_ops_left_outside_the_delegate_emit_and_run(catalog: BackendCatalog) -> None:
     """Emitting them needs upstream's quantized ops library loaded: it failed with
     "Missing out variants: {'quantized_decomposed::quantize_per_tensor', ...}"."""
