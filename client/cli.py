@@ -111,7 +111,13 @@ COMMANDS: tuple[Command, ...] = (
         "pteforge push mymodel forward=model.pt2",
         (
             _arg("name", help="the program's name"),
-            _arg("methods", nargs="+", metavar="METHOD=FILE.pt2", help="a method and its archive"),
+            _arg(
+                "methods",
+                nargs="+",
+                metavar="METHOD=FILE.pt2",
+                help="a method and its archive; program=FILE.pt2 alone: a multi-method archive "
+                "(package_pt2)",
+            ),
         ),
     ),
     Command(

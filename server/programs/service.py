@@ -85,8 +85,10 @@ def _program_name(upload: MultipartUpload, default: str) -> str:
 def _single_method(services: Services, part: UploadedPart) -> MethodSignature:
     specs = _describe(services, part)
     if len(specs) != 1:
+        names = ", ".join(spec.name for spec in specs)
         raise InvalidUploadError(
-            f"part {part.field_name!r} holds {len(specs)} programs; a per-method part holds one"
+            f"part {part.field_name!r} holds {len(specs)} programs ({names}); a per-method "
+            f"part holds one: send a multi-method archive alone, as the part {PROGRAM_PART!r}"
         )
     return specs[0].renamed(part.field_name)
 

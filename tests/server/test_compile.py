@@ -140,12 +140,16 @@ def test_cancel_running_job(admin: httpx.Client, compiled: dict[str, Any]) -> No
 def test_pt2_archive_with_several_programs(
     admin: httpx.Client, seq2seq: MultiMethod, tmp_path: Path
 ) -> None:
-    """One ``program`` part written by ``package_pt2`` holds both methods."""
+    """One ``program`` part written by ``package_pt2`` holds both methods; sent as a method's
+    part, the refusal says which part takes it."""
     from executorch.runtime import Runtime
     from torch.export.pt2_archive._package import package_pt2
 
     archive = tmp_path / "model.pt2"
     package_pt2(archive, exported_programs=dict(seq2seq.programs))
+    refused = admin.post("/v1/programs", files={"forward": ("model.pt2", archive.read_bytes())})
+    assert_error(refused, 422)
+    assert "(decode, encode)" in refused.text and "the part 'program'" in refused.text
     response = admin.post("/v1/programs", files={"program": ("model.pt2", archive.read_bytes())})
     assert response.status_code == 201, response.text
     program = response.json()
