@@ -29,8 +29,8 @@ def check_count(signature: MethodSignature, count: int) -> None:
 
 
 NOT_CARRIED = frozenset({"bfloat16"})
-"""Tensor dtypes a method may have that no request carries: numpy has no bfloat16, so the
-runtime could neither read nor answer one (BF16 is not served)."""
+"""Tensor dtypes a method may have that no infer request carries: numpy has no bfloat16, so
+the runtime could neither read nor answer one (text generation reads bfloat16 logits)."""
 
 
 def check_carried(signature: MethodSignature) -> None:
@@ -42,7 +42,7 @@ def check_carried(signature: MethodSignature) -> None:
             if spec.dtype in NOT_CARRIED:
                 raise InvalidInputError(
                     f"{kind} {spec.name!r} of method {signature.name!r} is {spec.dtype}, which "
-                    "pteforge does not serve: export the method with float32 or float16 "
+                    "infer requests do not carry: export the method with float32 or float16 "
                     "inputs and outputs (cast at its edges: model(x.bfloat16()).float())"
                 )
 
