@@ -25,11 +25,12 @@ from pteforge.client.errors import (
     PteforgeError,
     UnauthorizedError,
 )
-from pteforge.client.files import check_writable, read_arrays
+from pteforge.client.files import check_tokenizer_files, check_writable, read_arrays
 from pteforge.client.models import Artifact, Program
 from pteforge.client.render import Output
 from pteforge.client.sync import Client
 from pteforge.client.views import (
+    NOT_A_LANGUAGE_MODEL,
     artifact_summary,
     infer_answer,
     output_rows,
@@ -200,17 +201,11 @@ def pull(args: argparse.Namespace, out: Output) -> None:
 
 
 def deploy(args: argparse.Namespace, out: Output) -> None:
-    extras = (
-        ("--tokenizer-config", args.tokenizer_config),
-        ("--chat-template", args.chat_template),
-    )
-    for flag, given in extras:
-        if given is not None and args.tokenizer is None:
-            raise BadInputError(f"{flag} needs --tokenizer")
-    for local in (args.tokenizer, args.tokenizer_config, args.chat_template):
-        if local is not None and not local.is_file():
-            raise BadInputError(f"{local}: no such file")  # before a version is added
-    tokenizer = None
+    try:
+        check_tokenizer_files(args.tokenizer, args.tokenizer_config, args.chat_template)
+    except ValueError as exc:
+        raise BadInputError(str(exc)) from None
+    tokenizer, generation = None, None
     with connect() as client:
         created = client.deploy(args.artifact, args.name)
         try:
@@ -225,11 +220,15 @@ def deploy(args: argparse.Namespace, out: Output) -> None:
         except PteforgeError:  # one step: no version is left without the tokenizer it was given
             client.delete_model_version(created.name, created.version)
             raise
+        if tokenizer is not None:
+            generation = client.get_artifact(created.artifact_id).raw.get("generation")
+    if tokenizer is not None and not generation:
+        out.error(f"warning: {NOT_A_LANGUAGE_MODEL}")
     if out.as_json:
         out.json(created.raw if tokenizer is None else {**created.raw, "tokenizer": tokenizer})
         return
     out.line(f"{created.name} version {created.version}: {created.artifact_id}")
-    if tokenizer is not None:
+    if generation:
         out.line(f"tokenizer attached: {created.name}:{created.version} answers text generation")
 
 

@@ -99,3 +99,14 @@ def read_arrays(specs: list[str]) -> list[Any] | dict[str, Any]:
     if named and named[0][1]:
         return {name: array for (name, _, _), array in zip(named, arrays, strict=True)}
     return arrays
+
+
+def check_tokenizer_files(tokenizer: Path | None, config: Path | None, chat: Path | None) -> None:
+    """Refuse (``ValueError``) what ``deploy --tokenizer`` could not send, before it adds a
+    version: a config or chat template without the tokenizer, or a file that is not there."""
+    for flag, given in (("--tokenizer-config", config), ("--chat-template", chat)):
+        if given is not None and tokenizer is None:
+            raise ValueError(f"{flag} needs --tokenizer")
+    for local in (tokenizer, config, chat):
+        if local is not None and not local.is_file():
+            raise ValueError(f"{local}: no such file")

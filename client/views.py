@@ -209,3 +209,11 @@ def output_rows(out: Output, result: InferResult) -> None:
     timings = ", ".join(f"{k} {v}" for k, v in result.parameters.items() if k.endswith("_ms"))
     if timings:
         out.line(f"server: {timings}")
+
+
+NOT_A_LANGUAGE_MODEL = (
+    "the tokenizer is attached, but the artifact is not a language model in ExecuTorch's LLM "
+    "runner convention (no get_max_seq_len method), so it answers no text generation: compile "
+    'its forward(tokens, input_pos) with the plan\'s "constant_methods" (docs/usage.md, Plans)'
+)
+"""What ``deploy --tokenizer`` warns of when the artifact has no ``generation``."""

@@ -100,7 +100,10 @@ def test_deploy_attaches_a_tokenizer(
     assert "no such file" in capsys.readouterr().err
     argv = ["deploy", scales[5.0], "lm-cli", "--tokenizer", str(tokenizer)]
     assert main([*argv, "--tokenizer-config", str(config), "--json"]) == 0
-    printed = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    printed = json.loads(captured.out)
+    # scales is no language model: it said 'answers text generation', and chats got a 400
+    assert "warning: the tokenizer is attached, but the artifact is not a language" in captured.err
     assert (printed["version"], printed["tokenizer"]["version"]) == (1, 1)  # nothing added before
     attached = admin.get("/v1/models/lm-cli/versions/1/tokenizer").json()
     assert attached["tokenizer"]["size_bytes"] == tokenizer.stat().st_size
