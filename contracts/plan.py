@@ -210,7 +210,8 @@ class VerifySpec(PlanPart):
     rtol: Number = Field(
         default=DEFAULT_VERIFY_RTOL,
         gt=0,
-        description="fp32 methods pass when max |a - b| / max |b| is at most this.",
+        description="fp32 methods pass when max |a - b| / max |b| is at most this "
+        "(unset, a half-precision method's limit is ten epsilons of its format).",
     )
     min_sqnr_db: Number = Field(
         default=DEFAULT_VERIFY_MIN_SQNR_DB,

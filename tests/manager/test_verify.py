@@ -150,3 +150,24 @@ def test_a_method_that_fails_in_a_delegate_says_what_the_runtime_logged(
     record = verify_numerics({"forward": program}, compiled)["methods"]["forward"]
     assert record["status"] == "error" and "0x01 (Internal)" in record["message"]
     assert "runtime log:" in record["message"] and "XNNExecutor" in record["message"]
+
+
+def test_a_half_precision_method_is_judged_on_its_formats_epsilon(
+    catalog: BackendCatalog,
+) -> None:
+    """A float16 method's rounding alone goes past the fp32 default of 1e-4 (here 3e-3, as
+    in-process ExecuTorch gives), so every one was flagged: unless the plan sets ``rtol``,
+    the limit is ten float16 epsilons."""
+    torch.manual_seed(0)
+    layers = [torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 16)]
+    model = torch.nn.Sequential(*layers).half()
+    programs = {"forward": torch.export.export(model, (torch.randn(4, 64).half(),))}
+    record = verify_numerics(programs, compile_programs(programs, {}, catalog))["methods"]
+    check, (output,) = record["forward"]["check"], record["forward"]["outputs"]
+    assert check == {"metric": "max_rel_error", "limit": 10 * torch.finfo(torch.float16).eps}
+    assert 1e-4 < output["max_rel_error"] < check["limit"], output
+    assert record["forward"]["status"] == "passed"
+    strict = compile_programs(programs, {"verify": {"rtol": 1e-4}}, catalog)
+    numerics = verify_numerics(programs, strict)
+    assert numerics["methods"]["forward"]["check"]["limit"] == 1e-4
+    assert numerics["status"] == "over_tolerance"
