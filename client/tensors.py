@@ -12,17 +12,24 @@ import orjson
 
 from pteforge.client.errors import InvalidInputError, PteforgeError
 from pteforge.client.models import InferResult
-from pteforge.contracts.oip import HEADER_LENGTH, NUMPY_TO_OIP, OIP_TO_NUMPY, json_values
+from pteforge.contracts.oip import (
+    HEADER_LENGTH,
+    NUMPY_TO_OIP,
+    OIP_TO_NUMPY,
+    json_values,
+    tensor_numpy,
+)
 
 Inputs = Sequence[Any] | Mapping[str, Any]
 
 
 def to_numpy(value: Any, name: str) -> np.ndarray:
-    """A C-contiguous numpy array of ``value`` (a numpy array, a torch tensor or a nested list)."""
+    """A C-contiguous numpy array of ``value`` (a numpy array, a torch tensor or a nested list);
+    a bfloat16 tensor's is BF16's dtype, its values as they are."""
     if type(value).__module__.startswith("torch"):
         try:
-            value = value.detach().cpu().resolve_conj().numpy()
-        except TypeError as exc:  # e.g. bfloat16, which numpy has no dtype for
+            value = tensor_numpy(value.detach().cpu().resolve_conj())
+        except TypeError as exc:  # e.g. a complex32, which numpy has no dtype for
             raise InvalidInputError(f"input {name!r}: {exc}") from None
     array = np.ascontiguousarray(value)
     if array.dtype not in NUMPY_TO_OIP:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from pteforge.contracts.specs import OIP_DATATYPES
@@ -20,8 +21,12 @@ STALE_HEADER_LENGTH = (
 """The header that says how many bytes of a binary-extension body are its JSON header."""
 
 # The OIP datatypes the runtime can feed, and their numpy dtypes (same names as torch's).
+# numpy has no bfloat16: ml_dtypes' (a tritonclient dependency) holds BF16's 2-byte values
+# as they are, and ``np.dtype("bfloat16")`` names it once ml_dtypes is imported.
 OIP_TO_NUMPY: dict[str, np.dtype] = {oip: np.dtype(name) for name, oip in OIP_DATATYPES.items()}
 NUMPY_TO_OIP: dict[np.dtype, str] = {np_dt: oip for oip, np_dt in OIP_TO_NUMPY.items()}
+BFLOAT16: np.dtype = np.dtype(ml_dtypes.bfloat16)
+"""BF16's numpy dtype: torch reads its bytes through int16 (``torch.from_numpy`` refuses it)."""
 
 
 def oip_datatype(dtype: np.dtype) -> str:
@@ -29,6 +34,20 @@ def oip_datatype(dtype: np.dtype) -> str:
     # Not .get(dtype, str(dtype)): numpy's dtype str is Python code (~4 us), paid on every
     # call although the table answers for every dtype a request can hold.
     return NUMPY_TO_OIP.get(dtype) or str(dtype)
+
+
+def tensor_numpy(tensor: Any) -> np.ndarray:
+    """``tensor.numpy()`` of a detached CPU torch tensor; a bfloat16 one's as :data:`BFLOAT16`,
+    its values as they are (torch has no numpy bfloat16: its bytes are read as int16)."""
+    try:
+        array: np.ndarray = tensor.numpy()
+        return array
+    except TypeError:
+        import torch  # loaded already: ``tensor`` is one of its tensors
+
+        if tensor.dtype != torch.bfloat16:
+            raise
+        return np.asarray(tensor.contiguous().view(torch.int16).numpy()).view(BFLOAT16)
 
 
 _NON_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
@@ -39,7 +58,7 @@ def json_values(array: np.ndarray) -> list[Any]:
     Infinity: those floats are the strings ``"NaN"``, ``"Infinity"`` and ``"-Infinity"``, so
     the body stays valid JSON for strict parsers; ``tritonclient``'s ``as_numpy`` (numpy's
     float parse) and ``pteforge.client`` read them back as the floats they were."""
-    values: list[Any] = array.reshape(-1).tolist()
-    if array.dtype.kind != "f" or bool(np.isfinite(array).all()):
+    values: list[Any] = array.reshape(-1).tolist()  # BF16's as Python floats too
+    if (array.dtype.kind != "f" and array.dtype != BFLOAT16) or bool(np.isfinite(array).all()):
         return values
     return [v if math.isfinite(v) else _NON_FINITE[str(v)] for v in values]

@@ -56,6 +56,7 @@ OIP_DATATYPES: dict[str, str] = {
     "float32": "FP32",
     "float64": "FP64",
     "bool": "BOOL",
+    "bfloat16": "BF16",
 }
 
 NON_TENSOR_DTYPE = "unknown"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pteforge.contracts.oip import OIP_TO_NUMPY
+from pteforge.contracts.oip import BFLOAT16, OIP_TO_NUMPY
 from pteforge.runtime.errors import InvalidInputError
 
 
@@ -18,3 +18,11 @@ def numpy_dtype(datatype: str) -> np.dtype:
         raise InvalidInputError(
             f"unsupported datatype {datatype!r} (supported: {supported})"
         ) from None
+
+
+def listed_as(listed: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """A JSON tensor's values (as ``np.asarray`` read them) as ``dtype``; BF16's by way of
+    float32, the one way ml_dtypes takes ``"NaN"``-style strings (rounded to nearest)."""
+    if dtype is BFLOAT16:
+        listed = listed.astype(np.float32)
+    return listed.astype(dtype, copy=False)

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from pteforge.contracts.oip import BFLOAT16, tensor_numpy
 from pteforge.contracts.specs import MethodSignature
 from pteforge.runtime.errors import ExecutionError, ProgramLoadError
 from pteforge.runtime.state import MethodState, ProgramState
@@ -87,10 +88,22 @@ def opaque_state(program: Any) -> ProgramState:
 
 
 def to_numpy(value: Any) -> np.ndarray:
-    """An output value as a contiguous numpy array."""
+    """An output value as a contiguous numpy array (a bfloat16 tensor's as BF16's dtype)."""
     if hasattr(value, "numpy"):
-        return np.ascontiguousarray(value.detach().numpy())
+        return np.ascontiguousarray(tensor_numpy(value.detach()))
     return np.ascontiguousarray(np.asarray(value))
+
+
+def to_tensor(array: np.ndarray) -> Any:
+    """The torch tensor over ``array``'s memory (BF16's as a bfloat16 tensor)."""
+    import torch
+
+    try:
+        return torch.from_numpy(array)
+    except TypeError:  # BF16: torch reads ml_dtypes' bfloat16 through int16
+        if array.dtype != BFLOAT16:
+            raise
+        return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
 
 
 def run_method(
@@ -102,7 +115,10 @@ def run_method(
     session's requests reach several methods of a program)."""
     import torch
 
-    tensors = [torch.from_numpy(a) for a in inputs]
+    try:
+        tensors = [torch.from_numpy(a) for a in inputs]
+    except TypeError:  # a BF16 input among them
+        tensors = [to_tensor(a) for a in inputs]
     values = tensors if signature is None else signature.positional(tensors)
     try:
         outputs = method.execute(values)

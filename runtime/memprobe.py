@@ -17,14 +17,13 @@ import numpy as np
 
 from pteforge.children.limits import memory_figure
 from pteforge.runtime.dtypes import numpy_dtype
+from pteforge.runtime.instances import to_tensor
 from pteforge.runtime.metadata import MethodSignature, describe_program
 
 
 def _zeros(signature: MethodSignature) -> list[Any]:
-    import torch
-
     return [
-        torch.from_numpy(np.zeros(spec.shape, dtype=numpy_dtype(spec.datatype)))
+        to_tensor(np.zeros(spec.shape, dtype=numpy_dtype(spec.datatype)))
         for spec in signature.inputs
     ]
 

@@ -17,7 +17,7 @@ import numpy as np
 import orjson
 
 from pteforge.contracts.oip import HEADER_LENGTH, STALE_HEADER_LENGTH, json_values, oip_datatype
-from pteforge.runtime.dtypes import numpy_dtype
+from pteforge.runtime.dtypes import listed_as, numpy_dtype
 from pteforge.runtime.errors import InvalidInputError, ProtocolError
 from pteforge.runtime.metadata import MethodSignature, TensorSpec
 from pteforge.runtime.validation import (
@@ -97,7 +97,7 @@ def _listed_data(data: Any, name: str, dtype: np.dtype, shape: list[int]) -> np.
     try:
         listed = np.asarray(data)
         check_json_numbers(data, listed, dtype)
-        array = listed.astype(dtype, copy=False)
+        array = listed_as(listed, dtype)
     except (TypeError, ValueError, OverflowError) as exc:
         raise InvalidInputError(f"input {name!r}: data is not {dtype.name}: {exc}") from None
     if array.size != math.prod(shape):

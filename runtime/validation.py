@@ -28,28 +28,8 @@ def check_count(signature: MethodSignature, count: int) -> None:
         )
 
 
-NOT_CARRIED = frozenset({"bfloat16"})
-"""Tensor dtypes a method may have that no infer request carries: numpy has no bfloat16, so
-the runtime could neither read nor answer one (text generation reads bfloat16 logits)."""
-
-
-def check_carried(signature: MethodSignature) -> None:
-    """Raise unless every input and output of ``signature`` has a dtype requests carry: a
-    bfloat16 method compiles and passes its numerics check, and failed every request with
-    'expected datatype UNSUPPORTED(15), got BF16' or, after running, a TypeError."""
-    for kind, specs in (("input", signature.inputs), ("output", signature.outputs)):
-        for spec in specs:
-            if spec.dtype in NOT_CARRIED:
-                raise InvalidInputError(
-                    f"{kind} {spec.name!r} of method {signature.name!r} is {spec.dtype}, which "
-                    "infer requests do not carry: export the method with float32 or float16 "
-                    "inputs and outputs (cast at its edges: model(x.bfloat16()).float())"
-                )
-
-
 def check_input_names(names: list[str], signature: MethodSignature) -> None:
     """Raise unless ``names`` name each input of ``signature`` once, and nothing else."""
-    check_carried(signature)
     known = {spec.name for spec in signature.inputs}
     for name in names:
         if name not in known:

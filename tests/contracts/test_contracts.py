@@ -69,7 +69,8 @@ def test_one_dtype_table_matches_torch_and_oip() -> None:
     for name in ET_SCALAR_TYPES.values():
         assert isinstance(getattr(torch, name), torch.dtype), name
     assert set(OIP_DATATYPES) <= set(ET_SCALAR_TYPES.values())
-    assert oip_datatype("bfloat16") == "UNSUPPORTED(15)"
+    assert oip_datatype("bfloat16") == "BF16"
+    assert oip_datatype("uint16") == "UNSUPPORTED(27)"
     assert oip_datatype("scalar_type_8") == "UNSUPPORTED(8)"
     assert oip_datatype("int") == "UNSUPPORTED"
 

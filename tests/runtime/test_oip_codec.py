@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import ml_dtypes
 import numpy as np
 import orjson
 import pytest
@@ -156,6 +157,35 @@ def test_non_finite_json_outputs_stay_valid_json() -> None:
     assert data == ["NaN", "Infinity", "-Infinity", 1.5]
     decoded = InferResult.from_response_body(body).as_numpy("output_0")  # tritonclient's own
     np.testing.assert_array_equal(decoded, out)
+
+
+BF16_SIG = MethodSignature(
+    "forward", (TensorSpec("x", "bfloat16", (2, 2)),), (TensorSpec("y", "bfloat16", (3,)),)
+)
+
+
+def test_bf16_inputs_keep_their_bits_and_outputs_go_back_as_bf16() -> None:
+    """BF16 is 2 bytes an element, binary or JSON numbers (rounded to nearest), held in
+    ml_dtypes' bfloat16 as tritonclient holds it; a wrong-size binary input is refused."""
+    values = np.array([[1.0, -2.5], [3.140625, 1e-3]], dtype=ml_dtypes.bfloat16)
+    head = _body({"name": "x", "datatype": "BF16", "shape": [2, 2],
+                  "parameters": {"binary_data_size": 8}})  # fmt: skip
+    binary = decode_infer_request(head + values.tobytes(), len(head), BF16_SIG)
+    assert binary.inputs[0].tobytes() == values.tobytes()
+    listed = decode_infer_request(
+        _body(_tensor("x", "BF16", [2, 2], [1.0, -2.5, 3.14159, 0.001])), None, BF16_SIG
+    )
+    assert listed.inputs[0].tobytes() == values.tobytes()
+    with pytest.raises(InvalidInputError, match="'x': binary_data_size is 6, shape"):
+        decode_infer_request(head.replace(b": 8", b": 6") + b"\0" * 6, len(head), BF16_SIG)
+    out = np.array([0.5, np.nan, -4.0], dtype=ml_dtypes.bfloat16)
+    body, json_length = encode_infer_response("a", listed, BF16_SIG, [out], {})
+    assert json_length is None and orjson.loads(body)["outputs"][0]["data"] == [0.5, "NaN", -4.0]
+    listed.outputs[0].binary = True
+    body, json_length = encode_infer_response("a", listed, BF16_SIG, [out], {})
+    result = InferResult.from_response_body(body, header_length=json_length)  # tritonclient's
+    assert result.get_output("y")["datatype"] == "BF16"
+    assert result.as_numpy("y").tobytes() == out.tobytes()
 
 
 def test_model_names() -> None:

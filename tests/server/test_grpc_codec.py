@@ -10,6 +10,7 @@ import tracemalloc
 from pathlib import Path
 
 import grpc
+import ml_dtypes
 import numpy as np
 import pytest
 from tritonclient.grpc import service_pb2 as pb
@@ -79,6 +80,23 @@ def test_outputs_go_back_as_raw_contents() -> None:
     assert response.id == "r1" and response.parameters["cache_hit"].bool_param
     assert (response.outputs[0].name, response.outputs[0].datatype) == ("logits", "FP32")
     np.testing.assert_array_equal(np.frombuffer(response.raw_output_contents[0], "<f4"), logits)
+
+
+def test_bf16_goes_raw_both_ways_and_a_wrong_size_is_refused() -> None:
+    """BF16 is raw only, 2 bytes an element (ml_dtypes' bfloat16, as tritonclient holds it)."""
+    sig = MethodSignature("forward", (TensorSpec("x", "bfloat16", (2,)),), SIG.outputs)
+    values = np.array([1.5, -0.25], dtype=ml_dtypes.bfloat16)
+    request = pb.ModelInferRequest(model_name="a")
+    request.inputs.add(name="x", datatype="BF16", shape=[2])
+    request.raw_input_contents.append(values.tobytes())
+    decoded = decode_request(request, sig)
+    assert decoded.inputs[0].tobytes() == values.tobytes()
+    response = encode_response("a", decoded, SIG, [values], {})
+    assert response.outputs[0].datatype == "BF16"
+    assert response.raw_output_contents[0] == values.tobytes()
+    request.raw_input_contents[0] = values.tobytes() + b"\0"
+    with pytest.raises(InvalidInputError, match="'x': raw contents are 5 bytes, shape"):
+        decode_request(request, sig)
 
 
 @pytest.mark.parametrize(
