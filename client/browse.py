@@ -50,11 +50,14 @@ def kind_of(ident: str) -> str:
 
 def ls(args: argparse.Namespace, out: Output) -> None:
     """``pteforge ls programs|artifacts|jobs``: a table, or ``{KIND: [...]}`` as the API has it."""
+    names: dict[str, str] = {}
     with connect() as client:
         if args.what == "programs":
             items: list[Any] = client.list_programs(limit=args.limit)
         elif args.what == "artifacts":
             items = client.list_artifacts(limit=args.limit)
+            if not out.as_json and any(a.program_id for a in items):
+                names = {p.id: p.name for p in client.list_programs(limit=1000)}
         elif args.what == "models":
             items = client.list_models(limit=args.limit)
         else:
@@ -63,7 +66,7 @@ def ls(args: argparse.Namespace, out: Output) -> None:
         raw = [item.raw for item in items]
         out.json({"object": "list", "data": raw} if args.what == "models" else {args.what: raw})
         return
-    listing(out, args.what, items, args.status if args.what == "jobs" else None)
+    listing(out, args.what, items, args.status if args.what == "jobs" else None, names)
 
 
 def show(args: argparse.Namespace, out: Output) -> None:

@@ -137,9 +137,16 @@ def job_summary(out: Output, job: Job) -> None:
         out.line(f"error {job.error.code}: {job.error.message}")
 
 
-def listing(out: Output, what: str, items: Sequence[Any], status: str | None = None) -> None:
+def listing(
+    out: Output,
+    what: str,
+    items: Sequence[Any],
+    status: str | None = None,
+    program_names: Mapping[str, str] | None = None,
+) -> None:
     """``pteforge ls``: one table row per item; a line saying there is none (with the
-    ``--status`` asked for), where a table of headers alone was printed."""
+    ``--status`` asked for), where a table of headers alone was printed. An artifact's
+    program is shown by its name where ``program_names`` has it."""
     if not items:
         out.line(f"no {status} {what}" if status else f"no {what}")
         return
@@ -153,8 +160,8 @@ def listing(out: Output, what: str, items: Sequence[Any], status: str | None = N
         rows = [(m.name, str(m.latest_version or "-"), _when(_epoch(m.created))) for m in items]
         out.table(None, ["name", "latest version", "created"], rows)
     elif what == "artifacts":
-        rows = [(a.id, a.program_id or "-", _method_names(a), size(a.size_bytes)) for a in items]
-        out.table(None, ["id", "program", "methods", "size"], rows)
+        rows = [_artifact_row(a, program_names or {}) for a in items]
+        out.table(None, ["id", "program", "plan", "numerics", "size"], rows)
     else:
         out.table(
             None, ["id", "status", "stage", "result", "seconds"], [_job_row(j) for j in items]
@@ -166,6 +173,40 @@ def model_summary(out: Output, model: Model) -> None:
     out.line(f"model {model.name}, latest version {model.latest_version or '-'}")
     rows = [(str(v.version), v.artifact_id, _when(v.created_at)) for v in model.versions]
     out.table(None, ["version", "artifact", "created"], rows)
+
+
+def _artifact_row(artifact: Artifact, program_names: Mapping[str, str]) -> tuple[str, ...]:
+    program = artifact.program_id or "-"
+    numerics = (artifact.numerics or {}).get("status", "-")
+    methods = [m.name for m in artifact.methods]
+    uploaded = artifact.report.get("source") == "upload"
+    plan = "uploaded .pte" if uploaded else plan_text(artifact.plan, methods)
+    name = program_names.get(program, program)
+    return (artifact.id, name, plan, numerics, size(artifact.size_bytes))
+
+
+def target_text(target: Mapping[str, Any] | None) -> str:
+    """ "xnnpack", "xnnpack+vulkan, quantize int8", "delegate X" or "portable" (the
+    dashboard's ``targetText``)."""
+    target = target or {}
+    names = [p if isinstance(p, str) else p["name"] for p in target.get("partitioners") or ()]
+    parts = ["+".join(names)] if names else []
+    if target.get("delegate"):
+        parts.append(f"delegate {target['delegate']['backend_id']}")
+    parts = parts or ["portable"]
+    if target.get("quantize"):
+        parts.append(f"quantize {target['quantize']}")
+    return ", ".join(parts)
+
+
+def plan_text(plan: Mapping[str, Any], methods: Sequence[str] = ()) -> str:
+    """ "forward: xnnpack; decode: portable": each method's target (the dashboard's
+    ``planSummary``), or "all: ..." where no method is known."""
+    named = plan.get("methods") or {}
+    names = list(dict.fromkeys([*methods, *named]))
+    if not names:
+        return f"all: {target_text(plan.get('all'))}"
+    return "; ".join(f"{m}: {target_text(named.get(m) or plan.get('all'))}" for m in names)
 
 
 def _job_row(job: Job) -> tuple[str, ...]:

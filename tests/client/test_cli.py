@@ -151,6 +151,11 @@ def test_ls_and_cancel(
     assert canceled["id"] == job["id"]
     assert job["id"] in [j["id"] for j in _json(capsys, "ls", "jobs")["jobs"]]
     assert isinstance(_json(capsys, "ls", "artifacts")["artifacts"], list)  # the API's shape
+    assert main(["build", program.id, "--plan", plan]) == 0
+    capsys.readouterr()
+    assert main(["ls", "artifacts"]) == 0
+    table = capsys.readouterr().out
+    assert program.name in table and "xnnpack" in table and "passed" in table, table
 
 
 def test_errors_are_one_line(

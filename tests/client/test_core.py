@@ -37,7 +37,7 @@ from pteforge.client.profiles import ProfileReport, profile_report
 from pteforge.client.render import ByteProgress, Output, StageDisplay
 from pteforge.client.sse import EventParser
 from pteforge.client.tensors import decode_response, encode_request, named_inputs
-from pteforge.client.views import listing, program_summary, stage_plan
+from pteforge.client.views import listing, plan_text, program_summary, stage_plan
 from pteforge.runtime.metadata import MethodSignature, TensorSpec
 from pteforge.runtime.oip_codec import decode_infer_request, encode_infer_response
 
@@ -169,6 +169,18 @@ def test_stage_plans() -> None:
     assert "partition" in stage_plan(mixed, ["encode", "decode"])
     assert stage_plan(mixed, ["decode"]) == portable  # the only method overrides "all"
     assert "quantize" in stage_plan({"all": {"quantize": "r"}}, ["forward"])
+
+
+def test_plan_texts_say_each_methods_target_as_the_dashboard_does() -> None:
+    """``pteforge ls artifacts`` showed no plan, so an XNNPACK artifact and a portable one
+    looked alike; the texts are the dashboard's (``summaries.js``)."""
+    assert plan_text({}) == "all: portable"
+    quantized = {"all": {"partitioners": ["xnnpack"], "quantize": "int8"}}
+    assert plan_text(quantized, ["forward"]) == "forward: xnnpack, quantize int8"
+    mixed = {"methods": {"encode": {"partitioners": [{"name": "xnnpack"}, "vulkan"]}}}
+    assert plan_text(mixed, ["decode"]) == "decode: portable; encode: xnnpack+vulkan"
+    delegated = {"all": {"delegate": {"backend_id": "XnnpackBackend"}}}
+    assert plan_text(delegated, ["f"]) == "f: delegate XnnpackBackend"
 
 
 def test_login_file_and_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
