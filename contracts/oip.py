@@ -1,6 +1,6 @@
 """The Open Inference Protocol v2 on the wire, as client and runtime both speak it: the
-binary-data header and the numpy dtype of each OIP datatype (from the one dtype table in
-:mod:`pteforge.contracts.specs`)."""
+binary-data header, the numpy dtype of each OIP datatype and its name in Triton's model
+configuration (from the one dtype table in :mod:`pteforge.contracts.specs`)."""
 
 from __future__ import annotations
 
@@ -27,6 +27,12 @@ OIP_TO_NUMPY: dict[str, np.dtype] = {oip: np.dtype(name) for name, oip in OIP_DA
 NUMPY_TO_OIP: dict[np.dtype, str] = {np_dt: oip for oip, np_dt in OIP_TO_NUMPY.items()}
 BFLOAT16: np.dtype = np.dtype(ml_dtypes.bfloat16)
 """BF16's numpy dtype: torch reads its bytes through int16 (``torch.from_numpy`` refuses it)."""
+
+
+def config_data_type(datatype: str) -> str:
+    """Triton's model configuration ``DataType`` name (``TYPE_FP32``) of an OIP datatype
+    (``FP32``): the same names, prefixed; ``TYPE_INVALID`` for one the runtime cannot feed."""
+    return f"TYPE_{datatype}" if datatype in OIP_TO_NUMPY else "TYPE_INVALID"
 
 
 def oip_datatype(dtype: np.dtype) -> str:

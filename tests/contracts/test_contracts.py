@@ -8,6 +8,7 @@ import math
 import pytest
 import torch
 from pydantic import ValidationError
+from tritonclient.grpc import model_config_pb2
 
 from pteforge.contracts.errors import ErrorCode
 from pteforge.contracts.jobs import (
@@ -20,6 +21,7 @@ from pteforge.contracts.jobs import (
     ResultMessage,
     StageMessage,
 )
+from pteforge.contracts.oip import config_data_type
 from pteforge.contracts.specs import (
     ET_SCALAR_TYPES,
     OIP_DATATYPES,
@@ -73,6 +75,14 @@ def test_one_dtype_table_matches_torch_and_oip() -> None:
     assert oip_datatype("uint16") == "UNSUPPORTED(27)"
     assert oip_datatype("scalar_type_8") == "UNSUPPORTED(8)"
     assert oip_datatype("int") == "UNSUPPORTED"
+
+
+def test_each_oip_datatype_has_its_triton_config_type() -> None:
+    """Triton's model configuration names each datatype the table has (``TYPE_BF16``)."""
+    for datatype in OIP_DATATYPES.values():
+        assert model_config_pb2.DataType.Value(config_data_type(datatype)) > 0  # not INVALID
+    assert config_data_type("FP32") == "TYPE_FP32"
+    assert config_data_type("UNSUPPORTED(27)") == "TYPE_INVALID"
 
 
 def test_the_compile_payload_refuses_unknown_keys() -> None:
