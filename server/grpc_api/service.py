@@ -25,6 +25,7 @@ from pteforge.server.grpc_api.plans import RequestPlans
 from pteforge.server.grpc_api.status import grpc_status, refuse_unimplemented
 from pteforge.server.http.memory import HeldBytes
 from pteforge.server.inference.dependencies import InferenceState
+from pteforge.server.inference.model_config import CONFIG_EXTENSION, model_config
 from pteforge.server.inference.sequences import SEQUENCE_EXTENSION, session_scope
 from pteforge.server.inference.statuses import NotFoundError, NotRunnableError
 from pteforge.server.inference.work import (
@@ -141,7 +142,7 @@ class InferenceService(rpc.GRPCInferenceServiceServicer):
 
         async def work() -> Any:
             state, _ = await self._caller(context)
-            extensions = [BINARY_EXTENSION, SEQUENCE_EXTENSION]
+            extensions = [BINARY_EXTENSION, SEQUENCE_EXTENSION, CONFIG_EXTENSION]
             return pb.ServerMetadataResponse(
                 name="pteforge", version=state.server_version, extensions=extensions
             )
@@ -170,6 +171,17 @@ class InferenceService(rpc.GRPCInferenceServiceServicer):
             name, version = request.name, request.version or None
             artifact, signature = await model_of(state, principal, name, version)
             return metadata_response(model_metadata(name, signature, artifact.version))
+
+        return await self._answer(context, work)
+
+    async def ModelConfig(self, request: Any, context: Any) -> Any:
+        """Triton's model configuration extension: the method's ``ModelConfig``."""
+
+        async def work() -> Any:
+            state, principal = await self._caller(context)
+            name, version = request.name, request.version or None
+            artifact, signature = await model_of(state, principal, name, version)
+            return pb.ModelConfigResponse(config=model_config(name, signature, artifact.version))
 
         return await self._answer(context, work)
 

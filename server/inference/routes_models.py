@@ -24,6 +24,7 @@ from pteforge.server.inference.dependencies import (
     inference_state,
     running_state,
 )
+from pteforge.server.inference.model_config import CONFIG_EXTENSION, config_json, model_config
 from pteforge.server.inference.sequences import SEQUENCE_EXTENSION
 from pteforge.server.inference.statuses import answered
 from pteforge.server.inference.work import check_ready, model_of
@@ -59,7 +60,7 @@ async def ready(request: Request) -> Any:
 @router.get("/v2", summary="Server metadata")
 async def server_metadata(principal: Caller, state: State) -> ServerMetadata:
     """Name, version and the protocol extensions served."""
-    extensions = [BINARY_EXTENSION, SEQUENCE_EXTENSION]
+    extensions = [BINARY_EXTENSION, SEQUENCE_EXTENSION, CONFIG_EXTENSION]
     return ServerMetadata(name="pteforge", version=state.server_version, extensions=extensions)
 
 
@@ -76,6 +77,23 @@ async def metadata(model: str, version: PinnedVersion, principal: Caller, state:
     """The inputs and outputs of a method (`-1` for dynamic dimensions)."""
     answer = _metadata(state, principal, model, version)
     return await answered(state.metrics, "metadata", answer)
+
+
+async def _config(
+    state: InferenceState, principal: Principal, model: str, version: str | None
+) -> Response:
+    artifact, signature = await model_of(state, principal, model, version)
+    return JSONResponse(config_json(model_config(model, signature, artifact.version)))
+
+
+@router.get("/v2/models/{model}/config", summary="Model configuration (Triton's extension)")
+@router.get("/v2/models/{model}/versions/{version}/config", include_in_schema=False)
+async def config(model: str, version: PinnedVersion, principal: Caller, state: State) -> Response:
+    """Triton's `ModelConfig` of a method, as protobuf JSON: `platform` `executorch`,
+    `max_batch_size` 0 (no batching across requests), each input and output's `data_type`
+    (`TYPE_FP32`) and `dims` (`-1` for dynamic dimensions)."""
+    answer = _config(state, principal, model, version)
+    return await answered(state.metrics, "config", answer)
 
 
 async def _ready(

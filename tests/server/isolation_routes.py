@@ -78,6 +78,13 @@ READS: dict[tuple[str, str], list[Call]] = {
     ("GET", "/v2/models/{model}/versions/{version}/ready"): [
         _req("GET", "/v2/models/{model}.forward/versions/1/ready")
     ],
+    ("GET", "/v2/models/{model}/config"): [
+        _req("GET", "/v2/models/{up}.forward/config"),
+        _req("GET", "/v2/models/{model}.forward/config"),
+    ],
+    ("GET", "/v2/models/{model}/versions/{version}/config"): [
+        _req("GET", "/v2/models/{model}.forward/versions/1/config")
+    ],
     ("GET", "/v2/models/{model}/stats"): [_req("GET", "/v2/models/{model}.forward/stats")],
     ("GET", "/v2/models/{model}/versions/{version}/stats"): [
         _req("GET", "/v2/models/{up}.forward/versions/1/stats")

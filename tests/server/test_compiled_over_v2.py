@@ -1,4 +1,5 @@
-"""/v2: the compiled artifact served by the same service, driven by unmodified tritonclient."""
+"""/v2: the compiled artifact served by the same service, driven by unmodified tritonclient:
+infer, metadata and Triton's model configuration extension, over HTTP and gRPC."""
 
 from __future__ import annotations
 
@@ -11,11 +12,13 @@ import pytest
 import torch
 import tritonclient.grpc as triton_grpc
 import tritonclient.http as triton
+from tritonclient.grpc import model_config_pb2
 from tritonclient.utils import InferenceServerException
 
 from tests.models import MultiMethod, save_programs
 from tests.runtime.helpers import triton_inputs
 from tests.server.helpers import compile_files
+from tests.server.model_names import deploy
 from tests.server.service import ServiceProcess
 
 
@@ -144,3 +147,69 @@ def test_a_compile_only_artifact_is_not_ready(
             model, headers={"authorization": headers["Authorization"]}
         )
     assert admin.get(f"/v2/models/{model}").status_code == 200  # its metadata still answers
+
+
+def _config_matches_metadata(config: dict[str, Any], metadata: dict[str, Any]) -> None:
+    """The model configuration describes the method as its metadata does, field by field."""
+    assert config["platform"] == config["backend"] == "executorch"
+    assert config["max_batch_size"] == 0
+    for key, tensors in (("input", "inputs"), ("output", "outputs")):
+        got = [(t["name"], t["data_type"], t["dims"]) for t in config[key]]
+        want = [(t["name"], f"TYPE_{t['datatype']}", t["shape"]) for t in metadata[tensors]]
+        assert got == want
+
+
+def test_model_config_over_http_by_id_and_by_name(
+    service: ServiceProcess, admin: httpx.Client, masked: str
+) -> None:
+    """``get_model_config`` of unmodified ``tritonclient.http``: the method's names, INT64
+    and the dynamic ``seq`` as ``-1``; a model name's, latest and pinned, the same."""
+    client = triton.InferenceServerClient(url=service.url.removeprefix("http://"))
+    token = {"Authorization": admin.headers["Authorization"]}
+    config = client.get_model_config(masked, headers=dict(token))
+    assert config["name"] == masked
+    assert [t["name"] for t in config["input"]] == ["input_ids", "attention_mask"]
+    assert {t["data_type"] for t in config["input"]} == {"TYPE_INT64"}
+    assert all(t["dims"][1] == -1 for t in config["input"])
+    assert config["version_policy"] == {"specific": {"versions": [1]}}
+    _config_matches_metadata(config, client.get_model_metadata(masked, headers=dict(token)))
+    version = str(deploy(admin, "config-named", masked.removesuffix(".forward"))["version"])
+    named = client.get_model_config("config-named.forward", version, headers=dict(token))
+    assert named["name"] == "config-named.forward" and named["version_policy"] == {"all": {}}
+    assert named["input"] == config["input"] and named["output"] == config["output"]
+    assert client.get_model_config("config-named.forward", headers=dict(token)) == named
+
+
+def test_model_config_over_grpc(service: ServiceProcess, admin: httpx.Client, masked: str) -> None:
+    """gRPC ``ModelConfig`` answers the same configuration as HTTP's (one construction)."""
+    headers = {"authorization": str(admin.headers["Authorization"])}
+    over_http = admin.get(f"/v2/models/{masked}/config").raise_for_status().json()
+    with triton_grpc.InferenceServerClient(f"127.0.0.1:{service.grpc_port}") as client:
+        config = client.get_model_config(masked, headers=headers).config
+    assert config.name == masked and config.platform == "executorch"
+    assert config.max_batch_size == 0
+    got = [
+        (t.name, model_config_pb2.DataType.Name(t.data_type), list(t.dims)) for t in config.input
+    ]
+    assert got == [(t["name"], t["data_type"], t["dims"]) for t in over_http["input"]]
+    assert [list(t.dims) for t in config.output] == [t["dims"] for t in over_http["output"]]
+
+
+@pytest.mark.parametrize("whose", ["another project's", "missing"])
+def test_model_config_of_a_model_the_caller_lacks_is_not_found(
+    service: ServiceProcess, admin: httpx.Client, masked: str, whose: str
+) -> None:
+    """Another project's model is as absent as a missing one: 404 and NOT_FOUND."""
+    if whose == "missing":
+        model, token = "no-such-model.forward", str(admin.headers["Authorization"])
+    else:
+        model = masked
+        token = f"Bearer {service.create_token('config-outsider', 'config-other-project')}"
+    response = httpx.get(
+        f"{service.url}/v2/models/{model}/config", headers={"Authorization": token}
+    )
+    assert response.status_code == 404 and "error" in response.json()
+    grpc_client = triton_grpc.InferenceServerClient(f"127.0.0.1:{service.grpc_port}")
+    with grpc_client, pytest.raises(InferenceServerException) as error:
+        grpc_client.get_model_config(model, headers={"authorization": token})
+    assert str(error.value.status()) == "StatusCode.NOT_FOUND"

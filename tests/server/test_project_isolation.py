@@ -169,6 +169,7 @@ GrpcCall = Callable[[triton.InferenceServerClient, str, dict[str, str]], Any]
 GRPC_SCOPED: dict[str, GrpcCall] = {
     "ModelReady": lambda c, m, h: c.is_model_ready(m, headers=h),
     "ModelMetadata": lambda c, m, h: c.get_model_metadata(m, headers=h, as_json=True),
+    "ModelConfig": lambda c, m, h: c.get_model_config(m, headers=h, as_json=True),
     "ModelStatistics": lambda c, m, h: c.get_inference_statistics(m, headers=h, as_json=True),
     "ModelInfer": lambda c, m, h: c.infer(m, _grpc_inputs(), headers=h).as_numpy("output_0"),
     "ModelStreamInfer": lambda c, m, h: _stream_infer(c, m, headers=h).as_numpy("output_0"),

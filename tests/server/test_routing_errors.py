@@ -18,10 +18,10 @@ def test_no_route_and_a_wrong_method_are_named(tmp_path: Path) -> None:
     assert v1.json()["error"]["message"] == (
         "no route GET /v1/nothing; every route is listed at /docs and in docs/http-api.md"
     )
-    config = client.get("/v2/models/m.forward/config")  # tritonclient's get_model_config
-    assert config.status_code == 404
-    assert config.json() == {
-        "error": "no route GET /v2/models/m.forward/config; every route is listed at /docs "
+    index = client.post("/v2/repository/index")  # tritonclient's get_model_repository_index
+    assert index.status_code == 404
+    assert index.json() == {
+        "error": "no route POST /v2/repository/index; every route is listed at /docs "
         "and in docs/http-api.md"
     }
     put = client.put("/v1/programs/some-id")
