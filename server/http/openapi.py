@@ -96,7 +96,8 @@ def _error_statuses(path: str, method: str, operation: dict[str, Any]) -> set[in
     if body:
         statuses.add(507)  # the disk (or the database) is full
     if path.startswith("/v2/models/"):
-        statuses |= {400, 404, 422, 503} if path.endswith("/infer") else {404}
+        # 400: a name that is neither '{artifact_id}.{method}' nor a model's ('.x', 'x.')
+        statuses |= {400, 404, 422, 503} if path.endswith("/infer") else {400, 404}
     if path == "/v1/jobs/{job_id}/events":
         statuses.add(429)  # the project has as many event streams open as it may
     if method == "get" and path.endswith(("/pte", "/bpte")):
