@@ -20,7 +20,7 @@ from tritonclient.grpc import service_pb2_grpc as rpc
 from pteforge.runtime import InferResult, PoolClosedError
 from pteforge.runtime.oip_codec import BINARY_EXTENSION, model_metadata
 from pteforge.server.auth.dependencies import Principal
-from pteforge.server.grpc_api.codec import decode_request, encode_response, metadata_response
+from pteforge.server.grpc_api.codec import encode_response, metadata_response
 from pteforge.server.grpc_api.plans import RequestPlans
 from pteforge.server.grpc_api.status import grpc_status, refuse_unimplemented
 from pteforge.server.http.memory import HeldBytes
@@ -56,11 +56,11 @@ def call_headers(metadata: Iterable[tuple[str, Any]] | None) -> CallHeaders:
 
 
 async def infer(
-    state: InferenceState, principal: Principal, request: Any, plans: RequestPlans | None = None
+    state: InferenceState, principal: Principal, request: Any, plans: RequestPlans
 ) -> Any:
     """Run one ``ModelInferRequest`` for ``principal`` (decoded through ``plans``, the
-    layouts already checked, when given): its ``ModelInferResponse``. The message and its
-    decoded inputs count in ``state.memory`` until it is answered."""
+    layouts already checked): its ``ModelInferResponse``. The message and its decoded
+    inputs count in ``state.memory`` until it is answered."""
     with state.memory.holding(session_scope(principal)) as held:
         held.grow(request.ByteSize())
         return await _infer_held(state, principal, request, held, plans)
@@ -71,17 +71,13 @@ async def _infer_held(
     principal: Principal,
     request: Any,
     held: HeldBytes,
-    plans: RequestPlans | None,
+    plans: RequestPlans,
 ) -> Any:
     model, version = request.model_name, request.model_version or None
     artifact, signature = await model_of(state, principal, model, version)
     started = time.perf_counter()
     try:
-        decoded = (
-            decode_request(request, signature)
-            if plans is None
-            else plans.decode(request, signature)
-        )
+        decoded = plans.decode(request, signature)
     except Exception:
         count_undecodable(state, principal, model, version, artifact, started)
         raise

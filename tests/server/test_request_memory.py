@@ -14,6 +14,7 @@ import pytest
 from tritonclient.grpc import service_pb2 as pb
 
 from pteforge.runtime.metadata import MethodSignature, TensorSpec
+from pteforge.server.grpc_api.plans import RequestPlans
 from pteforge.server.grpc_api.service import infer
 from pteforge.server.grpc_api.status import grpc_status
 from pteforge.server.http.memory import (
@@ -87,6 +88,6 @@ def test_grpc_messages_count_in_the_same_memory() -> None:
     with memory.holding("project-a") as http_request:
         http_request.grow(450)
         with pytest.raises(ProjectMemoryError) as refused:
-            asyncio.run(infer(state, "project-a", request))  # type: ignore[arg-type]
+            asyncio.run(infer(state, "project-a", request, RequestPlans()))  # type: ignore[arg-type]
     assert grpc_status(refused.value)[0] == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert memory.held == 0
