@@ -58,8 +58,7 @@ def create_uploaded_artifact(
     report: JsonObject = {"source": "upload"}
     if described.generation is not None:
         report[GENERATION_KEY] = described.generation.model_dump(mode="json")
-    quota = services.settings.project_storage_bytes
-    (blob,) = store_project_files(services.store, project_id, quota, [path])
+    (blob,) = store_project_files(services.store, services.settings, project_id, [path])
     with services.store.transaction() as tx:
         return tx.artifacts.create(
             project_id, None, blob, {}, UPLOADED_PLAN_HASH, report, described.methods

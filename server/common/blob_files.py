@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pteforge.contracts.errors import ErrorCode
 from pteforge.server.errors import ServiceError
+from pteforge.server.settings import Settings
 from pteforge.storage.blobs import BlobStore
 from pteforge.storage.domain import BlobRef
 from pteforge.storage.store import Store
@@ -31,11 +32,13 @@ def store_file(blobs: BlobStore, path: Path) -> BlobRef:
 
 
 def store_project_files(
-    store: Store, project_id: str, quota: int | None, paths: Sequence[Path]
+    store: Store, settings: Settings, project_id: str, paths: Sequence[Path]
 ) -> list[BlobRef]:
     """Stream ``paths`` into the store for the project's rows; first, ``StorageQuotaError``
-    if that would take what the project stores past ``quota`` bytes (None: no quota). The
-    check is not a lock: uploads that run together may each pass it, by one upload each."""
+    if that would take what the project stores past ``settings.project_storage_bytes``
+    (None: no quota). The check is not a lock: uploads that run together may each pass it,
+    by one upload each."""
+    quota = settings.project_storage_bytes
     if quota is not None:
         adding = sum(path.stat().st_size for path in paths)
         with store.transaction(read_only=True) as tx:

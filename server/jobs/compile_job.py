@@ -212,8 +212,7 @@ class CompileJobRunner:
         self, job: Job, payload: CompilePayload, result: LoweringResult, pte: Path
     ) -> Artifact:
         files = [pte, pte.with_suffix(".bpte")] if result.bundled else [pte]
-        quota = self.settings.project_storage_bytes
-        blob, *bundled = store_project_files(self.store, job.project_id, quota, files)
+        blob, *bundled = store_project_files(self.store, self.settings, job.project_id, files)
         bundle = bundled[0] if bundled else None
         try:
             with self.store.transaction() as tx:

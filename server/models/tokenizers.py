@@ -159,8 +159,7 @@ def attach_tokenizer(
     if template is not None:
         config_path = _config_with_template(config, template, check)
     paths = [tokenizer.path] if config_path is None else [tokenizer.path, config_path]
-    quota = services.settings.project_storage_bytes
-    stored, *config_blob = store_project_files(services.store, project_id, quota, paths)
+    stored, *config_blob = store_project_files(services.store, services.settings, project_id, paths)
     stored_config = config_blob[0] if config_blob else None
     with services.store.transaction() as tx:
         attached = tx.models.set_tokenizer(project_id, name, version, stored, stored_config)

@@ -23,7 +23,7 @@ from pteforge.server.common.services import Services
 from pteforge.server.errors import InvalidUploadError
 from pteforge.server.http.uploads import MultipartUpload, UploadedPart
 from pteforge.server.programs.bundle import write_bundle
-from pteforge.storage.domain import BlobRef, MethodSignature, Program
+from pteforge.storage.domain import MethodSignature, Program
 
 PROGRAM_PART = "program"
 _PARALLEL_LOADS = 4
@@ -93,11 +93,6 @@ def _single_method(services: Services, part: UploadedPart) -> MethodSignature:
     return specs[0].renamed(part.field_name)
 
 
-def _store(services: Services, project_id: str, path: Path) -> list[BlobRef]:
-    quota = services.settings.project_storage_bytes
-    return store_project_files(services.store, project_id, quota, [path])
-
-
 def create_program(services: Services, project_id: str, upload: MultipartUpload) -> Program:
     """Validate, describe and store an uploaded program (runs in a worker thread)."""
     parts = _file_parts(upload)
@@ -105,7 +100,8 @@ def create_program(services: Services, project_id: str, upload: MultipartUpload)
     name = _program_name(upload, (parts[0].filename if archive else None) or "program")
     if archive:
         methods = _describe(services, parts[0])
-        (blob,) = _store(services, project_id, parts[0].path)
+        paths = [parts[0].path]
+        (blob,) = store_project_files(services.store, services.settings, project_id, paths)
     else:
         # Each part is loaded in its own disposable process; run them side by side.
         with ThreadPoolExecutor(max_workers=min(len(parts), _PARALLEL_LOADS)) as pool:
@@ -113,7 +109,8 @@ def create_program(services: Services, project_id: str, upload: MultipartUpload)
         with tempfile.TemporaryDirectory(dir=services.settings.uploads_dir) as scratch:
             bundle = Path(scratch) / "bundle.zip"
             write_bundle({p.field_name: p.path for p in parts}, bundle)
-            (blob,) = _store(services, project_id, bundle)
+            paths = [bundle]
+            (blob,) = store_project_files(services.store, services.settings, project_id, paths)
     with services.store.transaction() as tx:
         return tx.programs.create(project_id, name, blob, methods)
 
