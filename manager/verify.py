@@ -179,6 +179,7 @@ def _check(target: TargetSpec, settings: VerifySpec) -> tuple[str, float]:
     return "max_rel_error", settings.rtol
 
 
+_HALF = (torch.float16, torch.bfloat16)
 _HALF_EPSILONS = 10
 
 
@@ -190,9 +191,6 @@ def _limit_for(outputs: list[Any], metric: str, limit: float, settings: VerifySp
     halves = [o.dtype for o in outputs if isinstance(o, torch.Tensor) and o.dtype in _HALF]
     widest = max((torch.finfo(dtype).eps for dtype in halves), default=0.0)
     return max(limit, _HALF_EPSILONS * widest)
-
-
-_HALF = (torch.float16, torch.bfloat16)
 
 
 def _within(metric: str, limit: float, error: dict[str, Any]) -> bool:

@@ -113,12 +113,7 @@ def run_method(
     constants (the non-tensor inputs the program was exported with) are put in their places
     here, the one place every caller's inputs pass. A failure names the method ``name`` (a
     session's requests reach several methods of a program)."""
-    import torch
-
-    try:
-        tensors = [torch.from_numpy(a) for a in inputs]
-    except TypeError:  # a BF16 input among them
-        tensors = [to_tensor(a) for a in inputs]
+    tensors = [to_tensor(a) for a in inputs]
     values = tensors if signature is None else signature.positional(tensors)
     try:
         outputs = method.execute(values)
