@@ -39,7 +39,7 @@ _PROJECT_JOBS = (
     .order_by(*_NEWEST_FIRST)
     .limit(bindparam("limit"))
 )
-_UNFINISHED = (JobStatus.QUEUED.value, JobStatus.RUNNING.value)
+_UNFINISHED = tuple(status.value for status in JobStatus if not status.terminal)
 _PROJECT_JOBS_IN_STATUS = _PROJECT_JOBS.where(_jobs.c.status == bindparam("status"))
 _served = _jobs.alias("served")
 _LAST_SERVED = (
