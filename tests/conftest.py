@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import os
+import random
 import sys
+import zlib
 from collections.abc import Generator, Iterator
 from pathlib import Path
 
@@ -148,8 +150,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = kept
 
 
+def _seed_the_generators(item: pytest.Item) -> None:
+    """Seed Python's and torch's global generators from the test's id before its fixtures
+    run, so an unseeded ``torch.randn`` draws the same inputs on every run: a test then
+    passes or fails for good, never 1 run in N (files run whole on one xdist process, so
+    a module fixture sees the same seed too)."""
+    seed = zlib.crc32(item.nodeid.encode())
+    random.seed(seed)
+    torch = sys.modules.get("torch")  # only if the test's module brought it in
+    if torch is not None:
+        torch.manual_seed(seed)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object]:
+    _seed_the_generators(item)
     tiers.running(item)
     try:
         return (yield)
