@@ -29,6 +29,12 @@ BFLOAT16: np.dtype = np.dtype(ml_dtypes.bfloat16)
 """BF16's numpy dtype: torch reads its bytes through int16 (``torch.from_numpy`` refuses it)."""
 
 
+def is_float(dtype: np.dtype) -> bool:
+    """Whether ``dtype`` holds floats, BF16 included (ml_dtypes' bfloat16 is no subtype of
+    ``np.floating``: ``np.issubdtype`` answers False for it)."""
+    return dtype.kind == "f" or dtype == BFLOAT16
+
+
 def config_data_type(datatype: str) -> str:
     """Triton's model configuration ``DataType`` name (``TYPE_FP32``) of an OIP datatype
     (``FP32``): the same names, prefixed; ``TYPE_INVALID`` for one the runtime cannot feed."""
@@ -65,6 +71,6 @@ def json_values(array: np.ndarray) -> list[Any]:
     the body stays valid JSON for strict parsers; ``tritonclient``'s ``as_numpy`` (numpy's
     float parse) and ``pteforge.client`` read them back as the floats they were."""
     values: list[Any] = array.reshape(-1).tolist()  # BF16's as Python floats too
-    if (array.dtype.kind != "f" and array.dtype != BFLOAT16) or bool(np.isfinite(array).all()):
+    if not is_float(array.dtype) or bool(np.isfinite(array).all()):
         return values
     return [v if math.isfinite(v) else _NON_FINITE[str(v)] for v in values]

@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from pteforge.contracts.oip import is_float
 from pteforge.runtime.argument_sources import method_hazards
 from pteforge.runtime.attention_shapes import attention_hazard
 from pteforge.runtime.errors import InvalidInputError, ProgramLoadError
@@ -159,7 +160,7 @@ def _check_runnable(guards: KernelGuards, method: str) -> None:
 
 def _check_finite(method: str, specs: Sequence[TensorSpec], arrays: Sequence[np.ndarray]) -> None:
     for spec, array in zip(specs, arrays, strict=True):
-        if np.issubdtype(array.dtype, np.floating) and not np.isfinite(array).all():
+        if is_float(array.dtype) and not np.isfinite(array).all():
             raise InvalidInputError(
                 f"input {spec.name!r}: NaN or infinity refused: method {method!r} quantizes "
                 "dynamically on upstream's portable choose_qparams kernel, which aborts the "

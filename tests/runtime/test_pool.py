@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import pytest
 import torch
@@ -17,7 +18,9 @@ from pteforge.runtime import (
     WorkerCrashedError,
     describe_pte,
 )
+from pteforge.runtime.kernel_guards import check_inputs, kernel_guards
 from pteforge.runtime.lru import ByteLRU
+from pteforge.runtime.metadata import TensorSpec
 from tests.models import INT8_XNNPACK, attention_pool_programs
 from tests.runtime.helpers import Compiled
 from tests.runtime.mutations import crashing_flips, flip
@@ -196,3 +199,16 @@ def test_a_nan_for_dynamic_quantization_is_refused_not_a_crash(
         pool.infer(sha256, "forward", [hostile], path)
     tokens = attention_pool_programs().inputs["forward"][0].numpy()
     assert pool.infer(sha256, "forward", [tokens], path).outputs[0].shape == (1, 4)
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_a_bf16_nan_for_dynamic_quantization_is_refused_too(
+    attention_pool: tuple[Path, str], value: float
+) -> None:
+    """BF16 is no ``np.floating`` subtype: a bf16 NaN passed the check, and a method casting
+    its bf16 input to float before quantizing aborted two workers on it over ``/v2``."""
+    guards = kernel_guards(attention_pool[0])
+    spec = TensorSpec("tokens", "bfloat16", (1, 8, 16))
+    hostile = np.full((1, 8, 16), value, ml_dtypes.bfloat16)
+    with pytest.raises(InvalidInputError, match="input 'tokens': NaN or infinity refused"):
+        check_inputs(guards, "forward", [spec], [hostile])
