@@ -9,18 +9,26 @@ from contextlib import contextmanager
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session
 
-from pteforge.storage.errors import ConflictError, StorageError, StorageFullError
+from pteforge.storage.errors import ConflictError, NotFoundError, StorageError, StorageFullError
 
 
 def translate(error: sa_exc.SQLAlchemyError) -> StorageError:
     """The storage exception for a SQLAlchemy error."""
     if isinstance(error, sa_exc.IntegrityError):
         return ConflictError(f"conflicts with existing data: {error.orig}")
+    if isinstance(error, sa_exc.DataError) and _nul(error.orig):
+        return NotFoundError("nothing is named with a NUL character")
     if isinstance(error, sa_exc.DBAPIError) and _full(error.orig):
         return StorageFullError(f"the database is out of space: nothing was stored ({error.orig})")
     if isinstance(error, sa_exc.DBAPIError):
         return StorageError(f"database error: {error.orig}")
     return StorageError(f"database error: {error}")
+
+
+def _nul(orig: BaseException | None) -> bool:
+    """psycopg's refusal of a NUL character in a text parameter: PostgreSQL text cannot hold
+    one, so a key with one (an id in a URL, ``a%00b``) names no row, as on SQLite."""
+    return "NUL (0x00)" in str(orig)
 
 
 def _full(orig: BaseException | None) -> bool:
