@@ -19,6 +19,10 @@ stops the worker's loop at once and frees the worker.
 greedy loop over the same ``.pte``. Otherwise tokens are sampled from the softmax of the
 logits divided by ``temperature``, restricted to the smallest set of most likely tokens
 whose probability reaches ``top_p``; with ``seed`` the draws repeat exactly.
+
+``logprobs`` (None: off) asks for each generated token's log probability, and for that
+many of the most likely tokens at its step beside it (OpenAI's ``logprobs`` and
+``top_logprobs``): the log-softmax of the model's logits, before temperature and ``top_p``.
 """
 
 from __future__ import annotations
@@ -38,6 +42,9 @@ MAX_CHAT_MESSAGES = 2048
 MAX_TOKEN_ID = 2**31 - 1
 """The largest token id a prompt may hold (vocabularies are far smaller; the vocabulary's own
 size is checked where the model is known)."""
+
+MAX_TOP_LOGPROBS = 20
+"""Most alternatives a request may ask for at each token (OpenAI's ``top_logprobs`` limit)."""
 
 FinishReason = Literal["stop", "length"]
 """Why generation ended: ``stop`` (an end-of-sequence token or a stop string), ``length``
@@ -77,6 +84,7 @@ class GenerationRequest(Contract):
     template_kwargs: Annotated[dict[str, JsonValue], at_most_entries(MAX_TEMPLATE_KWARGS)] = Field(
         default_factory=dict
     )
+    logprobs: int | None = Field(default=None, ge=0, le=MAX_TOP_LOGPROBS)
 
     @model_validator(mode="after")
     def _one_prompt(self) -> GenerationRequest:
@@ -105,13 +113,28 @@ class Usage(Contract):
     total_tokens: int
 
 
+class TokenLogprob(Contract):
+    """A token (``id``) and its log probability at one step. ``bytes``: the UTF-8 bytes the token
+    stands for; ``token``: their text, or ``bytes:`` and their ``\\xNN`` escapes when they
+    are not whole UTF-8 (part of a character), as OpenAI writes such a token. ``top``: the
+    most likely tokens at that step, most likely first (on a generated token only)."""
+
+    id: int
+    token: str
+    bytes: tuple[int, ...]
+    logprob: float
+    top: tuple[TokenLogprob, ...] = ()
+
+
 class GenerationEvent(Contract):
     """A piece of the generation: ``text`` is always whole UTF-8 (bytes of a character
     split across tokens wait for its last byte), ``token_ids`` the tokens generated since
     the previous event (an end-of-sequence token included, though it adds no text). The last
-    event carries ``finish_reason`` and ``usage``; every other event has neither."""
+    event carries ``finish_reason`` and ``usage``; every other event has neither.
+    ``logprobs``: one per token id, in order, when the request asked for them."""
 
     text: str = ""
     token_ids: tuple[int, ...] = ()
     finish_reason: FinishReason | None = None
     usage: Usage | None = None
+    logprobs: tuple[TokenLogprob, ...] | None = None

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import select
 
-from pteforge.contracts.generation import GenerationEvent
+from pteforge.contracts.generation import GenerationEvent, TokenLogprob
 from pteforge.contracts.runtime_messages import GeneratedReply, WorkerReply
 from pteforge.runtime.errors import RuntimeLayerError
 from pteforge.runtime.processes import WorkerProcess
@@ -79,4 +79,9 @@ def merged(events: list[GenerationEvent]) -> GenerationEvent:
         token_ids=tuple(token for event in events for token in event.token_ids),
         finish_reason=last.finish_reason,
         usage=last.usage,
+        logprobs=None if last.logprobs is None else _logprobs(events),
     )
+
+
+def _logprobs(events: list[GenerationEvent]) -> tuple[TokenLogprob, ...]:
+    return tuple(scored for event in events for scored in event.logprobs or ())

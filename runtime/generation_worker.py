@@ -25,7 +25,13 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from pteforge.contracts.generation import FinishReason, GenerationEvent, GenerationRequest, Usage
+from pteforge.contracts.generation import (
+    FinishReason,
+    GenerationEvent,
+    GenerationRequest,
+    TokenLogprob,
+    Usage,
+)
 from pteforge.contracts.runtime_messages import (
     BlobFile,
     CancelledReply,
@@ -43,6 +49,7 @@ from pteforge.runtime.errors import (
 from pteforge.runtime.instances import ProgramInstance
 from pteforge.runtime.kernel_guards import check_value_bounds
 from pteforge.runtime.language_model import DecodeInputs, LmInfo, feed, read_lm_info
+from pteforge.runtime.logprobs import step_logprobs
 from pteforge.runtime.lru import ByteLRU
 from pteforge.runtime.metadata import input_name
 from pteforge.runtime.sampling import Sampler
@@ -70,12 +77,15 @@ class Channel:
         self._incoming = select.poll()  # a syscall a look (Connection.poll builds a selector)
         self._incoming.register(conn.fileno(), select.POLLIN)
 
-    def send_token(self, text: str, token: int) -> None:
-        """Send the event of one token that does not end the text."""
-        try:
-            frame = token_frame(text, token)
-        except TypeError:  # a text orjson refuses: as the models write it
-            event = GenerationEvent(text=text, token_ids=(token,))
+    def send_token(self, text: str, token: int, scored: TokenLogprob | None) -> None:
+        """Send the event of one token that does not end the text (``scored``: its
+        logprobs, when asked for)."""
+        frame = None
+        if scored is None:  # the usual case, written straight (a text orjson refuses is not)
+            with contextlib.suppress(TypeError):
+                frame = token_frame(text, token)
+        if frame is None:
+            event = GenerationEvent(text=text, token_ids=(token,), logprobs=_one(scored))
             frame = encode_message(GeneratedReply(event=event), [])
         send_frame(self.conn, frame)
 
@@ -91,7 +101,7 @@ class Channel:
 _TOKEN_EVENT = (
     b'{"tensors":[],"message":{"kind":"generated","event":{"text":',
     b',"token_ids":[',
-    b'],"finish_reason":null,"usage":null}}}',
+    b'],"finish_reason":null,"usage":null,"logprobs":null}}}',
 )
 
 
@@ -223,6 +233,7 @@ def run(
     text = TextStream(codec.decode, request.stop, context=prompt)
     for count in range(1, request.max_tokens + 1):
         token = sampler.pick(logits)
+        scored = _scored(logits, token, request.logprobs, codec)
         ended = token in eos
         delta = "" if ended else text.push(token)
         full = len(history) >= step.info.context_len
@@ -234,14 +245,28 @@ def run(
                 prompt_tokens=len(prompt), completion_tokens=count, total_tokens=len(prompt) + count
             )
             final = GenerationEvent(
-                text=delta, token_ids=(token,), finish_reason=reason, usage=usage
+                text=delta,
+                token_ids=(token,),
+                finish_reason=reason,
+                usage=usage,
+                logprobs=_one(scored),
             )
             return GeneratedReply(event=final)
-        out.send_token(delta, token)
+        out.send_token(delta, token, scored)
         if out.cancelled():
             return CancelledReply()
         logits = step.feed([token], history)
     raise AssertionError("unreachable: the last count returns")
+
+
+def _scored(logits: Any, token: int, top: int | None, codec: TextCodec) -> TokenLogprob | None:
+    """The token's logprobs when the request asked for them (read before the next step:
+    the logits may be a view of the method's memory)."""
+    return None if top is None else step_logprobs(logits, token, top, codec.token_bytes)
+
+
+def _one(scored: TokenLogprob | None) -> tuple[TokenLogprob, ...] | None:
+    return None if scored is None else (scored,)
 
 
 def _common_prefix(cached: list[int], prompt: list[int]) -> int:

@@ -20,6 +20,7 @@ from typing import Any
 from pteforge.children.limits import address_space_budget, wall_clock_deadline
 from pteforge.contracts.generation import ChatMessage, GenerationRequest
 from pteforge.runtime.errors import ContextLengthError, TokenizerError
+from pteforge.runtime.logprobs import TokenBytes
 
 DEFAULT_CHAT_TEMPLATE = (
     "{% for message in messages %}{{ message.role }}: {{ message.content }}{{ '\\n' }}"
@@ -58,6 +59,7 @@ class TextCodec:
         self.specials = {k: _token_text(settings.get(k)) for k in _SPECIAL}
         self._template: Any = None
         self._piece_chars: int | None = None
+        self._token_bytes: TokenBytes | None = None
 
     def prompt_ids(self, request: GenerationRequest, context_len: int) -> list[int]:
         """The token ids of the request's prompt, in whichever form it came; a text too long
@@ -104,6 +106,13 @@ class TextCodec:
         except BaseException as exc:
             _reraise_unless_failed(exc)
             raise TokenizerError(f"the tokenizer failed to decode tokens: {exc}") from None
+
+    @property
+    def token_bytes(self) -> TokenBytes:
+        """The bytes each token stands for (its logprobs' ``bytes``), read once."""
+        if self._token_bytes is None:
+            self._token_bytes = TokenBytes(self.tokenizer)
+        return self._token_bytes
 
     def eos_ids(self) -> frozenset[int]:
         """The id of the config's ``eos_token`` (none without one): what ends a text when

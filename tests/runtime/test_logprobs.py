@@ -1,0 +1,131 @@
+"""Logprobs of generated tokens: equal to eager PyTorch's log-softmax at every step, with
+the most likely alternatives, and each token's bytes as its tokenizer's decoder reads them
+(byte-level BPE, SentencePiece with byte fallback, added tokens)."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from tokenizers import Tokenizer, decoders, models
+
+from pteforge.contracts.generation import GenerationEvent, GenerationRequest, TokenLogprob
+from pteforge.runtime import RuntimePool
+from pteforge.runtime.logprobs import FLOOR, TokenBytes, step_logprobs
+from tests.generation.lm_builder import LmFiles
+
+pytestmark = pytest.mark.zoo  # builds a tiny LM (cached per machine by lm_builder)
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _generate(pool: RuntimePool, lm: LmFiles, **fields: object) -> list[GenerationEvent]:
+    async def collect() -> list[GenerationEvent]:
+        stream = pool.generate_async(
+            _sha(lm.pte),
+            lm.pte,
+            GenerationRequest.model_validate(fields),
+            tokenizer=(_sha(lm.tokenizer_json), lm.tokenizer_json),
+        )
+        return [event async for event in stream]
+
+    return asyncio.run(collect())
+
+
+def _eager_logprobs(lm: LmFiles, prompt_ids: list[int], steps: int) -> list[torch.Tensor]:
+    """Eager ``generate``'s raw logits at each greedy step, as log-softmax rows."""
+    ids = torch.tensor([prompt_ids])
+    with torch.no_grad():
+        out = lm.eager.generate(  # type: ignore[operator]
+            ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=steps,
+            min_new_tokens=steps,
+            do_sample=False,
+            output_logits=True,
+            return_dict_in_generate=True,
+            pad_token_id=lm.eos_ids[0],
+        )
+    return [torch.log_softmax(row[0].double(), dim=-1) for row in out.logits]
+
+
+def test_greedy_logprobs_equal_eager_log_softmax(gen_pool: RuntimePool, lm: LmFiles) -> None:
+    prompt = lm.encode("def generate(prompt")
+    events = _generate(gen_pool, lm, prompt_ids=prompt, max_tokens=8, temperature=0, logprobs=3)
+    tokens = [t for e in events for t in e.token_ids]
+    scored = [lp for e in events for lp in e.logprobs or ()]
+    assert len(scored) == len(tokens) > 0
+    for step, (token, lp, eager) in enumerate(
+        zip(tokens, scored, _eager_logprobs(lm, prompt, len(tokens)), strict=True)
+    ):
+        assert lp.id == token and lp.top[0].id == token  # greedy: the most likely one
+        assert lp.logprob == pytest.approx(float(eager[token]), abs=1e-3), step
+        best = torch.topk(eager, 3).indices.tolist()
+        assert [t.id for t in lp.top] == best, step
+        assert [t.logprob for t in lp.top] == pytest.approx(eager[best].tolist(), abs=1e-3)
+    # the text leaves special tokens out, and writes U+FFFD for bytes that are no UTF-8
+    special = set(Tokenizer.from_file(str(lm.tokenizer_json)).get_added_tokens_decoder())
+    said = b"".join(bytes(lp.bytes) for lp in scored if lp.id not in special)
+    assert said.decode(errors="replace") == "".join(e.text for e in events)
+
+
+def test_without_logprobs_events_carry_none(gen_pool: RuntimePool, lm: LmFiles) -> None:
+    events = _generate(gen_pool, lm, prompt="1 2 3", max_tokens=3, temperature=0)
+    assert all(e.logprobs is None for e in events)
+
+
+def test_no_alternatives_when_zero_are_asked(gen_pool: RuntimePool, lm: LmFiles) -> None:
+    events = _generate(gen_pool, lm, prompt="1 2 3", max_tokens=3, seed=4, logprobs=0)
+    scored = [lp for e in events for lp in e.logprobs or ()]
+    assert scored and all(lp.top == () and lp.logprob <= 0 for lp in scored)
+
+
+def _tokenizer(vocab: dict[str, int], decoder: decoders.Decoder) -> Tokenizer:
+    tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tokenizer.decoder = decoder
+    return tokenizer
+
+
+def test_byte_level_pieces_map_back_to_bytes() -> None:
+    # "Ġ" is the space, "â" the byte 0xe2 (the first of "…"'s three) in GPT-2's table
+    tokenizer = _tokenizer({"Ġhi": 0, "â": 1, "!": 2}, decoders.ByteLevel())
+    tokenizer.add_special_tokens(["<|end|>"])
+    bytes_of = TokenBytes(tokenizer)
+    assert [bytes_of(i) for i in range(4)] == [b" hi", b"\xe2", b"!", b"<|end|>"]
+    assert bytes_of(99) == b""
+
+
+def test_sentencepiece_pieces_read_spaces_and_byte_fallback() -> None:
+    decoder = decoders.Sequence(
+        [decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse()]
+    )
+    tokenizer = _tokenizer({"\u2581hello": 0, "<0xE2>": 1, "wörld": 2}, decoder)
+    bytes_of = TokenBytes(tokenizer)
+    assert [bytes_of(i) for i in range(3)] == [b" hello", b"\xe2", "wörld".encode()]
+
+
+def test_a_token_that_is_part_of_a_character_is_written_as_its_bytes() -> None:
+    tokenizer = _tokenizer({"â": 0, "a": 1}, decoders.ByteLevel())
+    logits = np.array([2.0, 1.0], np.float32)
+    scored = step_logprobs(logits, 0, 2, TokenBytes(tokenizer))
+    assert scored.token == "bytes:\\xe2" and scored.bytes == (0xE2,)
+    expected = 2.0 - math.log(math.exp(2.0) + math.exp(1.0))
+    assert scored.logprob == pytest.approx(expected)
+    assert [t.token for t in scored.top] == ["bytes:\\xe2", "a"]
+
+
+def test_impossible_tokens_get_the_floor_and_ties_keep_token_order() -> None:
+    tokenizer = _tokenizer({"a": 0, "b": 1, "c": 2}, decoders.ByteLevel())
+    logits = np.array([1.0, -np.inf, 1.0], np.float32)
+    scored = step_logprobs(logits, 1, 3, TokenBytes(tokenizer))
+    assert scored.logprob == FLOOR
+    assert [t.token for t in scored.top] == ["a", "c", "b"]
+    assert scored.top[0].logprob == pytest.approx(math.log(0.5))
+    assert isinstance(scored.top[0], TokenLogprob) and scored.top[0].top == ()
