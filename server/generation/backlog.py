@@ -27,6 +27,18 @@ TOKEN_ID_BYTES = 8
 """What a waiting token id counts against the bound, besides its text's UTF-8 bytes."""
 
 
+LOGPROB_BYTES = 16
+"""What a waiting logprob (chosen or alternative) counts, besides its token's bytes."""
+
+
+def event_bytes(event: GenerationEvent) -> int:
+    """What ``event`` counts against the bound: its text's UTF-8 bytes, its token ids and
+    its logprobs (each alternative too: 20 a token may be asked for)."""
+    scored = [s for chosen in event.logprobs or () for s in (chosen, *chosen.top)]
+    tokens = sum(len(s.token.encode()) + len(s.bytes) + LOGPROB_BYTES for s in scored)
+    return len(event.text.encode()) + TOKEN_ID_BYTES * len(event.token_ids) + tokens
+
+
 def backlog_error(limit_bytes: int) -> OpenAIError:
     """The last event of a stream whose client fell ``limit_bytes`` behind."""
     return OpenAIError(
@@ -59,7 +71,7 @@ class Backlog:
         try:
             async for event in self._events:
                 self._waiting.append(event)
-                self._bytes += len(event.text.encode()) + TOKEN_ID_BYTES * len(event.token_ids)
+                self._bytes += event_bytes(event)
                 self._arrived.set()
                 if event.finish_reason is not None:
                     return

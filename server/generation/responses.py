@@ -3,17 +3,23 @@
 A stream's chunks are OpenAI's: for chat, a first chunk with the assistant's role, then one
 per text delta, then one with the ``finish_reason``; with ``stream_options.include_usage``
 a last chunk with no choices and the usage. The caller ends the stream with ``[DONE]``.
+
+Logprobs, when asked for, come in each API's own shape: chat's ``content`` list (each token
+with its ``bytes`` and ``top_logprobs``), the completions API's parallel lists (``tokens``,
+``token_logprobs``, ``top_logprobs`` holding the chosen token beside the most likely ones,
+``text_offset``); in a stream, each chunk has those of its own tokens.
 """
 
 from __future__ import annotations
 
+import itertools
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pteforge.contracts.generation import FinishReason, GenerationEvent, Usage
+from pteforge.contracts.generation import FinishReason, GenerationEvent, TokenLogprob, Usage
 
 
 @dataclass
@@ -24,11 +30,13 @@ class Collected:
     token_ids: list[int] = field(default_factory=list)
     finish_reason: FinishReason | None = None
     usage: Usage | None = None
+    logprobs: list[TokenLogprob] = field(default_factory=list)
 
     def add(self, event: GenerationEvent) -> None:
         """Append one event."""
         self.text += event.text
         self.token_ids += event.token_ids
+        self.logprobs += event.logprobs or ()
         self.finish_reason = event.finish_reason or self.finish_reason
         self.usage = event.usage or self.usage
 
@@ -43,7 +51,10 @@ class Shape:
     """Whether each choice carries its ``token_ids`` (the ``return_token_ids`` extension)."""
     include_usage: bool = False
     """Whether a stream ends with a chunk of the usage (``stream_options.include_usage``)."""
+    logprobs: bool = False
+    """Whether each choice carries its tokens' logprobs."""
     id: str = field(default="")
+    _offset: int = 0  # the completions API's text_offset of the next token
     created: int = field(default_factory=lambda: int(time.time()))
 
     def __post_init__(self) -> None:
@@ -60,7 +71,7 @@ class Shape:
 
     def whole(self, done: Collected) -> dict[str, Any]:
         """The completion object of a finished generation."""
-        choice: dict[str, Any] = {"index": 0, "logprobs": None}
+        choice: dict[str, Any] = {"index": 0, "logprobs": self._logprobs(done.logprobs)}
         choice["finish_reason"] = done.finish_reason
         if self.token_ids:
             choice["token_ids"] = done.token_ids
@@ -73,9 +84,14 @@ class Shape:
         return answer
 
     def _chunk(
-        self, text: str | None, finish: FinishReason | None, ids: tuple[int, ...] = ()
+        self,
+        text: str | None,
+        finish: FinishReason | None,
+        ids: tuple[int, ...] = (),
+        scored: Sequence[TokenLogprob] | None = None,
     ) -> dict[str, Any]:
-        choice: dict[str, Any] = {"index": 0, "logprobs": None, "finish_reason": finish}
+        logprobs = None if scored is None else self._logprobs(scored)
+        choice: dict[str, Any] = {"index": 0, "logprobs": logprobs, "finish_reason": finish}
         if self.token_ids:
             choice["token_ids"] = list(ids)
         if self.chat:
@@ -94,8 +110,9 @@ class Shape:
     def chunks(self, event: GenerationEvent) -> Iterator[dict[str, Any]]:
         """The chunks of one event: its text, then its finish reason when it is the last,
         and the usage chunk after it when asked for."""
-        if event.text or (self.token_ids and event.token_ids):
-            yield self._chunk(event.text, None, event.token_ids)
+        scored = event.logprobs if self.logprobs else None
+        if event.text or (self.token_ids and event.token_ids) or scored:
+            yield self._chunk(event.text, None, event.token_ids, scored)
         if event.finish_reason is not None:
             yield self._chunk(None, event.finish_reason)
             if self.include_usage and event.usage is not None:
@@ -105,3 +122,32 @@ class Shape:
         """The last chunk of a stream that asked for the usage."""
         kind = "chat.completion.chunk" if self.chat else "text_completion"
         return {**self._object(kind, []), "usage": usage.model_dump()}
+
+    def _logprobs(self, scored: Sequence[TokenLogprob]) -> dict[str, Any] | None:
+        """The choice's ``logprobs`` for these tokens (None unless asked for)."""
+        if not self.logprobs:
+            return None
+        if self.chat:
+            return {"content": [_chat_logprob(s) for s in scored], "refusal": None}
+        offsets = list(itertools.accumulate((len(s.token) for s in scored), initial=self._offset))
+        self._offset = offsets.pop()
+        return {
+            "tokens": [s.token for s in scored],
+            "token_logprobs": [s.logprob for s in scored],
+            "top_logprobs": [_top_with_chosen(s) for s in scored],
+            "text_offset": offsets,
+        }
+
+
+def _top_with_chosen(scored: TokenLogprob) -> dict[str, float]:
+    """The completions API's ``top_logprobs`` entry: the most likely tokens and the chosen
+    one (up to ``logprobs`` + 1 of them, as OpenAI answers)."""
+    return {**{t.token: t.logprob for t in scored.top}, scored.token: scored.logprob}
+
+
+def _chat_logprob(scored: TokenLogprob) -> dict[str, Any]:
+    return {**_chat_entry(scored), "top_logprobs": [_chat_entry(t) for t in scored.top]}
+
+
+def _chat_entry(scored: TokenLogprob) -> dict[str, Any]:
+    return {"token": scored.token, "logprob": scored.logprob, "bytes": list(scored.bytes)}

@@ -77,6 +77,7 @@ async def _generate(request: Request, body_type: type[CompletionBody | ChatBody]
         chat=body_type is ChatBody,
         token_ids=body.return_token_ids,
         include_usage=body.include_usage(),
+        logprobs=generation.logprobs is not None,
     )
     events = streaming.start(state, principal.project_id, target, generation)
     recheck = partial(state.authenticate, request)  # a revoked token ends the generation

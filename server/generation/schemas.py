@@ -1,8 +1,8 @@
 """The OpenAI request bodies these routes take, checked field by field, and how each becomes
 the one :class:`GenerationRequest` of ``contracts/generation.py``.
 
-Fields OpenAI defines but pteforge does not do (``n`` above 1, ``logprobs``, ``echo``,
-penalties, tools, ...) are refused naming the field when set to anything but their
+Fields OpenAI defines but pteforge does not do (``n`` above 1, ``echo``, penalties,
+tools, ...) are refused naming the field when set to anything but their
 default; a field OpenAI does not define is refused as OpenAI does ("Unrecognized request
 argument supplied").
 """
@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationInfo, field_validator
 
 from pteforge.contracts.generation import (
     MAX_CHAT_MESSAGES,
     MAX_TEMPLATE_KWARGS,
     MAX_TOKEN_ID,
+    MAX_TOP_LOGPROBS,
     ChatMessage,
     GenerationRequest,
 )
@@ -106,14 +107,14 @@ class CompletionBody(_Sampling):
     """Text ("" is a prompt too: the tokenizer's BOS alone, where it adds one), or token ids."""
     max_tokens: int | None = Field(default=16, ge=1, le=CHAT_MAX_TOKENS)
     echo: bool | None = False
-    logprobs: int | None = None
+    logprobs: int | None = Field(default=None, ge=0, le=MAX_TOP_LOGPROBS)
+    """Each token's logprob, and this many of the most likely tokens at its step."""
     best_of: int | None = 1
     suffix: str | None = None
 
     UNSUPPORTED: ClassVar[dict[str, tuple[object, ...]]] = {
         **_Sampling.UNSUPPORTED,
         "echo": (None, False),
-        "logprobs": (None,),
         "best_of": (None, 1),
         "suffix": (None, ""),
     }
@@ -131,7 +132,9 @@ class CompletionBody(_Sampling):
             raise ValueError(f"a prompt's token ids are from 0 to {MAX_TOKEN_ID}")
         source = {"prompt": prompt} if isinstance(prompt, str) else {"prompt_ids": prompt}
         tokens = 16 if self.max_tokens is None else self.max_tokens
-        return GenerationRequest(**source, **self.sampling(tokens), session=session)
+        return GenerationRequest(
+            **source, **self.sampling(tokens), session=session, logprobs=self.logprobs
+        )
 
 
 class TextPart(BaseModel):
@@ -168,7 +171,7 @@ class ChatBody(_Sampling):
     max_tokens: int | None = Field(default=None, ge=1, le=CHAT_MAX_TOKENS)
     max_completion_tokens: int | None = Field(default=None, ge=1, le=CHAT_MAX_TOKENS)
     logprobs: bool | None = False
-    top_logprobs: int | None = None
+    top_logprobs: int | None = Field(default=None, ge=0, le=MAX_TOP_LOGPROBS)
     tools: list[Any] | None = None
     tool_choice: Any = None
     parallel_tool_calls: bool | None = None
@@ -190,8 +193,6 @@ class ChatBody(_Sampling):
 
     UNSUPPORTED: ClassVar[dict[str, tuple[object, ...]]] = {
         **_Sampling.UNSUPPORTED,
-        "logprobs": (None, False),
-        "top_logprobs": (None,),
         "tools": (None, []),
         "tool_choice": (None, "none"),
         "response_format": (None, {"type": "text"}),
@@ -210,5 +211,16 @@ class ChatBody(_Sampling):
         messages = tuple(m.as_chat() for m in self.messages)
         extra = self.chat_template_kwargs or {}
         return GenerationRequest(
-            messages=messages, **self.sampling(tokens), session=session, template_kwargs=extra
+            messages=messages,
+            **self.sampling(tokens),
+            session=session,
+            template_kwargs=extra,
+            logprobs=(self.top_logprobs or 0) if self.logprobs else None,
         )
+
+    @field_validator("top_logprobs")
+    @classmethod
+    def _with_logprobs(cls, top: int | None, info: ValidationInfo) -> int | None:
+        if top is not None and not info.data.get("logprobs"):
+            raise ValueError("top_logprobs needs logprobs set to true")
+        return top

@@ -133,6 +133,24 @@ def eager_greedy(lm: LmFiles, prompt_ids: Sequence[int], max_new_tokens: int) ->
     return [int(t) for t in out[0, ids.shape[1] :]]
 
 
+def eager_logprobs(lm: LmFiles, prompt_ids: list[int], steps: int) -> list[torch.Tensor]:
+    """Eager greedy ``generate``'s log-softmax of the raw logits at each of ``steps`` steps
+    (it runs on past an end-of-sequence token)."""
+    ids = torch.tensor([prompt_ids])
+    with torch.no_grad():
+        out = lm.eager.generate(  # type: ignore[operator]
+            ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=steps,
+            min_new_tokens=steps,
+            do_sample=False,
+            output_logits=True,
+            return_dict_in_generate=True,
+            pad_token_id=lm.eos_ids[0],
+        )
+    return [torch.log_softmax(row[0].double(), dim=-1) for row in out.logits]
+
+
 def pte_greedy(
     pte: Path, prompt_ids: Sequence[int], max_new_tokens: int, eos_ids: Sequence[int]
 ) -> list[int]:

@@ -17,7 +17,7 @@ from tokenizers import Tokenizer, decoders, models
 from pteforge.contracts.generation import GenerationEvent, GenerationRequest, TokenLogprob
 from pteforge.runtime import RuntimePool
 from pteforge.runtime.logprobs import FLOOR, TokenBytes, step_logprobs
-from tests.generation.lm_builder import LmFiles
+from tests.generation.lm_builder import LmFiles, eager_logprobs
 
 pytestmark = pytest.mark.zoo  # builds a tiny LM (cached per machine by lm_builder)
 
@@ -39,23 +39,6 @@ def _generate(pool: RuntimePool, lm: LmFiles, **fields: object) -> list[Generati
     return asyncio.run(collect())
 
 
-def _eager_logprobs(lm: LmFiles, prompt_ids: list[int], steps: int) -> list[torch.Tensor]:
-    """Eager ``generate``'s raw logits at each greedy step, as log-softmax rows."""
-    ids = torch.tensor([prompt_ids])
-    with torch.no_grad():
-        out = lm.eager.generate(  # type: ignore[operator]
-            ids,
-            attention_mask=torch.ones_like(ids),
-            max_new_tokens=steps,
-            min_new_tokens=steps,
-            do_sample=False,
-            output_logits=True,
-            return_dict_in_generate=True,
-            pad_token_id=lm.eos_ids[0],
-        )
-    return [torch.log_softmax(row[0].double(), dim=-1) for row in out.logits]
-
-
 def test_greedy_logprobs_equal_eager_log_softmax(gen_pool: RuntimePool, lm: LmFiles) -> None:
     prompt = lm.encode("def generate(prompt")
     events = _generate(gen_pool, lm, prompt_ids=prompt, max_tokens=8, temperature=0, logprobs=3)
@@ -63,7 +46,7 @@ def test_greedy_logprobs_equal_eager_log_softmax(gen_pool: RuntimePool, lm: LmFi
     scored = [lp for e in events for lp in e.logprobs or ()]
     assert len(scored) == len(tokens) > 0
     for step, (token, lp, eager) in enumerate(
-        zip(tokens, scored, _eager_logprobs(lm, prompt, len(tokens)), strict=True)
+        zip(tokens, scored, eager_logprobs(lm, prompt, len(tokens)), strict=True)
     ):
         assert lp.id == token and lp.top[0].id == token  # greedy: the most likely one
         assert lp.logprob == pytest.approx(float(eager[token]), abs=1e-3), step

@@ -55,7 +55,8 @@ def test_an_unknown_model_is_404(client: openai.OpenAI) -> None:
     ("arguments", "param", "words"),
     [
         ({"n": 2}, "n", "not supported"),
-        ({"logprobs": 2}, "logprobs", "not supported"),
+        ({"logprobs": 21}, "logprobs", "less than or equal to 20"),
+        ({"echo": True}, "echo", "not supported"),
         ({"temperature": 3}, "temperature", "less than or equal to 2"),
         ({"extra_body": {"colour": "red"}}, "colour", "Unrecognized request argument"),
         ({"prompt": ["one", "two"]}, "prompt", "one prompt per request"),

@@ -1,0 +1,99 @@
+"""Logprobs through the unmodified ``openai`` client against a real ``pteforge serve``: each
+API's own shape, equal to eager PyTorch's log-softmax at every greedy step, the same
+whether streamed or not; asking for them wrongly is a 400 naming the field."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import openai
+import pytest
+
+from tests.generation.lm_builder import LmFiles, eager_logprobs
+from tests.server.lm_serving import greedy_reference
+from tests.server.service import ServiceProcess
+
+PROMPT = "The quick brown fox"
+MAX_TOKENS = 8
+CHAT = [{"role": "user", "content": "What is the capital of France?"}]
+
+
+@pytest.fixture(scope="module")
+def client(service: ServiceProcess) -> openai.OpenAI:
+    assert service.admin_token
+    return openai.OpenAI(base_url=f"{service.url}/v1", api_key=service.admin_token, max_retries=0)
+
+
+def _streamed_completion(chunks: list[Any]) -> dict[str, list[Any]]:
+    """The completions logprobs of a stream's chunks, joined."""
+    joined: dict[str, list[Any]] = {}
+    for chunk in chunks:
+        logprobs = chunk.choices[0].logprobs if chunk.choices else None
+        for key, values in (logprobs.to_dict() if logprobs else {}).items():
+            joined.setdefault(key, []).extend(values)
+    return joined
+
+
+def test_completion_logprobs_are_eager_log_softmax(
+    client: openai.OpenAI, deployed: str, lm: LmFiles
+) -> None:
+    prompt_ids = lm.encode(PROMPT)
+    expected = greedy_reference(lm, prompt_ids, MAX_TOKENS)
+    rows = eager_logprobs(lm, prompt_ids, len(expected))
+    arguments: dict[str, Any] = {"max_tokens": MAX_TOKENS, "temperature": 0, "logprobs": 2}
+    whole = client.completions.create(model=deployed, prompt=PROMPT, **arguments)
+    logprobs = whole.choices[0].logprobs
+    assert logprobs is not None and logprobs.token_logprobs is not None
+    assert logprobs.token_logprobs == pytest.approx(
+        [float(row[t]) for t, row in zip(expected, rows, strict=True)], abs=1e-3
+    )
+    assert logprobs.tokens is not None and logprobs.top_logprobs is not None
+    for token, chosen, top in zip(
+        logprobs.tokens, logprobs.token_logprobs, logprobs.top_logprobs, strict=True
+    ):
+        assert 1 <= len(top) <= 3 and top[token] == chosen == max(top.values())
+    lengths = [len(t) for t in logprobs.tokens]
+    assert logprobs.text_offset == [sum(lengths[:i]) for i in range(len(lengths))]
+    stream = client.completions.create(model=deployed, prompt=PROMPT, stream=True, **arguments)
+    assert _streamed_completion(list(stream)) == logprobs.to_dict()
+
+
+def test_chat_logprobs_have_bytes_and_alternatives(
+    client: openai.OpenAI, deployed: str, lm: LmFiles
+) -> None:
+    arguments: dict[str, Any] = {"max_tokens": MAX_TOKENS, "temperature": 0}
+    asked = {"logprobs": True, "top_logprobs": 3, **arguments}
+    whole = client.chat.completions.create(model=deployed, messages=CHAT, **asked)  # type: ignore[arg-type]
+    choice = whole.choices[0]
+    assert choice.logprobs is not None and choice.logprobs.content
+    content = choice.logprobs.content
+    assert whole.usage is not None and len(content) == whole.usage.completion_tokens
+    for entry in content:
+        assert entry.bytes is not None and len(entry.top_logprobs) == 3
+        assert entry.top_logprobs[0].logprob == entry.logprob  # greedy: the most likely
+        assert [t.logprob for t in entry.top_logprobs] == sorted(
+            (t.logprob for t in entry.top_logprobs), reverse=True
+        )
+    stream = client.chat.completions.create(model=deployed, messages=CHAT, stream=True, **asked)  # type: ignore[arg-type]
+    pieces = [c.choices[0].logprobs for c in stream if c.choices and c.choices[0].logprobs]
+    streamed = [entry for piece in pieces for entry in piece.content or ()]
+    assert streamed == content
+    plain = client.chat.completions.create(model=deployed, messages=CHAT, **arguments)  # type: ignore[arg-type]
+    assert plain.choices[0].logprobs is None
+
+
+@pytest.mark.parametrize(
+    ("arguments", "param", "words"),
+    [
+        ({"top_logprobs": 2}, "top_logprobs", "needs logprobs set to true"),
+        ({"logprobs": True, "top_logprobs": 21}, "top_logprobs", "less than or equal to 20"),
+    ],
+)
+def test_chat_logprobs_asked_wrongly_are_400(
+    client: openai.OpenAI, deployed: str, arguments: dict[str, Any], param: str, words: str
+) -> None:
+    with pytest.raises(openai.BadRequestError) as raised:
+        client.chat.completions.create(model=deployed, messages=CHAT, **arguments)  # type: ignore[arg-type]
+    body = raised.value.body
+    error = body.get("error", body) if isinstance(body, dict) else {}
+    assert error["param"] == param and words in error["message"], error
