@@ -27,6 +27,10 @@ FLOOR = -9999.0
 """The log probability reported for a token the model gives none (``-inf``, or NaN logits),
 as vLLM reports it: JSON has no infinity."""
 
+MAX_TOKEN_BYTES = 1024
+"""Most bytes reported of one token: an uploaded vocabulary may hold a piece of megabytes,
+which 21 entries a token (top 20 and the chosen) would multiply in every event."""
+
 _BYTE_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
 _SPIECE_SPACE = "\u2581"
 
@@ -58,7 +62,11 @@ class TokenBytes:
         self.added = {int(i): t.content for i, t in tokenizer.get_added_tokens_decoder().items()}
 
     def __call__(self, token: int) -> bytes:
-        """The bytes ``token`` stands for (b"" for an id the vocabulary lacks)."""
+        """The bytes ``token`` stands for (b"" for an id the vocabulary lacks), at most
+        :data:`MAX_TOKEN_BYTES` of them."""
+        return self._bytes(token)[:MAX_TOKEN_BYTES]
+
+    def _bytes(self, token: int) -> bytes:
         if token in self.added:
             return self.added[token].encode()
         piece = self.tokenizer.id_to_token(token)

@@ -16,7 +16,7 @@ from tokenizers import Tokenizer, decoders, models
 
 from pteforge.contracts.generation import GenerationEvent, GenerationRequest, TokenLogprob
 from pteforge.runtime import RuntimePool
-from pteforge.runtime.logprobs import FLOOR, TokenBytes, step_logprobs
+from pteforge.runtime.logprobs import FLOOR, MAX_TOKEN_BYTES, TokenBytes, step_logprobs
 from tests.generation.lm_builder import LmFiles, eager_logprobs
 
 pytestmark = pytest.mark.zoo  # builds a tiny LM (cached per machine by lm_builder)
@@ -83,6 +83,8 @@ def test_byte_level_pieces_map_back_to_bytes() -> None:
     bytes_of = TokenBytes(tokenizer)
     assert [bytes_of(i) for i in range(4)] == [b" hi", b"\xe2", b"!", b"<|end|>"]
     assert bytes_of(99) == b""
+    huge = _tokenizer({"a" * 100_000: 0}, decoders.ByteLevel())
+    assert TokenBytes(huge)(0) == b"a" * MAX_TOKEN_BYTES  # an upload's piece is cut
 
 
 def test_sentencepiece_pieces_read_spaces_and_byte_fallback() -> None:
