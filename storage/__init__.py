@@ -14,7 +14,7 @@ Public API (stable; the server codes against it)::
     # Rows: a unit of work; commits when the block exits normally, rolls back on error.
     with store.transaction() as tx:   # transaction(read_only=True): no SQLite write lock
         tx.projects.create(name) / get(id) / get_by_name(name) / get_or_create(name)
-        tx.projects.stored_bytes(project_id) -> int   # programs, artifacts, tokenizers
+        tx.projects.stored_bytes(project_id, lock=False) -> int   # programs, artifacts, tokenizers
         tx.tokens.create(project_id, name) -> IssuedToken(token, plaintext)   # plaintext once
         tx.tokens.resolve(plaintext) -> (ApiToken, Project) | None; list(pid); revoke(pid, tid)
         tx.programs.create(project_id, name, blob: BlobRef, methods: Sequence[MethodSignature])

@@ -52,10 +52,11 @@ class ProjectRepository(ABC):
         """The project with this name, created if missing (safe against a concurrent create)."""
 
     @abstractmethod
-    def stored_bytes(self, project_id: str) -> int:
+    def stored_bytes(self, project_id: str, lock: bool = False) -> int:
         """The size of what the project stores: its programs, its artifacts (with their
         bundles) and its models' tokenizers, each counted in full even where another row
-        or project shares the content."""
+        or project shares the content. ``lock``: first lock the project's row until the
+        transaction ends, so transactions that check this and then add content take turns."""
 
 
 class TokenRepository(ABC):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pteforge.contracts.json_types import JsonObject
 from pteforge.server.artifacts.schemas import GENERATION_KEY
-from pteforge.server.common.blob_files import store_project_files
+from pteforge.server.common.blob_files import check_quota, store_project_files
 from pteforge.server.common.owned_rows import OwnedRows
 from pteforge.server.common.services import Services
 from pteforge.server.errors import ConflictError, InvalidUploadError
@@ -60,6 +60,7 @@ def create_uploaded_artifact(
         report[GENERATION_KEY] = described.generation.model_dump(mode="json")
     (blob,) = store_project_files(services.store, services.settings, project_id, [path])
     with services.store.transaction() as tx:
+        check_quota(tx, services.settings, project_id, blob.size)
         return tx.artifacts.create(
             project_id, None, blob, {}, UPLOADED_PLAN_HASH, report, described.methods
         )

@@ -25,7 +25,11 @@ from pteforge.contracts.jobs import (
 )
 from pteforge.contracts.json_types import JsonObject
 from pteforge.server.artifacts.schemas import NUMERICS_KEY
-from pteforge.server.common.blob_files import StorageQuotaError, store_project_files
+from pteforge.server.common.blob_files import (
+    StorageQuotaError,
+    check_quota,
+    store_project_files,
+)
 from pteforge.server.jobs.pipe import LoweringOutcome
 from pteforge.server.jobs.runner import (
     StandbyLowering,
@@ -216,6 +220,8 @@ class CompileJobRunner:
         bundle = bundled[0] if bundled else None
         try:
             with self.store.transaction() as tx:
+                adding = sum(b.size for b in [blob, *bundled])
+                check_quota(tx, self.settings, job.project_id, adding)
                 return tx.artifacts.create(
                     job.project_id,
                     payload.program_id,

@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 
 from pteforge.server.artifacts.schemas import GENERATION_KEY
-from pteforge.server.common.blob_files import store_project_files
+from pteforge.server.common.blob_files import check_quota, store_project_files
 from pteforge.server.common.services import Services
 from pteforge.server.errors import InvalidUploadError, NotFoundError
 from pteforge.server.http.uploads import MultipartUpload, UploadedPart
@@ -162,6 +162,7 @@ def attach_tokenizer(
     stored, *config_blob = store_project_files(services.store, services.settings, project_id, paths)
     stored_config = config_blob[0] if config_blob else None
     with services.store.transaction() as tx:
+        check_quota(tx, services.settings, project_id, sum(b.size for b in [stored, *config_blob]))
         attached = tx.models.set_tokenizer(project_id, name, version, stored, stored_config)
     services.model_changed(project_id, name, version)
     return attached

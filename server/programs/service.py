@@ -17,7 +17,7 @@ from pteforge.contracts.names import (
     InvalidProgramNameError,
     check_program_name,
 )
-from pteforge.server.common.blob_files import store_project_files
+from pteforge.server.common.blob_files import check_quota, store_project_files
 from pteforge.server.common.owned_rows import OwnedRows
 from pteforge.server.common.services import Services
 from pteforge.server.errors import InvalidUploadError
@@ -112,6 +112,7 @@ def create_program(services: Services, project_id: str, upload: MultipartUpload)
             paths = [bundle]
             (blob,) = store_project_files(services.store, services.settings, project_id, paths)
     with services.store.transaction() as tx:
+        check_quota(tx, services.settings, project_id, blob.size)
         return tx.programs.create(project_id, name, blob, methods)
 
 

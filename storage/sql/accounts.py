@@ -100,7 +100,9 @@ class SqlProjects(ProjectRepository):
                 raise
             return found
 
-    def stored_bytes(self, project_id: str) -> int:
+    def stored_bytes(self, project_id: str, lock: bool = False) -> int:
+        if lock:  # FOR NO KEY UPDATE: rows referencing the project may still be inserted
+            self._session.get(ProjectRow, project_id, with_for_update={"key_share": True})
         bind = {"project": project_id}
         return sum(int(self._session.scalar(query, bind) or 0) for query in _STORED)
 

@@ -7,11 +7,20 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import httpx
 import pytest
 import torch
 
+from pteforge.server.common.blob_files import (
+    StorageQuotaError,
+    check_quota,
+    store_project_files,
+)
+from pteforge.server.settings import Settings
+from pteforge.storage import default_sqlite_url, open_store
 from tests.server.helpers import assert_error, wait_job
 from tests.server.service import ServiceProcess, running_service
 
@@ -61,3 +70,35 @@ def test_a_project_stores_no_more_than_its_quota(quota_service: ServiceProcess) 
 
         assert client.delete(f"/v1/programs/{program.json()['id']}").status_code == 204
         assert _upload(client).status_code == 201  # the room came back
+
+
+def test_uploads_at_once_do_not_pass_the_quota_together(quota_service: ServiceProcess) -> None:
+    """Each upload checks the quota before its bytes are stored, and again as its row is
+    added, where the project's uploads take turns: at once, each passed the first check and
+    a project stored one archive per upload running."""
+    token = quota_service.create_token("quota-race", "quota-race")
+    with quota_service.client(token) as client, ThreadPoolExecutor(4) as pool:
+        statuses = sorted(pool.map(lambda _: _upload(client).status_code, range(4)))
+        assert statuses == [201, 507, 507, 507]
+        assert len(client.get("/v1/programs").json()["programs"]) == 1
+
+
+def test_the_transaction_adding_the_rows_checks_the_quota_again(tmp_path: Path) -> None:
+    """Two uploads whose bytes were both checked and written before either row was added
+    (uploads at once): the second's row transaction refuses it (its content is left
+    unreferenced, for the garbage collector)."""
+    settings = Settings(home=tmp_path, project_storage_bytes=len(ARCHIVE) + 100)
+    store = open_store(default_sqlite_url(tmp_path))
+    try:
+        with store.transaction() as tx:
+            project = tx.projects.create("p").id
+        archive = tmp_path / "add.pt2"
+        archive.write_bytes(ARCHIVE)
+        first, second = (store_project_files(store, settings, project, [archive]) for _ in "12")
+        with store.transaction() as tx:
+            check_quota(tx, settings, project, first[0].size)
+            tx.programs.create(project, "first", first[0], [])
+        with pytest.raises(StorageQuotaError), store.transaction() as tx:
+            check_quota(tx, settings, project, second[0].size)
+    finally:
+        store.close()

@@ -8,9 +8,12 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import pytest
+from sqlalchemy import text
+from sqlalchemy.exc import OperationalError
 
-from pteforge.storage import ConflictError, NotFoundError, SqlStore
+from pteforge.storage import ConflictError, NotFoundError, SqlStore, open_store
 from pteforge.storage.domain import BlobRef
+from tests.postgres import fresh_database
 from tests.storage.conftest import ManualClock
 
 
@@ -181,3 +184,27 @@ def test_what_a_project_stores_counts_every_kind_of_content(store: SqlStore) -> 
     with store.transaction(read_only=True) as tx:
         assert tx.projects.stored_bytes(alpha) == 1000 + 200 + 30 + tokenizer.size + 2
         assert tx.projects.stored_bytes(beta) == 1000
+
+
+@pytest.mark.postgres  # SQLite serialises every writing transaction already (BEGIN IMMEDIATE)
+def test_counting_under_lock_makes_a_projects_writers_take_turns() -> None:
+    """The quota is checked before an upload's bytes are written, then again under the
+    project's row lock in the transaction adding its rows: 8 uploads that passed the first
+    check together stored 4 MiB under a 3 MB quota. The lock leaves rows that reference the
+    project (jobs, tokens) insertable meanwhile."""
+    lock = "SELECT 1 FROM projects WHERE id = :id FOR {} NOWAIT"
+    with fresh_database("t") as url:
+        store = open_store(url)
+        try:
+            alpha = _project(store, "alpha")
+            with store.transaction() as tx, store.engine.connect() as other:
+                tx.projects.stored_bytes(alpha, lock=True)
+                with pytest.raises(OperationalError, match="could not obtain lock"):
+                    other.execute(text(lock.format("NO KEY UPDATE")), {"id": alpha})
+                other.rollback()
+                assert other.execute(text(lock.format("KEY SHARE")), {"id": alpha}).scalar()
+                other.rollback()
+            with store.engine.connect() as other:  # the transaction ended: the lock is free
+                assert other.execute(text(lock.format("NO KEY UPDATE")), {"id": alpha}).scalar()
+        finally:
+            store.close()
