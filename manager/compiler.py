@@ -27,6 +27,7 @@ from pteforge.manager.plan_check import check_plan
 from pteforge.manager.program_manager import ProgramManager, to_edge_transform_and_lower
 from pteforge.manager.report import planned_memory
 from pteforge.manager.signature import MethodSignature, method_signature
+from pteforge.manager.verify import method_inputs
 
 _E = TypeVar("_E")
 
@@ -155,8 +156,6 @@ def _quantize(
 def _example_inputs(method: str, program: ExportedProgram) -> Calibration:
     """The program's example inputs as one calibration sample, in its input order: keyword
     inputs too (``transformers`` models are exported with ``input_ids=...``)."""
-    from pteforge.manager.verify import method_inputs  # verify imports this module
-
     flat, source = method_inputs(program)
     if source != "example":
         raise PlanError(

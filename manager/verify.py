@@ -41,7 +41,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.export import ExportedProgram
@@ -50,8 +50,10 @@ from torch.utils import _pytree as pytree
 
 from pteforge.contracts.et_errors import failure_message
 from pteforge.contracts.plan import TargetSpec, VerifySpec
-from pteforge.manager.compiler import CompiledProgram
 from pteforge.quiet import keeping_native_lines
+
+if TYPE_CHECKING:  # the compiler takes its example inputs from here (method_inputs)
+    from pteforge.manager.compiler import CompiledProgram
 
 _SEED = 0
 _TINY = torch.finfo(torch.float32).tiny
