@@ -67,7 +67,11 @@ class UnknownBackendIdError(ManagerError, LookupError):
 
 
 class LoweringError(ManagerError, RuntimeError):
-    """A backend could not take (part of) a method; names the first offending node."""
+    """A backend could not take (part of) a method; names the first offending node.
+
+    ``backend_id`` is None when upstream failed before any backend partitioned the method
+    (``to_edge``'s decompositions on a data-dependent slice they cannot guard on, say): no
+    backend is to blame, and the message says so rather than name one."""
 
     code = ErrorCode.LOWERING_FAILED
 
@@ -75,7 +79,7 @@ class LoweringError(ManagerError, RuntimeError):
         self,
         *,
         method: str | None,
-        backend_id: str,
+        backend_id: str | None,
         node: str | None,
         operator: str | None,
         detail: str = "",
@@ -86,5 +90,10 @@ class LoweringError(ManagerError, RuntimeError):
         self.operator = operator
         self.detail = detail
         where = f"node {node!r} (operator {operator})" if node else "an unidentified node"
-        message = f"method {method!r}: backend {backend_id!r} cannot lower {where}"
+        subject = f"method {method!r}" if method is not None else "the program"
+        message = (
+            f"{subject}: backend {backend_id!r} cannot lower {where}"
+            if backend_id is not None
+            else f"{subject} failed before any backend partitioned it"
+        )
         super().__init__(f"{message}: {detail}" if detail else message)

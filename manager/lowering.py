@@ -127,6 +127,7 @@ class LoweringJob:
         methods: Sequence[str],
         on_stage: StageCallback | None = None,
     ) -> None:
+        self.methods = list(methods)
         self.targets = normalize_request(request, methods)
         self.whole_graph = whole_graph_backends(self.targets)
         check_backend_ids(self.whole_graph)
@@ -196,7 +197,13 @@ class LoweringJob:
         return self._at_node(found["node"], found["op"], detail)
 
     def _at_node(self, node: str | None, operator: str | None, detail: str) -> LoweringError:
-        """The failure at ``node``, in the method that holds it (else the last partitioned)."""
+        """The failure at ``node``, in the method that holds it (else the last partitioned);
+        with no node and no method partitioned yet, no backend's (upstream's ``to_edge``)."""
+        if node is None and not self.tracker.programs:
+            only = self.methods[0] if len(self.methods) == 1 else None
+            return LoweringError(
+                method=only, backend_id=None, node=None, operator=None, detail=detail
+            )
         method = self._method_with_node(node) if node else None
         if method is None and len(self.whole_graph) == 1:
             method = next(iter(self.whole_graph))

@@ -174,3 +174,23 @@ def test_tanh_gelu_is_not_delegated_as_the_exact_one(catalog: BackendCatalog) ->
     tanh, exact = run_method(compiled.pte, "forward", [x])
     torch.testing.assert_close(tanh, GeluPair()(x)[0], rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(exact, GeluPair()(x)[1], rtol=1e-5, atol=1e-5)
+
+
+class _DataDependentSlice(torch.nn.Module):
+    """OPT's ``position_ids[:, past_seen_tokens:]``: exports, but upstream's ``to_edge``
+    cannot decompose the slice (it guards on the start being negative)."""
+
+    def forward(self, x: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
+        return x[:, position[0].item() :] * 2
+
+
+def test_a_method_to_edge_refuses_blames_no_backend(catalog: BackendCatalog) -> None:
+    """The error said "method None: backend '(partitioner backend)' cannot lower an
+    unidentified node" for a failure no backend had a part in (in-process ExecuTorch's
+    ``to_edge`` fails alike): it names the method and upstream's reason, and no backend."""
+    program = torch.export.export(_DataDependentSlice(), (torch.randn(1, 8), torch.tensor([3])))
+    with pytest.raises(LoweringError) as raised:
+        compile_programs({"forward": program}, {"all": {"partitioners": ["xnnpack"]}}, catalog)
+    message = str(raised.value)
+    assert message.startswith("method 'forward' failed before any backend partitioned it: ")
+    assert "GuardOnDataDependentSymNode" in message and raised.value.backend_id is None
