@@ -20,7 +20,10 @@ greedy loop over the same ``.pte``. Otherwise tokens are sampled from the softma
 logits divided by ``temperature``, restricted to the smallest set of most likely tokens
 whose probability reaches ``top_p``; with ``seed`` the draws repeat exactly.
 
-``logprobs`` (None: off) asks for each generated token's log probability, and for that
+``logit_bias`` (token id to a number from -100 to 100) is added to the logits before a token
+is chosen; ``presence_penalty`` and ``frequency_penalty`` (-2 to 2) lower the logits of the
+tokens generated so far, once for having appeared and once per appearance, as OpenAI defines
+them. ``logprobs`` (None: off) asks for each generated token's log probability, and for that
 many of the most likely tokens at its step beside it (OpenAI's ``logprobs`` and
 ``top_logprobs``): the log-softmax of the model's logits, before temperature and ``top_p``.
 """
@@ -42,6 +45,9 @@ MAX_CHAT_MESSAGES = 2048
 MAX_TOKEN_ID = 2**31 - 1
 """The largest token id a prompt may hold (vocabularies are far smaller; the vocabulary's own
 size is checked where the model is known)."""
+
+MAX_LOGIT_BIAS = 300
+"""Most token ids a request may bias (OpenAI's limit)."""
 
 MAX_TOP_LOGPROBS = 20
 """Most alternatives a request may ask for at each token (OpenAI's ``top_logprobs`` limit)."""
@@ -84,6 +90,14 @@ class GenerationRequest(Contract):
     template_kwargs: Annotated[dict[str, JsonValue], at_most_entries(MAX_TEMPLATE_KWARGS)] = Field(
         default_factory=dict
     )
+    logit_bias: Annotated[
+        dict[
+            Annotated[int, Field(ge=0, le=MAX_TOKEN_ID)], Annotated[float, Field(ge=-100, le=100)]
+        ],
+        at_most_entries(MAX_LOGIT_BIAS),
+    ] = Field(default_factory=dict)
+    presence_penalty: float = Field(default=0.0, ge=-2.0, le=2.0)
+    frequency_penalty: float = Field(default=0.0, ge=-2.0, le=2.0)
     logprobs: int | None = Field(default=None, ge=0, le=MAX_TOP_LOGPROBS)
 
     @model_validator(mode="after")

@@ -52,7 +52,7 @@ from pteforge.runtime.language_model import DecodeInputs, LmInfo, feed, read_lm_
 from pteforge.runtime.logprobs import step_logprobs
 from pteforge.runtime.lru import ByteLRU
 from pteforge.runtime.metadata import input_name
-from pteforge.runtime.sampling import Sampler
+from pteforge.runtime.sampling import LogitShaping, Sampler
 from pteforge.runtime.text_codec import TextCodec
 from pteforge.runtime.text_stream import TextStream
 from pteforge.runtime.wire import (
@@ -225,10 +225,11 @@ def run(
     deadline = math.inf if seconds is None else time.monotonic() + seconds
     prompt = codec.prompt_ids(request, step.info.context_len)
     check_prompt(prompt, step.info)
+    shaping = LogitShaping.of(request, step.info.vocab_size)  # refused before any work
     reuse = _common_prefix(history, prompt)
     del history[reuse:]
     logits = step.feed(prompt[reuse:], history)
-    sampler = Sampler(request.temperature, request.top_p, request.seed)
+    sampler = Sampler(request.temperature, request.top_p, request.seed, shaping)
     eos = codec.eos_ids() if step.info.eos_ids is None else step.info.eos_ids
     text = TextStream(codec.decode, request.stop, context=prompt)
     for count in range(1, request.max_tokens + 1):

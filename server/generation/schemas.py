@@ -1,10 +1,9 @@
 """The OpenAI request bodies these routes take, checked field by field, and how each becomes
 the one :class:`GenerationRequest` of ``contracts/generation.py``.
 
-Fields OpenAI defines but pteforge does not do (``n`` above 1, ``echo``, penalties,
-tools, ...) are refused naming the field when set to anything but their
-default; a field OpenAI does not define is refused as OpenAI does ("Unrecognized request
-argument supplied").
+Fields OpenAI defines but pteforge does not do (``n`` above 1, ``echo``, tools, ...) are
+refused naming the field when set to anything but their default; a field OpenAI does not
+define is refused as OpenAI does ("Unrecognized request argument supplied").
 """
 
 from __future__ import annotations
@@ -15,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationInfo, fi
 
 from pteforge.contracts.generation import (
     MAX_CHAT_MESSAGES,
+    MAX_LOGIT_BIAS,
     MAX_TEMPLATE_KWARGS,
     MAX_TOKEN_ID,
     MAX_TOP_LOGPROBS,
@@ -74,17 +74,19 @@ class _Sampling(SamplingFields):
     stream_options: StreamOptions | None = None
     n: int | None = 1
     user: str | None = None
-    presence_penalty: float | None = None
-    frequency_penalty: float | None = None
-    logit_bias: Annotated[dict[str, float], at_most_entries(300)] | None = None
+    presence_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
+    frequency_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
+    logit_bias: (
+        Annotated[
+            dict[str, Annotated[float, Field(ge=-100, le=100)]], at_most_entries(MAX_LOGIT_BIAS)
+        ]
+        | None
+    ) = None
     return_token_ids: bool = False
     """pteforge's extension (as vLLM's): each choice carries the ``token_ids`` generated."""
 
     UNSUPPORTED: ClassVar[dict[str, tuple[object, ...]]] = {
         "n": (None, 1),
-        "presence_penalty": (None, 0),
-        "frequency_penalty": (None, 0),
-        "logit_bias": (None, {}),
     }
     """Fields pteforge takes only at these values (OpenAI's defaults)."""
 
@@ -95,9 +97,31 @@ class _Sampling(SamplingFields):
                 return name
         return None
 
+    @field_validator("logit_bias")
+    @classmethod
+    def _token_ids(cls, bias: dict[str, float] | None) -> dict[str, float] | None:
+        bad = next((k for k in bias or {} if not _token_id(k)), None)
+        if bad is not None:
+            raise ValueError(f"keys are token ids from 0 to {MAX_TOKEN_ID}, not {bad[:40]!r}")
+        return bias
+
+    def sampling(self, max_tokens: int) -> dict[str, Any]:
+        """The sampling fields of a :class:`GenerationRequest`, bias and penalties too."""
+        return {
+            **super().sampling(max_tokens),
+            "logit_bias": {int(k): v for k, v in (self.logit_bias or {}).items()},
+            "presence_penalty": self.presence_penalty or 0.0,
+            "frequency_penalty": self.frequency_penalty or 0.0,
+        }
+
     def include_usage(self) -> bool:
         """Whether a stream ends with a usage chunk."""
         return self.stream_options is not None and self.stream_options.include_usage
+
+
+def _token_id(key: str) -> bool:
+    """Whether ``key`` is a token id in decimal ASCII digits."""
+    return 0 < len(key) <= 10 and key.isascii() and key.isdigit() and int(key) <= MAX_TOKEN_ID
 
 
 class CompletionBody(_Sampling):

@@ -1,6 +1,7 @@
-"""Logprobs through the unmodified ``openai`` client against a real ``pteforge serve``: each
-API's own shape, equal to eager PyTorch's log-softmax at every greedy step, the same
-whether streamed or not; asking for them wrongly is a 400 naming the field."""
+"""Logprobs, logit bias and penalties through the unmodified ``openai`` client against a
+real ``pteforge serve``: logprobs in each API's own shape, equal to eager PyTorch's
+log-softmax at every greedy step, the same whether streamed or not; a bias and penalties
+reach the worker's decode loop; asking wrongly is a 400 naming the field."""
 
 from __future__ import annotations
 
@@ -80,6 +81,31 @@ def test_chat_logprobs_have_bytes_and_alternatives(
     assert streamed == content
     plain = client.chat.completions.create(model=deployed, messages=CHAT, **arguments)  # type: ignore[arg-type]
     assert plain.choices[0].logprobs is None
+
+
+def test_bias_and_penalties_reach_the_decode_loop(
+    client: openai.OpenAI, deployed: str, lm: LmFiles
+) -> None:
+    ids: dict[str, Any] = {"return_token_ids": True}
+    arguments: dict[str, Any] = {"max_tokens": 4, "temperature": 0, "extra_body": ids}
+    plain = client.completions.create(model=deployed, prompt=PROMPT, **arguments)
+    tokens = plain.choices[0].to_dict()["token_ids"]
+    wanted = next(t for t in range(10, 100) if t not in tokens and t not in lm.eos_ids)
+    biased = client.completions.create(
+        model=deployed, prompt=PROMPT, logit_bias={str(wanted): 100}, **arguments
+    )
+    assert biased.choices[0].to_dict()["token_ids"] == [wanted] * 4
+    chat = client.chat.completions.create(
+        model=deployed,
+        messages=CHAT,
+        logit_bias={str(wanted): 100},
+        **arguments,  # type: ignore[arg-type]
+    )
+    assert chat.choices[0].to_dict()["token_ids"] == [wanted] * 4
+    with pytest.raises(openai.BadRequestError, match="outside the model's vocabulary"):
+        client.completions.create(
+            model=deployed, prompt=PROMPT, logit_bias={"99999": 1}, **arguments
+        )
 
 
 @pytest.mark.parametrize(
