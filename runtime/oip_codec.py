@@ -144,7 +144,7 @@ def _decode_input(entry: Any, spec: TensorSpec, cursor: _BinaryCursor) -> np.nda
     size = (entry.get("parameters") or {}).get("binary_data_size")
     if size is None:
         return _json_data(entry, name, dtype, shape)
-    if not isinstance(size, int) or size < 0:
+    if type(size) is not int or size < 0:  # not a bool: JSON's true is no size
         raise ProtocolError(f"input {name!r}: binary_data_size must be a non-negative integer")
     return _binary_data(name, dtype, shape, size, cursor.take(size, name))
 

@@ -149,7 +149,9 @@ def check_arrays(signature: MethodSignature, arrays: Sequence[np.ndarray]) -> No
 def check_json_numbers(data: Any, listed: np.ndarray, dtype: np.dtype) -> None:
     """Raise a ValueError unless the JSON values ``data`` (``listed`` as numpy read them)
     become ``dtype`` unchanged: no fractions for an integer dtype, no true/false for a
-    number dtype (numpy would take them as 1 and 0)."""
+    number dtype (numpy would take them as 1 and 0), no null (numpy would take it as NaN)."""
+    if listed.dtype.kind == "O" and dtype.kind != "O":
+        raise ValueError("it holds null or values that are not numbers; send numbers")
     if dtype.kind in "iu" and listed.dtype.kind == "f" and listed.size:
         raise ValueError("it holds numbers with a fraction or exponent; send integers")
     if dtype.kind != "b" and (listed.dtype.kind == "b" or _holds_bool(data)):

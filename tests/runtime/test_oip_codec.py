@@ -82,6 +82,7 @@ def test_binary_inputs_follow_the_json_header() -> None:
         ([_with(TOKENS, data=[True] * 4), MEMORY], "data is not int64: it holds true/false"),
         ([_with(TOKENS, data=[[1, 2], [True, 4]]), MEMORY], "not int64: it holds true/false"),
         ([TOKENS, _with(MEMORY, data=[0.5, False])], "data is not float32: it holds true/false"),
+        ([TOKENS, _with(MEMORY, data=[0.5, None])], "data is not float32: it holds null"),
     ],
 )
 def test_mismatches_name_the_input(tensors: list[dict[str, object]], message: str) -> None:
@@ -106,6 +107,10 @@ def test_malformed_bodies_are_protocol_errors() -> None:
     for header_length in (None, 0):  # curl -X POST without -d: 'is 0 but the body has 0 bytes'
         with pytest.raises(ProtocolError, match=r"^the request has no body: send a JSON object"):
             decode_infer_request(b"", header_length, SIG)
+    binary_true = {**TOKENS, "parameters": {"binary_data_size": True}}  # JSON's true is no 1
+    with pytest.raises(ProtocolError, match="binary_data_size must be a non-negative integer"):
+        head = _body(binary_true, MEMORY)
+        decode_infer_request(head + b"\x00" * 8, len(head), SIG)
     with pytest.raises(ProtocolError, match="nested too deeply"):  # was a RecursionError: 500
         decode_infer_request(b'{"inputs": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", None, SIG)
     head = _body(
