@@ -14,7 +14,7 @@ the exported program's:
   that outputs near zero do not blow it up; with ``b`` all zeros the denominator is the
   smallest normal float32;
 - ``sqnr_db`` = 10 log10(sum b^2 / sum (a - b)^2), null when ``a`` equals ``b`` exactly
-  (``exact: true``).
+  (``exact: true``) or ``b`` is all zeros (no signal to measure against).
 
 Positions where both are NaN, or both the same infinity, count as equal; a metric that is
 still not finite (a NaN or infinity on one side only) is null and fails the check. An fp32
@@ -57,6 +57,7 @@ if TYPE_CHECKING:  # the compiler takes its example inputs from here (method_inp
 
 _SEED = 0
 _TINY = torch.finfo(torch.float32).tiny
+_TINY_64 = torch.finfo(torch.float64).tiny
 _STATUS_ORDER = ("error", "over_tolerance", "not_executable", "passed")
 
 
@@ -70,15 +71,25 @@ def output_error(actual: torch.Tensor, reference: torch.Tensor) -> dict[str, Any
     max_abs = float(diff.max()) if diff.numel() else 0.0
     finite = torch.where(b.isfinite(), b, torch.zeros_like(b))
     scale = float(finite.abs().max()) if finite.numel() else 0.0
-    noise = float(diff.square().sum())
-    signal = float(finite.square().sum())
-    sqnr = None if exact else 10 * math.log10(max(signal, _TINY) / noise)
     return {
         "max_abs_error": _finite(max_abs),
         "max_rel_error": _finite(max_abs / max(scale, _TINY)),
-        "sqnr_db": _finite(sqnr),
+        "sqnr_db": None if exact else _finite(_sqnr_db(finite, diff, max(scale, max_abs))),
         "exact": exact,
     }
+
+
+def _sqnr_db(signal: torch.Tensor, noise: torch.Tensor, scale: float) -> float | None:
+    """10 log10(sum signal^2 / sum noise^2), both divided by ``scale`` (their largest
+    magnitude) first, so that outputs near float32's smallest normal do not square to
+    nothing; None for a zero reference (no signal) or a non-finite error."""
+    if not scale > 0 or not math.isfinite(scale):
+        return None
+    power = float((signal / scale).square().sum())
+    error = float((noise / scale).square().sum())
+    if power == 0 or not math.isfinite(error):
+        return None
+    return 10 * math.log10(power / max(error, _TINY_64))
 
 
 def _finite(value: float | None) -> float | None:

@@ -34,6 +34,17 @@ def test_output_error_metrics() -> None:
     assert error["exact"] is False
 
 
+def test_sqnr_of_outputs_below_float32s_smallest_normal() -> None:
+    """A MobileNetV2 with transformers' initialisation has logits near 5e-25, whose squares
+    sum below float32's smallest normal: the signal was floored there, so an int8 answer
+    of all zeros (max_rel_error 1.0) measured 104 dB and passed the 20 dB check."""
+    reference = torch.tensor([5e-25, -3e-25, 4e-25])
+    assert output_error(torch.zeros(3), reference)["sqnr_db"] == pytest.approx(0.0)
+    error = output_error(reference * 1.01, reference)
+    assert error["sqnr_db"] == pytest.approx(40.0)
+    assert output_error(torch.tensor([0.0, 1e-3]), torch.zeros(2))["sqnr_db"] is None
+
+
 def test_exact_outputs_have_no_finite_sqnr() -> None:
     reference = torch.tensor([[1.0, float("nan")], [float("-inf"), 0.0]])
     error = output_error(reference.clone(), reference)
