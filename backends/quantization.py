@@ -44,6 +44,10 @@ class QuantizationError(BackendCatalogError):
 class Pt2eRecipe(QuantizerEntryBase):
     """prepare_pt2e -> calibrate -> convert_pt2e -> re-export, with :meth:`quantizer`."""
 
+    check_guards = True
+    """Whether the graph module quantized keeps torch.export's ``_guards_fn`` submodule
+    (``ExportedProgram.module(check_guards=...)``), as the backend's upstream flow does."""
+
     def quantize(
         self,
         program: ExportedProgram,
@@ -62,7 +66,7 @@ class Pt2eRecipe(QuantizerEntryBase):
             raise QuantizationError(f"{self.name}: needs at least one calibration input tuple")
         quantizer = self.quantizer(lowering)
         try:
-            prepared = prepare_pt2e(program.module(), quantizer)
+            prepared = prepare_pt2e(program.module(check_guards=self.check_guards), quantizer)
             for inputs in calibration:
                 prepared(*inputs)
             converted = convert_pt2e(prepared)
@@ -117,6 +121,10 @@ class EthosUInt8Recipe(Pt2eRecipe):
 
     backend_id = ETHOS_U_BACKEND_ID
     name = ETHOS_U_RECIPE
+    # Upstream's Ethos-U flow quantizes ``module(check_guards=False)``: its annotation passes
+    # refuse the ``_guards_fn`` call_module ("call_module is not supported", first met in
+    # DecomposeAdaptiveAvgPool2dPass, so every CNN with a global average pool failed).
+    check_guards = False
     description = (
         "int8 for the ethos-u entry (EthosUQuantizer, symmetric): static activations "
         "calibrated on the given inputs, per-channel weights."

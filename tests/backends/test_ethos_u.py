@@ -7,6 +7,7 @@ to EthosUBackend, refused by the runtime here); this file covers what is particu
 from __future__ import annotations
 
 import pytest
+import torch
 
 from pteforge.backends import ETHOS_U_RECIPE, BackendCatalog, EthosUOptions, InvalidOptionsError
 from pteforge.backends.quantization import Pt2eRecipe
@@ -80,3 +81,27 @@ def test_the_recipe_annotates_for_the_partitioners_target(catalog: BackendCatalo
         profile([]) == profile([PartitionerSpec(name="ethos-u")]) == "TOSA-1.0+INT+int16+int4+u55"
     )
     assert profile(u85) == "TOSA-1.0+INT+int16+int4+cf"
+
+
+class _PooledConv(torch.nn.Module):
+    """A CNN classifier's tail: conv, hardswish, global average pool, linear."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, 2, 1)
+        self.head = torch.nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.nn.functional.hardswish(self.conv(x))
+        return self.head(torch.nn.functional.adaptive_avg_pool2d(x, 1).flatten(1))  # type: ignore[no-any-return]
+
+
+def test_the_recipe_quantizes_a_global_average_pool(catalog: BackendCatalog) -> None:
+    """The recipe quantized ``ExportedProgram.module()``, whose ``_guards_fn`` call_module
+    upstream's Arm passes refuse ("call_module is not supported", in
+    DecomposeAdaptiveAvgPool2dPass): a plain CNN failed with an invalid_plan error. Upstream's
+    flow quantizes ``module(check_guards=False)``, and so does the recipe now."""
+    program = torch.export.export(_PooledConv().eval(), (torch.randn(1, 3, 16, 16),))
+    plan = {"all": {"partitioners": ["ethos-u"], "quantize": ETHOS_U_RECIPE}}
+    compiled = compile_programs({"forward": program}, plan, catalog)
+    assert delegated_backends(compiled.pte) == ["EthosUBackend"]
