@@ -19,6 +19,7 @@ from pteforge.backends.ethos_u import (
     ethos_u_target,
 )
 from pteforge.backends.xnnpack import XNNPACK_BACKEND_ID
+from pteforge.contracts.et_errors import described
 
 if TYPE_CHECKING:
     import torch
@@ -79,7 +80,9 @@ class Pt2eRecipe(QuantizerEntryBase):
                 dynamic_shapes=dynamic_shapes_of(program),
             )
         except Exception as error:  # torch/torchao raise many kinds; translate at the boundary
-            raise QuantizationError(f"{self.name}: quantization failed: {error}") from error
+            # described: an upstream pass manager's error says which pass, its cause why
+            message = f"{self.name}: quantization failed: {described(error)}"
+            raise QuantizationError(message) from error
 
     @abc.abstractmethod
     def quantizer(self, lowering: Sequence[PartitionerSpec]) -> Any:

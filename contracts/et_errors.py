@@ -93,3 +93,24 @@ def failure_message(message: str, log: str) -> str:
     """A failed request's message: ``message`` with its ExecuTorch error codes named, then
     the native runtime's own log lines of that request (cleaned and bounded), if any."""
     return name_error_codes(message) + log_suffix(log)
+
+
+MAX_CAUSES = 4
+"""The most errors of a ``__cause__`` chain :func:`described` quotes."""
+
+
+def described(exc: BaseException) -> str:
+    """``Type: message`` of ``exc`` and of each error it was raised from.
+
+    Upstream pass managers wrap the real failure (torch.fx's ``PassManager``: "An error
+    occurred when running the 'ChannelsLastTaggedReshapePass' pass ...", raised from the
+    ``RuntimeError`` that says what went wrong); the message alone would drop the reason.
+    """
+    parts: list[str] = []
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen and len(parts) < MAX_CAUSES:
+        seen.add(id(current))
+        parts.append(f"{type(current).__name__}: {current}")
+        current = current.__cause__
+    return " <- caused by ".join(parts)

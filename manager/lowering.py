@@ -23,6 +23,7 @@ from pteforge.backends import (
 )
 from pteforge.backends.errors import UnsupportedNodeError
 from pteforge.backends.support import first_unsupported_node
+from pteforge.contracts.et_errors import described
 from pteforge.manager.errors import (
     LoweringError,
     ManagerError,
@@ -46,26 +47,7 @@ _OPENVINO_NODE = re.compile(r"(?:operation |friendly_name ')(?P<node>\w+)/(?P<op
 ``conversion of operation aten_avg_pool2d_default/aten.avg_pool2d.default`` or
 ``friendly_name 'aten_avg_pool2d_default/aten.avg_pool2d.default/AvgPool'``."""
 _BACKEND_NOT_FOUND = re.compile(r"Backend (?P<backend>\S+) was not found")
-_MAX_CAUSES = 4
-"""The most errors of a ``__cause__`` chain a lowering error's detail quotes."""
 T = TypeVar("T")
-
-
-def described(exc: BaseException) -> str:
-    """``Type: message`` of ``exc`` and of each error it was raised from.
-
-    Upstream pass managers wrap the real failure (torch.fx's ``PassManager``: "An error
-    occurred when running the 'ChannelsLastTaggedReshapePass' pass ...", raised from the
-    ``RuntimeError`` that says what went wrong); the message alone would drop the reason.
-    """
-    parts: list[str] = []
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen and len(parts) < _MAX_CAUSES:
-        seen.add(id(current))
-        parts.append(f"{type(current).__name__}: {current}")
-        current = current.__cause__
-    return " <- caused by ".join(parts)
 
 
 def normalize_request(request: BackendRequest, methods: Sequence[str]) -> dict[str, MethodTarget]:

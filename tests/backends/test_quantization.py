@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 from torch.export import ExportedProgram
+from torchao.quantization.pt2e.quantizer import Quantizer
 
 from pteforge.backends import (
     BackendCatalogError,
@@ -87,6 +88,36 @@ def test_calibration_of_the_wrong_shape_is_translated() -> None:
     recipe = default_catalog().get_quantizer("xnnpack_pt2e_int8_static_per_channel")
     with pytest.raises(QuantizationError, match="xnnpack_pt2e_int8_static_per_channel"):
         recipe.quantize(model.programs["forward"], [(torch.randn(8, 5),)])
+
+
+class _PassFailingRecipe(XnnpackPt2eRecipe):
+    """Its quantizer fails as upstream's Arm one did on a ``_guards_fn``: a pass manager's
+    error naming the pass, raised from the one that says why."""
+
+    def quantizer(self, lowering: object) -> object:
+        class Failing(Quantizer):
+            def annotate(self, model: torch.fx.GraphModule) -> torch.fx.GraphModule:
+                try:
+                    raise ValueError("call_module is not supported")
+                except ValueError as reason:
+                    raise RuntimeError("error in the 'DecomposeAdaptiveAvgPool2dPass'") from reason
+
+            def validate(self, model: torch.fx.GraphModule) -> None:
+                pass
+
+        return Failing()
+
+
+def test_a_wrapped_quantizer_failure_keeps_its_reason() -> None:
+    """The error named only the pass that failed (an Ethos-U CNN's plan error); it now
+    quotes the cause too, as lowering errors do."""
+    recipe = _PassFailingRecipe("xnnpack_pt2e_int8_static_per_channel")
+    model = tiny_mlp()
+    with pytest.raises(QuantizationError) as raised:
+        recipe.quantize(model.programs["forward"], [model.inputs["forward"]])
+    message = str(raised.value)
+    assert "DecomposeAdaptiveAvgPool2dPass" in message
+    assert "<- caused by ValueError: call_module is not supported" in message
 
 
 def test_unknown_recipe_name_lists_the_known_ones() -> None:
