@@ -34,6 +34,10 @@ _NOISY_LOG_MESSAGES = {
     ),
     # Version checks and the macOS-only native library, at import of an optional converter
     # pteforge never uses.
+    # ExecuTorch's to_backend partitions a copy of each method, made with fake tensors when
+    # it can; a method without inputs (an init_state) has no fake mode, and the deepcopy it
+    # falls back to is logged on the root logger with the whole graph, as an "Error".
+    "root": ("Error in get_fake_program for graph",),
     "coremltools": (
         "scikit-learn version",
         "has not been tested with coremltools",
@@ -110,8 +114,9 @@ def dropping_native_lines(pattern: re.Pattern[bytes]) -> Iterator[None]:
 def keeping_native_lines() -> Iterator[list[str]]:
     """Run the body with file descriptor 2 and ``sys.stderr`` captured (ExecuTorch's
     bindings log through ``sys.stderr`` when it is not fd 2, under pytest say) and yield a
-    list that, once the body ends (raising or not), holds what was logged there, the thread
-    pool's CPU probe left out; everything is written back too."""
+    list that, once the body ends (raising or not), holds what was logged there; all of it
+    is written back too. The thread pool's CPU probe is left out of both (``pteforge
+    compile``'s numerics check printed its lines)."""
     lines: list[bytes] = []
     text: list[str] = []
     python = io.StringIO()
@@ -119,12 +124,16 @@ def keeping_native_lines() -> Iterator[list[str]]:
         with _fd2_captured(lines), redirect_stderr(python):
             yield text
     finally:
-        if lines:
-            os.write(2, b"".join(lines))
-        sys.stderr.write(python.getvalue())
-        lines += python.getvalue().encode().splitlines(keepends=True)
-        kept = (line for line in lines if not _THREADPOOL_PROBE.match(line))
-        text += [line.decode(errors="replace") for line in kept]
+        native = _without_probe(lines)
+        if native:
+            os.write(2, b"".join(native))
+        bindings = _without_probe(python.getvalue().encode().splitlines(keepends=True))
+        sys.stderr.write(b"".join(bindings).decode(errors="replace"))
+        text += [line.decode(errors="replace") for line in native + bindings]
+
+
+def _without_probe(lines: list[bytes]) -> list[bytes]:
+    return [line for line in lines if not _THREADPOOL_PROBE.match(line)]
 
 
 def start_native_threadpool() -> None:

@@ -89,3 +89,30 @@ def test_the_native_thread_pool_starts_without_its_cpu_probe(
     ``start_native_threadpool`` it does not, and what else goes to stderr still shows."""
     assert "cpuinfo_utils" in plain_stderr
     assert "cpuinfo_utils" not in quiet_stderr and "ours" in quiet_stderr, quiet_stderr
+
+
+def test_the_fake_program_fallback_notice_is_dropped() -> None:
+    """``pteforge compile`` of a method without inputs printed upstream's root-logger
+    "Error in get_fake_program for graph ..., fallback to deepcopy" with the whole graph."""
+    stderr = _stderr_of(
+        "import logging, pteforge.quiet_on_import; "
+        "logging.warning('Error in get_fake_program for graph GraphModule(), fallback'); "
+        "logging.warning('a real warning')"
+    )
+    assert "get_fake_program" not in stderr, stderr
+    assert "a real warning" in stderr
+
+
+def test_a_captured_run_keeps_the_thread_pools_probe_off_stderr(plain_stderr: str) -> None:
+    """The numerics check captures the native log of each method it runs and writes it back:
+    the first run's thread pool probe (``[cpuinfo_utils.cpp:71] Reading file ...``) showed
+    on ``pteforge compile``'s stderr. What else was logged still shows and is kept."""
+    if "cpuinfo_utils" not in plain_stderr:
+        pytest.skip("this CPU's thread pool logs no probe")
+    stderr = _stderr_of(
+        f"import os, pteforge.quiet as q; {_PORTABLE}\n"
+        "with q.keeping_native_lines() as got:\n"
+        "    p._threadpool_get_thread_count(); os.write(2, b'ours\\n')\n"
+        "assert got == ['ours\\n'], got"
+    )
+    assert "cpuinfo_utils" not in stderr and "ours" in stderr, stderr
