@@ -74,11 +74,14 @@ def _check_model(
     ref, method = split_model_name(model)
     if artifact is None:
         pinned = "" if version is None else f" version {version!r}"
-        raise NotFoundError(f"model {model!r}: no artifact or model {ref!r}{pinned}")
+        # a name is echoed cut: the path may hold 64 KiB of one
+        raise NotFoundError(f"model {model[:200]!r}: no artifact or model {ref[:200]!r}{pinned}")
     if method not in artifact.methods:
         known = ", ".join(artifact.methods)
         which = "artifact" if artifact.version is None else f"{ref!r} version {artifact.version}"
-        raise NotFoundError(f"model {model!r}: {which} has no method {method!r} ({known})")
+        raise NotFoundError(
+            f"model {model[:200]!r}: {which} has no method {method[:200]!r} ({known})"
+        )
     return artifact
 
 

@@ -173,6 +173,8 @@ def test_other_projects_and_unknown_models_are_404(server: Server) -> None:
     assert httpx.get(f"{server.url}/v2/models/other.forward", headers=auth()).status_code == 404
     missing = httpx.get(f"{server.url}/v2/models/mlp.backward", headers=auth())
     assert missing.status_code == 404 and "backward" in missing.json()["error"]
+    long = httpx.get(f"{server.url}/v2/models/{'a' * 20_000}.forward", headers=auth())
+    assert long.status_code == 404 and len(long.text) < 1000  # the name is echoed cut
     assert httpx.get(f"{server.url}/v2/models/mlp.forward").status_code == 401
 
 
