@@ -154,7 +154,7 @@ def build(args: argparse.Namespace, out: Output) -> None:
         ):
             warnings.simplefilter("ignore", NumericsWarning)  # one line each, below
             artifact = client.compile(program, plan, on_stage=display)
-        for problem in artifact.over_tolerance():
+        for problem in artifact.numerics_failures():
             out.error(f"warning: {problem}")
         if args.output is not None:
             _download(client, out, artifact, args.output)

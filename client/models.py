@@ -148,16 +148,24 @@ class Artifact(_Stored):
         """The method called ``name``, or None."""
         return next((m for m in self.methods if m.name == name), None)
 
-    def over_tolerance(self) -> list[str]:
-        """One sentence per method whose numerics check failed though the artifact was kept
-        (status ``over_tolerance``): the method, its measured error and the limit."""
+    def numerics_failures(self) -> list[str]:
+        """One sentence per method whose numerics check failed though the artifact was kept:
+        over its tolerance (the measured error and the limit), or unable to run in the
+        native runtime at all (status ``error``: what the runtime said)."""
         methods = (self.numerics or {}).get("methods") or {}
-        return [
-            f"artifact {self.id}: method {name!r} is over its numerics tolerance: "
-            f"{_worst_error(check)} (the artifact is kept: check its outputs before use)"
-            for name, check in methods.items()
-            if isinstance(check, dict) and check.get("status") == "over_tolerance"
-        ]
+        kept = "(the artifact is kept: check its outputs before use)"
+        failures = []
+        for name, check in methods.items():
+            status = check.get("status") if isinstance(check, dict) else None
+            if status == "over_tolerance":
+                problem = f"is over its numerics tolerance: {_worst_error(check)}"
+            elif status == "error":
+                said = " ".join(str(check.get("message")).split())  # one line, log included
+                problem = f"failed to run in the numerics check: {said}"
+            else:
+                continue
+            failures.append(f"artifact {self.id}: method {name!r} {problem} {kept}")
+        return failures
 
 
 @dataclass(frozen=True)

@@ -115,7 +115,7 @@ class Operations:
         final = yield from self.follow(job, on_stage)
         raise_for_job(final)
         artifact = yield from self.get_artifact(str(final.artifact_id))
-        for problem in artifact.over_tolerance():
+        for problem in artifact.numerics_failures():
             warnings.warn(problem, NumericsWarning, stacklevel=4)  # the caller of compile
         return artifact
 

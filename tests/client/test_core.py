@@ -15,6 +15,7 @@ from rich.console import Console
 
 from pteforge.client import (
     APIError,
+    Artifact,
     BadRequestError,
     InferenceError,
     InsufficientStorageError,
@@ -281,3 +282,14 @@ def test_a_profile_from_a_newer_server_is_read() -> None:
     assert report.latency_us.p50 == 2 and report.operators[0].total_us == 2.0
     with pytest.raises(ValueError):  # the contract itself still refuses them
         ProfileReport.model_validate(body)
+
+
+def test_a_method_the_numerics_check_could_not_run_is_a_failure_on_one_line() -> None:
+    """A MobileNetV2 under XNNPACK int8 dynamic fails at execute (upstream XNNPACK): the
+    artifact is kept with numerics status ``error``, and no warning said so."""
+    message = "RuntimeError: execute() failed\nruntime log:\n[XNNExecutor.cpp:169] Internal"
+    numerics = {"methods": {"forward": {"status": "error", "message": message}}}
+    artifact = Artifact.from_json({"id": "art_1", "sha256": "0", "numerics": numerics})
+    (failure,) = artifact.numerics_failures()
+    assert failure.startswith("artifact art_1: method 'forward' failed to run in the numerics")
+    assert "execute() failed runtime log: [XNNExecutor.cpp:169] Internal (the" in failure
