@@ -110,18 +110,26 @@ class Job:
         return f"job {self.id}: {self.status}{stage}"
 
 
+def judged_worst(check: dict[str, Any]) -> tuple[str, float | None]:
+    """The metric a method's numerics record is judged on (``max_rel_error``, or
+    ``sqnr_db`` for a quantized method) and its worst output's value: None when some
+    output's is null (not finite, or an exact match's SQNR) or there is no output."""
+    metric = str((check.get("check") or {}).get("metric", "max_rel_error"))
+    values = [o.get(metric) for o in check.get("outputs") or [] if isinstance(o, dict)]
+    numbers = [float(v) for v in values if isinstance(v, int | float)]
+    if len(numbers) < len(values) or not numbers:
+        return metric, None
+    return metric, min(numbers) if metric == "sqnr_db" else max(numbers)
+
+
 def _worst_error(check: dict[str, Any]) -> str:
     """``max_rel_error 0.0031 > limit 0.001`` (or ``sqnr_db 12.5 < limit 20``): the worst
     output of a method's numerics record against its limit."""
-    metric = str((check.get("check") or {}).get("metric", "max_rel_error"))
     limit = (check.get("check") or {}).get("limit")
-    values = [o.get(metric) for o in check.get("outputs") or [] if isinstance(o, dict)]
-    numbers = [v for v in values if isinstance(v, int | float)]
-    if len(numbers) < len(values) or not numbers:
+    metric, worst = judged_worst(check)
+    if worst is None:
         return f"{metric} not finite (limit {limit})"
-    sqnr = metric == "sqnr_db"
-    worst = min(numbers) if sqnr else max(numbers)
-    return f"{metric} {worst:.3g} {'<' if sqnr else '>'} limit {limit}"
+    return f"{metric} {worst:.3g} {'<' if metric == 'sqnr_db' else '>'} limit {limit}"
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from pteforge.client.models import (
     Model,
     Program,
     TensorSpec,
+    judged_worst,
 )
 from pteforge.client.render import Output, size
 from pteforge.client.tensors import json_tensors
@@ -73,7 +74,7 @@ def artifact_summary(out: Output, artifact: Artifact) -> None:
     methods = artifact.report.get("methods") or {}
     checks = (artifact.numerics or {}).get("methods") or {}
     rows = [
-        (*_report_row(name, entry), _numerics(checks.get(name)))
+        (*_report_row(name, entry), numerics_cell(checks.get(name)))
         for name, entry in sorted(methods.items())
     ]
     if rows:
@@ -105,13 +106,17 @@ def _report_row(method: str, entry: Any) -> tuple[str, ...]:
     )
 
 
-def _numerics(check: Any) -> str:
-    """A method's numerics check in a few words: status and the worst relative error."""
+def numerics_cell(check: Any) -> str:
+    """A method's numerics check in a few words: its status and the worst value of the
+    metric it is judged on (an int8 method's SQNR, not its relative error, which said
+    ``passed (max rel error 0.03)`` of a method judged on 20 dB)."""
     if not isinstance(check, dict):
         return "-"
-    errors = [o.get("max_rel_error") for o in check.get("outputs") or [] if isinstance(o, dict)]
-    worst = max((e for e in errors if isinstance(e, int | float)), default=None)
-    return f"{check.get('status')}" + (f" (max rel error {worst:.2g})" if worst is not None else "")
+    metric, worst = judged_worst(check)
+    if worst is None:
+        return str(check.get("status"))
+    shown = f"SQNR {worst:.3g} dB" if metric == "sqnr_db" else f"max rel error {worst:.2g}"
+    return f"{check.get('status')} ({shown})"
 
 
 def job_summary(out: Output, job: Job) -> None:
