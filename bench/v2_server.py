@@ -37,6 +37,7 @@ def serve(
 
     from pteforge.runtime import RuntimePool, describe_pte
     from pteforge.server.inference import (
+        IndexedVersion,
         ResolvedArtifact,
         build_inference_router,
         new_inference_state,
@@ -56,6 +57,9 @@ def serve(
             self, principal: Any, artifact_id: str, version: str | None = None
         ) -> ResolvedArtifact | None:
             return resolved.get(artifact_id)
+
+        def index(self, principal: Any) -> list[IndexedVersion]:
+            return []  # artifact ids only: no model names
 
     async def allow_all(request: Any) -> str:
         return "bench"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
 from google.protobuf import json_format
@@ -18,15 +18,16 @@ from tritonclient.grpc import service_pb2 as pb
 from tritonclient.grpc import service_pb2_grpc as rpc
 
 from pteforge.runtime import InferResult, PoolClosedError
-from pteforge.runtime.oip_codec import BINARY_EXTENSION, model_metadata
+from pteforge.runtime.oip_codec import model_metadata
 from pteforge.server.auth.dependencies import Principal
 from pteforge.server.grpc_api.codec import encode_response, metadata_response
 from pteforge.server.grpc_api.plans import RequestPlans
 from pteforge.server.grpc_api.status import grpc_status, refuse_unimplemented
 from pteforge.server.http.memory import HeldBytes
 from pteforge.server.inference.dependencies import InferenceState
-from pteforge.server.inference.model_config import CONFIG_EXTENSION, model_config
-from pteforge.server.inference.sequences import SEQUENCE_EXTENSION, session_scope
+from pteforge.server.inference.model_config import model_config
+from pteforge.server.inference.repository import SERVED_EXTENSIONS, load_model, repository_index
+from pteforge.server.inference.sequences import session_scope
 from pteforge.server.inference.statuses import NotFoundError, NotRunnableError
 from pteforge.server.inference.work import (
     check_ready,
@@ -138,7 +139,7 @@ class InferenceService(rpc.GRPCInferenceServiceServicer):
 
         async def work() -> Any:
             state, _ = await self._caller(context)
-            extensions = [BINARY_EXTENSION, SEQUENCE_EXTENSION, CONFIG_EXTENSION]
+            extensions = list(SERVED_EXTENSIONS)
             return pb.ServerMetadataResponse(
                 name="pteforge", version=state.server_version, extensions=extensions
             )
@@ -178,6 +179,27 @@ class InferenceService(rpc.GRPCInferenceServiceServicer):
             name, version = request.name, request.version or None
             artifact, signature = await model_of(state, principal, name, version)
             return pb.ModelConfigResponse(config=model_config(name, signature, artifact.version))
+
+        return await self._answer(context, work)
+
+    async def RepositoryIndex(self, request: Any, context: Any) -> Any:
+        """The caller's models, by name, version and method (the model repository
+        extension; ``ready``: only those that can run here)."""
+
+        async def work() -> Any:
+            entries = await repository_index(*await self._caller(context), request.ready)
+            models = [pb.RepositoryIndexResponse.ModelIndex(**asdict(e)) for e in entries]
+            return pb.RepositoryIndexResponse(models=models)
+
+        return await self._answer(context, work)
+
+    async def RepositoryModelLoad(self, request: Any, context: Any) -> Any:
+        """Answers once the model can run (it loads on demand); NOT_FOUND as ``ModelReady``
+        would say false. There is no unload."""
+
+        async def work() -> Any:
+            await load_model(*await self._caller(context), request.model_name)
+            return pb.RepositoryModelLoadResponse()
 
         return await self._answer(context, work)
 

@@ -98,6 +98,8 @@ def _error_statuses(path: str, method: str, operation: dict[str, Any]) -> set[in
     if path.startswith("/v2/models/"):
         # 400: a name that is neither '{artifact_id}.{method}' nor a model's ('.x', 'x.')
         statuses |= {400, 404, 422, 503} if path.endswith("/infer") else {400, 404}
+    if path.startswith("/v2/repository/models/"):
+        statuses |= {400, 404, 422}  # a malformed name, a missing model, one not runnable here
     if path == "/v1/jobs/{job_id}/events":
         statuses.add(429)  # the project has as many event streams open as it may
     if method == "get" and path.endswith(("/pte", "/bpte")):

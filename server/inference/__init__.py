@@ -19,11 +19,12 @@ registry))`` instead.
 """
 
 from pteforge.server.inference.dependencies import InferenceState, new_inference_state
-from pteforge.server.inference.resolver import ArtifactResolver, ResolvedArtifact
+from pteforge.server.inference.resolver import ArtifactResolver, IndexedVersion, ResolvedArtifact
 from pteforge.server.inference.routes import build_inference_router, router
 
 __all__ = [
     "ArtifactResolver",
+    "IndexedVersion",
     "InferenceState",
     "ResolvedArtifact",
     "build_inference_router",

@@ -60,6 +60,24 @@ class ArtifactResolver(Protocol):
         to an artifact id)."""
         ...
 
+    def index(self, principal: Principal) -> list[IndexedVersion]:
+        """The caller's model names' versions, each with its artifact (at most
+        :data:`MAX_INDEXED_MODELS` names), for the model repository index."""
+        ...
+
+
+MAX_INDEXED_MODELS = 1000
+"""Most model names one repository index lists."""
+
+
+@dataclass(frozen=True)
+class IndexedVersion:
+    """A version of a model name and the artifact it serves."""
+
+    name: str
+    version: int
+    artifact: ResolvedArtifact
+
 
 def version_number(version: str | None) -> int | None:
     """The model version a ``/v2`` path names (``/versions/{version}/...``; None: the

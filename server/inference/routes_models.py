@@ -7,15 +7,18 @@ serves its ``/v2/models/{model}/versions/{version}/...`` twin: a model name's pi
 """
 
 import hmac
+from dataclasses import asdict
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
-from pteforge.runtime.oip_codec import BINARY_EXTENSION, model_metadata
+from pteforge.runtime.errors import ProtocolError
+from pteforge.runtime.oip_codec import model_metadata
 from pteforge.server.auth.dependencies import Principal, bearer_token
+from pteforge.server.http.bodies import read_capped
 from pteforge.server.inference.dependencies import (
     Caller,
     InferenceState,
@@ -24,9 +27,9 @@ from pteforge.server.inference.dependencies import (
     inference_state,
     running_state,
 )
-from pteforge.server.inference.model_config import CONFIG_EXTENSION, config_json, model_config
-from pteforge.server.inference.sequences import SEQUENCE_EXTENSION
-from pteforge.server.inference.statuses import answered
+from pteforge.server.inference.model_config import config_json, model_config
+from pteforge.server.inference.repository import SERVED_EXTENSIONS, load_model, repository_index
+from pteforge.server.inference.statuses import RequestTooLargeError, answered
 from pteforge.server.inference.work import check_ready, model_of
 
 TAG = "inference (Open Inference Protocol v2)"
@@ -60,8 +63,52 @@ async def ready(request: Request) -> Any:
 @router.get("/v2", summary="Server metadata")
 async def server_metadata(principal: Caller, state: State) -> ServerMetadata:
     """Name, version and the protocol extensions served."""
-    extensions = [BINARY_EXTENSION, SEQUENCE_EXTENSION, CONFIG_EXTENSION]
+    extensions = list(SERVED_EXTENSIONS)
     return ServerMetadata(name="pteforge", version=state.server_version, extensions=extensions)
+
+
+class IndexRequest(BaseModel):
+    """The body of ``POST /v2/repository/index`` (optional): ``ready`` lists only the
+    models that can run here; pteforge has one repository, so its name is ignored."""
+
+    repository_name: str = ""
+    ready: bool = False
+
+
+_INDEX_SCHEMA = IndexRequest.model_json_schema()
+
+
+async def _index(request: Request, state: InferenceState, principal: Principal) -> Response:
+    raw = await read_capped(request, 64 * 1024, RequestTooLargeError)
+    try:
+        asked = IndexRequest.model_validate_json(raw) if raw.strip() else IndexRequest()
+    except ValidationError as exc:
+        raise ProtocolError(f"the index request is not {{'ready': bool}}: {exc}") from None
+    entries = await repository_index(state, principal, asked.ready)
+    return JSONResponse([asdict(entry) for entry in entries])
+
+
+@router.post(
+    "/v2/repository/index",
+    summary="The caller's models (Triton's repository index)",
+    openapi_extra={"requestBody": {"content": {"application/json": {"schema": _INDEX_SCHEMA}}}},
+)
+async def index(request: Request, principal: Caller, state: State) -> Response:
+    """Each method of each version of the caller's model names, as `/v2` names it
+    (`{name}.{method}`), with its `state` (`READY`, or `UNAVAILABLE` and the `reason`)."""
+    return await answered(state.metrics, "index", _index(request, state, principal))
+
+
+async def _load(state: InferenceState, principal: Principal, model: str) -> Response:
+    await load_model(state, principal, model)
+    return JSONResponse({})
+
+
+@router.post("/v2/repository/models/{model}/load", summary="Load a model (Triton's extension)")
+async def load(model: str, principal: Caller, state: State) -> Response:
+    """200 once the model can run (it loads on demand, at its first request); 404 for a
+    model the caller lacks, 422 for one this host cannot run. There is no unload."""
+    return await answered(state.metrics, "load", _load(state, principal, model))
 
 
 async def _metadata(

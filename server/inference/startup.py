@@ -26,7 +26,12 @@ from pteforge.server.inference.dependencies import (
     StreamLimits,
     new_inference_state,
 )
-from pteforge.server.inference.resolver import ResolvedArtifact, version_number
+from pteforge.server.inference.resolver import (
+    MAX_INDEXED_MODELS,
+    IndexedVersion,
+    ResolvedArtifact,
+    version_number,
+)
 from pteforge.server.settings import Settings
 from pteforge.storage.domain import Artifact, MethodSignature
 from pteforge.storage.store import Store, Transaction
@@ -61,6 +66,18 @@ class StoreArtifactResolver:
         if artifact is None:
             return None
         return self._resolved(artifact, number)
+
+    def index(self, principal: Principal) -> list[IndexedVersion]:
+        """Every version of the caller's model names, oldest first within a name."""
+        project_id = principal.project_id
+        found: list[tuple[str, int, Artifact]] = []
+        with self.store.transaction(read_only=True) as tx:
+            for model in tx.models.list(project_id, MAX_INDEXED_MODELS):
+                for served in tx.models.versions(project_id, model.name):
+                    artifact = tx.artifacts.get(project_id, served.artifact_id)
+                    if artifact is not None:
+                        found.append((model.name, served.version, artifact))
+        return [IndexedVersion(name, v, self._resolved(a, v)) for name, v, a in found]
 
     def _resolved(self, artifact: Artifact, version: int | None) -> ResolvedArtifact:
         return ResolvedArtifact(

@@ -19,7 +19,12 @@ from fastapi import FastAPI, HTTPException, Request
 from prometheus_client import CollectorRegistry
 
 from pteforge.runtime import RuntimePool
-from pteforge.server.inference import ResolvedArtifact, build_inference_router, new_inference_state
+from pteforge.server.inference import (
+    IndexedVersion,
+    ResolvedArtifact,
+    build_inference_router,
+    new_inference_state,
+)
 from tests.models import MLP, MultiMethod
 
 TOKENS = {"tok-a": "project-a", "tok-b": "project-b"}
@@ -90,6 +95,9 @@ class MemoryResolver:
         self, principal: Any, artifact_id: str, version: str | None = None
     ) -> ResolvedArtifact | None:
         return self.artifacts.get((str(principal), artifact_id))
+
+    def index(self, principal: Any) -> list[IndexedVersion]:
+        return []  # artifact ids only: no model names
 
 
 async def bearer_auth(request: Request) -> str:

@@ -89,6 +89,10 @@ READS: dict[tuple[str, str], list[Call]] = {
     ("GET", "/v2/models/{model}/versions/{version}/stats"): [
         _req("GET", "/v2/models/{up}.forward/versions/1/stats")
     ],
+    ("POST", "/v2/repository/models/{model}/load"): [
+        _post("/v2/repository/models/{up}.forward/load", {}),
+        _post("/v2/repository/models/{model}.forward/load", {}),
+    ],
     ("POST", "/v2/models/{model}/infer"): [
         _req("POST", "/v2/models/{up}.forward/infer", json=_INFER),
         _req("POST", "/v2/models/{model}.forward/infer", json=_INFER),
@@ -144,6 +148,7 @@ UNSCOPED = {  # routes that name no project's thing
     ("GET", "/v2/health/live"): "health",
     ("GET", "/v2/health/ready"): "health",
     ("GET", "/v2"): "server metadata",
+    ("POST", "/v2/repository/index"): "the caller's models only: tests/server/test_repository.py",
     ("GET", "/v1/backends"): "the catalog and this host",
     ("POST", "/v1/programs"): "an upload names nothing that exists",
     ("POST", "/v1/artifacts"): "an upload names nothing that exists",

@@ -172,9 +172,11 @@ GRPC_SCOPED: dict[str, GrpcCall] = {
     "ModelConfig": lambda c, m, h: c.get_model_config(m, headers=h, as_json=True),
     "ModelStatistics": lambda c, m, h: c.get_inference_statistics(m, headers=h, as_json=True),
     "ModelInfer": lambda c, m, h: c.infer(m, _grpc_inputs(), headers=h).as_numpy("output_0"),
+    "RepositoryModelLoad": lambda c, m, h: c.load_model(m, headers=h),
     "ModelStreamInfer": lambda c, m, h: _stream_infer(c, m, headers=h).as_numpy("output_0"),
 }
-GRPC_UNSCOPED = {"ServerLive", "ServerReady", "ServerMetadata"}
+GRPC_UNSCOPED = {"ServerLive", "ServerReady", "ServerMetadata", "RepositoryIndex"}  # the index:
+# the caller's models only (tests/server/test_repository.py)
 
 
 def _grpc_outcome(call: GrpcCall, client: Any, model: str, headers: dict[str, str]) -> str:

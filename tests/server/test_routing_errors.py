@@ -18,11 +18,11 @@ def test_no_route_and_a_wrong_method_are_named(tmp_path: Path) -> None:
     assert v1.json()["error"]["message"] == (
         "no route GET /v1/nothing; every route is listed at /docs and in docs/http-api.md"
     )
-    index = client.post("/v2/repository/index")  # tritonclient's get_model_repository_index
-    assert index.status_code == 404
-    assert index.json() == {
-        "error": "no route POST /v2/repository/index; every route is listed at /docs "
-        "and in docs/http-api.md"
+    unload = client.post("/v2/repository/models/m/unload")  # tritonclient's unload_model
+    assert unload.status_code == 404
+    assert unload.json() == {
+        "error": "no route POST /v2/repository/models/m/unload; every route is listed at "
+        "/docs and in docs/http-api.md"
     }
     put = client.put("/v1/programs/some-id")
     assert (put.status_code, put.headers["allow"]) == (405, "GET, DELETE")
