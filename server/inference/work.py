@@ -111,12 +111,16 @@ async def check_ready(
     ``NotRunnableError`` for a method delegated to a backend this host's runtime does not
     register (``ResolvedArtifact.unrunnable``): the one readiness rule of HTTP and gRPC."""
     artifact, signature = await model_of(state, principal, model, version)
+    _check_runnable(model, artifact, signature)
+
+
+def _check_runnable(model: str, artifact: ResolvedArtifact, signature: MethodSignature) -> None:
     missing = artifact.unrunnable.get(signature.name)
     if missing:
         raise NotRunnableError(
-            f"model {model!r} is not ready: it is delegated to {', '.join(missing)}, which "
-            "this host's runtime cannot execute (a compile-only target: download the .pte "
-            "for a device that has it)"
+            f"model {model[:200]!r} is not ready: it is delegated to {', '.join(missing)}, "
+            "which this host's runtime cannot execute (a compile-only target: download the "
+            ".pte for a device that has it)"
         )
 
 
@@ -177,6 +181,7 @@ async def run_decoded(
     sent = time.perf_counter()
     started = sent if started is None else started
     try:
+        _check_runnable(model, artifact, signature)  # ready's rule, not the runtime's error
         result = await state.pool.infer_async(
             artifact.sha256, signature.name, request.inputs, artifact.source,
             profile=bool(request.parameters.get("profile", False)),

@@ -33,3 +33,9 @@ def test_int8_mlp_compiles_for_ethos_u_and_is_not_executable(
     assert response.status_code == 200
     assert delegated_backends(response.content) == ["EthosUBackend"]
     assert "Network summary" not in service.log_path.read_text()
+    body = {
+        "inputs": [{"name": "args_0", "datatype": "FP32", "shape": [1, 16], "data": [0.0] * 16}]
+    }
+    ran = admin.post(f"/v2/models/{artifact_id}.forward/infer", json=body)
+    assert ran.status_code == 422, ran.text  # said as ready says it, not as the runtime does
+    assert "delegated to EthosUBackend, which this host's runtime cannot" in ran.json()["error"]
