@@ -117,37 +117,37 @@ def build_tiny_lm(
     )
 
 
+def _eager_generate(lm: LmFiles, prompt_ids: Sequence[int], **options: Any) -> Any:
+    """Eager greedy ``generate`` on ``prompt_ids`` with ``options``."""
+    ids = torch.tensor([list(prompt_ids)], dtype=torch.long)
+    with torch.no_grad():
+        return lm.eager.generate(  # type: ignore[operator]
+            ids,
+            attention_mask=torch.ones_like(ids),
+            do_sample=False,
+            pad_token_id=lm.eos_ids[0],
+            **options,
+        )
+
+
 def eager_greedy(lm: LmFiles, prompt_ids: Sequence[int], max_new_tokens: int) -> list[int]:
     """Eager ``generate`` (``do_sample=False``): the new tokens, at most ``max_new_tokens``,
     stopping after one of the model's end-of-sequence tokens."""
-    ids = torch.tensor([list(prompt_ids)], dtype=torch.long)
-    with torch.no_grad():
-        out = lm.eager.generate(  # type: ignore[operator]
-            ids,
-            attention_mask=torch.ones_like(ids),
-            max_new_tokens=max_new_tokens,
-            do_sample=False,
-            eos_token_id=lm.eos_ids,
-            pad_token_id=lm.eos_ids[0],
-        )
-    return [int(t) for t in out[0, ids.shape[1] :]]
+    out = _eager_generate(lm, prompt_ids, max_new_tokens=max_new_tokens, eos_token_id=lm.eos_ids)
+    return [int(t) for t in out[0, len(prompt_ids) :]]
 
 
-def eager_logprobs(lm: LmFiles, prompt_ids: list[int], steps: int) -> list[torch.Tensor]:
+def eager_logprobs(lm: LmFiles, prompt_ids: Sequence[int], steps: int) -> list[torch.Tensor]:
     """Eager greedy ``generate``'s log-softmax of the raw logits at each of ``steps`` steps
     (it runs on past an end-of-sequence token)."""
-    ids = torch.tensor([prompt_ids])
-    with torch.no_grad():
-        out = lm.eager.generate(  # type: ignore[operator]
-            ids,
-            attention_mask=torch.ones_like(ids),
-            max_new_tokens=steps,
-            min_new_tokens=steps,
-            do_sample=False,
-            output_logits=True,
-            return_dict_in_generate=True,
-            pad_token_id=lm.eos_ids[0],
-        )
+    out = _eager_generate(
+        lm,
+        prompt_ids,
+        max_new_tokens=steps,
+        min_new_tokens=steps,
+        output_logits=True,
+        return_dict_in_generate=True,
+    )
     return [torch.log_softmax(row[0].double(), dim=-1) for row in out.logits]
 
 

@@ -6,7 +6,6 @@ memory, size and time budgets; the same worker serves the next request."""
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from pteforge.runtime import RuntimePool
 from pteforge.runtime.errors import TokenizerError
 from pteforge.runtime.text_codec import MAX_RENDERED_CHARS, RENDER_MEMORY_BYTES
 from tests.generation.lm_builder import LmFiles, pte_greedy
+from tests.runtime.lm_calls import generated, sha256_of
 
 pytestmark = pytest.mark.zoo  # builds tiny LMs (cached per machine by lm_builder)
 
@@ -32,27 +32,6 @@ HOSTILE = {
 }
 
 
-def _sha(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def _generate(
-    pool: RuntimePool, lm: LmFiles, config: Path, **fields: object
-) -> list[GenerationEvent]:
-    async def collect() -> list[GenerationEvent]:
-        stream = pool.generate_async(
-            _sha(lm.pte),
-            lm.pte,
-            GenerationRequest.model_validate(fields),
-            tokenizer=(_sha(lm.tokenizer_json), lm.tokenizer_json),
-            tokenizer_config=(_sha(config), config),
-            scope="project-a",
-        )
-        return [event async for event in stream]
-
-    return asyncio.run(collect())
-
-
 @pytest.mark.parametrize("template", list(HOSTILE))
 def test_a_template_asking_for_unbounded_work_fails_only_its_request(
     gen_pool: RuntimePool, lm: LmFiles, tmp_path: Path, template: str
@@ -62,14 +41,14 @@ def test_a_template_asking_for_unbounded_work_fails_only_its_request(
     hostile.write_text(json.dumps({"chat_template": template}))
     chat = [{"role": "user", "content": "hi"}]
     with pytest.raises(TokenizerError, match=f"the chat template failed: it {HOSTILE[template]}"):
-        _generate(gen_pool, lm, hostile, messages=chat, max_tokens=4)
+        generated(gen_pool, lm, hostile, messages=chat, max_tokens=4)
     grown = memory_figure("VmHWM", Path(f"/proc/{worker.process.pid}/status"))
     assert grown < memory_figure("VmRSS", Path(f"/proc/{worker.process.pid}/status")) + (
         RENDER_MEMORY_BYTES
     )
     assert gen_pool.workers.live == {worker}  # not replaced: it answered and serves on
     ids = lm.encode("hi")
-    events = _generate(
+    events = generated(
         gen_pool, lm, lm.tokenizer_config, prompt_ids=ids, max_tokens=4, temperature=0
     )
     assert [t for e in events for t in e.token_ids] == pte_greedy(lm.pte, ids, 4, lm.eos_ids)
@@ -92,7 +71,11 @@ def test_a_backtracking_pre_tokenizer_fails_only_its_request(
     async def encode() -> list[GenerationEvent]:
         request = GenerationRequest(prompt="a" * 40 + "b", max_tokens=4)  # within the context
         stream = gen_pool.generate_async(
-            _sha(lm.pte), lm.pte, request, tokenizer=(_sha(hostile), hostile), scope="project-a"
+            sha256_of(lm.pte),
+            lm.pte,
+            request,
+            tokenizer=(sha256_of(hostile), hostile),
+            scope="project-a",
         )
         return [event async for event in stream]
 

@@ -4,40 +4,25 @@ and a bias for a token the model does not have is refused before any work."""
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
 
-from pteforge.contracts.generation import GenerationEvent, GenerationRequest
+from pteforge.contracts.generation import GenerationRequest
 from pteforge.runtime import RuntimePool
 from pteforge.runtime.errors import InvalidInputError
 from pteforge.runtime.sampling import LogitShaping, Sampler
 from tests.generation.lm_builder import LmFiles
+from tests.runtime.lm_calls import generated
 
 pytestmark = pytest.mark.zoo  # builds a tiny LM (cached per machine by lm_builder)
 
 PROMPT = "def generate(prompt"
 
 
-def _sha(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def _tokens(pool: RuntimePool, lm: LmFiles, **fields: object) -> list[int]:
-    async def collect() -> list[GenerationEvent]:
-        stream = pool.generate_async(
-            _sha(lm.pte),
-            lm.pte,
-            GenerationRequest.model_validate({"prompt": PROMPT, "temperature": 0, **fields}),
-            tokenizer=(_sha(lm.tokenizer_json), lm.tokenizer_json),
-        )
-        return [event async for event in stream]
-
-    return [t for event in asyncio.run(collect()) for t in event.token_ids]
+    events = generated(pool, lm, prompt=PROMPT, temperature=0, **fields)
+    return [t for event in events for t in event.token_ids]
 
 
 def _eager_shaped_greedy(

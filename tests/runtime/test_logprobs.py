@@ -4,44 +4,25 @@ the most likely alternatives, and each token's bytes as its tokenizer's decoder 
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from tokenizers import Tokenizer, decoders, models
 
-from pteforge.contracts.generation import GenerationEvent, GenerationRequest, TokenLogprob
+from pteforge.contracts.generation import TokenLogprob
 from pteforge.runtime import RuntimePool
 from pteforge.runtime.logprobs import FLOOR, MAX_TOKEN_BYTES, TokenBytes, step_logprobs
 from tests.generation.lm_builder import LmFiles, eager_logprobs
+from tests.runtime.lm_calls import generated
 
 pytestmark = pytest.mark.zoo  # builds a tiny LM (cached per machine by lm_builder)
 
 
-def _sha(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def _generate(pool: RuntimePool, lm: LmFiles, **fields: object) -> list[GenerationEvent]:
-    async def collect() -> list[GenerationEvent]:
-        stream = pool.generate_async(
-            _sha(lm.pte),
-            lm.pte,
-            GenerationRequest.model_validate(fields),
-            tokenizer=(_sha(lm.tokenizer_json), lm.tokenizer_json),
-        )
-        return [event async for event in stream]
-
-    return asyncio.run(collect())
-
-
 def test_greedy_logprobs_equal_eager_log_softmax(gen_pool: RuntimePool, lm: LmFiles) -> None:
     prompt = lm.encode("def generate(prompt")
-    events = _generate(gen_pool, lm, prompt_ids=prompt, max_tokens=8, temperature=0, logprobs=3)
+    events = generated(gen_pool, lm, prompt_ids=prompt, max_tokens=8, temperature=0, logprobs=3)
     tokens = [t for e in events for t in e.token_ids]
     scored = [lp for e in events for lp in e.logprobs or ()]
     assert len(scored) == len(tokens) > 0
@@ -60,12 +41,12 @@ def test_greedy_logprobs_equal_eager_log_softmax(gen_pool: RuntimePool, lm: LmFi
 
 
 def test_without_logprobs_events_carry_none(gen_pool: RuntimePool, lm: LmFiles) -> None:
-    events = _generate(gen_pool, lm, prompt="1 2 3", max_tokens=3, temperature=0)
+    events = generated(gen_pool, lm, prompt="1 2 3", max_tokens=3, temperature=0)
     assert all(e.logprobs is None for e in events)
 
 
 def test_no_alternatives_when_zero_are_asked(gen_pool: RuntimePool, lm: LmFiles) -> None:
-    events = _generate(gen_pool, lm, prompt="1 2 3", max_tokens=3, seed=4, logprobs=0)
+    events = generated(gen_pool, lm, prompt="1 2 3", max_tokens=3, seed=4, logprobs=0)
     scored = [lp for e in events for lp in e.logprobs or ()]
     assert scored and all(lp.top == () and lp.logprob <= 0 for lp in scored)
 
