@@ -166,7 +166,8 @@ def test_unimplemented_rpcs_and_big_messages_get_clear_statuses() -> None:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
             stub = rpc.GRPCInferenceServiceStub(channel)
             big = pb.ModelInferRequest(model_name="m", raw_input_contents=[b"\0" * (2 << 20)])
-            for call in (stub.RepositoryIndex(pb.RepositoryIndexRequest()), stub.ModelInfer(big)):
+            unload = stub.RepositoryModelUnload(pb.RepositoryModelUnloadRequest(model_name="m"))
+            for call in (unload, stub.ModelInfer(big)):
                 try:
                     await call
                 except grpc.aio.AioRpcError as exc:
@@ -174,9 +175,9 @@ def test_unimplemented_rpcs_and_big_messages_get_clear_statuses() -> None:
         await server.stop(0)
         return answers
 
-    index, big = asyncio.run(calls())
-    assert index[0] is grpc.StatusCode.UNIMPLEMENTED
-    assert index[1] is not None and index[1].startswith(
-        "inference.GRPCInferenceService/RepositoryIndex is not implemented by pteforge"
+    unload, big = asyncio.run(calls())
+    assert unload[0] is grpc.StatusCode.UNIMPLEMENTED
+    assert unload[1] is not None and unload[1].startswith(
+        "inference.GRPCInferenceService/RepositoryModelUnload is not implemented by pteforge"
     )
     assert big[0] is grpc.StatusCode.RESOURCE_EXHAUSTED, big
