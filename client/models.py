@@ -158,8 +158,9 @@ class Artifact(_Stored):
 
     def numerics_failures(self) -> list[str]:
         """One sentence per method whose numerics check failed though the artifact was kept:
-        over its tolerance (the measured error and the limit), or unable to run in the
-        native runtime at all (status ``error``: what the runtime said)."""
+        over its tolerance (the measured error and the limit), unable to run in the native
+        runtime at all (status ``error``: what the runtime said), or passed against
+        reference outputs that were all zero (a check that compared nothing)."""
         methods = (self.numerics or {}).get("methods") or {}
         kept = "(the artifact is kept: check its outputs before use)"
         failures = []
@@ -170,6 +171,8 @@ class Artifact(_Stored):
             elif status == "error":
                 said = " ".join(str(check.get("message")).split())  # one line, log included
                 problem = f"failed to run in the numerics check: {said}"
+            elif status == "passed" and check.get("message"):
+                problem = f"passed its numerics check, but {check['message']}"
             else:
                 continue
             failures.append(f"artifact {self.id}: method {name!r} {problem} {kept}")

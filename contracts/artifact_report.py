@@ -115,7 +115,8 @@ Status = Literal["passed", "over_tolerance", "not_executable", "error"]
 
 
 class MethodNumerics(StoredDocument):
-    """The numerics record of one method; ``message`` says why it did not pass or run."""
+    """The numerics record of one method; ``message`` says why it did not pass or run, or
+    on one that passed, why the check says little (its reference outputs were all zero)."""
 
     check: NumericsCheck
     inputs: Literal["example", "generated"] | None = None

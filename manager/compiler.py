@@ -20,6 +20,7 @@ from pteforge.contracts.llm_runner import generation_info
 from pteforge.contracts.plan import PlanSpec, TargetSpec
 from pteforge.manager.buffers import executorch_config
 from pteforge.manager.errors import PlanError, ProgramInputError, UnknownBackendIdError
+from pteforge.manager.example_inputs import method_inputs
 from pteforge.manager.lowering import MethodTarget
 from pteforge.manager.partitioners import StageCallback
 from pteforge.manager.plan import Calibration, calibration_tensors, parse_plan, resolve_targets
@@ -27,7 +28,6 @@ from pteforge.manager.plan_check import check_plan
 from pteforge.manager.program_manager import ProgramManager, to_edge_transform_and_lower
 from pteforge.manager.report import planned_memory
 from pteforge.manager.signature import MethodSignature, method_signature
-from pteforge.manager.verify import method_inputs
 
 _E = TypeVar("_E")
 

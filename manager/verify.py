@@ -4,7 +4,8 @@ Each method of the ``.pte`` runs in ``executorch.runtime`` (a freshly loaded pro
 method, so every method starts from the program's initial state) on the exported program's
 example inputs (``inputs: "example"``) or, where the archive keeps none, on inputs generated
 from its input specs (``inputs: "generated"``: floats ``randn`` with a fixed seed, integers
-zero so that ids and indices stay in range, booleans true). The same inputs go through the
+zero so that ids and indices stay in range, booleans true; ``example_inputs.py``). The same
+inputs go through the
 exported program before quantization (``ExportedProgram.module()``, on copies of its
 buffers), and every output tensor is compared, both as float64, ``a`` the runtime's, ``b``
 the exported program's:
@@ -45,17 +46,16 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.export import ExportedProgram
-from torch.export.graph_signature import ConstantArgument, InputKind
 from torch.utils import _pytree as pytree
 
 from pteforge.contracts.et_errors import failure_message
 from pteforge.contracts.plan import TargetSpec, VerifySpec
+from pteforge.manager.example_inputs import method_inputs
 from pteforge.quiet import keeping_native_lines
 
-if TYPE_CHECKING:  # the compiler takes its example inputs from here (method_inputs)
+if TYPE_CHECKING:  # the compiler runs this check: its type only
     from pteforge.manager.compiler import CompiledProgram
 
-_SEED = 0
 _TINY = torch.finfo(torch.float32).tiny
 _TINY_64 = torch.finfo(torch.float64).tiny
 _STATUS_ORDER = ("error", "over_tolerance", "not_executable", "passed")
@@ -94,61 +94,6 @@ def _sqnr_db(signal: torch.Tensor, noise: torch.Tensor, scale: float) -> float |
 
 def _finite(value: float | None) -> float | None:
     return value if value is not None and math.isfinite(value) else None
-
-
-def method_inputs(program: ExportedProgram) -> tuple[list[Any], str]:
-    """Flat user inputs of ``program``: its example inputs where it keeps them (and they
-    match its input structure), else inputs generated from its input specs."""
-    example = program.example_inputs
-    if example is not None:
-        from torch.export._tree_utils import reorder_kwargs
-
-        try:
-            args, kwargs = example
-            flat, spec = pytree.tree_flatten(
-                (args, reorder_kwargs(kwargs, program.call_spec.in_spec))
-            )
-        except (TypeError, ValueError, KeyError):
-            spec = None
-        if spec == program.call_spec.in_spec:
-            return flat, "example"
-    return _generated_inputs(program), "generated"
-
-
-def _generated_inputs(program: ExportedProgram) -> list[Any]:
-    values = {n.name: n.meta.get("val") for n in program.graph.nodes if n.op == "placeholder"}
-    generator = torch.Generator().manual_seed(_SEED)
-    flat: list[Any] = []
-    for spec in program.graph_signature.input_specs:
-        if spec.kind != InputKind.USER_INPUT:
-            continue
-        if isinstance(spec.arg, ConstantArgument):
-            flat.append(spec.arg.value)
-            continue
-        fake = values[spec.arg.name]
-        shape = [_concrete(d, program) for d in fake.shape]
-        flat.append(_tensor(fake.dtype, shape, generator))
-    return flat
-
-
-def _concrete(dim: Any, program: ExportedProgram) -> int:
-    """A size for one (possibly symbolic) dimension: its export-time hint, else its lower bound."""
-    if isinstance(dim, int):
-        return dim
-    hint = getattr(dim.node, "hint", None)
-    if isinstance(hint, int):
-        return hint
-    bounds = program.range_constraints.get(dim.node.expr)
-    lower = int(bounds.lower) if bounds is not None else 1
-    return max(lower, 1)
-
-
-def _tensor(dtype: torch.dtype, shape: list[int], generator: torch.Generator) -> torch.Tensor:
-    if dtype == torch.bool:
-        return torch.ones(shape, dtype=torch.bool)
-    if dtype.is_floating_point or dtype.is_complex:
-        return torch.randn(shape, generator=generator).to(dtype)
-    return torch.zeros(shape, dtype=dtype)
 
 
 def _clone(flat: list[Any]) -> list[Any]:
@@ -267,7 +212,22 @@ def verify_method(
         message = " ".join(f"{type(exc).__name__}: {exc}".split())[:1000]
         return {**record, "status": "error", "message": failure_message(message, "".join(log))}
     passed = all(output["within_tolerance"] for output in record["outputs"])
+    if passed and _all_zero(reference):
+        record["message"] = ALL_ZERO_REFERENCE
     return {**record, "status": "passed" if passed else "over_tolerance"}
+
+
+ALL_ZERO_REFERENCE = (
+    "the exported program's outputs on these inputs are all zero, so the check compared "
+    "nothing: export it with example inputs that give non-zero outputs (a language model's "
+    "pad or BOS ids alone can give all-zero logits)"
+)
+"""The message of a method that passed against an all-zero reference."""
+
+
+def _all_zero(reference: list[Any]) -> bool:
+    floats = [r for r in reference if isinstance(r, torch.Tensor) and r.is_floating_point()]
+    return bool(floats) and not any(bool(r.any()) for r in floats)
 
 
 def verify_numerics(

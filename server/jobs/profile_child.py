@@ -4,7 +4,8 @@ The child is confined before it gets the job (see :mod:`lowering_child`), and fr
 ``.pte`` it profiles was never loaded in it, so the first load is a cold one. The inputs are
 the job's own (``/v2`` JSON tensors, checked against the method's signature) or, by default,
 the inputs the artifact's numerics check used: the program archive's example inputs, else
-inputs generated from its specs (:func:`pteforge.manager.verify.method_inputs`), never zeros.
+inputs generated from its specs (:func:`pteforge.manager.example_inputs.method_inputs`),
+never zeros.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ def numerics_inputs(program_path: Path, method: str, load: ProgramLoader) -> lis
     """The inputs the numerics check ran ``method`` on, as numpy arrays."""
     import torch
 
-    from pteforge.manager.verify import method_inputs
+    from pteforge.manager.example_inputs import method_inputs
 
     with tempfile.TemporaryDirectory(prefix="pteforge-profile-") as scratch:
         programs = load(program_path, Path(scratch))

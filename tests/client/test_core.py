@@ -293,3 +293,9 @@ def test_a_method_the_numerics_check_could_not_run_is_a_failure_on_one_line() ->
     (failure,) = artifact.numerics_failures()
     assert failure.startswith("artifact art_1: method 'forward' failed to run in the numerics")
     assert "execute() failed runtime log: [XNNExecutor.cpp:169] Internal (the" in failure
+    zero = {"forward": {"status": "passed", "message": "the outputs are all zero"}}
+    warned = Artifact.from_json({"id": "art_2", "sha256": "0", "numerics": {"methods": zero}})
+    assert warned.numerics_failures() == [
+        "artifact art_2: method 'forward' passed its numerics check, but the outputs are all "
+        "zero (the artifact is kept: check its outputs before use)"
+    ]

@@ -13,7 +13,7 @@ from pteforge.backends import BackendCatalog
 from pteforge.contracts.plan import VerifySpec
 from pteforge.manager import CompiledProgram, compile_programs, output_error, verify_numerics
 from pteforge.manager.bundle import bundled_program
-from pteforge.manager.verify import NumericsCase
+from pteforge.manager.verify import ALL_ZERO_REFERENCE, NumericsCase
 from tests.models import MultiMethod, small_mlp_programs
 
 MIXED = {"methods": {"encode": {"partitioners": ["xnnpack"]}, "decode": {}}}
@@ -115,6 +115,25 @@ def test_inputs_are_generated_where_the_program_keeps_none(catalog: BackendCatal
     record = numerics["methods"]["forward"]
     assert record["inputs"] == "generated"
     assert record["status"] == "passed", record
+
+
+def test_a_check_against_all_zero_outputs_says_it_compared_nothing(
+    catalog: BackendCatalog,
+) -> None:
+    """A language model exported on pad ids alone gave all-zero logits: its int8 artifact
+    passed as exact though it differed by 0.0086 on real prompts (new-user pass 10)."""
+
+    class Dead(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.relu(-torch.abs(x))
+
+    programs = {"forward": torch.export.export(Dead(), (torch.randn(2, 3),))}
+    numerics = verify_numerics(programs, compile_programs(programs, {}, catalog))
+    record = numerics["methods"]["forward"]
+    assert (record["status"], record["message"]) == ("passed", ALL_ZERO_REFERENCE)
+    live = small_mlp_programs().programs
+    passed = verify_numerics(live, compile_programs(live, {}, catalog))["methods"]["forward"]
+    assert passed["status"] == "passed" and "message" not in passed
 
 
 def test_int8_reports_sqnr_against_the_threshold(catalog: BackendCatalog) -> None:
