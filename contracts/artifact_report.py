@@ -14,7 +14,7 @@ that could not run has no ``outputs``) are optional here and dumped only when pr
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, WrapSerializer
@@ -133,6 +133,13 @@ class Numerics(StoredDocument):
     tolerance: VerifySpec
     seconds: float
     methods: dict[str, MethodNumerics]
+
+
+def unrunnable_reason(backends: Sequence[str]) -> str:
+    """Why a method cannot run on this host: the backends it delegates to that its runtime
+    does not register (the numerics check's ``not_executable``, ``/v2`` ready and infer,
+    the repository index say it alike)."""
+    return f"delegated to {', '.join(backends)}, which this host's runtime cannot execute"
 
 
 def method_backends(report: Mapping[str, Any], method: str) -> set[str]:

@@ -48,6 +48,7 @@ import torch
 from torch.export import ExportedProgram
 from torch.utils import _pytree as pytree
 
+from pteforge.contracts.artifact_report import unrunnable_reason
 from pteforge.contracts.et_errors import failure_message
 from pteforge.contracts.plan import TargetSpec, VerifySpec
 from pteforge.manager.example_inputs import method_inputs
@@ -194,8 +195,7 @@ def verify_method(
     record: dict[str, Any] = {"check": {"metric": metric, "limit": limit}}
     missing = _unavailable_backends(compiled, method)
     if missing:
-        reason = f"delegated to {', '.join(missing)}, which this host's runtime cannot execute"
-        return {**record, "status": "not_executable", "message": reason}
+        return {**record, "status": "not_executable", "message": unrunnable_reason(missing)}
     log: list[str] = []  # what the native runtime logged while the method ran
     try:
         flat, source = method_inputs(program)

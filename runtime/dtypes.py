@@ -23,6 +23,6 @@ def numpy_dtype(datatype: str) -> np.dtype:
 def listed_as(listed: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """A JSON tensor's values (as ``np.asarray`` read them) as ``dtype``; BF16's by way of
     float32, the one way ml_dtypes takes ``"NaN"``-style strings (rounded to nearest)."""
-    if dtype is BFLOAT16:
+    if dtype == BFLOAT16:
         listed = listed.astype(np.float32)
     return listed.astype(dtype, copy=False)

@@ -54,7 +54,7 @@ class Shape:
     logprobs: bool = False
     """Whether each choice carries its tokens' logprobs."""
     id: str = field(default="")
-    _offset: int = 0  # the completions API's text_offset of the next token
+    _offset: int = field(default=0, init=False, repr=False)  # completions' next text_offset
     created: int = field(default_factory=lambda: int(time.time()))
 
     def __post_init__(self) -> None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from starlette.concurrency import run_in_threadpool
 
+from pteforge.contracts.artifact_report import unrunnable_reason
 from pteforge.runtime.oip_codec import BINARY_EXTENSION
 from pteforge.server.auth.dependencies import Principal
 from pteforge.server.inference.dependencies import InferenceState
@@ -55,8 +56,7 @@ def _entry(indexed: IndexedVersion, method: str) -> IndexEntry:
     name, version = f"{indexed.name}.{method}", str(indexed.version)
     if not missing:
         return IndexEntry(name, version, READY, "")
-    reason = f"delegated to {', '.join(missing)}, which this host's runtime cannot execute"
-    return IndexEntry(name, version, UNAVAILABLE, reason)
+    return IndexEntry(name, version, UNAVAILABLE, unrunnable_reason(missing))
 
 
 async def load_model(state: InferenceState, principal: Principal, model: str) -> None:

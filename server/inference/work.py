@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from starlette.concurrency import run_in_threadpool
 
+from pteforge.contracts.artifact_report import unrunnable_reason
 from pteforge.runtime import InferResult
 from pteforge.runtime.metadata import MethodSignature
 from pteforge.runtime.oip_codec import (
@@ -118,9 +119,8 @@ def _check_runnable(model: str, artifact: ResolvedArtifact, signature: MethodSig
     missing = artifact.unrunnable.get(signature.name)
     if missing:
         raise NotRunnableError(
-            f"model {model[:200]!r} is not ready: it is delegated to {', '.join(missing)}, "
-            "which this host's runtime cannot execute (a compile-only target: download the "
-            ".pte for a device that has it)"
+            f"model {model[:200]!r} is not ready: it is {unrunnable_reason(missing)} (a "
+            "compile-only target: download the .pte for a device that has it)"
         )
 
 

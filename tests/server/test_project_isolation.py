@@ -175,8 +175,8 @@ GRPC_SCOPED: dict[str, GrpcCall] = {
     "RepositoryModelLoad": lambda c, m, h: c.load_model(m, headers=h),
     "ModelStreamInfer": lambda c, m, h: _stream_infer(c, m, headers=h).as_numpy("output_0"),
 }
-GRPC_UNSCOPED = {"ServerLive", "ServerReady", "ServerMetadata", "RepositoryIndex"}  # the index:
-# the caller's models only (tests/server/test_repository.py)
+# RepositoryIndex names no model: it lists the caller's only (tests/server/test_repository.py)
+GRPC_UNSCOPED = {"ServerLive", "ServerReady", "ServerMetadata", "RepositoryIndex"}
 
 
 def _grpc_outcome(call: GrpcCall, client: Any, model: str, headers: dict[str, str]) -> str:
