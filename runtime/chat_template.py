@@ -8,6 +8,12 @@ training (rendered as its body, as vLLM does); ``raise_exception(message)``;
 ``strftime_now(format)`` (Llama 3.x templates write today's date with it); and a ``tojson``
 that keeps non-ASCII text and ``<``, ``>``, ``&`` as they are, with ``indent``,
 ``separators`` and ``sort_keys``, instead of Jinja2's HTML-escaping one.
+
+The sandbox stops unsafe calls, and the render's deadline stops Python code, but not one
+long call into C: big-integer arithmetic is one (``7 ** 10**8`` held a worker for minutes,
+until the pool's timeout replaced it, ending every session it held). So ``*``, ``**``,
+``//`` and ``%`` (and ``divisibleby``, ``round``, which compute with them) refuse integers
+past :data:`MAX_INT_BITS`, and powers whose result would be.
 """
 
 from __future__ import annotations
@@ -18,10 +24,17 @@ from typing import Any
 
 from jinja2 import nodes
 from jinja2.ext import Extension, loopcontrols
+from jinja2.filters import do_round
 from jinja2.parser import Parser
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from pteforge.runtime.errors import TokenizerError
+
+MAX_INT_BITS = 1 << 16
+"""Largest integer a template's arithmetic takes (about 20,000 digits): products, quotients
+and powers of such numbers cost microseconds, far beyond it one C call can cost hours."""
+MAX_ROUND_DIGITS = 400
+"""Most digits ``round`` takes (a float has at most ~330 digits on either side of the point)."""
 
 
 class _GenerationBlock(Extension):
@@ -57,12 +70,47 @@ def strftime_now(format: str) -> str:
     return datetime.now().strftime(format)
 
 
+def _check_ints(*values: Any) -> None:
+    """Refuse an integer past :data:`MAX_INT_BITS`."""
+    if any(isinstance(v, int) and v.bit_length() > MAX_INT_BITS for v in values):
+        raise TokenizerError(f"an integer in the template's arithmetic is over {MAX_INT_BITS} bits")
+
+
+class _BoundedArithmetic(ImmutableSandboxedEnvironment):
+    """The sandbox, with the arithmetic that runs in C held to :data:`MAX_INT_BITS`
+    (intercepted operators are also not folded when the template is compiled)."""
+
+    intercepted_binops = frozenset({"*", "**", "//", "%"})
+
+    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        _check_ints(left, right)
+        if operator == "**" and isinstance(left, int) and isinstance(right, int) and right > 0:
+            _check_ints(1 << min(right * left.bit_length(), MAX_INT_BITS + 1))
+        return super().call_binop(context, operator, left, right)
+
+
+def divisibleby(value: Any, number: Any) -> bool:
+    """Jinja2's ``divisibleby`` test, its integers bounded."""
+    _check_ints(value, number)
+    return bool(value % number == 0)
+
+
+def bounded_round(value: Any, precision: Any = 0, method: str = "common") -> Any:
+    """Jinja2's ``round`` filter, its precision bounded (``round(5, -10**8)`` computes
+    ``10**10**8``)."""
+    if isinstance(precision, int) and abs(precision) > MAX_ROUND_DIGITS:
+        raise TokenizerError(f"round takes at most {MAX_ROUND_DIGITS} digits")
+    return do_round(value, precision, method)  # type: ignore[arg-type]
+
+
 def environment() -> ImmutableSandboxedEnvironment:
     """A sandboxed environment with what chat templates expect of ``transformers``'."""
-    env = ImmutableSandboxedEnvironment(
+    env = _BoundedArithmetic(
         trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols, _GenerationBlock]
     )
     env.filters["tojson"] = tojson
+    env.filters["round"] = bounded_round
+    env.tests["divisibleby"] = divisibleby
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = strftime_now
     return env
