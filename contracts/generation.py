@@ -26,6 +26,11 @@ tokens generated so far, once for having appeared and once per appearance, as Op
 them. ``logprobs`` (None: off) asks for each generated token's log probability, and for that
 many of the most likely tokens at its step beside it (OpenAI's ``logprobs`` and
 ``top_logprobs``): the log-softmax of the model's logits, before temperature and ``top_p``.
+
+``echo`` (the completions API's) sends the prompt back first: its text (a text prompt as it
+came, token ids decoded) and, with ``logprobs``, each prompt token's log probability after
+the tokens before it (the first token's is None: nothing predicts it), which is how
+evaluation harnesses score a text. ``max_tokens`` may then be 0: the prompt alone is scored.
 """
 
 from __future__ import annotations
@@ -81,7 +86,7 @@ class GenerationRequest(Contract):
     prompt: str | None = None
     prompt_ids: tuple[int, ...] | None = None
     messages: Annotated[tuple[ChatMessage, ...], at_most_entries(MAX_CHAT_MESSAGES)] | None = None
-    max_tokens: int = Field(default=16, ge=1, le=1 << 20)
+    max_tokens: int = Field(default=16, ge=0, le=1 << 20)
     temperature: float = Field(default=1.0, ge=0.0, le=2.0)
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)
     seed: int | None = Field(default=None, ge=0, lt=1 << 64)
@@ -99,9 +104,12 @@ class GenerationRequest(Contract):
     presence_penalty: float = Field(default=0.0, ge=-2.0, le=2.0)
     frequency_penalty: float = Field(default=0.0, ge=-2.0, le=2.0)
     logprobs: int | None = Field(default=None, ge=0, le=MAX_TOP_LOGPROBS)
+    echo: bool = False
 
     @model_validator(mode="after")
     def _one_prompt(self) -> GenerationRequest:
+        if self.max_tokens == 0 and not self.echo:
+            raise ValueError("max_tokens may be 0 only with echo (the prompt scored alone)")
         given = [self.prompt is not None, self.prompt_ids is not None, self.messages is not None]
         if sum(given) != 1:
             raise ValueError("give exactly one of prompt, prompt_ids or messages")
@@ -131,12 +139,13 @@ class TokenLogprob(Contract):
     """A token (``id``) and its log probability at one step. ``bytes``: the UTF-8 bytes the token
     stands for; ``token``: their text, or ``bytes:`` and their ``\\xNN`` escapes when they
     are not whole UTF-8 (part of a character), as OpenAI writes such a token. ``top``: the
-    most likely tokens at that step, most likely first (on a generated token only)."""
+    most likely tokens at that step, most likely first (on a generated token only).
+    ``logprob`` is None for an echoed prompt's first token only (nothing predicts it)."""
 
     id: int
     token: str
     bytes: tuple[int, ...]
-    logprob: float
+    logprob: float | None
     top: tuple[TokenLogprob, ...] = ()
 
 

@@ -18,7 +18,6 @@ import math
 import select
 import time
 import weakref
-from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,14 +40,12 @@ from pteforge.contracts.runtime_messages import (
 )
 from pteforge.runtime.artifact_files import verified_path
 from pteforge.runtime.errors import (
-    ContextLengthError,
-    InvalidInputError,
     RuntimeLayerError,
     UnknownMethodError,
 )
 from pteforge.runtime.instances import ProgramInstance
 from pteforge.runtime.kernel_guards import check_value_bounds
-from pteforge.runtime.language_model import DecodeInputs, LmInfo, feed, read_lm_info
+from pteforge.runtime.language_model import LmInfo, LmMethod, check_prompt, read_lm_info
 from pteforge.runtime.logprobs import step_logprobs
 from pteforge.runtime.lru import ByteLRU
 from pteforge.runtime.metadata import input_name
@@ -77,6 +74,10 @@ class Channel:
         self._incoming = select.poll()  # a syscall a look (Connection.poll builds a selector)
         self._incoming.register(conn.fileno(), select.POLLIN)
 
+    def send_event(self, event: GenerationEvent) -> None:
+        """Send an event that does not end the generation."""
+        send_frame(self.conn, encode_message(GeneratedReply(event=event), []))
+
     def send_token(self, text: str, token: int, scored: TokenLogprob | None) -> None:
         """Send the event of one token that does not end the text (``scored``: its
         logprobs, when asked for)."""
@@ -85,9 +86,9 @@ class Channel:
             with contextlib.suppress(TypeError):
                 frame = token_frame(text, token)
         if frame is None:
-            event = GenerationEvent(text=text, token_ids=(token,), logprobs=_one(scored))
-            frame = encode_message(GeneratedReply(event=event), [])
-        send_frame(self.conn, frame)
+            self.send_event(GenerationEvent(text=text, token_ids=(token,), logprobs=_one(scored)))
+        else:
+            send_frame(self.conn, frame)
 
     def cancelled(self) -> bool:
         """Whether the pool asked to stop (only a cancel is ever sent mid-stream)."""
@@ -140,7 +141,7 @@ class LanguageModels:
         else:
             instance = self.executor.session(request, request.session, loaded)
             history = self.cached.setdefault(instance, [])
-        step = Step(instance.method(name), info)
+        step = LmMethod(instance.method(name), info)
         return run(step, codec, request.request, history, Channel(conn), request.seconds)
 
     def _instance(self, loaded: LoadedProgram) -> ProgramInstance:
@@ -176,43 +177,8 @@ def _size(path: Path) -> int:
     return path.stat().st_size
 
 
-class Step:
-    """The model's method and metadata: feeds tokens, keeping the cache's token count."""
-
-    def __init__(self, method: Any, info: LmInfo) -> None:
-        self.method = method
-        self.info = info
-        self.decode = DecodeInputs(info, method)
-
-    def feed(self, tokens: Sequence[int], history: list[int]) -> Any:
-        if len(tokens) == 1:  # a decode step
-            logits = self.decode.step(tokens[0], len(history))
-        else:
-            logits = feed(self.method, self.info, tokens, len(history))
-        history.extend(tokens)
-        return logits
-
-
-def check_prompt(prompt: list[int], info: LmInfo) -> None:
-    """Refuse an empty prompt, one longer than the context or with unknown token ids."""
-    if not prompt:
-        raise InvalidInputError(
-            "the prompt has no tokens (an empty text, and the tokenizer adds no BOS)"
-        )
-    if len(prompt) > info.context_len:
-        raise ContextLengthError(
-            f"the prompt has {len(prompt)} tokens, more than the model's context of "
-            f"{info.context_len} tokens ({info.context_method})"
-        )
-    bad = next((t for t in prompt if t >= info.vocab_size), None)
-    if bad is not None:
-        raise InvalidInputError(
-            f"token id {bad} is outside the model's vocabulary of {info.vocab_size} tokens"
-        )
-
-
 def run(
-    step: Step,
+    step: LmMethod,
     codec: TextCodec,
     request: GenerationRequest,
     history: list[int],
@@ -226,9 +192,11 @@ def run(
     prompt = codec.prompt_ids(request, step.info.context_len)
     check_prompt(prompt, step.info)
     shaping = LogitShaping.of(request, step.info.vocab_size)  # refused before any work
-    reuse = _common_prefix(history, prompt)
-    del history[reuse:]
-    logits = step.feed(prompt[reuse:], history)
+    logits, echoed = prefill(step, codec, request, prompt, history)
+    if echoed is not None and request.max_tokens == 0:
+        return GeneratedReply(event=echoed.model_copy(update=_ending("length", prompt, 0)))
+    if echoed is not None:
+        out.send_event(echoed)
     sampler = Sampler(request.temperature, request.top_p, request.seed, shaping)
     eos = codec.eos_ids() if step.info.eos_ids is None else step.info.eos_ids
     text = TextStream(codec.decode, request.stop, context=prompt)
@@ -242,22 +210,46 @@ def run(
         if ended or text.stopped or full or late or count == request.max_tokens:
             delta += text.finish()  # may find a stop string: a last piece can end mid-character
             reason: FinishReason = "stop" if ended or text.stopped else "length"
-            usage = Usage(
-                prompt_tokens=len(prompt), completion_tokens=count, total_tokens=len(prompt) + count
-            )
-            final = GenerationEvent(
-                text=delta,
-                token_ids=(token,),
-                finish_reason=reason,
-                usage=usage,
-                logprobs=_one(scored),
-            )
+            ending = _ending(reason, prompt, count)
+            final = GenerationEvent(text=delta, token_ids=(token,), logprobs=_one(scored), **ending)
             return GeneratedReply(event=final)
         out.send_token(delta, token, scored)
         if out.cancelled():
             return CancelledReply()
         logits = step.feed([token], history)
     raise AssertionError("unreachable: the last count returns")
+
+
+def prefill(
+    step: LmMethod,
+    codec: TextCodec,
+    request: GenerationRequest,
+    prompt: list[int],
+    history: list[int],
+) -> tuple[Any, GenerationEvent | None]:
+    """Feed the prompt (keeping what the session's cache holds of it, unless each token is
+    scored for ``echo``): the logits after it, and the echoed prompt when asked for."""
+    if request.echo and request.logprobs is not None:
+        del history[:]
+        logits, scored = step.score(prompt, history, request.logprobs, codec.token_bytes)
+        return logits, GenerationEvent(text=_prompt_text(codec, request, prompt), logprobs=scored)
+    reuse = _common_prefix(history, prompt)
+    del history[reuse:]
+    logits = step.feed(prompt[reuse:], history)
+    echoed = GenerationEvent(text=_prompt_text(codec, request, prompt)) if request.echo else None
+    return logits, echoed
+
+
+def _prompt_text(codec: TextCodec, request: GenerationRequest, prompt: list[int]) -> str:
+    """The echoed prompt: a text prompt as it came, token ids (or a chat) decoded."""
+    return request.prompt if request.prompt is not None else codec.decode(prompt)
+
+
+def _ending(reason: FinishReason, prompt: list[int], generated: int) -> dict[str, Any]:
+    """The last event's ``finish_reason`` and ``usage``."""
+    total = len(prompt) + generated
+    usage = Usage(prompt_tokens=len(prompt), completion_tokens=generated, total_tokens=total)
+    return {"finish_reason": reason, "usage": usage}
 
 
 def _scored(logits: Any, token: int, top: int | None, codec: TextCodec) -> TokenLogprob | None:

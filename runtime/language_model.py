@@ -14,16 +14,23 @@ in chunks of as many tokens as ``tokens`` takes (its planned maximum when dynami
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from pteforge.contracts.generation import TokenLogprob
 from pteforge.contracts.llm_runner import EOS_METHODS
 from pteforge.contracts.specs import MethodSignature, TensorSpec
-from pteforge.runtime.errors import ExecutionError, NotALanguageModelError
+from pteforge.runtime.errors import (
+    ContextLengthError,
+    ExecutionError,
+    InvalidInputError,
+    NotALanguageModelError,
+)
 from pteforge.runtime.instances import ProgramInstance
+from pteforge.runtime.logprobs import TokenBytes, step_logprobs, unscored
 
 _TOKEN_DTYPES = {"int64": "int64", "int32": "int32"}
 
@@ -107,20 +114,39 @@ def _constant(instance: ProgramInstance, name: str) -> list[Any]:
 def feed(method: Any, info: LmInfo, tokens: Sequence[int], start: int) -> np.ndarray:
     """Run ``tokens`` through the model from position ``start`` (the cache then holds
     them); the logits after the last one, as a 1-D float array."""
+    outputs: list[Any] = []
+    for at in range(0, len(tokens), info.chunk):
+        outputs = _feed_part(method, info, tokens[at : at + info.chunk], start + at)
+    return last_logits(outputs[0], info.vocab_size)
+
+
+def feed_each(method: Any, info: LmInfo, tokens: Sequence[int], start: int) -> Iterator[np.ndarray]:
+    """Run ``tokens`` as :func:`feed` does, yielding the logits after each token in turn
+    (a prompt's own logprobs). A method that answers the last position's logits only is fed
+    one token at a time from the first chunk that shows it."""
+    at, size = 0, info.chunk
+    while at < len(tokens):
+        part = tokens[at : at + size]
+        output = _feed_part(method, info, part, start + at)[0]
+        rows = output.detach().reshape(-1, info.vocab_size).float().numpy()
+        if len(rows) != len(part):  # those positions are fed again, one at a time
+            size = 1
+            continue
+        yield from rows
+        at += len(part)
+
+
+def _feed_part(method: Any, info: LmInfo, part: Sequence[int], first: int) -> list[Any]:
+    """``forward``'s outputs for the tokens ``part`` from position ``first`` on."""
     import torch
 
     dtype = getattr(torch, info.dtype)
-    outputs: list[Any] = []
-    for at in range(0, len(tokens), info.chunk):
-        part = tokens[at : at + info.chunk]
-        first = start + at
-        ids = torch.tensor([list(part)], dtype=dtype)
-        if info.per_token_positions:
-            pos = torch.arange(first, first + len(part), dtype=dtype)
-        else:
-            pos = torch.tensor([first], dtype=dtype)
-        outputs = _forward(method.execute, [ids, pos], first)
-    return last_logits(outputs[0], info.vocab_size)
+    ids = torch.tensor([list(part)], dtype=dtype)
+    if info.per_token_positions:
+        pos = torch.arange(first, first + len(part), dtype=dtype)
+    else:
+        pos = torch.tensor([first], dtype=dtype)
+    return _forward(method.execute, [ids, pos], first)
 
 
 def _forward(execute: Execute, inputs: list[Any], position: int) -> list[Any]:
@@ -173,3 +199,51 @@ class DecodeInputs:
         """The logits after feeding ``token`` at ``position`` (as :func:`feed` would)."""
         self.ids[0, 0], self.pos[0] = token, position
         return last_logits(_forward(self.execute, self.tensors, position)[0], self.vocab_size)
+
+
+class LmMethod:
+    """The model's method and metadata: feeds tokens, keeping the cache's token count."""
+
+    def __init__(self, method: Any, info: LmInfo) -> None:
+        self.method = method
+        self.info = info
+        self.decode = DecodeInputs(info, method)
+
+    def feed(self, tokens: Sequence[int], history: list[int]) -> Any:
+        if len(tokens) == 1:  # a decode step
+            logits = self.decode.step(tokens[0], len(history))
+        else:
+            logits = feed(self.method, self.info, tokens, len(history))
+        history.extend(tokens)
+        return logits
+
+    def score(
+        self, prompt: Sequence[int], history: list[int], top: int, token_bytes: TokenBytes
+    ) -> tuple[Any, tuple[TokenLogprob, ...]]:
+        """Feed ``prompt``, scoring each of its tokens under the logits before it (the
+        first: unscored); the logits after the last one, and the scores."""
+        scored = [unscored(prompt[0], token_bytes)]
+        logits = None
+        for i, logits in enumerate(feed_each(self.method, self.info, prompt, len(history)), 1):
+            if i < len(prompt):
+                scored.append(step_logprobs(logits, prompt[i], top, token_bytes))
+        history.extend(prompt)
+        return logits, tuple(scored)
+
+
+def check_prompt(prompt: list[int], info: LmInfo) -> None:
+    """Refuse an empty prompt, one longer than the context or with unknown token ids."""
+    if not prompt:
+        raise InvalidInputError(
+            "the prompt has no tokens (an empty text, and the tokenizer adds no BOS)"
+        )
+    if len(prompt) > info.context_len:
+        raise ContextLengthError(
+            f"the prompt has {len(prompt)} tokens, more than the model's context of "
+            f"{info.context_len} tokens ({info.context_method})"
+        )
+    bad = next((t for t in prompt if t >= info.vocab_size), None)
+    if bad is not None:
+        raise InvalidInputError(
+            f"token id {bad} is outside the model's vocabulary of {info.vocab_size} tokens"
+        )

@@ -115,6 +115,12 @@ def step_logprobs(
     )
 
 
+def unscored(token: int, token_bytes: TokenBytes) -> TokenLogprob:
+    """``token`` with no log probability: an echoed prompt's first token."""
+    raw = token_bytes(token)
+    return TokenLogprob(id=token, token=_text(raw), bytes=tuple(raw), logprob=None)
+
+
 def _best(scores: np.ndarray, count: int) -> list[int]:
     """The ``count`` highest-scoring token ids, highest first, ties in id order."""
     count = min(count, scores.size)

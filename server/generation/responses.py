@@ -139,9 +139,12 @@ class Shape:
         }
 
 
-def _top_with_chosen(scored: TokenLogprob) -> dict[str, float]:
+def _top_with_chosen(scored: TokenLogprob) -> dict[str, float | None] | None:
     """The completions API's ``top_logprobs`` entry: the most likely tokens and the chosen
-    one (up to ``logprobs`` + 1 of them, as OpenAI answers)."""
+    one (up to ``logprobs`` + 1 of them, as OpenAI answers); None for an echoed prompt's
+    first token, as OpenAI answers it."""
+    if scored.logprob is None:
+        return None
     return {**{t.token: t.logprob for t in scored.top}, scored.token: scored.logprob}
 
 

@@ -1,7 +1,7 @@
 """The OpenAI request bodies these routes take, checked field by field, and how each becomes
 the one :class:`GenerationRequest` of ``contracts/generation.py``.
 
-Fields OpenAI defines but pteforge does not do (``n`` above 1, ``echo``, tools, ...) are
+Fields OpenAI defines but pteforge does not do (``n`` above 1, ``best_of``, tools, ...) are
 refused naming the field when set to anything but their default; a field OpenAI does not
 define is refused as OpenAI does ("Unrecognized request argument supplied").
 """
@@ -129,8 +129,10 @@ class CompletionBody(_Sampling):
 
     prompt: str | FailFastList[int] | FailFastList[str] | FailFastList[FailFastList[int]]
     """Text ("" is a prompt too: the tokenizer's BOS alone, where it adds one), or token ids."""
-    max_tokens: int | None = Field(default=16, ge=1, le=CHAT_MAX_TOKENS)
+    max_tokens: int | None = Field(default=16, ge=0, le=CHAT_MAX_TOKENS)
+    """0 only with ``echo``: the prompt alone, scored (how evaluation harnesses ask)."""
     echo: bool | None = False
+    """The prompt first, with its tokens' logprobs when ``logprobs`` is set."""
     logprobs: int | None = Field(default=None, ge=0, le=MAX_TOP_LOGPROBS)
     """Each token's logprob, and this many of the most likely tokens at its step."""
     best_of: int | None = 1
@@ -138,7 +140,6 @@ class CompletionBody(_Sampling):
 
     UNSUPPORTED: ClassVar[dict[str, tuple[object, ...]]] = {
         **_Sampling.UNSUPPORTED,
-        "echo": (None, False),
         "best_of": (None, 1),
         "suffix": (None, ""),
     }
@@ -157,7 +158,11 @@ class CompletionBody(_Sampling):
         source = {"prompt": prompt} if isinstance(prompt, str) else {"prompt_ids": prompt}
         tokens = 16 if self.max_tokens is None else self.max_tokens
         return GenerationRequest(
-            **source, **self.sampling(tokens), session=session, logprobs=self.logprobs
+            **source,
+            **self.sampling(tokens),
+            session=session,
+            logprobs=self.logprobs,
+            echo=bool(self.echo),
         )
 
 

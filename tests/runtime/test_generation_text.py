@@ -15,8 +15,8 @@ from pteforge.contracts.generation import ChatMessage, GenerationEvent, Generati
 from pteforge.contracts.runtime_messages import GeneratedReply
 from pteforge.runtime import text_codec
 from pteforge.runtime.errors import ContextLengthError, TokenizerError
-from pteforge.runtime.generation_worker import Channel, Step, run, token_frame
-from pteforge.runtime.language_model import LmInfo
+from pteforge.runtime.generation_worker import Channel, run, token_frame
+from pteforge.runtime.language_model import LmInfo, LmMethod
 from pteforge.runtime.sampling import Sampler
 from pteforge.runtime.text_codec import TextCodec
 from pteforge.runtime.text_stream import TextStream
@@ -232,7 +232,7 @@ def test_templates_get_what_transformers_gives_them(byte_tokenizer: Path, tmp_pa
     assert TextCodec(byte_tokenizer, config).render(chat) == expected
 
 
-class _Scripted(Step):
+class _Scripted(LmMethod):
     """A "model" whose logits pick the scripted tokens in turn."""
 
     def __init__(self, script: list[int], vocab: int) -> None:

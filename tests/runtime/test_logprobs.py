@@ -14,7 +14,7 @@ from tokenizers import Tokenizer, decoders, models
 from pteforge.contracts.generation import TokenLogprob
 from pteforge.runtime import RuntimePool
 from pteforge.runtime.logprobs import FLOOR, MAX_TOKEN_BYTES, TokenBytes, step_logprobs
-from tests.generation.lm_builder import LmFiles, eager_logprobs
+from tests.generation.lm_builder import LmFiles, eager_greedy, eager_logprobs
 from tests.runtime.lm_calls import generated
 
 pytestmark = pytest.mark.zoo  # builds a tiny LM (cached per machine by lm_builder)
@@ -38,6 +38,46 @@ def test_greedy_logprobs_equal_eager_log_softmax(gen_pool: RuntimePool, lm: LmFi
     special = set(Tokenizer.from_file(str(lm.tokenizer_json)).get_added_tokens_decoder())
     said = b"".join(bytes(lp.bytes) for lp in scored if lp.id not in special)
     assert said.decode(errors="replace") == "".join(e.text for e in events)
+
+
+def _eager_prompt_logprobs(lm: LmFiles, prompt: list[int]) -> torch.Tensor:
+    """Eager log-softmax of the logits after each prompt token (row i scores token i + 1)."""
+    with torch.no_grad():
+        logits = lm.eager(torch.tensor([prompt])).logits[0]  # type: ignore[operator]
+    return torch.log_softmax(logits.double(), dim=-1)
+
+
+def test_echo_scores_each_prompt_token_as_eager(gen_pool: RuntimePool, lm: LmFiles) -> None:
+    prompt = lm.encode("def generate(prompt, tokens")
+    eager = _eager_prompt_logprobs(lm, prompt)
+    (event,) = generated(gen_pool, lm, prompt_ids=prompt, max_tokens=0, echo=True, logprobs=2)
+    assert event.finish_reason == "length" and event.token_ids == ()
+    assert event.usage is not None and (
+        event.usage.prompt_tokens,
+        event.usage.completion_tokens,
+    ) == (len(prompt), 0)
+    assert event.text == lm.decode(prompt)
+    scored = event.logprobs or ()
+    assert [lp.id for lp in scored] == prompt
+    assert scored[0].logprob is None and scored[0].top == ()
+    for i in range(1, len(prompt)):
+        assert scored[i].logprob == pytest.approx(float(eager[i - 1, prompt[i]]), abs=1e-3), i
+        assert [t.id for t in scored[i].top] == torch.topk(eager[i - 1], 2).indices.tolist()
+
+
+def test_echo_comes_before_the_generated_tokens(gen_pool: RuntimePool, lm: LmFiles) -> None:
+    prompt = lm.encode("1 2 3")
+    events = generated(
+        gen_pool, lm, prompt_ids=prompt, max_tokens=4, echo=True, logprobs=0, temperature=0
+    )
+    echoed, generated_events = events[0], events[1:]
+    assert echoed.text == lm.decode(prompt) and echoed.token_ids == ()
+    assert [lp.id for lp in echoed.logprobs or ()] == prompt
+    tokens = [t for e in generated_events for t in e.token_ids]
+    assert tokens == eager_greedy(lm, prompt, 4)
+    assert [lp.id for e in generated_events for lp in e.logprobs or ()] == tokens
+    text = generated(gen_pool, lm, prompt="1 2 3", max_tokens=1, echo=True)
+    assert text[0].text == "1 2 3" and text[0].logprobs is None  # a text prompt as it came
 
 
 def test_without_logprobs_events_carry_none(gen_pool: RuntimePool, lm: LmFiles) -> None:

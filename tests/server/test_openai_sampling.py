@@ -59,6 +59,28 @@ def test_completion_logprobs_are_eager_log_softmax(
     assert _streamed_completion(list(stream)) == logprobs.to_dict()
 
 
+def test_echo_sends_the_prompt_first_streamed_or_not(
+    client: openai.OpenAI, deployed: str, lm: LmFiles
+) -> None:
+    prompt_ids = lm.encode(PROMPT)
+    expected = greedy_reference(lm, prompt_ids, 3)
+    arguments: dict[str, Any] = {"max_tokens": 3, "temperature": 0, "logprobs": 1, "echo": True}
+    whole = client.completions.create(model=deployed, prompt=PROMPT, **arguments)
+    choice = whole.choices[0]
+    assert choice.text == PROMPT + lm.decode(expected)
+    logprobs = choice.logprobs
+    assert logprobs is not None and logprobs.token_logprobs is not None
+    assert len(logprobs.token_logprobs) == len(prompt_ids) + len(expected)
+    assert logprobs.token_logprobs[0] is None and logprobs.top_logprobs[0] is None  # type: ignore[index]
+    lengths = [len(t) for t in logprobs.tokens or ()]
+    assert logprobs.text_offset == [sum(lengths[:i]) for i in range(len(lengths))]
+    stream = list(
+        client.completions.create(model=deployed, prompt=PROMPT, stream=True, **arguments)
+    )
+    assert stream[0].choices[0].text == PROMPT
+    assert _streamed_completion(stream) == logprobs.to_dict()
+
+
 def test_chat_logprobs_have_bytes_and_alternatives(
     client: openai.OpenAI, deployed: str, lm: LmFiles
 ) -> None:

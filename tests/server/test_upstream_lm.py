@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
+import torch
 
 from tests.generation import lm_upstream
 from tests.generation.lm_builder import LmFiles
@@ -77,3 +78,29 @@ def test_greedy_completions_are_the_pte_tokens(
     chunks = [chunk.choices[0] for chunk in stream if chunk.choices]
     assert [t for c in chunks for t in c.to_dict().get("token_ids", [])] == expected
     assert "".join(c.text or "" for c in chunks) == lm.decode(expected)
+
+
+def test_echo_scores_the_prompt_as_eager(
+    client: openai.OpenAI, upstream: tuple[str, LmFiles]
+) -> None:
+    """How lm-evaluation-harness asks for a text's log-likelihood (``echo``, ``logprobs``,
+    no new token), on a ``forward`` that answers the last position's logits only."""
+    model, lm = upstream
+    prompt_ids = lm.encode(PROMPT)
+    answer = client.completions.create(
+        model=model, prompt=[prompt_ids], echo=True, logprobs=1, max_tokens=0, temperature=0
+    )
+    choice = answer.choices[0]
+    assert choice.text == lm.decode(prompt_ids) and choice.finish_reason == "length"
+    assert answer.usage is not None and answer.usage.completion_tokens == 0
+    logprobs = choice.logprobs
+    assert logprobs is not None and logprobs.token_logprobs is not None
+    assert logprobs.token_logprobs[0] is None and logprobs.top_logprobs[0] is None  # type: ignore[index]
+    assert len(logprobs.token_logprobs) == len(prompt_ids)
+    if "8da4w" in model:
+        return  # its logits are the quantized program's, not eager's
+    with torch.no_grad():
+        for i in range(1, len(prompt_ids)):
+            eager = lm.eager(torch.tensor([prompt_ids[:i]]))[0].reshape(-1)
+            expected = torch.log_softmax(eager.double(), dim=-1)[prompt_ids[i]]
+            assert logprobs.token_logprobs[i] == pytest.approx(float(expected), abs=1e-3), i
