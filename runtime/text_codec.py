@@ -41,6 +41,18 @@ PIECE_CHARS_COUNTED = 256
 piece of a tokenizer's vocabulary (an uploaded one may hold a piece as long as it likes)."""
 NORMALIZER_SLACK = 2
 """Room for normalizers that drop characters before the pieces cover them."""
+TOKENIZE_MEMORY_BYTES = 512 << 20
+"""Memory the tokenizer may take to encode, beyond :data:`TOKENIZE_BYTES_PER_CHAR` a
+character of its text."""
+TOKENIZE_BYTES_PER_CHAR = 4 << 10
+"""Memory an encoded character may take: measured at most ~670 bytes (an emoji: 3
+byte-level tokens); an uploaded normalizer can make one character millions of tokens."""
+DECODE_MEMORY_BYTES = 64 << 20
+"""Memory a guarded decoding may take (a step's text, sent on to the server, is less)."""
+TAME_PIECE_CHARS = 1024
+"""Longest vocabulary piece a tokenizer may have for its decoding to run unguarded."""
+TAME_REPLACE_CHARS = 16
+"""Longest content a ``Replace`` decoder may write for its decoding to run unguarded."""
 
 
 class TextCodec:
@@ -58,7 +70,8 @@ class TextCodec:
         self.template_source = _chat_template(settings)
         self.specials = {k: _token_text(settings.get(k)) for k in _SPECIAL}
         self._template: Any = None
-        self._piece_chars: int | None = None
+        self._longest: int | None = None
+        self._decode_guarded: bool | None = None
         self._token_bytes: TokenBytes | None = None
 
     def prompt_ids(self, request: GenerationRequest, context_len: int) -> list[int]:
@@ -78,34 +91,62 @@ class TextCodec:
         worker, which other callers' requests wait for) and cannot be interrupted, though a
         prompt that long never fits a context; a token covers at most its longest piece's
         characters, so a longer text is refused (400) in microseconds."""
-        if self._piece_chars is None:
-            vocab = self.tokenizer.get_vocab(with_added_tokens=True)
-            longest = max((len(piece) for piece in vocab), default=1)
-            self._piece_chars = max(1, min(longest, PIECE_CHARS_COUNTED))
-        most = context_len * self._piece_chars * NORMALIZER_SLACK
+        piece_chars = max(1, min(self._longest_piece(), PIECE_CHARS_COUNTED))
+        most = context_len * piece_chars * NORMALIZER_SLACK
         if len(text) > most:
             raise ContextLengthError(
                 f"the prompt has {len(text)} characters, more than the model's context of "
                 f"{context_len} tokens holds with this tokenizer (at most {most}: its pieces "
-                f"have {self._piece_chars} characters or fewer)"
+                f"have {piece_chars} characters or fewer)"
             )
         return text
 
+    def _longest_piece(self) -> int:
+        """Characters of the longest piece of the vocabulary, added tokens included."""
+        if self._longest is None:
+            vocab = self.tokenizer.get_vocab(with_added_tokens=True)
+            self._longest = max((len(piece) for piece in vocab), default=1)
+        return self._longest
+
     def encode(self, text: str, *, special: bool) -> list[int]:
-        """``text``'s token ids; ``special``: with the tokenizer's own added tokens (a BOS)."""
+        """``text``'s token ids; ``special``: with the tokenizer's own added tokens (a BOS).
+
+        An uploaded normalizer (``Replace`` with megabytes of content) or post-processor can
+        make one character millions of tokens, which took the host's memory (a runtime
+        worker has no memory limit of its own: a model may need much). So the call may take
+        only :data:`TOKENIZE_MEMORY_BYTES` and :data:`TOKENIZE_BYTES_PER_CHAR` a character:
+        past that the library's allocation fails and it aborts the worker, which the pool
+        replaces (charged to the project, as any crash)."""
+        budget = TOKENIZE_MEMORY_BYTES + TOKENIZE_BYTES_PER_CHAR * len(text)
         try:
-            return list(self.tokenizer.encode(text, add_special_tokens=special).ids)
+            with address_space_budget(budget):
+                return list(self.tokenizer.encode(text, add_special_tokens=special).ids)
         except BaseException as exc:
             _reraise_unless_failed(exc)
             raise TokenizerError(f"the tokenizer failed on the prompt: {exc}") from None
 
     def decode(self, ids: Sequence[int]) -> str:
-        """The text of ``ids``, special tokens left out."""
+        """The text of ``ids``, special tokens left out; under :data:`DECODE_MEMORY_BYTES`
+        when the tokenizer may write far more text than its tokens (``decode_guarded``)."""
         try:
-            return str(self.tokenizer.decode(list(ids), skip_special_tokens=True))
+            if not self.decode_guarded:  # the usual case: a guard costs ~50 us a call
+                return str(self.tokenizer.decode(list(ids), skip_special_tokens=True))
+            with address_space_budget(DECODE_MEMORY_BYTES):
+                return str(self.tokenizer.decode(list(ids), skip_special_tokens=True))
         except BaseException as exc:
             _reraise_unless_failed(exc)
             raise TokenizerError(f"the tokenizer failed to decode tokens: {exc}") from None
+
+    @property
+    def decode_guarded(self) -> bool:
+        """Whether decoding may write far more text than a tokenizer's pieces do: a piece
+        over :data:`TAME_PIECE_CHARS` (a token of megabytes, whose text is decoded again at
+        each step while it ends in an unfinished character), or a ``Replace`` decoder
+        writing over :data:`TAME_REPLACE_CHARS` for each match."""
+        if self._decode_guarded is None:
+            long_piece = self._longest_piece() > TAME_PIECE_CHARS
+            self._decode_guarded = long_piece or _replaces_with_more(self.tokenizer.decoder)
+        return self._decode_guarded
 
     @property
     def token_bytes(self) -> TokenBytes:
@@ -180,6 +221,22 @@ def _reraise_unless_failed(exc: BaseException) -> None:
     worker)."""
     if not isinstance(exc, Exception) and type(exc).__name__ != "PanicException":
         raise exc
+
+
+def _replaces_with_more(decoder: Any) -> bool:
+    """Whether ``decoder`` (or one it holds) replaces a match with over
+    :data:`TAME_REPLACE_CHARS` characters."""
+    if decoder is None:
+        return False
+    stack = [json.loads(decoder.__getstate__())]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            content = node.get("content") if node.get("type") == "Replace" else ""
+            if not isinstance(content, str) or len(content) > TAME_REPLACE_CHARS:
+                return True
+            stack.extend(node.get("decoders") or ())
+    return False
 
 
 def _too_slow() -> TokenizerError:

@@ -14,7 +14,7 @@ import pytest
 from pteforge.children.limits import memory_figure
 from pteforge.contracts.generation import GenerationEvent, GenerationRequest
 from pteforge.runtime import RuntimePool
-from pteforge.runtime.errors import TokenizerError
+from pteforge.runtime.errors import TokenizerError, WorkerCrashedError
 from pteforge.runtime.text_codec import MAX_RENDERED_CHARS, RENDER_MEMORY_BYTES
 from tests.generation.lm_builder import LmFiles, pte_greedy
 from tests.runtime.lm_calls import generated, sha256_of
@@ -82,3 +82,37 @@ def test_a_backtracking_pre_tokenizer_fails_only_its_request(
     with pytest.raises(TokenizerError, match=r"the tokenizer failed on the prompt: .*retry-limit"):
         asyncio.run(encode())
     assert gen_pool.workers.live == {worker}
+
+
+def test_a_normalizer_expanding_the_prompt_costs_its_worker_not_the_host(
+    gen_pool: RuntimePool, lm: LmFiles, tmp_path: Path
+) -> None:
+    """A tokenizer.json whose normalizer replaces each space with 100,000 characters: a
+    prompt of 60 spaces became 6 million tokens in the runtime worker, 2.4 GB of a process
+    that has no memory limit (500 spaces: the host's memory). Encoding may now take 512 MiB
+    and 4 KiB a character: the library's allocation fails past that and it aborts the worker,
+    which the pool replaces; the next request is served."""
+    document = json.loads(lm.tokenizer_json.read_text())
+    document["normalizer"] = {
+        "type": "Replace",
+        "pattern": {"String": " "},
+        "content": " a" * 50000,
+    }
+    hostile = tmp_path / "tokenizer.json"
+    hostile.write_text(json.dumps(document))
+
+    async def encode() -> list[GenerationEvent]:
+        stream = gen_pool.generate_async(
+            sha256_of(lm.pte),
+            lm.pte,
+            GenerationRequest(prompt=" " * 60, max_tokens=4),  # within the context's characters
+            tokenizer=(sha256_of(hostile), hostile),
+            scope="project-expanding-normalizer",  # its crash is charged to it alone
+        )
+        return [event async for event in stream]
+
+    with pytest.raises(WorkerCrashedError, match=r"memory allocation of \d+ bytes failed"):
+        asyncio.run(encode())
+    ids = lm.encode("hi")
+    events = generated(gen_pool, lm, prompt_ids=ids, max_tokens=4, temperature=0)
+    assert [t for e in events for t in e.token_ids] == pte_greedy(lm.pte, ids, 4, lm.eos_ids)
