@@ -69,9 +69,17 @@ class Shape:
             "choices": choices,
         }
 
-    def whole(self, done: Collected) -> dict[str, Any]:
-        """The completion object of a finished generation."""
-        choice: dict[str, Any] = {"index": 0, "logprobs": self._logprobs(done.logprobs)}
+    def whole(self, done: Sequence[Collected], n: int = 1) -> dict[str, Any]:
+        """The completion object of finished generations, a choice each: ``n`` of each
+        prompt, in order."""
+        choices = [self._choice(index, one) for index, one in enumerate(done)]
+        answer = self._object("chat.completion" if self.chat else "text_completion", choices)
+        answer["usage"] = _usage([one.usage for one in done], n)
+        return answer
+
+    def _choice(self, index: int, done: Collected) -> dict[str, Any]:
+        self._offset = 0  # each choice's text_offset counts from its own start
+        choice: dict[str, Any] = {"index": index, "logprobs": self._logprobs(done.logprobs)}
         choice["finish_reason"] = done.finish_reason
         if self.token_ids:
             choice["token_ids"] = done.token_ids
@@ -79,9 +87,7 @@ class Shape:
             choice["message"] = {"role": "assistant", "content": done.text}
         else:
             choice["text"] = done.text
-        answer = self._object("chat.completion" if self.chat else "text_completion", [choice])
-        answer["usage"] = None if done.usage is None else done.usage.model_dump()
-        return answer
+        return choice
 
     def _chunk(
         self,
@@ -137,6 +143,21 @@ class Shape:
             "top_logprobs": [_top_with_chosen(s) for s in scored],
             "text_offset": offsets,
         }
+
+
+def _usage(each: list[Usage | None], n: int) -> dict[str, int] | None:
+    """The usage of all choices, ``n`` of each prompt: as OpenAI counts it, each prompt's
+    tokens once and every choice's completion tokens."""
+    counted = [one for one in each if one is not None]
+    if len(counted) != len(each):
+        return None
+    prompt = sum(one.prompt_tokens for one in counted[::n])
+    completion = sum(one.completion_tokens for one in counted)
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
 
 
 def _top_with_chosen(scored: TokenLogprob) -> dict[str, float | None] | None:

@@ -25,7 +25,7 @@ from pteforge.server.common.services import get_services
 from pteforge.server.generation import streaming
 from pteforge.server.generation.errors import OpenAIError, answer_of
 from pteforge.server.generation.responses import Shape
-from pteforge.server.generation.schemas import ChatBody, CompletionBody
+from pteforge.server.generation.schemas import MAX_CHOICES, ChatBody, CompletionBody
 from pteforge.server.generation.target import parse_model, target_of
 from pteforge.server.http.bodies import read_json_body
 from pteforge.server.http.memory import HeldBytes
@@ -46,18 +46,43 @@ router = APIRouter(tags=[TAG], route_class=BareRoute, responses=answers(streamin
 
 async def _parse(
     request: Request, body_type: type[CompletionBody | ChatBody], held: HeldBytes
-) -> tuple[CompletionBody | ChatBody, GenerationRequest]:
+) -> tuple[CompletionBody | ChatBody, list[GenerationRequest]]:
     raw = await read_json_body(request, RequestTooLargeError, held)
     body = body_type.model_validate_json(raw)
     field = body.unsupported()
     if field is not None:
         raise OpenAIError(400, f"{field!r} is not supported by pteforge: leave it out", field)
+    session = request.headers.get(SESSION_HEADER)
     try:
-        return body, body.generation(request.headers.get(SESSION_HEADER))
+        generations = body.generations(session)
     except ValidationError:
         raise  # answered naming its field
     except ValueError as exc:
         raise OpenAIError(400, str(exc), "prompt") from None
+    return body, _check_choices(body, generations, session)
+
+
+def _check_choices(
+    body: CompletionBody | ChatBody, generations: list[GenerationRequest], session: str | None
+) -> list[GenerationRequest]:
+    """Several choices (``n``, a batch of prompts) are answered whole, one after another."""
+    if len(generations) > MAX_CHOICES:
+        raise OpenAIError(
+            400,
+            f"at most {MAX_CHOICES} choices a request: n times the prompts is {len(generations)}",
+            "n",
+        )
+    if len(generations) > 1 and body.stream:
+        raise OpenAIError(
+            400,
+            "several choices (n above 1, or a batch of prompts) are not streamed: leave stream out",
+            "stream",
+        )
+    if len(generations) > 1 and session is not None:
+        raise OpenAIError(
+            400, f"a session ({SESSION_HEADER}) holds one conversation: ask for one choice", "n"
+        )
+    return generations
 
 
 def _failed(exc: Exception) -> dict[str, Any]:
@@ -69,7 +94,7 @@ async def _generate(request: Request, body_type: type[CompletionBody | ChatBody]
     state = inference_state(request)
     principal = await state.authenticate(request)
     with state.memory.holding(principal.project_id) as held:  # the body, while it is read
-        body, generation = await _parse(request, body_type, held)
+        body, generations = await _parse(request, body_type, held)
     store = get_services(request).store
     target = await target_of(state.targets, store, principal.project_id, *parse_model(body.model))
     shape = Shape(
@@ -77,12 +102,16 @@ async def _generate(request: Request, body_type: type[CompletionBody | ChatBody]
         chat=body_type is ChatBody,
         token_ids=body.return_token_ids,
         include_usage=body.include_usage(),
-        logprobs=generation.logprobs is not None,
+        logprobs=generations[0].logprobs is not None,
     )
-    events = streaming.start(state, principal.project_id, target, generation)
     recheck = partial(state.authenticate, request)  # a revoked token ends the generation
     if not body.stream:
-        return JSONResponse(shape.whole(await streaming.collect(events, recheck)))
+        done = []
+        for generation in generations:
+            events = streaming.start(state, principal.project_id, target, generation)
+            done.append(await streaming.collect(events, recheck))
+        return JSONResponse(shape.whole(done, body.n or 1))
+    events = streaming.start(state, principal.project_id, target, generations[0])
     wire = streaming.StreamFormat(shape.chunks, _failed, shape.opening(), DONE)
     return await streaming.answer_stream(state, events, wire, recheck)
 

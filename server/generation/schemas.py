@@ -1,7 +1,7 @@
 """The OpenAI request bodies these routes take, checked field by field, and how each becomes
 the one :class:`GenerationRequest` of ``contracts/generation.py``.
 
-Fields OpenAI defines but pteforge does not do (``n`` above 1, ``best_of``, tools, ...) are
+Fields OpenAI defines but pteforge does not do (``best_of`` above 1, tools, ...) are
 refused naming the field when set to anything but their default; a field OpenAI does not
 define is refused as OpenAI does ("Unrecognized request argument supplied").
 """
@@ -25,6 +25,10 @@ from pteforge.contracts.json_types import FailFastList, at_most_entries
 
 CHAT_MAX_TOKENS = 1 << 20
 """A chat without ``max_tokens`` runs until the end of the sequence or of the context."""
+
+MAX_CHOICES = 16
+"""Most choices one request may ask for (``n`` times the prompts of a batch): each is a
+generation that holds a runtime worker in turn."""
 
 MAX_CONTENT_PARTS = 16
 """Most text parts one message's content may have (their texts are joined)."""
@@ -72,7 +76,7 @@ class _Sampling(SamplingFields):
     model: str = Field(min_length=1, max_length=200)
     stream: bool | None = False
     stream_options: StreamOptions | None = None
-    n: int | None = 1
+    n: int | None = Field(default=1, ge=1, le=MAX_CHOICES)
     user: str | None = None
     presence_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
     frequency_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
@@ -85,10 +89,20 @@ class _Sampling(SamplingFields):
     return_token_ids: bool = False
     """pteforge's extension (as vLLM's): each choice carries the ``token_ids`` generated."""
 
-    UNSUPPORTED: ClassVar[dict[str, tuple[object, ...]]] = {
-        "n": (None, 1),
-    }
+    UNSUPPORTED: ClassVar[dict[str, tuple[object, ...]]] = {}
     """Fields pteforge takes only at these values (OpenAI's defaults)."""
+
+    def each_n(self, requests: list[GenerationRequest]) -> list[GenerationRequest]:
+        """``n`` generations of each request, in choice order: with a ``seed``, the j-th of
+        each draws from ``seed + j`` (the first one is what ``n`` 1 gives)."""
+        n = self.n or 1
+        return [
+            one
+            if j == 0 or one.seed is None
+            else one.model_copy(update={"seed": (one.seed + j) % (1 << 64)})
+            for one in requests
+            for j in range(n)
+        ]
 
     def unsupported(self) -> str | None:
         """The first field set to a value pteforge does not do, or None."""
@@ -144,26 +158,35 @@ class CompletionBody(_Sampling):
         "suffix": (None, ""),
     }
 
-    def generation(self, session: str | None = None) -> GenerationRequest:
-        """The one generation this body asks for."""
-        prompt: Any = self.prompt
-        if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str | list):
-            prompt = prompt[0]  # a batch of one
-        if isinstance(prompt, list) and not all(isinstance(t, int) for t in prompt):
-            raise ValueError("one prompt per request: a batch of prompts is not supported")
-        if isinstance(prompt, list) and not prompt:
-            raise ValueError("a prompt of token ids needs at least one token")
-        if isinstance(prompt, list) and not 0 <= min(prompt) <= max(prompt) <= MAX_TOKEN_ID:
-            raise ValueError(f"a prompt's token ids are from 0 to {MAX_TOKEN_ID}")
-        source = {"prompt": prompt} if isinstance(prompt, str) else {"prompt_ids": prompt}
+    def generations(self, session: str | None = None) -> list[GenerationRequest]:
+        """The generations this body asks for: ``n`` of each prompt, in choice order."""
         tokens = 16 if self.max_tokens is None else self.max_tokens
-        return GenerationRequest(
-            **source,
-            **self.sampling(tokens),
-            session=session,
-            logprobs=self.logprobs,
-            echo=bool(self.echo),
+        fields: dict[str, Any] = {"session": session, "logprobs": self.logprobs}
+        return self.each_n(
+            [
+                GenerationRequest(**source, **self.sampling(tokens), **fields, echo=bool(self.echo))
+                for source in _prompts(self.prompt)
+            ]
         )
+
+
+def _prompts(prompt: str | list[int] | list[str] | list[list[int]]) -> list[dict[str, Any]]:
+    """Each prompt of ``prompt`` (one text, one list of token ids, or a batch of either) as
+    :class:`GenerationRequest` fields."""
+    batch: list[Any] = [prompt] if isinstance(prompt, str) or _ids(prompt) else list(prompt)
+    if not 0 < len(batch) <= MAX_CHOICES:
+        raise ValueError(f"a batch of prompts has 1 to {MAX_CHOICES} prompts, not {len(batch)}")
+    for one in batch:
+        if isinstance(one, list) and not one:
+            raise ValueError("a prompt of token ids needs at least one token")
+        if isinstance(one, list) and not 0 <= min(one) <= max(one) <= MAX_TOKEN_ID:
+            raise ValueError(f"a prompt's token ids are from 0 to {MAX_TOKEN_ID}")
+    return [{"prompt": one} if isinstance(one, str) else {"prompt_ids": one} for one in batch]
+
+
+def _ids(prompt: list[Any]) -> bool:
+    """Whether ``prompt`` is one prompt of token ids (not a batch)."""
+    return bool(prompt) and all(isinstance(t, int) for t in prompt)
 
 
 class TextPart(BaseModel):
@@ -234,18 +257,19 @@ class ChatBody(_Sampling):
         "web_search_options": (None,),
     }
 
-    def generation(self, session: str | None = None) -> GenerationRequest:
-        """The one generation this body asks for."""
+    def generations(self, session: str | None = None) -> list[GenerationRequest]:
+        """The generations this body asks for: ``n`` answers to the chat."""
         tokens = self.max_completion_tokens or self.max_tokens or CHAT_MAX_TOKENS
         messages = tuple(m.as_chat() for m in self.messages)
         extra = self.chat_template_kwargs or {}
-        return GenerationRequest(
+        chat = GenerationRequest(
             messages=messages,
             **self.sampling(tokens),
             session=session,
             template_kwargs=extra,
             logprobs=(self.top_logprobs or 0) if self.logprobs else None,
         )
+        return self.each_n([chat])
 
     @field_validator("top_logprobs")
     @classmethod

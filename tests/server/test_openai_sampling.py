@@ -77,8 +77,48 @@ def test_echo_sends_the_prompt_first_streamed_or_not(
     stream = list(
         client.completions.create(model=deployed, prompt=PROMPT, stream=True, **arguments)
     )
-    assert stream[0].choices[0].text == PROMPT
+    assert "".join(chunk.choices[0].text for chunk in stream if chunk.choices) == choice.text
     assert _streamed_completion(stream) == logprobs.to_dict()
+
+
+def test_n_choices_draw_from_successive_seeds(client: openai.OpenAI, deployed: str) -> None:
+    arguments: dict[str, Any] = {"max_tokens": 6, "temperature": 1.0, "seed": 7}
+    several = client.completions.create(model=deployed, prompt=PROMPT, n=3, **arguments)
+    assert [c.index for c in several.choices] == [0, 1, 2]
+    for j, choice in enumerate(several.choices):
+        alone = client.completions.create(
+            model=deployed, prompt=PROMPT, **{**arguments, "seed": 7 + j}
+        )
+        assert (choice.text, choice.finish_reason) == (
+            alone.choices[0].text,
+            alone.choices[0].finish_reason,
+        )
+    usage, one = several.usage, alone.usage
+    assert usage is not None and one is not None
+    assert usage.prompt_tokens == one.prompt_tokens  # the prompt counted once, as OpenAI does
+    chats = client.chat.completions.create(model=deployed, messages=CHAT, n=2, **arguments)  # type: ignore[arg-type]
+    assert [c.index for c in chats.choices] == [0, 1]
+
+
+def test_a_batch_of_prompts_answers_each_in_order(
+    client: openai.OpenAI, deployed: str, lm: LmFiles
+) -> None:
+    prompts = [lm.encode(PROMPT), lm.encode("1 2 3")]
+    expected = [greedy_reference(lm, ids, 4) for ids in prompts]
+    batch = client.completions.create(model=deployed, prompt=prompts, max_tokens=4, temperature=0)
+    assert [c.text for c in batch.choices] == [lm.decode(tokens) for tokens in expected]
+    assert batch.usage is not None
+    assert batch.usage.prompt_tokens == sum(len(ids) for ids in prompts)
+    assert batch.usage.completion_tokens == sum(len(tokens) for tokens in expected)
+
+
+def test_several_choices_are_not_streamed(client: openai.OpenAI, deployed: str) -> None:
+    with pytest.raises(openai.BadRequestError) as raised:
+        client.completions.create(model=deployed, prompt=PROMPT, n=2, stream=True)
+    assert raised.value.response.json()["error"]["param"] == "stream"
+    with pytest.raises(openai.BadRequestError) as raised:
+        client.completions.create(model=deployed, prompt=["a"] * 9, n=2)
+    assert "at most 16 choices" in raised.value.response.json()["error"]["message"]
 
 
 def test_chat_logprobs_have_bytes_and_alternatives(
