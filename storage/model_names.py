@@ -36,6 +36,11 @@ class ModelRepository(ABC):
         """The model's versions, oldest first (empty when it has none or does not exist)."""
 
     @abstractmethod
+    def all_versions(self, project_id: str, limit: int) -> builtins.list[tuple[str, ModelVersion]]:
+        """The project's model versions with their model's name, by name then version, at
+        most ``limit`` of them (one query, however many models)."""
+
+    @abstractmethod
     def artifact_id(self, project_id: str, name: str, version: int | None = None) -> str | None:
         """The artifact of that version of the model (its latest when ``version`` is None),
         or None when there is no such version."""

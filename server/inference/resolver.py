@@ -62,12 +62,14 @@ class ArtifactResolver(Protocol):
 
     def index(self, principal: Principal) -> list[IndexedVersion]:
         """The caller's model names' versions, each with its artifact (at most
-        :data:`MAX_INDEXED_MODELS` names), for the model repository index."""
+        :data:`MAX_INDEXED_VERSIONS`, by name then version), for the model repository
+        index."""
         ...
 
 
-MAX_INDEXED_MODELS = 1000
-"""Most model names one repository index lists."""
+MAX_INDEXED_VERSIONS = 1000
+"""Most model versions one repository index lists (read in one query, each artifact once: a
+project with many versions must not make an index a query per version)."""
 
 
 @dataclass(frozen=True)

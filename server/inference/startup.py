@@ -27,7 +27,7 @@ from pteforge.server.inference.dependencies import (
     new_inference_state,
 )
 from pteforge.server.inference.resolver import (
-    MAX_INDEXED_MODELS,
+    MAX_INDEXED_VERSIONS,
     IndexedVersion,
     ResolvedArtifact,
     version_number,
@@ -71,12 +71,14 @@ class StoreArtifactResolver:
         """Every version of the caller's model names, oldest first within a name."""
         project_id = principal.project_id
         found: list[tuple[str, int, Artifact]] = []
+        artifacts: dict[str, Artifact | None] = {}  # a version's artifact, read once
         with self.store.transaction(read_only=True) as tx:
-            for model in tx.models.list(project_id, MAX_INDEXED_MODELS):
-                for served in tx.models.versions(project_id, model.name):
-                    artifact = tx.artifacts.get(project_id, served.artifact_id)
-                    if artifact is not None:
-                        found.append((model.name, served.version, artifact))
+            for name, served in tx.models.all_versions(project_id, MAX_INDEXED_VERSIONS):
+                if served.artifact_id not in artifacts:
+                    artifacts[served.artifact_id] = tx.artifacts.get(project_id, served.artifact_id)
+                artifact = artifacts[served.artifact_id]
+                if artifact is not None:
+                    found.append((name, served.version, artifact))
         return [IndexedVersion(name, v, self._resolved(a, v)) for name, v, a in found]
 
     def _resolved(self, artifact: Artifact, version: int | None) -> ResolvedArtifact:

@@ -169,6 +169,18 @@ class SqlModels(ModelRepository):
         query = self._versions(project_id, name).order_by(ModelVersionRow.version)
         return [_version(row) for row in self._session.scalars(query)]
 
+    def all_versions(
+        self, project_id: str, limit: int
+    ) -> builtins.list[tuple[str, domain.ModelVersion]]:
+        query = (
+            select(ModelRow.name, ModelVersionRow)
+            .join(ModelRow, ModelRow.id == ModelVersionRow.model_id)
+            .where(ModelRow.project_id == project_id)
+            .order_by(ModelRow.name, ModelVersionRow.version)
+            .limit(limit)
+        )
+        return [(name, _version(row)) for name, row in self._session.execute(query)]
+
     def artifact_id(self, project_id: str, name: str, version: int | None = None) -> str | None:
         query = _one_version(self._versions(project_id, name), version)
         row = self._session.scalars(query).first()

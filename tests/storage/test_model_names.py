@@ -72,6 +72,24 @@ def test_models_are_project_scoped(store: SqlStore) -> None:
         assert [m.name for m in tx.models.list(alpha)] == ["m"]
 
 
+def test_all_versions_lists_a_projects_versions_by_name_in_one_bounded_read(
+    store: SqlStore,
+) -> None:
+    alpha, beta = _project(store, "alpha"), _project(store, "beta")
+    art = _artifact(store, alpha, "a")
+    for name in ("zeta", "eta", "zeta", "eta", "eta"):
+        _add(store, alpha, name, art)
+    _add(store, beta, "eta", _artifact(store, beta, "b"))
+    with store.transaction() as tx:
+        listed = [(name, v.version, v.artifact_id) for name, v in tx.models.all_versions(alpha, 10)]
+        assert [(name, number) for name, number, _ in listed] == [
+            ("eta", 1), ("eta", 2), ("eta", 3), ("zeta", 1), ("zeta", 2)
+        ]  # fmt: skip
+        assert {artifact for _, _, artifact in listed} == {art}
+        assert len(tx.models.all_versions(alpha, 2)) == 2
+        assert [name for name, _ in tx.models.all_versions(beta, 10)] == ["eta"]
+
+
 def test_an_artifact_a_version_serves_is_not_deleted(store: SqlStore) -> None:
     alpha = _project(store, "alpha")
     art = _artifact(store, alpha, "a")
