@@ -53,8 +53,11 @@ class Shape:
     """Whether a stream ends with a chunk of the usage (``stream_options.include_usage``)."""
     logprobs: bool = False
     """Whether each choice carries its tokens' logprobs."""
+    n: int = 1
+    """Choices of each prompt: usage counts a prompt once in every ``n`` choices."""
     id: str = field(default="")
     _offset: int = field(default=0, init=False, repr=False)  # completions' next text_offset
+    _usages: list[Usage | None] = field(default_factory=list, init=False, repr=False)
     created: int = field(default_factory=lambda: int(time.time()))
 
     def __post_init__(self) -> None:
@@ -69,12 +72,12 @@ class Shape:
             "choices": choices,
         }
 
-    def whole(self, done: Sequence[Collected], n: int = 1) -> dict[str, Any]:
+    def whole(self, done: Sequence[Collected]) -> dict[str, Any]:
         """The completion object of finished generations, a choice each: ``n`` of each
         prompt, in order."""
         choices = [self._choice(index, one) for index, one in enumerate(done)]
         answer = self._object("chat.completion" if self.chat else "text_completion", choices)
-        answer["usage"] = _usage([one.usage for one in done], n)
+        answer["usage"] = _usage([one.usage for one in done], self.n)
         return answer
 
     def _choice(self, index: int, done: Collected) -> dict[str, Any]:
@@ -95,9 +98,10 @@ class Shape:
         finish: FinishReason | None,
         ids: tuple[int, ...] = (),
         scored: Sequence[TokenLogprob] | None = None,
+        index: int = 0,
     ) -> dict[str, Any]:
         logprobs = None if scored is None else self._logprobs(scored)
-        choice: dict[str, Any] = {"index": 0, "logprobs": logprobs, "finish_reason": finish}
+        choice: dict[str, Any] = {"index": index, "logprobs": logprobs, "finish_reason": finish}
         if self.token_ids:
             choice["token_ids"] = list(ids)
         if self.chat:
@@ -106,28 +110,30 @@ class Shape:
         choice["text"] = text or ""
         return self._object("text_completion", [choice])
 
-    def opening(self) -> Iterator[dict[str, Any]]:
-        """The chunk before the first text: the assistant's role (chat only)."""
+    def opening(self, index: int = 0) -> Iterator[dict[str, Any]]:
+        """The chunk before a choice's first text: the assistant's role (chat only)."""
+        self._offset = 0  # each choice's text_offset counts from its own start
         if self.chat:
-            chunk = self._chunk(None, None)
+            chunk = self._chunk(None, None, index=index)
             chunk["choices"][0]["delta"] = {"role": "assistant", "content": ""}
             yield chunk
 
-    def chunks(self, event: GenerationEvent) -> Iterator[dict[str, Any]]:
-        """The chunks of one event: its text, then its finish reason when it is the last,
-        and the usage chunk after it when asked for."""
+    def chunks(
+        self, event: GenerationEvent, index: int = 0, last: bool = True
+    ) -> Iterator[dict[str, Any]]:
+        """The chunks of one event of choice ``index``: its text, then its finish reason
+        when it ends the choice, and after the ``last`` choice's, the usage of them all when
+        asked for."""
         scored = event.logprobs if self.logprobs else None
         if event.text or (self.token_ids and event.token_ids) or scored:
-            yield self._chunk(event.text, None, event.token_ids, scored)
+            yield self._chunk(event.text, None, event.token_ids, scored, index)
         if event.finish_reason is not None:
-            yield self._chunk(None, event.finish_reason)
-            if self.include_usage and event.usage is not None:
-                yield self.usage_chunk(event.usage)
-
-    def usage_chunk(self, usage: Usage) -> dict[str, Any]:
-        """The last chunk of a stream that asked for the usage."""
-        kind = "chat.completion.chunk" if self.chat else "text_completion"
-        return {**self._object(kind, []), "usage": usage.model_dump()}
+            yield self._chunk(None, event.finish_reason, index=index)
+            self._usages.append(event.usage)
+            usage = _usage(self._usages, self.n)
+            if last and self.include_usage and usage is not None:
+                kind = "chat.completion.chunk" if self.chat else "text_completion"
+                yield {**self._object(kind, []), "usage": usage}
 
     def _logprobs(self, scored: Sequence[TokenLogprob]) -> dict[str, Any] | None:
         """The choice's ``logprobs`` for these tokens (None unless asked for)."""

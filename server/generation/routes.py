@@ -65,18 +65,12 @@ async def _parse(
 def _check_choices(
     body: CompletionBody | ChatBody, generations: list[GenerationRequest], session: str | None
 ) -> list[GenerationRequest]:
-    """Several choices (``n``, a batch of prompts) are answered whole, one after another."""
+    """Several choices (``n``, a batch of prompts) run one after another."""
     if len(generations) > MAX_CHOICES:
         raise OpenAIError(
             400,
             f"at most {MAX_CHOICES} choices a request: n times the prompts is {len(generations)}",
             "n",
-        )
-    if len(generations) > 1 and body.stream:
-        raise OpenAIError(
-            400,
-            "several choices (n above 1, or a batch of prompts) are not streamed: leave stream out",
-            "stream",
         )
     if len(generations) > 1 and session is not None:
         raise OpenAIError(
@@ -103,17 +97,29 @@ async def _generate(request: Request, body_type: type[CompletionBody | ChatBody]
         token_ids=body.return_token_ids,
         include_usage=body.include_usage(),
         logprobs=generations[0].logprobs is not None,
+        n=body.n or 1,
     )
     recheck = partial(state.authenticate, request)  # a revoked token ends the generation
+    start = partial(streaming.start, state, principal.project_id, target)
     if not body.stream:
-        done = []
-        for generation in generations:
-            events = streaming.start(state, principal.project_id, target, generation)
-            done.append(await streaming.collect(events, recheck))
-        return JSONResponse(shape.whole(done, body.n or 1))
-    events = streaming.start(state, principal.project_id, target, generations[0])
-    wire = streaming.StreamFormat(shape.chunks, _failed, shape.opening(), DONE)
-    return await streaming.answer_stream(state, events, wire, recheck)
+        done = [await streaming.collect(start(one), recheck) for one in generations]
+        return JSONResponse(shape.whole(done))
+    if len(generations) == 1:
+        wire = streaming.StreamFormat(shape.chunks, _failed, shape.opening(), DONE)
+        return await streaming.answer_stream(state, start(generations[0]), wire, recheck)
+    return await streaming.answer_choices(
+        state,
+        lambda i: start(generations[i]),
+        len(generations),
+        partial(_wire, shape, len(generations)),
+        recheck,
+    )
+
+
+def _wire(shape: Shape, count: int, index: int) -> streaming.StreamFormat:
+    """How choice ``index`` of ``count`` is streamed."""
+    chunks = partial(shape.chunks, index=index, last=index == count - 1)
+    return streaming.StreamFormat(chunks, _failed, shape.opening(index), DONE)
 
 
 async def _answer(request: Request, body_type: type[CompletionBody | ChatBody]) -> Response:

@@ -20,9 +20,12 @@ as its last event (or, not streamed, as its answer).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import anyio
@@ -150,6 +153,61 @@ async def answer_stream(
     limits = state.streams
     relayed = relay(first, events, wire, recheck, limits.buffer_bytes)
     return EventStream(relayed, limits.send_timeout_s)
+
+
+async def answer_choices(
+    state: InferenceState,
+    start_one: Callable[[int], Events],
+    count: int,
+    wire_of: Callable[[int], StreamFormat],
+    recheck: Recheck,
+) -> EventStream:
+    """Several choices streamed one after another (``start_one(i)``: choice ``i``'s events,
+    ``wire_of(i)``: how its events are written), each as :func:`answer_stream` relays one:
+    the first choice's first event awaited before the answer starts; the stream ends at
+    the first failure (its error the last event), and with ``wire_of(0).ending``."""
+    events = start_one(0)
+    first = await first_event(events)
+    relayed = _relay_choices(state, (first, events), start_one, count, wire_of, recheck)
+    return EventStream(relayed, state.streams.send_timeout_s)
+
+
+async def _relay_choices(
+    state: InferenceState,
+    started: tuple[GenerationEvent, Events],
+    start_one: Callable[[int], Events],
+    count: int,
+    wire_of: Callable[[int], StreamFormat],
+    recheck: Recheck,
+) -> AsyncGenerator[bytes, None]:
+    failures: list[Exception] = []
+    ending = wire_of(0).ending
+    for index in range(count):
+        wire = wire_of(index)
+        try:
+            first, events = started if index == 0 else (await _first(start_one(index)))
+        except Exception as exc:
+            yield sse(wire.fail(exc))
+            break
+        noting = dataclasses.replace(wire, fail=partial(_noted, failures, wire.fail), ending=b"")
+        relayed = relay(first, events, noting, recheck, state.streams.buffer_bytes)
+        async with contextlib.aclosing(relayed) as pieces:  # a client gone: the worker freed
+            async for piece in pieces:
+                yield piece
+        if failures:
+            break
+    yield ending
+
+
+async def _first(events: Events) -> tuple[GenerationEvent, Events]:
+    return await first_event(events), events
+
+
+def _noted(
+    failures: list[Exception], fail: Callable[[Exception], Payload], exc: Exception
+) -> Payload:
+    failures.append(exc)
+    return fail(exc)
 
 
 class EventStream(StreamingResponse):

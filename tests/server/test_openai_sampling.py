@@ -5,8 +5,10 @@ reach the worker's decode loop; asking wrongly is a 400 naming the field."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+import httpx
 import openai
 import pytest
 
@@ -98,6 +100,16 @@ def test_n_choices_draw_from_successive_seeds(client: openai.OpenAI, deployed: s
     assert usage.prompt_tokens == one.prompt_tokens  # the prompt counted once, as OpenAI does
     chats = client.chat.completions.create(model=deployed, messages=CHAT, n=2, **arguments)  # type: ignore[arg-type]
     assert [c.index for c in chats.choices] == [0, 1]
+    streamed = list(
+        client.chat.completions.create(model=deployed, messages=CHAT, n=2, stream=True, **arguments)
+    )  # type: ignore[arg-type]
+    opened = [c.choices[0].index for c in streamed if c.choices and c.choices[0].delta.role]
+    assert opened == [0, 1]
+    for choice in chats.choices:
+        said = [
+            c.choices[0].delta.content or "" for c in streamed if c.choices[0].index == choice.index
+        ]
+        assert "".join(said) == choice.message.content
 
 
 def test_a_batch_of_prompts_answers_each_in_order(
@@ -112,13 +124,46 @@ def test_a_batch_of_prompts_answers_each_in_order(
     assert batch.usage.completion_tokens == sum(len(tokens) for tokens in expected)
 
 
-def test_several_choices_are_not_streamed(client: openai.OpenAI, deployed: str) -> None:
-    with pytest.raises(openai.BadRequestError) as raised:
-        client.completions.create(model=deployed, prompt=PROMPT, n=2, stream=True)
-    assert raised.value.response.json()["error"]["param"] == "stream"
+def test_several_choices_stream_one_after_another(client: openai.OpenAI, deployed: str) -> None:
+    arguments: dict[str, Any] = {"max_tokens": 5, "temperature": 1.0, "seed": 11, "logprobs": 1}
+    prompts = [PROMPT, "1 2 3"]
+    whole = client.completions.create(model=deployed, prompt=prompts, n=2, **arguments)
+    stream = client.completions.create(
+        model=deployed, prompt=prompts, n=2, stream=True, stream_options={"include_usage": True},
+        **arguments,
+    )  # fmt: skip
+    chunks = list(stream)
+    texts: dict[int, str] = {}
+    for chunk in chunks[:-1]:
+        (choice,) = chunk.choices
+        texts[choice.index] = texts.get(choice.index, "") + choice.text
+    assert texts == {c.index: c.text for c in whole.choices}
+    indices = [chunk.choices[0].index for chunk in chunks[:-1]]
+    assert indices == sorted(indices)  # one choice after another
+    assert chunks[-1].choices == [] and chunks[-1].usage == whole.usage
     with pytest.raises(openai.BadRequestError) as raised:
         client.completions.create(model=deployed, prompt=["a"] * 9, n=2)
     assert "at most 16 choices" in raised.value.response.json()["error"]["message"]
+
+
+def test_a_choice_that_fails_ends_the_stream_with_its_error(
+    service: ServiceProcess, deployed: str, lm: LmFiles
+) -> None:
+    too_long = [lm.bos_id] * (lm.max_seq_len + 1)
+    body = {
+        "model": deployed,
+        "prompt": [lm.encode(PROMPT), too_long],
+        "max_tokens": 3,
+        "stream": True,
+    }
+    headers = {"Authorization": f"Bearer {service.admin_token}"}
+    answer = httpx.post(f"{service.url}/v1/completions", json=body, headers=headers, timeout=60)
+    assert answer.status_code == 200  # the first choice streamed before the second failed
+    events = [line.removeprefix("data: ") for line in answer.text.splitlines() if line]
+    assert events[-1] == "[DONE]"
+    error = json.loads(events[-2])["error"]
+    assert error["code"] == "context_length_exceeded", error
+    assert {json.loads(e)["choices"][0]["index"] for e in events[:-2]} == {0}
 
 
 def test_chat_logprobs_have_bytes_and_alternatives(

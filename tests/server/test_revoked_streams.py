@@ -185,6 +185,7 @@ def _refused(svc: ServiceProcess, path: str, token: str) -> bool:
     ("path", "body"),
     [
         ("/v1/completions", {"prompt": "The quick brown fox", "stream": True, **LONG}),
+        ("/v1/completions", {"prompt": ["a", "b"], "n": 2, "stream": True, **LONG}),
         ("/v1/chat/completions", {"messages": CHAT, "stream": True, **LONG}),
         ("/v2/models/{model}/generate_stream", {"text_input": "The quick brown fox", **LONG}),
     ],
@@ -196,7 +197,7 @@ def test_a_generation_stream_ends_when_its_token_is_revoked(
     starts: the stream answers 200 and ends at its first event with the 401 error, and the
     pool's one worker serves the next request (a stream cut as a disconnect is)."""
     path = path.format(model=lm_model)
-    name = "gen" + path.replace("/", "-")
+    name = "gen" + path.replace("/", "-") + ("-choices" if "n" in body else "")
     token = quiet_service.create_token(name, PROJECT)
     payload = json.dumps({"model": lm_model, **body} if path.startswith("/v1") else body).encode()
     sock = _past_authentication(quiet_service, path, token, payload)
