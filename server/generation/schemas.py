@@ -139,14 +139,14 @@ def _token_id(key: str) -> bool:
 
 
 class CompletionBody(_Sampling):
-    """``POST /v1/completions``: ``prompt`` is text or token ids (one prompt)."""
+    """``POST /v1/completions``: ``prompt`` is text or token ids, or a batch of either."""
 
     prompt: str | FailFastList[int] | FailFastList[str] | FailFastList[FailFastList[int]]
     """Text ("" is a prompt too: the tokenizer's BOS alone, where it adds one), or token ids."""
-    max_tokens: int | None = Field(default=16, ge=0, le=CHAT_MAX_TOKENS)
-    """0 only with ``echo``: the prompt alone, scored (how evaluation harnesses ask)."""
     echo: bool | None = False
     """The prompt first, with its tokens' logprobs when ``logprobs`` is set."""
+    max_tokens: int | None = Field(default=16, ge=0, le=CHAT_MAX_TOKENS)
+    """0 only with ``echo``: the prompt alone, scored (how evaluation harnesses ask)."""
     logprobs: int | None = Field(default=None, ge=0, le=MAX_TOP_LOGPROBS)
     """Each token's logprob, and this many of the most likely tokens at its step."""
     best_of: int | None = 1
@@ -157,6 +157,13 @@ class CompletionBody(_Sampling):
         "best_of": (None, 1),
         "suffix": (None, ""),
     }
+
+    @field_validator("max_tokens")
+    @classmethod
+    def _none_only_with_echo(cls, tokens: int | None, info: ValidationInfo) -> int | None:
+        if tokens == 0 and not info.data.get("echo"):
+            raise ValueError("0 only with echo (the prompt scored alone); 1 or more otherwise")
+        return tokens
 
     def generations(self, session: str | None = None) -> list[GenerationRequest]:
         """The generations this body asks for: ``n`` of each prompt, in choice order."""

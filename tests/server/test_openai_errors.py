@@ -57,7 +57,7 @@ def test_an_unknown_model_is_404(client: openai.OpenAI) -> None:
         ({"n": 17}, "n", "less than or equal to 16"),
         ({"logprobs": 21}, "logprobs", "less than or equal to 20"),
         ({"best_of": 2}, "best_of", "not supported"),
-        ({"max_tokens": 0}, None, "max_tokens may be 0 only with echo"),
+        ({"max_tokens": 0}, "max_tokens", "0 only with echo"),
         ({"temperature": 3}, "temperature", "less than or equal to 2"),
         ({"extra_body": {"colour": "red"}}, "colour", "Unrecognized request argument"),
         ({"prompt": []}, "prompt", "1 to 16 prompts, not 0"),
