@@ -135,9 +135,10 @@ async def _answer(request: Request, body_type: type[CompletionBody | ChatBody]) 
     openapi_extra=json_body("An OpenAI completions body: model, prompt, max_tokens, ..."),
 )
 async def completions(request: Request) -> Response:
-    """OpenAI's completions: `prompt` (text or token ids) continued by the model version
-    `model` names (`name` or `name:version`), with its tokenizer. `temperature` 0 is greedy.
-    Errors are OpenAI's `{"error": {"message", "type", "param", "code"}}`."""
+    """OpenAI's completions: `prompt` (text or token ids, or a batch of either) continued by
+    the model version `model` names (`name` or `name:version`), with its tokenizer, `n` times
+    each. `temperature` 0 is greedy; `echo` sends the prompt back first (with `logprobs`,
+    each prompt token's). Errors are OpenAI's `{"error": {"message", "type", "param", "code"}}`."""
     return await _answer(request, CompletionBody)
 
 
