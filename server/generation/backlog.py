@@ -49,6 +49,20 @@ def backlog_error(limit_bytes: int) -> OpenAIError:
     )
 
 
+def answer_too_large(limit_bytes: int) -> OpenAIError:
+    """The answer to a request not streamed whose text passed ``limit_bytes``: it waits
+    whole for its client, as a stream's text waits for a slow one."""
+    return OpenAIError(
+        400,
+        f"the answer passed {limit_bytes} bytes of generated text and logprobs "
+        "(PTEFORGE_STREAM_BUFFER_BYTES), which an answer not streamed holds whole in the "
+        "server, so the generation was stopped: stream it (stream: true), or ask for fewer "
+        "tokens or logprobs",
+        "stream",
+        "answer_too_large",
+    )
+
+
 class Backlog:
     """The events of ``events`` not yet passed on, at most ``limit_bytes`` of them."""
 

@@ -102,7 +102,8 @@ async def _generate(request: Request, body_type: type[CompletionBody | ChatBody]
     recheck = partial(state.authenticate, request)  # a revoked token ends the generation
     start = partial(streaming.start, state, principal.project_id, target)
     if not body.stream:
-        done = [await streaming.collect(start(one), recheck) for one in generations]
+        limit = state.streams.buffer_bytes
+        done = [await streaming.collect(start(one), recheck, limit) for one in generations]
         return JSONResponse(shape.whole(done))
     if len(generations) == 1:
         wire = streaming.StreamFormat(shape.chunks, _failed, shape.opening(), DONE)

@@ -87,7 +87,8 @@ async def _answer(
     recheck: streaming.Recheck,
 ) -> Response:
     if not stream:
-        return JSONResponse(shape.whole(await streaming.collect(events, recheck)))
+        whole = await streaming.collect(events, recheck, state.streams.buffer_bytes)
+        return JSONResponse(shape.whole(whole))
     wire = streaming.StreamFormat(shape.pieces, _failed)
     return await streaming.answer_stream(state, events, wire, recheck)
 
@@ -106,7 +107,8 @@ async def _generate(
     events = streaming.start(state, principal.project_id, target, body.generation)
     recheck = partial(state.authenticate, request)  # a revoked token ends the generation
     if stream and body.parameters.stream is False:  # one event: the whole answer
-        whole = shape.whole(await streaming.collect(events, recheck))
+        collected = await streaming.collect(events, recheck, state.streams.buffer_bytes)
+        whole = shape.whole(collected)
         return StreamingResponse(iter([streaming.sse(whole)]), media_type=streaming.SSE)
     return await _answer(state, shape, events, stream, recheck)
 

@@ -152,3 +152,23 @@ def test_a_stream_too_far_behind_ends_with_an_error_and_keeps_no_worker(
     assert "PTEFORGE_STREAM_BUFFER_BYTES" in error["error"]["message"]  # type: ignore[index]
     assert len(_text(events)) > BUFFER_BYTES  # what waited still came first
     assert all(e["choices"][0]["finish_reason"] is None for e in events[:-2])  # type: ignore[index]
+
+
+def test_an_answer_not_streamed_is_bounded_as_a_streams_backlog(
+    slow_service: ServiceProcess, wide_model: str, other: tuple[httpx.Client, str]
+) -> None:
+    """An answer not streamed waits whole in the server: gathered without a bound, one
+    request of a project's own fast model (context 2**20) with 20 logprobs a token held
+    3.3 GB of the server's memory (red-team pass). Past the bound it is refused, naming
+    it, and the worker is handed back."""
+    body = {"model": wide_model, "prompt": "The quick brown fox", "temperature": 0}
+    with slow_service.client(slow_service.admin_token) as admin:
+        whole = admin.post("/v1/completions", json={**body, "max_tokens": 16})
+        assert whole.status_code == 200, whole.text[:200]
+        assert SOCKET_BUFFERS < len(whole.json()["choices"][0]["text"]) < BUFFER_BYTES
+        refused = admin.post("/v1/completions", json={**body, "max_tokens": 1000})
+    assert refused.status_code == 400, refused.text[:200]
+    error = refused.json()["error"]
+    assert error["code"] == "answer_too_large" and error["param"] == "stream"
+    assert "PTEFORGE_STREAM_BUFFER_BYTES" in error["message"]
+    _served(other)

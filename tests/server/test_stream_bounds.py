@@ -14,7 +14,8 @@ from starlette.types import Message
 from pteforge.contracts.generation import GenerationEvent
 from pteforge.server.generation.backlog import TOKEN_ID_BYTES, Backlog
 from pteforge.server.generation.errors import OpenAIError
-from pteforge.server.generation.streaming import EventStream
+from pteforge.server.generation.responses import Collected
+from pteforge.server.generation.streaming import EventStream, collect
 
 
 async def _engine(texts: list[str], closed: asyncio.Event) -> AsyncGenerator[GenerationEvent, None]:
@@ -147,3 +148,24 @@ def test_the_deadline_counts_a_send_not_the_wait_for_the_generation() -> None:
 
     asyncio.run(main())
     assert sent == [b"one", b"two", b""]
+
+
+def test_an_answer_not_streamed_stops_the_generation_past_its_bound() -> None:
+    limit = 2 * (4 + TOKEN_ID_BYTES)  # two events of four bytes fit, not three
+
+    async def main() -> tuple[Collected, OpenAIError, bool]:
+        closed = asyncio.Event()
+        fits = await collect(_engine(["aaaa", "bbbb"], closed), _authenticated, limit)
+        closed.clear()
+        with pytest.raises(OpenAIError) as error:
+            await collect(_engine(["aaaa", "bbbb", "cccc", "dddd"], closed), _authenticated, limit)
+        return fits, error.value, closed.is_set()
+
+    fits, error, closed = asyncio.run(main())
+    assert fits.text == "aaaabbbb" and fits.finish_reason == "length"
+    assert error.code == "answer_too_large" and closed  # the generation was cancelled
+    assert "PTEFORGE_STREAM_BUFFER_BYTES" in error.message
+
+
+async def _authenticated() -> None:
+    """A caller whose token stays valid."""
