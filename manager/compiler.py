@@ -27,7 +27,7 @@ from pteforge.manager.plan import Calibration, calibration_tensors, parse_plan, 
 from pteforge.manager.plan_check import check_plan
 from pteforge.manager.program_manager import ProgramManager, to_edge_transform_and_lower
 from pteforge.manager.report import planned_memory
-from pteforge.manager.signature import MethodSignature, method_signature
+from pteforge.manager.signature import MethodSignature, fixed_by_lowering, method_signature
 
 _E = TypeVar("_E")
 
@@ -92,6 +92,7 @@ def compile_programs(
     if on_stage is not None:
         on_stage("emit")
     edge = {m: manager.exported_program(m) for m in manager.methods}
+    signatures = {m: fixed_by_lowering(s, edge[m]) for m, s in signatures.items()}
     config = executorch_config(edge, parsed.share_mutable_buffers)
     with torch.no_grad():  # config's passes retrace graphs whose parameters require grad
         pte = _emit(manager, config)

@@ -7,11 +7,13 @@ from a live ``torch.export`` program.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import sympy
 import torch
 from torch.export import ExportedProgram
+from torch.fx.experimental.symbolic_shapes import is_concrete_int
 
 from pteforge.contracts.specs import (
     DYNAMIC_DIM,
@@ -21,7 +23,14 @@ from pteforge.contracts.specs import (
     TensorSpec,
 )
 
-__all__ = ["MethodSignature", "TensorSpec", "method_signature", "tensor_spec"]
+__all__ = [
+    "MethodSignature",
+    "TensorSpec",
+    "fixed_by_lowering",
+    "fixed_dimensions",
+    "method_signature",
+    "tensor_spec",
+]
 
 
 def tensor_spec(name: str, value: Any, ranges: Mapping[Any, Any] | None = None) -> TensorSpec:
@@ -94,3 +103,50 @@ def _is_constant(arg: Any) -> bool:
 
     kinds = (bool, int, float, str, type(None))
     return isinstance(arg, ConstantArgument) and type(arg.value) in kinds
+
+
+def fixed_by_lowering(signature: MethodSignature, lowered: ExportedProgram) -> MethodSignature:
+    """``signature`` (the program's, as exported) with each dynamic dimension that lowering
+    made static given the one size the ``.pte`` takes: ``min`` = ``max`` = that size.
+
+    ExecuTorch 1.5.1's ``to_edge`` does that to a dimension its edge-operator check reads
+    with ``len()`` (the first dimension of a ``split``'s input: LeViT's batch): the edge
+    program, and so the ``.pte``, takes only the example input's size there. Dimensions
+    are matched by symbol, so the outputs and every input sharing one are fixed alike.
+    """
+    values = {n.name: n.meta.get("val") for n in lowered.graph.nodes if n.op == "placeholder"}
+    sizes: dict[str, int] = {}
+    for spec in signature.inputs:
+        value = values.get(spec.name)
+        if isinstance(value, torch.Tensor) and value.dim() == len(spec.shape):
+            for dim in spec.dynamic_dims or ():
+                if is_concrete_int(value.shape[dim.axis]):  # a plain int, or a SymInt of one
+                    sizes[dim.symbol] = int(value.shape[dim.axis])
+    if not sizes:
+        return signature
+    inputs = tuple(_fixed(spec, sizes) for spec in signature.inputs)
+    outputs = tuple(_fixed(spec, sizes) for spec in signature.outputs)
+    return replace(signature, inputs=inputs, outputs=outputs)
+
+
+def _fixed(spec: TensorSpec, sizes: Mapping[str, int]) -> TensorSpec:
+    if not spec.dynamic_dims:
+        return spec
+    dims = tuple(
+        replace(d, min=sizes[d.symbol], max=sizes[d.symbol]) if d.symbol in sizes else d
+        for d in spec.dynamic_dims
+    )
+    return replace(spec, dynamic_dims=dims)
+
+
+def fixed_dimensions(lowered: MethodSignature) -> list[str]:
+    """One phrase per input dimension :func:`fixed_by_lowering` fixed in ``lowered``: one
+    whose range is a single size, which ``torch.export`` never gives a ``Dim``. (The range it
+    was exported with is gone by then: lowering fixes it in the program's own shape env.)"""
+    return [
+        f"input {spec.name!r} dimension {dim.axis}, exported dynamic, was fixed at "
+        f"{dim.min} by lowering"
+        for spec in lowered.inputs
+        for dim in spec.dynamic_dims or ()
+        if dim.min == dim.max
+    ]

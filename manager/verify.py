@@ -52,6 +52,7 @@ from pteforge.contracts.artifact_report import unrunnable_reason
 from pteforge.contracts.et_errors import failure_message
 from pteforge.contracts.plan import TargetSpec, VerifySpec
 from pteforge.manager.example_inputs import method_inputs
+from pteforge.manager.signature import fixed_dimensions
 from pteforge.quiet import keeping_native_lines
 
 if TYPE_CHECKING:  # the compiler runs this check: its type only
@@ -212,8 +213,11 @@ def verify_method(
         message = " ".join(f"{type(exc).__name__}: {exc}".split())[:1000]
         return {**record, "status": "error", "message": failure_message(message, "".join(log))}
     passed = all(output["within_tolerance"] for output in record["outputs"])
-    if passed and _all_zero(reference):
-        record["message"] = ALL_ZERO_REFERENCE
+    notes = [ALL_ZERO_REFERENCE] if passed and _all_zero(reference) else []
+    fixed = fixed_dimensions(compiled.methods[method])
+    notes += [f"{'; '.join(fixed)}: {FIXED_BY_LOWERING}"] if fixed else []
+    if notes:
+        record["message"] = "; ".join(notes)
     return {**record, "status": "passed" if passed else "over_tolerance"}
 
 
@@ -223,6 +227,12 @@ ALL_ZERO_REFERENCE = (
     "pad or BOS ids alone can give all-zero logits)"
 )
 """The message of a method that passed against an all-zero reference."""
+
+FIXED_BY_LOWERING = (
+    "the .pte takes only that size (ExecuTorch's to_edge fixes a dimension its edge-operator "
+    "check reads, such as the first one of a split's input), so /v2 refuses any other"
+)
+"""The message of a method whose exported dynamic dimension lowering fixed at one size."""
 
 
 def _all_zero(reference: list[Any]) -> bool:

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from pteforge.contracts.oip import OIP_TO_NUMPY, oip_datatype
-from pteforge.contracts.specs import DYNAMIC_DIM
+from pteforge.contracts.specs import DYNAMIC_DIM, DynamicDim
 from pteforge.runtime.errors import InvalidInputError
 from pteforge.runtime.metadata import MethodSignature, TensorSpec
 
@@ -62,10 +62,7 @@ def check_tensor(spec: TensorSpec, datatype: str, shape: Sequence[int]) -> None:
     # (max_shape) would only say the whole shape missed it.
     for dim in spec.dynamic_dims or ():
         if dim.axis < len(shape) and not dim.allows(shape[dim.axis]):
-            raise InvalidInputError(
-                f"input {spec.name!r}: dimension {dim.axis} is {shape[dim.axis]}, outside the "
-                f"range {dim.range_text()} the program was exported with, got {list(shape)}"
-            )
+            raise InvalidInputError(_outside(spec.name, dim, shape))
     if spec.max_shape is None:
         # no planned bound (a signature as stored, from the exported program): the fixed
         # sizes must match; a dynamic one is any size its range above allows
@@ -75,6 +72,22 @@ def check_tensor(spec: TensorSpec, datatype: str, shape: Sequence[int]) -> None:
             )
     elif not _fits(shape, spec.shape, spec.max_shape):
         raise InvalidInputError(_over_the_plan(spec, shape, spec.max_shape))
+
+
+def _outside(name: str, dim: DynamicDim, shape: Sequence[int]) -> str:
+    """Why ``shape`` misses ``dim``'s range: the program's, or (``min`` = ``max``) the one size
+    lowering fixed a dynamic dimension at (:func:`pteforge.manager.signature.fixed_by_lowering`)."""
+    size = shape[dim.axis]
+    if dim.min == dim.max:
+        return (
+            f"input {name!r}: dimension {dim.axis} is {size}, but this .pte takes only "
+            f"{dim.min} there: lowering fixed that dimension, which the program exported as "
+            f"dynamic, at the example input's size; got {list(shape)}"
+        )
+    return (
+        f"input {name!r}: dimension {dim.axis} is {size}, outside the range "
+        f"{dim.range_text()} the program was exported with, got {list(shape)}"
+    )
 
 
 def _over_the_plan(spec: TensorSpec, shape: Sequence[int], bound: Sequence[int]) -> str:

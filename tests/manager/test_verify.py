@@ -136,6 +136,33 @@ def test_a_check_against_all_zero_outputs_says_it_compared_nothing(
     assert passed["status"] == "passed" and "message" not in passed
 
 
+class SplitHeads(torch.nn.Module):
+    """LeViT's attention in small: a split along the last dimension of a batched input."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        query, _ = x.split([2, 6], dim=2)
+        return query + 1
+
+
+def test_a_dynamic_batch_lowering_fixes_is_shown_fixed_and_said(catalog: BackendCatalog) -> None:
+    """ExecuTorch's to_edge fixes the batch of a split's input at the example's size: a LeViT
+    exported with Dim("batch", max=8) claimed 1..8 on /v1 and /v2, then crashed XNNPACK at
+    batch 1 and was refused at 3 with the planned bound alone (new-user pass 13)."""
+    batch = torch.export.Dim("batch", min=1, max=8)
+    program = torch.export.export(
+        SplitHeads(), (torch.randn(2, 3, 8),), dynamic_shapes=({0: batch},)
+    )
+    compiled = compile_programs({"forward": program}, {}, catalog)
+    method = compiled.methods["forward"]
+    assert [(d.axis, d.min, d.max) for d in method.inputs[0].dynamic_dims or ()] == [(0, 2, 2)]
+    assert [(d.min, d.max) for d in method.outputs[0].dynamic_dims or ()] == [(2, 2)]
+    record = verify_numerics({"forward": program}, compiled)["methods"]["forward"]
+    assert record["status"] == "passed"
+    assert record["message"].startswith(
+        "input 'x' dimension 0, exported dynamic, was fixed at 2 by lowering: the .pte takes"
+    )
+
+
 def test_int8_reports_sqnr_against_the_threshold(catalog: BackendCatalog) -> None:
     model = small_mlp_programs()
     compiled = compile_programs(model.programs, INT8, catalog)

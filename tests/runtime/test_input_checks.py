@@ -36,6 +36,19 @@ def test_a_batch_within_the_range_passes_and_a_fixed_dimension_still_must_match(
         check_tensor(BATCHED, "FP32", (2, 3, 32, 64))
 
 
+def test_a_dimension_lowering_fixed_says_so() -> None:
+    """A dynamic batch that lowering fixed at 2 (min = max) is not a range to quote."""
+    fixed = TensorSpec("x", "float32", (-1, 8), (2, 8), (DynamicDim(0, "s0", 2, 2),))
+    check_tensor(fixed, "FP32", (2, 8))
+    with pytest.raises(InvalidInputError) as caught:
+        check_tensor(fixed, "FP32", (1, 8))
+    assert str(caught.value) == (
+        "input 'x': dimension 0 is 1, but this .pte takes only 2 there: lowering fixed that "
+        "dimension, which the program exported as dynamic, at the example input's size; "
+        "got [1, 8]"
+    )
+
+
 def test_a_size_over_a_plan_made_for_the_example_input_says_why() -> None:
     """``Dim("batch")`` without ``max``: ExecuTorch plans the example input's batch (2), so a
     batch of 3 is refused, and the answer says why and what to export instead."""
