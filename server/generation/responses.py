@@ -26,15 +26,21 @@ from pteforge.contracts.generation import FinishReason, GenerationEvent, TokenLo
 class Collected:
     """A generation's events gathered into one answer."""
 
-    text: str = ""
+    pieces: list[str] = field(default_factory=list)
     token_ids: list[int] = field(default_factory=list)
     finish_reason: FinishReason | None = None
     usage: Usage | None = None
     logprobs: list[TokenLogprob] = field(default_factory=list)
 
+    @property
+    def text(self) -> str:
+        """The whole text, joined once (``+=`` on an attribute copies the text so far at
+        each event: 200,000 events of four characters took 13 s of the event loop)."""
+        return "".join(self.pieces)
+
     def add(self, event: GenerationEvent) -> None:
         """Append one event."""
-        self.text += event.text
+        self.pieces.append(event.text)
         self.token_ids += event.token_ids
         self.logprobs += event.logprobs or ()
         self.finish_reason = event.finish_reason or self.finish_reason
