@@ -22,8 +22,6 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
 from pteforge.contracts.generation import (
     FinishReason,
     GenerationEvent,
@@ -54,15 +52,21 @@ from pteforge.runtime.text_codec import TextCodec
 from pteforge.runtime.text_stream import TextStream
 from pteforge.runtime.wire import (
     encode_message,
-    header_frame,
     recv_request,
     send_frame,
+    token_frame,
 )
 
 if TYPE_CHECKING:
     from pteforge.runtime.worker import Executor, LoadedProgram
 
-_CODEC_CACHE_BYTES = 256 << 20
+ECHO_TOKENS_PER_EVENT = 32
+"""Prompt tokens whose scores one echoed event carries."""
+_CODEC_CACHE_BYTES = 1 << 30
+"""Memory the worker's loaded tokenizers may hold (the newest is kept whatever it holds)."""
+_CODEC_BYTES_PER_FILE_BYTE = 16
+"""A loaded tokenizer's memory per byte of its files (measured: a 70 MiB ``tokenizer.json``
+held 1.1 GB); counting file bytes let the cache hold gigabytes."""
 _INFOS_KEPT = 256
 
 
@@ -97,21 +101,6 @@ class Channel:
         with contextlib.suppress(RuntimeLayerError):  # a malformed frame: stop all the same
             recv_request(self.conn)
         return True
-
-
-_TOKEN_EVENT = (
-    b'{"tensors":[],"message":{"kind":"generated","event":{"text":',
-    b',"token_ids":[',
-    b'],"finish_reason":null,"usage":null,"logprobs":null}}}',
-)
-
-
-def token_frame(text: str, token: int) -> bytes:
-    """The frame of ``GeneratedReply(event=GenerationEvent(text=text, token_ids=(token,)))``
-    byte for byte as ``encode_message`` writes it (a test holds them equal), without
-    building the two models and walking them (~2.5 us of a token's ~20 us of Python)."""
-    start, ids, end = _TOKEN_EVENT
-    return header_frame(b"".join((start, orjson.dumps(text), ids, b"%d" % token, end)))
 
 
 class LanguageModels:
@@ -169,12 +158,13 @@ class LanguageModels:
             path = verified_path(tokenizer.sha256, tokenizer.path)
             config_path = verified_path(config.sha256, config.path) if config else None
             codec = TextCodec(path, config_path)
-            self.codecs.put(key, codec, _size(path) + (_size(config_path) if config_path else 0))
+            self.codecs.put(key, codec, _held_bytes(path, config_path))
         return codec
 
 
-def _size(path: Path) -> int:
-    return path.stat().st_size
+def _held_bytes(*paths: Path | None) -> int:
+    """What a tokenizer loaded from ``paths`` holds, estimated from its files' bytes."""
+    return _CODEC_BYTES_PER_FILE_BYTE * sum(p.stat().st_size for p in paths if p is not None)
 
 
 def run(
@@ -192,7 +182,10 @@ def run(
     prompt = codec.prompt_ids(request, step.info.context_len)
     check_prompt(prompt, step.info)
     shaping = LogitShaping.of(request, step.info.vocab_size)  # refused before any work
-    logits, echoed = prefill(step, codec, request, prompt, history)
+    prefilled = prefill(step, codec, request, prompt, history, out)
+    if prefilled is None:
+        return CancelledReply()
+    logits, echoed = prefilled
     if echoed is not None and request.max_tokens == 0:
         return GeneratedReply(event=echoed.model_copy(update=_ending("length", prompt, 0)))
     if echoed is not None:
@@ -226,18 +219,44 @@ def prefill(
     request: GenerationRequest,
     prompt: list[int],
     history: list[int],
-) -> tuple[Any, GenerationEvent | None]:
+    out: Channel,
+) -> tuple[Any, GenerationEvent | None] | None:
     """Feed the prompt (keeping what the session's cache holds of it, unless each token is
-    scored for ``echo``): the logits after it, and the echoed prompt when asked for."""
+    scored for ``echo``): the logits after it, and the echoed prompt's last event when asked
+    for; None when the caller went away meanwhile."""
     if request.echo and request.logprobs is not None:
-        del history[:]
-        logits, scored = step.score(prompt, history, request.logprobs, codec.token_bytes)
-        return logits, GenerationEvent(text=_prompt_text(codec, request, prompt), logprobs=scored)
+        return _scored_prompt(step, codec, request, prompt, history, out)
     reuse = _common_prefix(history, prompt)
     del history[reuse:]
     logits = step.feed(prompt[reuse:], history)
     echoed = GenerationEvent(text=_prompt_text(codec, request, prompt)) if request.echo else None
     return logits, echoed
+
+
+def _scored_prompt(
+    step: LmMethod,
+    codec: TextCodec,
+    request: GenerationRequest,
+    prompt: list[int],
+    history: list[int],
+    out: Channel,
+) -> tuple[Any, GenerationEvent] | None:
+    """Feed the prompt from position 0, each token scored: its scores go out
+    :data:`ECHO_TOKENS_PER_EVENT` at a time (a prompt of the whole context with 20
+    alternatives a token is megabytes, which one event would hold in both processes), the
+    caller looked for between them; the logits after it and the last event."""
+    del history[:]
+    text, pending, logits = _prompt_text(codec, request, prompt), [], None
+    scores = step.score(prompt, history, request.logprobs or 0, codec.token_bytes)
+    for count, (scored, row) in enumerate(scores, 1):
+        pending.append(scored)
+        logits = row
+        if len(pending) == ECHO_TOKENS_PER_EVENT and count < len(prompt):
+            out.send_event(GenerationEvent(text=text, logprobs=tuple(pending)))
+            text, pending = "", []
+            if out.cancelled():
+                return None
+    return logits, GenerationEvent(text=text, logprobs=tuple(pending))
 
 
 def _prompt_text(codec: TextCodec, request: GenerationRequest, prompt: list[int]) -> str:

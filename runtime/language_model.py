@@ -219,16 +219,16 @@ class LmMethod:
 
     def score(
         self, prompt: Sequence[int], history: list[int], top: int, token_bytes: TokenBytes
-    ) -> tuple[Any, tuple[TokenLogprob, ...]]:
-        """Feed ``prompt``, scoring each of its tokens under the logits before it (the
-        first: unscored); the logits after the last one, and the scores."""
-        scored = [unscored(prompt[0], token_bytes)]
-        logits = None
+    ) -> Iterator[tuple[TokenLogprob, Any]]:
+        """Feed ``prompt``, yielding each of its tokens scored under the logits before it
+        (the first: unscored) with the logits after it (read before the next one is asked
+        for). ``history`` holds the prompt once every token was yielded."""
+        scored = unscored(prompt[0], token_bytes)
         for i, logits in enumerate(feed_each(self.method, self.info, prompt, len(history)), 1):
+            yield scored, logits
             if i < len(prompt):
-                scored.append(step_logprobs(logits, prompt[i], top, token_bytes))
+                scored = step_logprobs(logits, prompt[i], top, token_bytes)
         history.extend(prompt)
-        return logits, tuple(scored)
 
 
 def check_prompt(prompt: list[int], info: LmInfo) -> None:

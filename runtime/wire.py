@@ -255,3 +255,18 @@ def recv_reply(conn: Connection) -> tuple[WorkerReply, list[np.ndarray]]:
     if isinstance(frame, bytearray):
         return decode_message(memoryview(frame).toreadonly(), WORKER_REPLY)
     return decode_message(frame, WORKER_REPLY)
+
+
+_TOKEN_EVENT = (
+    b'{"tensors":[],"message":{"kind":"generated","event":{"text":',
+    b',"token_ids":[',
+    b'],"finish_reason":null,"usage":null,"logprobs":null}}}',
+)
+
+
+def token_frame(text: str, token: int) -> bytes:
+    """The frame of ``GeneratedReply(event=GenerationEvent(text=text, token_ids=(token,)))``
+    byte for byte as ``encode_message`` writes it (a test holds them equal), without
+    building the two models and walking them (~2.5 us of a token's ~20 us of Python)."""
+    start, ids, end = _TOKEN_EVENT
+    return header_frame(b"".join((start, orjson.dumps(text), ids, b"%d" % token, end)))

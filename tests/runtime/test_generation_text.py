@@ -15,12 +15,12 @@ from pteforge.contracts.generation import ChatMessage, GenerationEvent, Generati
 from pteforge.contracts.runtime_messages import GeneratedReply
 from pteforge.runtime import text_codec
 from pteforge.runtime.errors import ContextLengthError, TokenizerError
-from pteforge.runtime.generation_worker import Channel, run, token_frame
+from pteforge.runtime.generation_worker import Channel, run
 from pteforge.runtime.language_model import LmInfo, LmMethod
 from pteforge.runtime.sampling import Sampler
 from pteforge.runtime.text_codec import TextCodec
 from pteforge.runtime.text_stream import TextStream
-from pteforge.runtime.wire import WORKER_REPLY, decode_message, encode_message
+from pteforge.runtime.wire import WORKER_REPLY, decode_message, encode_message, token_frame
 
 TEXT = "naïve café ☕ 日本語, emoji 🙂 done"
 

@@ -13,6 +13,7 @@ from tokenizers import Tokenizer, decoders, models
 
 from pteforge.contracts.generation import TokenLogprob
 from pteforge.runtime import RuntimePool
+from pteforge.runtime.generation_worker import ECHO_TOKENS_PER_EVENT
 from pteforge.runtime.logprobs import FLOOR, MAX_TOKEN_BYTES, TokenBytes, step_logprobs
 from tests.generation.lm_builder import LmFiles, eager_greedy, eager_logprobs
 from tests.runtime.lm_calls import generated
@@ -66,18 +67,33 @@ def test_echo_scores_each_prompt_token_as_eager(gen_pool: RuntimePool, lm: LmFil
 
 
 def test_echo_comes_before_the_generated_tokens(gen_pool: RuntimePool, lm: LmFiles) -> None:
+    # events that queue up in the pipe are read as one: only their order is checked
     prompt = lm.encode("1 2 3")
     events = generated(
         gen_pool, lm, prompt_ids=prompt, max_tokens=4, echo=True, logprobs=0, temperature=0
     )
-    echoed, generated_events = events[0], events[1:]
-    assert echoed.text == lm.decode(prompt) and echoed.token_ids == ()
-    assert [lp.id for lp in echoed.logprobs or ()] == prompt
-    tokens = [t for e in generated_events for t in e.token_ids]
+    tokens = [t for e in events for t in e.token_ids]
     assert tokens == eager_greedy(lm, prompt, 4)
-    assert [lp.id for e in generated_events for lp in e.logprobs or ()] == tokens
+    assert [lp.id for e in events for lp in e.logprobs or ()] == prompt + tokens
+    assert "".join(e.text for e in events).startswith(lm.decode(prompt))
     text = generated(gen_pool, lm, prompt="1 2 3", max_tokens=1, echo=True)
-    assert text[0].text == "1 2 3" and text[0].logprobs is None  # a text prompt as it came
+    assert "".join(e.text for e in text).startswith("1 2 3")  # a text prompt as it came
+    assert all(e.logprobs is None for e in text)
+
+
+def test_a_long_echo_is_scored_in_pieces(gen_pool: RuntimePool, lm: LmFiles) -> None:
+    prompt = (lm.encode("def generate(prompt, tokens): return tokens") * 8)[: lm.max_seq_len]
+    assert len(prompt) > ECHO_TOKENS_PER_EVENT
+    eager = _eager_prompt_logprobs(lm, prompt)
+    events = generated(gen_pool, lm, prompt_ids=prompt, max_tokens=0, echo=True, logprobs=1)
+    scored = [lp for e in events for lp in e.logprobs or ()]
+    assert [lp.id for lp in scored] == prompt and scored[0].logprob is None
+    got = [lp.logprob for lp in scored[1:]]
+    assert got == pytest.approx(
+        [float(eager[i - 1, prompt[i]]) for i in range(1, len(prompt))], abs=1e-3
+    )
+    assert "".join(e.text for e in events) == lm.decode(prompt)
+    assert events[-1].finish_reason == "length"
 
 
 def test_without_logprobs_events_carry_none(gen_pool: RuntimePool, lm: LmFiles) -> None:
