@@ -31,6 +31,8 @@ class Collected:
     finish_reason: FinishReason | None = None
     usage: Usage | None = None
     logprobs: list[TokenLogprob] = field(default_factory=list)
+    held_bytes: int = 0
+    """What the answer holds so far, this choice and those before it (``streaming.collect``)."""
 
     @property
     def text(self) -> str:

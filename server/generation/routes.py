@@ -101,19 +101,19 @@ async def _generate(request: Request, body_type: type[CompletionBody | ChatBody]
     )
     recheck = partial(state.authenticate, request)  # a revoked token ends the generation
     start = partial(streaming.start, state, principal.project_id, target)
+    count = len(generations)
     if not body.stream:
-        limit = state.streams.buffer_bytes
-        done = [await streaming.collect(start(one), recheck, limit) for one in generations]
+        bound = state.streams.buffer_bytes
+        done = await streaming.collect_choices(
+            lambda i: start(generations[i]), count, recheck, bound
+        )
         return JSONResponse(shape.whole(done))
-    if len(generations) == 1:
+    if count == 1:
         wire = streaming.StreamFormat(shape.chunks, _failed, shape.opening(), DONE)
         return await streaming.answer_stream(state, start(generations[0]), wire, recheck)
+    wires = partial(_wire, shape, count)
     return await streaming.answer_choices(
-        state,
-        lambda i: start(generations[i]),
-        len(generations),
-        partial(_wire, shape, len(generations)),
-        recheck,
+        state, lambda i: start(generations[i]), count, wires, recheck
     )
 
 

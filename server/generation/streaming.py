@@ -70,23 +70,38 @@ async def close(events: Events) -> None:
         await events.aclose()
 
 
-async def collect(events: Events, recheck: Recheck, limit_bytes: int) -> Collected:
+async def collect(
+    events: Events, recheck: Recheck, limit_bytes: int, held_before: int = 0
+) -> Collected:
     """Every event of a generation, gathered into one answer (``recheck`` before each).
 
     The answer waits whole in the server, so it may hold ``limit_bytes`` (counted as a
-    stream's backlog counts what waits for its client): past that the generation is
-    stopped and the request refused. Unbounded, one request of a project's fast model
-    with 20 logprobs a token held 3.3 GB of the server's memory."""
-    done, held = Collected(), 0
+    stream's backlog counts what waits for its client; ``held_before``: what the answer's
+    earlier choices hold): past that the generation is stopped and the request refused.
+    Unbounded, one request of a project's fast model with 20 logprobs a token held 3.3 GB
+    of the server's memory."""
+    done = Collected(held_bytes=held_before)
     try:
         async for event in events:
             await recheck()
-            held += event_bytes(event)
-            if held > limit_bytes:
+            done.held_bytes += event_bytes(event)
+            if done.held_bytes > limit_bytes:
                 raise answer_too_large(limit_bytes)
             done.add(event)
     finally:
         await close(events)
+    return done
+
+
+async def collect_choices(
+    start_one: Callable[[int], Events], count: int, recheck: Recheck, limit_bytes: int
+) -> list[Collected]:
+    """Each of ``count`` choices gathered in turn (``start_one(i)``: choice ``i``'s events),
+    under one bound for the whole answer: every choice counts against ``limit_bytes``."""
+    done: list[Collected] = []
+    for index in range(count):
+        before = done[-1].held_bytes if done else 0
+        done.append(await collect(start_one(index), recheck, limit_bytes, before))
     return done
 
 

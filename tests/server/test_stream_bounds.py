@@ -15,7 +15,7 @@ from pteforge.contracts.generation import GenerationEvent
 from pteforge.server.generation.backlog import TOKEN_ID_BYTES, Backlog
 from pteforge.server.generation.errors import OpenAIError
 from pteforge.server.generation.responses import Collected
-from pteforge.server.generation.streaming import EventStream, collect
+from pteforge.server.generation.streaming import EventStream, collect, collect_choices
 
 
 async def _engine(texts: list[str], closed: asyncio.Event) -> AsyncGenerator[GenerationEvent, None]:
@@ -165,6 +165,24 @@ def test_an_answer_not_streamed_stops_the_generation_past_its_bound() -> None:
     assert fits.text == "aaaabbbb" and fits.finish_reason == "length"
     assert error.code == "answer_too_large" and closed  # the generation was cancelled
     assert "PTEFORGE_STREAM_BUFFER_BYTES" in error.message
+
+
+def test_the_bound_of_an_answer_not_streamed_counts_all_its_choices() -> None:
+    limit = 3 * (4 + TOKEN_ID_BYTES)  # three events of four bytes fit, not four
+    started: list[int] = []
+
+    def choice(index: int) -> AsyncGenerator[GenerationEvent, None]:
+        started.append(index)
+        return _engine(["aaaa", "bbbb"], asyncio.Event())
+
+    async def main() -> list[Collected]:
+        return await collect_choices(choice, 2, _authenticated, 4 * (4 + TOKEN_ID_BYTES))
+
+    both = asyncio.run(main())
+    assert [c.text for c in both] == ["aaaabbbb", "aaaabbbb"] and started == [0, 1]
+    with pytest.raises(OpenAIError) as error:  # the second choice passes what is left
+        asyncio.run(collect_choices(choice, 2, _authenticated, limit))
+    assert error.value.code == "answer_too_large"
 
 
 async def _authenticated() -> None:
