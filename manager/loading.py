@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import zipfile
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
+import sympy
 import torch
 from torch.export import ExportedProgram
 
@@ -52,7 +53,7 @@ def load_program_file(path: str | Path, method: str | None = None) -> ExportedPr
     where = _where(method)
     try:
         if not _is_pt2(file):  # the older torch.export.save layout, which torch still reads
-            return torch.export.load(file)
+            return with_symbol_hints(torch.export.load(file))
         programs = read_programs(file)
         return programs["model"] if "model" in programs else _only(programs)
     except ProgramInputError as exc:
@@ -86,7 +87,55 @@ def read_programs(file: str | Path | IO[bytes]) -> dict[str, ExportedProgram]:
     version = reader.read_string(ARCHIVE_VERSION_PATH)
     if version != ARCHIVE_VERSION_VALUE:
         raise ValueError(f"archive version {version[:20]!r}, not {ARCHIVE_VERSION_VALUE!r}")
-    return _load_exported_programs(reader, reader.get_file_names(), None)
+    programs = _load_exported_programs(reader, reader.get_file_names(), None)
+    return {name: with_symbol_hints(program) for name, program in programs.items()}
+
+
+def with_symbol_hints(program: ExportedProgram) -> ExportedProgram:
+    """``program`` with its shape env as ``torch.export`` left it, where torch 2.13's reader
+    did not.
+
+    Reading a program with a derived dimension (``384 * n - 256`` audio samples: Moonshine's
+    encoder) keys the example's sizes and the ranges by expression (``384*s69 - 256: 3200``),
+    not by symbol: a guard on another expression of ``s69`` found no value ("data-dependent")
+    and lowering failed where the program as exported lowers, and torch's own passes stop at
+    a key that is not a symbol. Each symbol gets the value an expression of it alone was
+    recorded with; the expression keys go. A program without such keys is left as it is.
+    """
+    env = _shape_env(program)
+    if env is None:
+        return program
+    values, ranges = env.backed_var_to_val, env.var_to_range
+    for expr, value in [(e, v) for e, v in values.items() if not isinstance(e, sympy.Symbol)]:
+        del values[expr]
+        solved = _solved(expr, value)
+        if solved is not None and solved[0] not in values:
+            values[solved[0]] = sympy.Integer(solved[1])
+    for expr in [e for e in ranges if not isinstance(e, sympy.Symbol)]:
+        del ranges[expr]
+    return program
+
+
+def _shape_env(program: ExportedProgram) -> Any:
+    """The shape env of ``program``'s symbolic sizes (None: it has none)."""
+    for node in program.graph.nodes:
+        for size in getattr(node.meta.get("val"), "shape", ()):
+            if isinstance(size, torch.SymInt):
+                return size.node.shape_env
+    return None
+
+
+def _solved(expr: Any, value: Any) -> tuple[sympy.Symbol, int] | None:
+    """The one symbol of ``expr`` and its integer value where ``expr`` equals ``value``."""
+    if len(expr.free_symbols) != 1:
+        return None
+    (symbol,) = expr.free_symbols
+    try:
+        roots = sympy.solve(sympy.Eq(expr, value), symbol)
+    except (NotImplementedError, TypeError, ValueError):  # Max(1, s - 2) and such
+        return None
+    integers = [int(root) for root in roots if getattr(root, "is_integer", False)]
+    return (symbol, integers[0]) if len(integers) == 1 else None
 
 
 def _is_pt2(file: Path) -> bool:

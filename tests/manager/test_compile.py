@@ -151,6 +151,35 @@ def test_a_memory_plan_past_64_bits_is_the_programs_error(catalog: BackendCatalo
     assert info.value.code == "invalid_program"
 
 
+class _Frames(torch.nn.Module):
+    """Audio frames after a 4-sample header: a derived dimension, ``4 * n - 4`` samples."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x[:, 4:] * 2
+
+
+def test_a_derived_dimension_read_back_from_its_archive_compiles(
+    catalog: BackendCatalog, tmp_path: object
+) -> None:
+    """torch 2.13 reads a derived dimension's example size and range back keyed by the
+    expression, not the symbol: to_edge of the read program failed ("expected sympy.Symbol";
+    Moonshine's encoder over ``384 * n - 256`` samples: a data-dependent guard), though the
+    program as exported lowered. Uploads and ``pteforge compile`` read archives so."""
+    from pathlib import Path
+
+    from pteforge.manager.loading import load_program_file
+
+    n = torch.export.Dim("n", min=2, max=64)
+    program = torch.export.export(
+        _Frames(), (torch.randn(1, 32),), dynamic_shapes=({1: 4 * n - 4},)
+    )
+    torch.export.save(program, Path(str(tmp_path)) / "frames.pt2")
+    read = load_program_file(Path(str(tmp_path)) / "frames.pt2")
+    compiled = compile_programs({"forward": read}, {}, catalog)
+    x = torch.randn(1, 4 * 20 - 4)
+    torch.testing.assert_close(run_method(compiled.pte, "forward", [x])[0], x[:, 4:] * 2)
+
+
 class GeluPair(torch.nn.Module):
     """Gemma's MLP activation (``gelu_pytorch_tanh``) next to the exact GELU."""
 
