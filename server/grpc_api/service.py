@@ -198,7 +198,8 @@ class InferenceService(rpc.GRPCInferenceServiceServicer):
         would say false. There is no unload."""
 
         async def work() -> Any:
-            await load_model(*await self._caller(context), request.model_name)
+            caller = await self._caller(context)
+            await load_model(*caller, request.model_name, request.parameters.keys())
             return pb.RepositoryModelLoadResponse()
 
         return await self._answer(context, work)

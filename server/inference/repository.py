@@ -13,11 +13,13 @@ when its cache needs the room, so nothing stays loaded that a client must free.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from starlette.concurrency import run_in_threadpool
 
 from pteforge.contracts.artifact_report import unrunnable_reason
+from pteforge.runtime.errors import ProtocolError
 from pteforge.runtime.oip_codec import BINARY_EXTENSION
 from pteforge.server.auth.dependencies import Principal
 from pteforge.server.inference.dependencies import InferenceState
@@ -59,7 +61,17 @@ def _entry(indexed: IndexedVersion, method: str) -> IndexEntry:
     return IndexEntry(name, version, UNAVAILABLE, unrunnable_reason(missing))
 
 
-async def load_model(state: InferenceState, principal: Principal, model: str) -> None:
+async def load_model(
+    state: InferenceState, principal: Principal, model: str, parameters: Iterable[str] = ()
+) -> None:
     """Return once ``model`` can run (it loads at its first request); raise as ``/v2``
-    ready does: not found (another project's too), or not runnable here."""
+    ready does: not found (another project's too), or not runnable here. Triton's
+    overrides among the request's ``parameters`` (``config``, ``file:...``: a configuration
+    or files to load instead of the stored ones) are refused, not ignored."""
+    overrides = sorted(p for p in parameters if p == "config" or p.startswith("file:"))
+    if overrides:
+        raise ProtocolError(
+            f"load takes no overrides ({', '.join(o[:64] for o in overrides[:3])}): pteforge "
+            "serves each model version as stored; add a version to change one"
+        )
     await check_ready(state, principal, model)

@@ -99,16 +99,39 @@ async def index(request: Request, principal: Caller, state: State) -> Response:
     return await answered(state.metrics, "index", _index(request, state, principal))
 
 
-async def _load(state: InferenceState, principal: Principal, model: str) -> Response:
-    await load_model(state, principal, model)
+class LoadRequest(BaseModel):
+    """The body of ``POST /v2/repository/models/{model}/load`` (optional): Triton's
+    ``parameters`` (its ``config`` and ``file:`` overrides are refused)."""
+
+    parameters: dict[str, Any] = {}
+
+
+async def _load(
+    request: Request, state: InferenceState, principal: Principal, model: str
+) -> Response:
+    raw = await read_capped(request, 64 * 1024, RequestTooLargeError)
+    try:
+        asked = LoadRequest.model_validate_json(raw) if raw.strip() else LoadRequest()
+    except ValidationError as exc:
+        raise ProtocolError(f"the load request is not {{'parameters': {{...}}}}: {exc}") from None
+    await load_model(state, principal, model, asked.parameters)
     return JSONResponse({})
 
 
-@router.post("/v2/repository/models/{model}/load", summary="Load a model (Triton's extension)")
-async def load(model: str, principal: Caller, state: State) -> Response:
+@router.post(
+    "/v2/repository/models/{model}/load",
+    summary="Load a model (Triton's extension)",
+    openapi_extra={
+        "requestBody": {
+            "content": {"application/json": {"schema": LoadRequest.model_json_schema()}}
+        }
+    },
+)
+async def load(request: Request, model: str, principal: Caller, state: State) -> Response:
     """200 once the model can run (it loads on demand, at its first request); 404 for a
-    model the caller lacks, 422 for one this host cannot run. There is no unload."""
-    return await answered(state.metrics, "load", _load(state, principal, model))
+    model the caller lacks, 422 for one this host cannot run, 400 for Triton's `config` or
+    `file:` overrides (models are served as stored). There is no unload."""
+    return await answered(state.metrics, "load", _load(request, state, principal, model))
 
 
 async def _metadata(

@@ -79,6 +79,25 @@ def test_load_answers_once_the_model_can_run(
             grpc.load_model(deployed, headers=_grpc(outsider))
 
 
+def test_load_refuses_config_and_file_overrides(
+    service: ServiceProcess, admin: httpx.Client, deployed: str
+) -> None:
+    """Triton's load can replace a model's configuration or files; pteforge serves each
+    version as stored, so it says so rather than answer 200 and ignore them."""
+    client = triton_http.InferenceServerClient(service.url.removeprefix("http://"))
+    with pytest.raises(InferenceServerException, match="load takes no overrides \\(config\\)"):
+        client.load_model(deployed, headers=_auth(admin), config='{"max_batch_size": 8}')
+    with pytest.raises(InferenceServerException, match=r"file:1/model\.pte"):
+        client.load_model(
+            deployed, headers=_auth(admin), config="{}", files={"file:1/model.pte": b"x"}
+        )
+    bad = admin.post(f"/v2/repository/models/{deployed}/load", json={"parameters": [1]})
+    assert bad.status_code == 400 and "parameters" in bad.json()["error"]
+    grpc = triton_grpc.InferenceServerClient(f"127.0.0.1:{service.grpc_port}")
+    with grpc, pytest.raises(InferenceServerException, match=r"INVALID_ARGUMENT.*no overrides"):
+        grpc.load_model(deployed, headers=_grpc(_auth(admin)), config="{}")
+
+
 def test_a_method_this_host_cannot_run_is_unavailable_with_its_reason() -> None:
     artifact = ResolvedArtifact("0" * 64, lambda path: None, ("forward", "draw"),
                                 unrunnable={"draw": ("VulkanBackend",)})  # fmt: skip
