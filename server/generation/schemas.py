@@ -116,7 +116,9 @@ class _Sampling(SamplingFields):
     def _token_ids(cls, bias: dict[str, float] | None) -> dict[str, float] | None:
         bad = next((k for k in bias or {} if not _token_id(k)), None)
         if bad is not None:
-            raise ValueError(f"keys are token ids from 0 to {MAX_TOKEN_ID}, not {bad[:40]!r}")
+            raise ValueError(
+                f"keys are token ids from 0 to {MAX_TOKEN_ID} (no leading zero), not {bad[:40]!r}"
+            )
         return bias
 
     def sampling(self, max_tokens: int) -> dict[str, Any]:
@@ -134,8 +136,10 @@ class _Sampling(SamplingFields):
 
 
 def _token_id(key: str) -> bool:
-    """Whether ``key`` is a token id in decimal ASCII digits."""
-    return 0 < len(key) <= 10 and key.isascii() and key.isdigit() and int(key) <= MAX_TOKEN_ID
+    """Whether ``key`` is a token id in decimal ASCII digits, written once: no leading zero
+    ("07" and "7" would be one token biased twice, the last silently winning)."""
+    digits = 0 < len(key) <= 10 and key.isascii() and key.isdigit()
+    return digits and (key == "0" or key[0] != "0") and int(key) <= MAX_TOKEN_ID
 
 
 class CompletionBody(_Sampling):

@@ -70,6 +70,7 @@ def test_an_unknown_model_is_404(client: openai.OpenAI) -> None:
         ({"stop": ["x"] * 10_000}, "stop", "at most 16 items"),
         ({"logit_bias": {str(i): 1 for i in range(301)}}, "logit_bias", "at most 300 entries"),
         ({"logit_bias": {"x": -100}}, "logit_bias", "keys are token ids from 0"),
+        ({"logit_bias": {"7": 1, "07": -1}}, "logit_bias", "not '07'"),
         ({"logit_bias": {"1": 101}}, "logit_bias", "less than or equal to 100"),
         ({"presence_penalty": -3}, "presence_penalty", "greater than or equal to -2"),
     ],
