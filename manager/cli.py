@@ -183,7 +183,8 @@ def _compile_files(
 
 
 def _warn_numerics(numerics: dict[str, Any], stream: TextIO) -> None:
-    """One line on stderr per method the numerics check flagged or could not run."""
+    """One line on stderr per method the numerics check flagged, could not run, or passed
+    with a message (as the client warns)."""
     for method, record in numerics["methods"].items():
         if record["status"] == "over_tolerance":
             check = record["check"]
@@ -193,6 +194,8 @@ def _warn_numerics(numerics: dict[str, Any], stream: TextIO) -> None:
             print(f"warning: method {method!r} is over tolerance ({limit}): {values}", file=stream)
         elif record["status"] in ("error", "not_executable"):
             print(f"warning: method {method!r} not verified: {record['message']}", file=stream)
+        elif record.get("message"):  # passed, but compared nothing or fixed a dimension
+            print(f"warning: method {method!r} passed, but {record['message']}", file=stream)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -109,6 +109,21 @@ def test_numerics_over_tolerance_is_a_warning(workdir: Path) -> None:
     assert out.stat().st_size > 0
 
 
+def test_a_check_that_passed_with_a_message_is_a_warning() -> None:
+    """The client warns on a method that passed against all-zero outputs, or whose dynamic
+    dimension lowering fixed; ``pteforge compile`` said nothing of either."""
+    import io
+
+    from pteforge.manager.cli import _warn_numerics
+
+    stream = io.StringIO()
+    record = {"status": "passed", "message": "input 'x' dimension 0, exported dynamic, ..."}
+    _warn_numerics({"methods": {"forward": record, "quiet": {"status": "passed"}}}, stream)
+    assert stream.getvalue() == (
+        "warning: method 'forward' passed, but input 'x' dimension 0, exported dynamic, ...\n"
+    )
+
+
 def test_inline_plan_and_stages_numbered_among_those_it_runs(workdir: Path) -> None:
     """A portable plan runs three stages: they count 1/3, 2/3, 3/3 (none skipped)."""
     out = workdir / "portable.pte"
