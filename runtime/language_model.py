@@ -123,15 +123,21 @@ def feed(method: Any, info: LmInfo, tokens: Sequence[int], start: int) -> np.nda
 def feed_each(method: Any, info: LmInfo, tokens: Sequence[int], start: int) -> Iterator[np.ndarray]:
     """Run ``tokens`` as :func:`feed` does, yielding the logits after each token in turn
     (a prompt's own logprobs). A method that answers the last position's logits only is fed
-    one token at a time from the first chunk that shows it."""
+    one token at a time from the first chunk that shows it; one that answers any other
+    number of rows is refused (fed one at a time, it would be fed again for ever)."""
     at, size = 0, info.chunk
     while at < len(tokens):
         part = tokens[at : at + size]
         output = _feed_part(method, info, part, start + at)[0]
         rows = output.detach().reshape(-1, info.vocab_size).float().numpy()
-        if len(rows) != len(part):  # those positions are fed again, one at a time
+        if len(rows) != len(part) and len(rows) == 1:  # fed again, one token at a time
             size = 1
             continue
+        if len(rows) != len(part):
+            raise NotALanguageModelError(
+                f"forward answered {len(rows)} rows of logits for {len(part)} tokens, neither "
+                "one a token nor the last token's, as ExecuTorch's LLM runner expects them"
+            )
         yield from rows
         at += len(part)
 
