@@ -27,8 +27,12 @@ TOKEN_ID_BYTES = 8
 """What a waiting token id counts against the bound, besides its text's UTF-8 bytes."""
 
 
-LOGPROB_BYTES = 16
-"""What a waiting logprob (chosen or alternative) counts, besides its token's bytes."""
+LOGPROB_BYTES = 256
+"""What a waiting logprob (chosen or alternative) counts, besides its token's bytes. One
+takes about 1.1 KB of the server's memory once read (a ``TokenLogprob`` and its fields);
+counting 16 let a 4 MiB bound hold ~200 MB. At 256 the bound holds at most ~4.5 times
+itself, and still lets an answer not streamed carry 750 tokens with 20 alternatives each, or
+an 8,000-token echo with one (how evaluation harnesses ask)."""
 
 
 def event_bytes(event: GenerationEvent) -> int:
