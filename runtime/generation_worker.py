@@ -37,10 +37,7 @@ from pteforge.contracts.runtime_messages import (
     WorkerReply,
 )
 from pteforge.runtime.artifact_files import verified_path
-from pteforge.runtime.errors import (
-    RuntimeLayerError,
-    UnknownMethodError,
-)
+from pteforge.runtime.errors import InvalidInputError, RuntimeLayerError, UnknownMethodError
 from pteforge.runtime.instances import ProgramInstance
 from pteforge.runtime.kernel_guards import check_value_bounds
 from pteforge.runtime.language_model import LmInfo, LmMethod, check_prompt, read_lm_info
@@ -182,7 +179,7 @@ def run(
     prompt = codec.prompt_ids(request, step.info.context_len)
     check_prompt(prompt, step.info)
     shaping = LogitShaping.of(request, step.info.vocab_size)  # refused before any work
-    prefilled = prefill(step, codec, request, prompt, history, out)
+    prefilled = prefill(step, codec, request, prompt, history, out, deadline)
     if prefilled is None:
         return CancelledReply()
     logits, echoed = prefilled
@@ -220,12 +217,13 @@ def prefill(
     prompt: list[int],
     history: list[int],
     out: Channel,
+    deadline: float = math.inf,
 ) -> tuple[Any, GenerationEvent | None] | None:
     """Feed the prompt (keeping what the session's cache holds of it, unless each token is
-    scored for ``echo``): the logits after it, and the echoed prompt's last event when asked
-    for; None when the caller went away meanwhile."""
+    scored for ``echo``, by ``deadline``): the logits after it, and the echoed prompt's last
+    event when asked for; None when the caller went away meanwhile."""
     if request.echo and request.logprobs is not None:
-        return _scored_prompt(step, codec, request, prompt, history, out)
+        return _scored_prompt(step, codec, request, prompt, history, out, deadline)
     reuse = _common_prefix(history, prompt)
     del history[reuse:]
     logits = step.feed(prompt[reuse:], history)
@@ -240,11 +238,14 @@ def _scored_prompt(
     prompt: list[int],
     history: list[int],
     out: Channel,
+    deadline: float,
 ) -> tuple[Any, GenerationEvent] | None:
     """Feed the prompt from position 0, each token scored: its scores go out
     :data:`ECHO_TOKENS_PER_EVENT` at a time (a prompt of the whole context with 20
     alternatives a token is megabytes, which one event would hold in both processes), the
-    caller looked for between them; the logits after it and the last event."""
+    caller looked for between them; the logits after it and the last event. Past
+    ``deadline`` it fails: those events keep the pool's timeout between two messages from
+    ever firing, and a model fed one token at a time held its worker for the whole prompt."""
     del history[:]
     text, pending, logits = _prompt_text(codec, request, prompt), [], None
     scores = step.score(prompt, history, request.logprobs or 0, codec.token_bytes)
@@ -256,6 +257,12 @@ def _scored_prompt(
             text, pending = "", []
             if out.cancelled():
                 return None
+            if time.monotonic() >= deadline:
+                raise InvalidInputError(
+                    f"scoring the prompt took longer than a request may hold its runtime "
+                    f"worker (PTEFORGE_RUNTIME_REQUEST_TIMEOUT_SECONDS): {count} of its "
+                    f"{len(prompt)} tokens were scored; score a shorter prompt"
+                )
     return logits, GenerationEvent(text=text, logprobs=tuple(pending))
 
 
