@@ -113,7 +113,8 @@ def _adapter(cls: type[_T]) -> TypeAdapter[_T]:
 class DynamicDim:
     """One dynamic dimension of an exported program's input: its ``axis``, the ``symbol``
     torch.export gave it (every dimension with the same symbol must have the same size, in
-    every input of the method) and the range it was exported for (``max`` None: unbounded).
+    every input of the method; a derived ``Dim``'s is its expression, ``384*s69 - 256``) and
+    the range it was exported for (``max`` None: unbounded).
     A range of one size (``min`` = ``max``, which ``torch.export`` never gives a ``Dim``) is a
     dimension lowering fixed at that size (:func:`pteforge.manager.signature.fixed_by_lowering`)."""
 

@@ -45,12 +45,15 @@ def tensor_spec(name: str, value: Any, ranges: Mapping[Any, Any] | None = None) 
 
 
 def _dynamic_dims(shape: Any, ranges: Mapping[Any, Any]) -> tuple[DynamicDim, ...] | None:
-    """Each dimension that is one symbol (not an expression such as ``2*s0``), with the
-    range torch.export recorded for it."""
+    """Each dimension that is one symbol, with the range torch.export recorded for it, and
+    each that is an expression it recorded one for (a derived ``Dim``: ``384*s69 - 256``
+    audio samples), named by that expression; not one such as ``2*s0`` it has no range for."""
     dims = []
     for axis, size in enumerate(shape):
         expr = getattr(getattr(size, "node", None), "expr", None)
-        if not isinstance(expr, sympy.Symbol):
+        if not isinstance(expr, sympy.Symbol) and not (
+            isinstance(expr, sympy.Expr) and expr in ranges
+        ):
             continue
         known = ranges.get(expr)
         low = _bound(getattr(known, "lower", None))

@@ -15,6 +15,7 @@ from pteforge.contracts.specs import DYNAMIC_DIM, DynamicDim
 from . import pt2_format as fmt
 from .errors import UnsafeArchiveError
 from .limits import ArchiveLimits
+from .pt2_exprs import derived_dimension
 from .pt2_schema import check_document
 from .specs import MethodSignature, TensorSpec
 
@@ -165,18 +166,21 @@ _PLAIN_SYMBOL = re.compile(r"Symbol\('([A-Za-z_][A-Za-z0-9_]*)'(?:, \w+=(?:True|
 def _dynamic_dims(
     sizes: list[dict[str, Any]], ranges: dict[str, Any]
 ) -> tuple[DynamicDim, ...] | None:
-    """The dimensions that are one symbol, with the range the archive records for it: what
-    ``manager.signature`` reads from a live program, read here from the document."""
+    """The dimensions that are one symbol, with the range the archive records for it, and
+    those that are an expression the archive records a range for (a derived ``Dim``:
+    ``384*s69 - 256``): what ``manager.signature`` reads from a live program, read here from
+    the document."""
     dims = []
     for axis, size in enumerate(sizes):
         expr = (size.get("as_expr") or {}).get("expr_str")
         found = _PLAIN_SYMBOL.fullmatch(expr) if isinstance(expr, str) else None
-        if found is None:
+        name = found[1] if found is not None else derived_dimension(expr, ranges)
+        if name is None:
             continue
-        known = ranges.get(found[1])
+        known = ranges.get(name)
         known = known if isinstance(known, dict) else {}
         low, high = known.get("min_val"), known.get("max_val")
-        dims.append(DynamicDim(axis, found[1], _bound(low) or 0, _bound(high)))
+        dims.append(DynamicDim(axis, name, _bound(low) or 0, _bound(high)))
     return tuple(dims) or None
 
 

@@ -46,6 +46,40 @@ def test_dynamic_dims_are_minus_one(valid_archives: ValidArchives) -> None:
     assert method == exported_method_spec("model", valid_archives.dynamic_source)
 
 
+class _Frames(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x[:, 4:] * 2
+
+
+def test_a_derived_dimension_has_its_range_read_alike(tmp_path: Path) -> None:
+    """A derived Dim (4 * n - 4 samples) had no range, so /v2 ran sizes outside it (a
+    Moonshine encoder crashed XNNPACK at 200 samples): both readings now give its range."""
+    n = torch.export.Dim("n", min=2, max=64)
+    program = torch.export.export(
+        _Frames(), (torch.randn(1, 32),), dynamic_shapes=({1: 4 * n - 4},)
+    )
+    torch.export.save(program, tmp_path / "frames.pt2")
+    [method] = validate_pt2_archive(tmp_path / "frames.pt2").methods
+    [dim] = method.inputs[0].dynamic_dims or ()
+    assert (dim.axis, dim.min, dim.max, dim.symbol.endswith(" - 4")) == (1, 4, 252, True)
+    assert method == exported_method_spec("model", program)
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "Add(" * 40 + "Integer(1)" + ")" * 40,  # deeper than the reader goes
+        "Add(Integer(1), __import__('os'))",
+        "Add(Integer(1), Integer(2)",  # unclosed
+        "Pow(Symbol('s0'), Integer(2))",  # not a form a derived Dim takes
+    ],
+)
+def test_an_expression_the_reader_does_not_take_is_no_dimension(expr: str) -> None:
+    from pteforge.server.sandbox.pt2_exprs import derived_dimension
+
+    assert derived_dimension(expr, {"3": {}, "s0**2": {}}) is None
+
+
 def test_isolated_load_matches_in_process_export(valid_archives: ValidArchives) -> None:
     described = load_programs_isolated(valid_archives.multi)
     source = valid_archives.multi_source
