@@ -28,6 +28,7 @@ from pteforge.server.generation.responses import Shape
 from pteforge.server.generation.schemas import MAX_CHOICES, ChatBody, CompletionBody
 from pteforge.server.generation.target import parse_model, target_of
 from pteforge.server.http.bodies import read_json_body
+from pteforge.server.http.departure import unless_client_leaves
 from pteforge.server.http.memory import HeldBytes
 from pteforge.server.inference.dependencies import inference_state
 from pteforge.server.inference.routes_infer import BareRoute
@@ -39,6 +40,8 @@ SESSION_HEADER = "X-Pteforge-Session"
 
 DONE = b"data: [DONE]\n\n"
 """The last event of an OpenAI stream."""
+LEFT = 499
+"""The status logged for a request whose client left before its answer (nginx's)."""
 
 # Each route answers a JSON object, or server-sent events when the body asks for a stream.
 router = APIRouter(tags=[TAG], route_class=BareRoute, responses=answers(streaming.SSE))
@@ -102,12 +105,11 @@ async def _generate(request: Request, body_type: type[CompletionBody | ChatBody]
     recheck = partial(state.authenticate, request)  # a revoked token ends the generation
     start = partial(streaming.start, state, principal.project_id, target)
     count = len(generations)
-    if not body.stream:
+    if not body.stream:  # a client that leaves frees the worker, as from a stream
         bound = state.streams.buffer_bytes
-        done = await streaming.collect_choices(
-            lambda i: start(generations[i]), count, recheck, bound
-        )
-        return JSONResponse(shape.whole(done))
+        gather = streaming.collect_choices(lambda i: start(generations[i]), count, recheck, bound)
+        done = await unless_client_leaves(request.receive, gather)
+        return Response(status_code=LEFT) if done is None else JSONResponse(shape.whole(done))
     if count == 1:
         wire = streaming.StreamFormat(shape.chunks, _failed, shape.opening(), DONE)
         return await streaming.answer_stream(state, start(generations[0]), wire, recheck)

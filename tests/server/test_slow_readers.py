@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import http.client
 import json
+import select
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +25,7 @@ import pytest
 
 from tests.generation.lm_builder import LmFiles
 from tests.server.lm_serving import deploy_lm
-from tests.server.service import ServiceProcess, running_service
+from tests.server.service import ServiceProcess, running_service, wait_until
 
 pytestmark = pytest.mark.server
 
@@ -46,6 +47,7 @@ def slow_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServicePr
         "PTEFORGE_RUNTIME_POOL_SIZE": "1",
         "PTEFORGE_STREAM_BUFFER_BYTES": str(BUFFER_BYTES),
         "PTEFORGE_STREAM_SEND_TIMEOUT_SECONDS": "600",  # the unread streams wait for a test
+        "PTEFORGE_SESSION_MAX_PER_PROJECT": "1",  # a project's generation under way shows
     }
     with running_service(tmp_path_factory.mktemp("slow-readers"), env) as svc:
         yield svc
@@ -81,15 +83,52 @@ def other(slow_service: ServiceProcess, lm: LmFiles) -> Iterator[tuple[httpx.Cli
         yield client, deploy_lm(client, lm)
 
 
+@pytest.fixture(scope="module")
+def busy_model(
+    slow_service: ServiceProcess, lm: LmFiles, tmp_path_factory: pytest.TempPathFactory
+) -> str:
+    """A "language model" of a million tokens' context that never ends a text, each token a
+    few hundred thousand multiply-adds: a generation runs to the request timeout (60 s)."""
+    import torch
+    from executorch.exir import to_edge
+
+    vocab = int(lm.metadata["get_vocab_size"])
+    torch.manual_seed(0)
+    layers = [torch.nn.Embedding(vocab, 256), *[torch.nn.Linear(256, 256)] * 8]
+    model = torch.nn.Sequential(*layers, torch.nn.Linear(256, vocab))
+
+    class Busy(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, tokens: torch.Tensor, input_pos: torch.Tensor) -> torch.Tensor:
+            return self.model(tokens) + input_pos[:1].to(torch.float32) * 0.0
+
+    seq = torch.export.Dim("seq_len", min=1, max=16)
+    inputs = (torch.zeros((1, 4), dtype=torch.int64), torch.arange(4))
+    program = torch.export.export(Busy(), inputs, dynamic_shapes=({1: seq}, {0: seq}))
+    meta = {"get_max_seq_len": 16, "get_max_context_len": 1 << 20, "get_eos_ids": [1 << 30]}
+    path = tmp_path_factory.mktemp("busy") / "model.pte"
+    path.write_bytes(to_edge(program, constant_methods=meta).to_executorch().buffer)
+    with slow_service.client(slow_service.admin_token) as admin:
+        return deploy_lm(admin, dataclasses.replace(lm, pte=path), "busy-lm")
+
+
 def _unread_stream(svc: ServiceProcess, model: str, max_tokens: int) -> socket.socket:
     """A greedy streamed completion of up to ``max_tokens`` whose client reads nothing yet
     (a 4 KiB receive buffer)."""
+    body = {"model": model, "prompt": "The quick brown fox", "max_tokens": max_tokens}
+    return _sent(svc, {**body, "temperature": 0, "stream": True})
+
+
+def _sent(svc: ServiceProcess, body: dict[str, object]) -> socket.socket:
+    """A completion request of ``body``, sent; its answer not read yet."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     sock.settimeout(120)  # the deadline of every read below
     sock.connect(("127.0.0.1", svc.port))
-    body = {"model": model, "prompt": "The quick brown fox", "max_tokens": max_tokens}
-    payload = json.dumps({**body, "temperature": 0, "stream": True}).encode()
+    payload = json.dumps(body).encode()
     head = (
         f"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
         f"Authorization: Bearer {svc.admin_token}\r\nContent-Type: application/json\r\n"
@@ -172,3 +211,37 @@ def test_an_answer_not_streamed_is_bounded_as_a_streams_backlog(
     assert error["code"] == "answer_too_large" and error["param"] == "stream"
     assert "PTEFORGE_STREAM_BUFFER_BYTES" in error["message"]
     _served(other)
+
+
+def _under_way(svc: ServiceProcess, body: dict[str, object]) -> socket.socket:
+    """``body`` sent, once its generation is its project's one under way: a probe of the same
+    project is then refused (429). A probe that came first had ``body`` refused: sent again."""
+    sent = [_sent(svc, body)]
+    probe = {**body, "n": 1, "max_tokens": 1}
+
+    def refused_probe() -> bool:
+        if admin.post("/v1/completions", json=probe).status_code == 429:
+            return True
+        if select.select(sent, [], [], 0)[0]:  # answered: refused while the probe ran
+            sent[0].close()
+            sent[0] = _sent(svc, body)
+        return False
+
+    with svc.client(svc.admin_token) as admin:
+        wait_until(refused_probe, 60, "the answer's first generation")
+    return sent[0]
+
+
+def test_a_client_gone_before_its_whole_answer_keeps_no_worker(
+    slow_service: ServiceProcess, busy_model: str, other: tuple[httpx.Client, str]
+) -> None:
+    """An answer not streamed goes out once all its choices are done, one after another: a
+    client that asked for sixteen and left held the pool's one worker for sixteen
+    generations, each to the request timeout (red-team pass). It is cancelled on leaving,
+    as a stream is."""
+    body = {"model": busy_model, "prompt": "a", "max_tokens": 1 << 20, "n": 16}
+    _under_way(slow_service, {**body, "temperature": 0}).close()
+    client, model = other
+    asked = {"model": model, "prompt": "a", "max_tokens": 2}
+    answer = client.post("/v1/completions", json=asked, timeout=30)  # 60 s and more without
+    assert answer.status_code == 200, answer.text
