@@ -12,7 +12,7 @@ with its ``bytes`` and ``top_logprobs``), the completions API's parallel lists (
 
 from __future__ import annotations
 
-import itertools
+import codecs
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -20,6 +20,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pteforge.contracts.generation import FinishReason, GenerationEvent, TokenLogprob, Usage
+
+
+def _utf8_decoder() -> codecs.IncrementalDecoder:
+    return codecs.getincrementaldecoder("utf-8")(errors="replace")
 
 
 @dataclass
@@ -65,6 +69,7 @@ class Shape:
     """Choices of each prompt: usage counts a prompt once in every ``n`` choices."""
     id: str = field(default="")
     _offset: int = field(default=0, init=False, repr=False)  # completions' next text_offset
+    _utf8: codecs.IncrementalDecoder = field(default_factory=_utf8_decoder, init=False, repr=False)
     _usages: list[Usage | None] = field(default_factory=list, init=False, repr=False)
     created: int = field(default_factory=lambda: int(time.time()))
 
@@ -89,7 +94,7 @@ class Shape:
         return answer
 
     def _choice(self, index: int, done: Collected) -> dict[str, Any]:
-        self._offset = 0  # each choice's text_offset counts from its own start
+        self._offset, self._utf8 = 0, _utf8_decoder()  # each choice's counts from its start
         choice: dict[str, Any] = {"index": index, "logprobs": self._logprobs(done.logprobs)}
         choice["finish_reason"] = done.finish_reason
         if self.token_ids:
@@ -120,7 +125,7 @@ class Shape:
 
     def opening(self, index: int = 0) -> Iterator[dict[str, Any]]:
         """The chunk before a choice's first text: the assistant's role (chat only)."""
-        self._offset = 0  # each choice's text_offset counts from its own start
+        self._offset, self._utf8 = 0, _utf8_decoder()  # each choice's counts from its start
         if self.chat:
             chunk = self._chunk(None, None, index=index)
             chunk["choices"][0]["delta"] = {"role": "assistant", "content": ""}
@@ -149,8 +154,10 @@ class Shape:
             return None
         if self.chat:
             return {"content": [_chat_logprob(s) for s in scored], "refusal": None}
-        offsets = list(itertools.accumulate((len(s.token) for s in scored), initial=self._offset))
-        self._offset = offsets.pop()
+        offsets = []
+        for token in scored:  # characters of the text before it: a token's bytes, decoded
+            offsets.append(self._offset)  # (part of a character counts once it is whole)
+            self._offset += len(self._utf8.decode(bytes(token.bytes)))
         return {
             "tokens": [s.token for s in scored],
             "token_logprobs": [s.logprob for s in scored],

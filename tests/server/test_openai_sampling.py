@@ -37,6 +37,17 @@ def _streamed_completion(chunks: list[Any]) -> dict[str, list[Any]]:
     return joined
 
 
+def _offsets_point_into(text: str, tokens: list[str], offsets: list[int]) -> None:
+    """Each token stands at its ``text_offset`` in the text, up to the first that is part of
+    a character (``bytes:``: it moves the offset once the character is whole, or, never
+    whole, the tokenizer writes U+FFFD as its decoder sees fit)."""
+    assert len(offsets) == len(tokens) and offsets == sorted(offsets) and offsets[0] == 0
+    for token, offset in zip(tokens, offsets, strict=True):
+        if token.startswith("bytes:") or offset >= len(text):  # the EOS stands past the text
+            break
+        assert text[offset : offset + len(token)] == token, (token, offset, text)
+
+
 def test_completion_logprobs_are_eager_log_softmax(
     client: openai.OpenAI, deployed: str, lm: LmFiles
 ) -> None:
@@ -55,8 +66,7 @@ def test_completion_logprobs_are_eager_log_softmax(
         logprobs.tokens, logprobs.token_logprobs, logprobs.top_logprobs, strict=True
     ):
         assert 1 <= len(top) <= 3 and top[token] == chosen == max(top.values())
-    lengths = [len(t) for t in logprobs.tokens]
-    assert logprobs.text_offset == [sum(lengths[:i]) for i in range(len(lengths))]
+    _offsets_point_into(whole.choices[0].text, logprobs.tokens, logprobs.text_offset or [])
     stream = client.completions.create(model=deployed, prompt=PROMPT, stream=True, **arguments)
     assert _streamed_completion(list(stream)) == logprobs.to_dict()
 
@@ -74,8 +84,9 @@ def test_echo_sends_the_prompt_first_streamed_or_not(
     assert logprobs is not None and logprobs.token_logprobs is not None
     assert len(logprobs.token_logprobs) == len(prompt_ids) + len(expected)
     assert logprobs.token_logprobs[0] is None and logprobs.top_logprobs[0] is None  # type: ignore[index]
-    lengths = [len(t) for t in logprobs.tokens or ()]
-    assert logprobs.text_offset == [sum(lengths[:i]) for i in range(len(lengths))]
+    offsets = logprobs.text_offset or []
+    special = len(logprobs.tokens[0])  # type: ignore[index]  # the BOS, counted as vLLM does
+    _offsets_point_into(choice.text, logprobs.tokens[1:], [o - special for o in offsets[1:]])  # type: ignore[index]
     stream = list(
         client.completions.create(model=deployed, prompt=PROMPT, stream=True, **arguments)
     )

@@ -1,0 +1,21 @@
+"""The OpenAI objects an answer is written as (``server/generation/responses.py``), on
+events made here: the parts of them no real model's output pins down reliably."""
+
+from __future__ import annotations
+
+from pteforge.contracts.generation import TokenLogprob
+from pteforge.server.generation.responses import Collected, Shape
+
+
+def test_text_offsets_count_characters_not_the_escapes_of_their_parts() -> None:
+    """A completions ``text_offset`` is where a token stands in the text: a token that is
+    part of a character (written ``bytes:\\xNN``) adds nothing until the character is whole."""
+
+    def scored(raw: bytes) -> TokenLogprob:
+        text = raw.decode(errors="ignore") or "bytes:" + "".join(f"\\x{b:02x}" for b in raw)
+        return TokenLogprob(id=0, token=text, bytes=tuple(raw), logprob=-1.0)
+
+    pieces = [b"a", b"\xe2\x80", b"\xa6", b"b"]  # "a", then "…" in two tokens, then "b"
+    done = Collected(pieces=["a…b"], logprobs=[scored(p) for p in pieces], finish_reason="stop")
+    shape = Shape(model="m", chat=False, logprobs=True)
+    assert shape.whole([done])["choices"][0]["logprobs"]["text_offset"] == [0, 1, 1, 2]
