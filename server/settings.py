@@ -228,7 +228,7 @@ class Settings(BaseSettings):
     )
     stream_buffer_bytes: int = _positive(
         4 * 1024**2,
-        "Generated text (UTF-8, 8 bytes a token id, 256 a logprob) that may wait for a generation "
+        "Generated text (UTF-8; 128 bytes an event, 8 a token id, 256 a logprob) that may wait for a generation "
         "stream's slow client; past it the generation is cancelled, the stream ends with an "
         "error event.",
     )

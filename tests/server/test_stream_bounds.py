@@ -12,10 +12,13 @@ import pytest
 from starlette.types import Message
 
 from pteforge.contracts.generation import GenerationEvent
-from pteforge.server.generation.backlog import TOKEN_ID_BYTES, Backlog
+from pteforge.server.generation.backlog import EVENT_BYTES, TOKEN_ID_BYTES, Backlog
 from pteforge.server.generation.errors import OpenAIError
 from pteforge.server.generation.responses import Collected
 from pteforge.server.generation.streaming import EventStream, collect, collect_choices
+
+FOUR = EVENT_BYTES + 4 + TOKEN_ID_BYTES
+"""What an event of four bytes of text and one token id counts."""
 
 
 async def _engine(texts: list[str], closed: asyncio.Event) -> AsyncGenerator[GenerationEvent, None]:
@@ -47,7 +50,7 @@ def test_what_waits_for_the_client_comes_whole_and_the_generation_counts_until_c
 
 
 def test_past_its_bound_the_generation_stops_and_the_stream_ends_with_an_error() -> None:
-    limit = 2 * (4 + TOKEN_ID_BYTES)  # two events of four bytes fit, not three
+    limit = 2 * FOUR  # two events of four bytes fit, not three
 
     async def main() -> tuple[GenerationEvent | None, OpenAIError]:
         closed = asyncio.Event()
@@ -71,7 +74,7 @@ def test_a_piece_taken_but_not_yet_sent_counts_against_the_bound() -> None:
     """The stream asks again only once its last piece is sent, and a client that reads
     nothing leaves that send waiting: a merged piece taken then still counts (uncounted, a
     taken piece holding most of the text made the bound, and a test of it, flaky)."""
-    limit = 2 * (4 + TOKEN_ID_BYTES)
+    limit = 2 * FOUR
 
     async def main() -> OpenAIError:
         closed, more = asyncio.Event(), asyncio.Event()
@@ -151,7 +154,7 @@ def test_the_deadline_counts_a_send_not_the_wait_for_the_generation() -> None:
 
 
 def test_an_answer_not_streamed_stops_the_generation_past_its_bound() -> None:
-    limit = 2 * (4 + TOKEN_ID_BYTES)  # two events of four bytes fit, not three
+    limit = 2 * FOUR  # two events of four bytes fit, not three
 
     async def main() -> tuple[Collected, OpenAIError, bool]:
         closed = asyncio.Event()
@@ -168,7 +171,7 @@ def test_an_answer_not_streamed_stops_the_generation_past_its_bound() -> None:
 
 
 def test_the_bound_of_an_answer_not_streamed_counts_all_its_choices() -> None:
-    limit = 3 * (4 + TOKEN_ID_BYTES)  # three events of four bytes fit, not four
+    limit = 3 * FOUR  # three events of four bytes fit, not four
     started: list[int] = []
 
     def choice(index: int) -> AsyncGenerator[GenerationEvent, None]:
@@ -176,7 +179,7 @@ def test_the_bound_of_an_answer_not_streamed_counts_all_its_choices() -> None:
         return _engine(["aaaa", "bbbb"], asyncio.Event())
 
     async def main() -> list[Collected]:
-        return await collect_choices(choice, 2, _authenticated, 4 * (4 + TOKEN_ID_BYTES))
+        return await collect_choices(choice, 2, _authenticated, 4 * FOUR)
 
     both = asyncio.run(main())
     assert [c.text for c in both] == ["aaaabbbb", "aaaabbbb"] and started == [0, 1]
