@@ -228,9 +228,9 @@ class Settings(BaseSettings):
     )
     stream_buffer_bytes: int = _positive(
         4 * 1024**2,
-        "Generated text (UTF-8; 128 bytes an event, 8 a token id, 256 a logprob) that may wait for a generation "
-        "stream's slow client; past it the generation is cancelled, the stream ends with an "
-        "error event.",
+        "Generated text (UTF-8; 128 bytes an event, 8 a token id, 256 a logprob) that may "
+        "wait for a generation stream's slow client; past it the generation is cancelled, "
+        "the stream ends with an error event.",
     )
     session_idle_seconds: float = _positive(
         300.0,
