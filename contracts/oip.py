@@ -13,12 +13,12 @@ import numpy as np
 from pteforge.contracts.specs import OIP_DATATYPES
 
 HEADER_LENGTH = "Inference-Header-Content-Length"
+"""The header that says how many bytes of a binary-extension body are its JSON header."""
 STALE_HEADER_LENGTH = (
-    "left from an earlier request? tritonclient.http writes it into the headers dict it is "
-    "given: pass a new dict to each call"
+    "left from an earlier request? tritonclient.http and KServe's InferenceRESTClient write "
+    "it into the headers dict they are given: pass a new dict to each call"
 )
 """Why a request's ``HEADER_LENGTH`` most often misses its body."""
-"""The header that says how many bytes of a binary-extension body are its JSON header."""
 
 # The OIP datatypes the runtime can feed, and their numpy dtypes (same names as torch's).
 # numpy has no bfloat16: ml_dtypes' (a tritonclient dependency) holds BF16's 2-byte values

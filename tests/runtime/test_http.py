@@ -22,7 +22,7 @@ from tests.runtime.helpers import (
 
 
 def auth() -> dict[str, str]:
-    """Fresh headers per call: tritonclient adds its own entries to the dict it is given."""
+    """Fresh headers per call: tritonclient and KServe add their own entries to the dict."""
     return {"Authorization": "Bearer tok-a"}
 
 
@@ -134,6 +134,31 @@ def test_kserve_rest_client_infer(
 
     output = asyncio.run(call())
     np.testing.assert_allclose(output, _eager(compiled, "decode"), rtol=1e-4, atol=1e-4)
+
+
+def test_kserve_rest_client_reusing_its_headers_hears_why(
+    server: Server, artifacts: dict[str, Compiled]
+) -> None:
+    """KServe's client writes a binary call's header length into the dict it is given: a
+    later JSON call with that dict sends a stale length, and the 400 says what to do."""
+    array = artifacts["mlp"].model.inputs["forward"][0].numpy()
+
+    def request(binary: bool) -> InferRequest:
+        entry = InferInput("input_0", list(array.shape), "FP32")
+        entry.set_data_from_numpy(array, binary_data=binary)
+        return InferRequest("mlp.forward", [entry])
+
+    async def two_calls(headers: dict[str, str]) -> None:
+        client = InferenceRESTClient(RESTConfig(protocol="v2"))
+        try:
+            for binary in (True, False):
+                await client.infer(server.url, request(binary), "mlp.forward", headers)
+        finally:
+            await client.close()
+
+    with pytest.raises(httpx.HTTPStatusError, match="KServe's InferenceRESTClient write") as err:
+        asyncio.run(two_calls(auth()))
+    assert err.value.response.status_code == 400
 
 
 def _post(server: Server, model: str, inputs: list[dict[str, object]]) -> httpx.Response:
