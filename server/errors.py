@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 
 V2_PREFIX = "/v2/"
 _HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
+_OPENAI_UNSERVED = ("/v1/responses", "/v1/embeddings", "/v1/moderations", "/v1/audio")
+"""OpenAI API paths an OpenAI client may call that pteforge does not serve."""
 
 
 HTTP_STATUS: Mapping[ErrorCode, int] = MappingProxyType(
@@ -165,10 +167,24 @@ def _routing_message(request: Request, exc: StarletteHTTPException, allowed: lis
     (a Triton client's GET /v2/models/M/config said only 'Not Found')."""
     where = f"{request.method} {request.url.path}"
     if exc.status_code == 404 and exc.detail == "Not Found":
-        return f"no route {where}; every route is listed at /docs and in docs/http-api.md"
+        return (
+            f"no route {where}{_openai_hint(request.url.path)}; every route is listed at "
+            "/docs and in docs/http-api.md"
+        )
     if exc.status_code == 405 and exc.detail == "Method Not Allowed":
         return f"{where}: the route takes {', '.join(allowed) or 'no method'}"
     return str(exc.detail)
+
+
+def _openai_hint(path: str) -> str:
+    """Which OpenAI routes pteforge serves, for an OpenAI client that called one it lacks
+    (the Responses API, embeddings); nothing for any other path."""
+    if not any(path == p or path.startswith(f"{p}/") for p in _OPENAI_UNSERVED):
+        return ""
+    return (
+        " (of OpenAI's API pteforge serves only /v1/completions, /v1/chat/completions and"
+        " /v1/models)"
+    )
 
 
 def _validation_problem(error: Mapping[str, Any]) -> str:

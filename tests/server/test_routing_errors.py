@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import openai
+import pytest
 from fastapi.testclient import TestClient
 
 from pteforge.server.app import create_app
@@ -27,3 +29,18 @@ def test_no_route_and_a_wrong_method_are_named(tmp_path: Path) -> None:
     put = client.put("/v1/programs/some-id")
     assert (put.status_code, put.headers["allow"]) == (405, "GET, DELETE")
     assert put.json()["error"]["message"] == "PUT /v1/programs/some-id: the route takes GET, DELETE"
+
+
+def test_openai_routes_pteforge_lacks_name_those_it_serves(tmp_path: Path) -> None:
+    """The unmodified ``openai`` client's Responses API call shows which routes exist."""
+    app = TestClient(create_app(Settings(home=tmp_path)))
+    client = openai.OpenAI(
+        base_url="http://testserver/v1", api_key="any", http_client=app, max_retries=0
+    )
+    served = "of OpenAI's API pteforge serves only /v1/completions, /v1/chat/completions and"
+    with pytest.raises(openai.NotFoundError, match="no route POST /v1/responses") as raised:
+        client.responses.create(model="tiny", input="hi")
+    assert served in raised.value.message
+    with pytest.raises(openai.NotFoundError, match=served):
+        client.embeddings.create(model="tiny", input="hi")
+    assert "OpenAI" not in app.get("/v1/responsesx").json()["error"]["message"]
