@@ -31,10 +31,11 @@ from pteforge.server.common.services import get_services
 from pteforge.server.generation import streaming
 from pteforge.server.generation.errors import OpenAIError, answer_of
 from pteforge.server.generation.responses import Collected
-from pteforge.server.generation.routes import SESSION_HEADER, TAG
+from pteforge.server.generation.routes import LEFT, SESSION_HEADER, TAG
 from pteforge.server.generation.target import target_of
 from pteforge.server.generation.v2_schemas import GenerateBody, parse_generate
 from pteforge.server.http.bodies import read_json_body
+from pteforge.server.http.departure import unless_client_leaves
 from pteforge.server.inference.dependencies import InferenceState, running_state
 from pteforge.server.inference.resolver import version_number
 from pteforge.server.inference.routes_infer import BareRoute
@@ -79,16 +80,26 @@ def _failed(exc: Exception) -> dict[str, Any]:
     return {"error": answer_of(exc).message}
 
 
+async def _whole(
+    request: Request, state: InferenceState, events: streaming.Events, recheck: streaming.Recheck
+) -> Collected | None:
+    """The generation gathered whole; None when its client left first (it is cancelled, its
+    worker freed, as from a stream)."""
+    gather = streaming.collect(events, recheck, state.streams.buffer_bytes)
+    return await unless_client_leaves(request.receive, gather)
+
+
 async def _answer(
+    request: Request,
     state: InferenceState,
     shape: GenerateShape,
     events: streaming.Events,
     stream: bool,
-    recheck: streaming.Recheck,
 ) -> Response:
+    recheck = partial(state.authenticate, request)  # a revoked token ends the generation
     if not stream:
-        whole = await streaming.collect(events, recheck, state.streams.buffer_bytes)
-        return JSONResponse(shape.whole(whole))
+        whole = await _whole(request, state, events, recheck)
+        return Response(status_code=LEFT) if whole is None else JSONResponse(shape.whole(whole))
     wire = streaming.StreamFormat(shape.pieces, _failed)
     return await streaming.answer_stream(state, events, wire, recheck)
 
@@ -105,12 +116,14 @@ async def _generate(
     target = await target_of(state.targets, store, principal.project_id, model, asked)
     shape = GenerateShape(model, str(target.version), body.id)
     events = streaming.start(state, principal.project_id, target, body.generation)
-    recheck = partial(state.authenticate, request)  # a revoked token ends the generation
     if stream and body.parameters.stream is False:  # one event: the whole answer
-        collected = await streaming.collect(events, recheck, state.streams.buffer_bytes)
+        recheck = partial(state.authenticate, request)
+        collected = await _whole(request, state, events, recheck)
+        if collected is None:
+            return Response(status_code=LEFT)
         whole = shape.whole(collected)
         return StreamingResponse(iter([streaming.sse(whole)]), media_type=streaming.SSE)
-    return await _answer(state, shape, events, stream, recheck)
+    return await _answer(request, state, shape, events, stream)
 
 
 def _error(error: OpenAIError) -> Response:

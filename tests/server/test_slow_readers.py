@@ -122,15 +122,17 @@ def _unread_stream(svc: ServiceProcess, model: str, max_tokens: int) -> socket.s
     return _sent(svc, {**body, "temperature": 0, "stream": True})
 
 
-def _sent(svc: ServiceProcess, body: dict[str, object]) -> socket.socket:
-    """A completion request of ``body``, sent; its answer not read yet."""
+def _sent(
+    svc: ServiceProcess, body: dict[str, object], path: str = "/v1/completions"
+) -> socket.socket:
+    """A request of ``body`` to ``path``, sent; its answer not read yet."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     sock.settimeout(120)  # the deadline of every read below
     sock.connect(("127.0.0.1", svc.port))
     payload = json.dumps(body).encode()
     head = (
-        f"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
         f"Authorization: Bearer {svc.admin_token}\r\nContent-Type: application/json\r\n"
         f"Content-Length: {len(payload)}\r\n\r\n"
     )
@@ -213,18 +215,21 @@ def test_an_answer_not_streamed_is_bounded_as_a_streams_backlog(
     _served(other)
 
 
-def _under_way(svc: ServiceProcess, body: dict[str, object]) -> socket.socket:
-    """``body`` sent, once its generation is its project's one under way: a probe of the same
-    project is then refused (429). A probe that came first had ``body`` refused: sent again."""
-    sent = [_sent(svc, body)]
-    probe = {**body, "n": 1, "max_tokens": 1}
+def _under_way(
+    svc: ServiceProcess, model: str, body: dict[str, object], path: str = "/v1/completions"
+) -> socket.socket:
+    """``body`` sent to ``path``, once its generation is its project's one under way: a
+    probe of the same project is then refused (429). A probe that came first had ``body``
+    refused: sent again."""
+    sent = [_sent(svc, body, path)]
+    probe = {"model": model, "prompt": "a", "max_tokens": 1}
 
     def refused_probe() -> bool:
         if admin.post("/v1/completions", json=probe).status_code == 429:
             return True
         if select.select(sent, [], [], 0)[0]:  # answered: refused while the probe ran
             sent[0].close()
-            sent[0] = _sent(svc, body)
+            sent[0] = _sent(svc, body, path)
         return False
 
     with svc.client(svc.admin_token) as admin:
@@ -232,15 +237,20 @@ def _under_way(svc: ServiceProcess, body: dict[str, object]) -> socket.socket:
     return sent[0]
 
 
+@pytest.mark.parametrize("path", ["/v1/completions", "/v2/models/{model}/generate"])
 def test_a_client_gone_before_its_whole_answer_keeps_no_worker(
-    slow_service: ServiceProcess, busy_model: str, other: tuple[httpx.Client, str]
+    slow_service: ServiceProcess, busy_model: str, other: tuple[httpx.Client, str], path: str
 ) -> None:
     """An answer not streamed goes out once all its choices are done, one after another: a
     client that asked for sixteen and left held the pool's one worker for sixteen
-    generations, each to the request timeout (red-team pass). It is cancelled on leaving,
-    as a stream is."""
-    body = {"model": busy_model, "prompt": "a", "max_tokens": 1 << 20, "n": 16}
-    _under_way(slow_service, {**body, "temperature": 0}).close()
+    generations, each to the request timeout (red-team pass); a /v2 generate, for one. It
+    is cancelled on leaving, as a stream is."""
+    if path.startswith("/v1"):
+        body: dict[str, object] = {"model": busy_model, "prompt": "a", "n": 16}
+        body |= {"max_tokens": 1 << 20, "temperature": 0}
+    else:
+        body = {"text_input": "a", "parameters": {"max_tokens": 1 << 20, "temperature": 0}}
+    _under_way(slow_service, busy_model, body, path.format(model=busy_model)).close()
     client, model = other
     asked = {"model": model, "prompt": "a", "max_tokens": 2}
     answer = client.post("/v1/completions", json=asked, timeout=30)  # 60 s and more without
