@@ -94,7 +94,7 @@ class Shape:
         return answer
 
     def _choice(self, index: int, done: Collected) -> dict[str, Any]:
-        self._offset, self._utf8 = 0, _utf8_decoder()  # each choice's counts from its start
+        self._start_offsets()
         choice: dict[str, Any] = {"index": index, "logprobs": self._logprobs(done.logprobs)}
         choice["finish_reason"] = done.finish_reason
         if self.token_ids:
@@ -125,7 +125,7 @@ class Shape:
 
     def opening(self, index: int = 0) -> Iterator[dict[str, Any]]:
         """The chunk before a choice's first text: the assistant's role (chat only)."""
-        self._offset, self._utf8 = 0, _utf8_decoder()  # each choice's counts from its start
+        self._start_offsets()
         if self.chat:
             chunk = self._chunk(None, None, index=index)
             chunk["choices"][0]["delta"] = {"role": "assistant", "content": ""}
@@ -143,10 +143,14 @@ class Shape:
         if event.finish_reason is not None:
             yield self._chunk(None, event.finish_reason, index=index)
             self._usages.append(event.usage)
-            usage = _usage(self._usages, self.n)
-            if last and self.include_usage and usage is not None:
+            usage = _usage(self._usages, self.n) if last and self.include_usage else None
+            if usage is not None:
                 kind = "chat.completion.chunk" if self.chat else "text_completion"
                 yield {**self._object(kind, []), "usage": usage}
+
+    def _start_offsets(self) -> None:
+        """A new choice: its ``text_offset`` counts from its own start."""
+        self._offset, self._utf8 = 0, _utf8_decoder()
 
     def _logprobs(self, scored: Sequence[TokenLogprob]) -> dict[str, Any] | None:
         """The choice's ``logprobs`` for these tokens (None unless asked for)."""

@@ -103,20 +103,21 @@ async def _generate(request: Request, body_type: type[CompletionBody | ChatBody]
         n=body.n or 1,
     )
     recheck = partial(state.authenticate, request)  # a revoked token ends the generation
-    start = partial(streaming.start, state, principal.project_id, target)
     count = len(generations)
+
+    def choice(index: int) -> streaming.Events:
+        return streaming.start(state, principal.project_id, target, generations[index])
+
     if not body.stream:  # a client that leaves frees the worker, as from a stream
         bound = state.streams.buffer_bytes
-        gather = streaming.collect_choices(lambda i: start(generations[i]), count, recheck, bound)
+        gather = streaming.collect_choices(choice, count, recheck, bound)
         done = await unless_client_leaves(request.receive, gather)
         return Response(status_code=LEFT) if done is None else JSONResponse(shape.whole(done))
     if count == 1:
         wire = streaming.StreamFormat(shape.chunks, _failed, shape.opening(), DONE)
-        return await streaming.answer_stream(state, start(generations[0]), wire, recheck)
+        return await streaming.answer_stream(state, choice(0), wire, recheck)
     wires = partial(_wire, shape, count)
-    return await streaming.answer_choices(
-        state, lambda i: start(generations[i]), count, wires, recheck
-    )
+    return await streaming.answer_choices(state, choice, count, wires, recheck)
 
 
 def _wire(shape: Shape, count: int, index: int) -> streaming.StreamFormat:

@@ -204,7 +204,7 @@ async def _relay_choices(
     recheck: Recheck,
 ) -> AsyncGenerator[bytes, None]:
     failures: list[Exception] = []
-    ending = wire_of(0).ending
+    wire = wire_of(0)
     for index in range(count):
         wire = wire_of(index)
         try:
@@ -219,7 +219,7 @@ async def _relay_choices(
                 yield piece
         if failures:
             break
-    yield ending
+    yield wire.ending  # every choice's is the stream's one ending
 
 
 async def _first(events: Events) -> tuple[GenerationEvent, Events]:

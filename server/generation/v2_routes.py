@@ -95,8 +95,8 @@ async def _answer(
     shape: GenerateShape,
     events: streaming.Events,
     stream: bool,
+    recheck: streaming.Recheck,
 ) -> Response:
-    recheck = partial(state.authenticate, request)  # a revoked token ends the generation
     if not stream:
         whole = await _whole(request, state, events, recheck)
         return Response(status_code=LEFT) if whole is None else JSONResponse(shape.whole(whole))
@@ -116,14 +116,14 @@ async def _generate(
     target = await target_of(state.targets, store, principal.project_id, model, asked)
     shape = GenerateShape(model, str(target.version), body.id)
     events = streaming.start(state, principal.project_id, target, body.generation)
+    recheck = partial(state.authenticate, request)  # a revoked token ends the generation
     if stream and body.parameters.stream is False:  # one event: the whole answer
-        recheck = partial(state.authenticate, request)
         collected = await _whole(request, state, events, recheck)
         if collected is None:
             return Response(status_code=LEFT)
         whole = shape.whole(collected)
         return StreamingResponse(iter([streaming.sse(whole)]), media_type=streaming.SSE)
-    return await _answer(request, state, shape, events, stream)
+    return await _answer(request, state, shape, events, stream, recheck)
 
 
 def _error(error: OpenAIError) -> Response:
