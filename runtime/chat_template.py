@@ -70,10 +70,21 @@ def strftime_now(format: str) -> str:
     return datetime.now().strftime(format)
 
 
+_OVER_BITS = f"an integer in the template's arithmetic is over {MAX_INT_BITS} bits"
+
+
 def _check_ints(*values: Any) -> None:
     """Refuse an integer past :data:`MAX_INT_BITS`."""
     if any(isinstance(v, int) and v.bit_length() > MAX_INT_BITS for v in values):
-        raise TokenizerError(f"an integer in the template's arithmetic is over {MAX_INT_BITS} bits")
+        raise TokenizerError(_OVER_BITS)
+
+
+def _power_bits(base: Any, exponent: Any) -> int:
+    """At most how many bits ``base ** exponent`` has (0 but for integers, the exponent
+    positive), known without computing it."""
+    if isinstance(base, int) and isinstance(exponent, int) and exponent > 0:
+        return exponent * base.bit_length()
+    return 0
 
 
 class _BoundedArithmetic(ImmutableSandboxedEnvironment):
@@ -84,8 +95,8 @@ class _BoundedArithmetic(ImmutableSandboxedEnvironment):
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         _check_ints(left, right)
-        if operator == "**" and isinstance(left, int) and isinstance(right, int) and right > 0:
-            _check_ints(1 << min(right * left.bit_length(), MAX_INT_BITS + 1))
+        if operator == "**" and _power_bits(left, right) >= MAX_INT_BITS:
+            raise TokenizerError(_OVER_BITS)
         return super().call_binop(context, operator, left, right)
 
 

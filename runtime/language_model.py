@@ -130,16 +130,16 @@ def feed_each(method: Any, info: LmInfo, tokens: Sequence[int], start: int) -> I
         part = tokens[at : at + size]
         output = _feed_part(method, info, part, start + at)[0]
         rows = output.detach().reshape(-1, info.vocab_size).float().numpy()
-        if len(rows) != len(part) and len(rows) == 1:  # fed again, one token at a time
+        if len(rows) == len(part):
+            yield from rows
+            at += len(part)
+        elif len(rows) == 1:  # the last position's only: fed again, one token at a time
             size = 1
-            continue
-        if len(rows) != len(part):
+        else:
             raise NotALanguageModelError(
                 f"forward answered {len(rows)} rows of logits for {len(part)} tokens, neither "
                 "one a token nor the last token's, as ExecuTorch's LLM runner expects them"
             )
-        yield from rows
-        at += len(part)
 
 
 def _feed_part(method: Any, info: LmInfo, part: Sequence[int], first: int) -> list[Any]:
