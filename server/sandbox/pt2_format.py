@@ -44,7 +44,9 @@ _DANGEROUS = (
     (
         r"^data/(aotinductor|mtia)/|\.(so|dll|dylib|cpp|o)$",
         "native_code",
-        "AOTInductor or native code entries are not accepted",
+        "AOTInductor or native code entries are not accepted (an AOTInductor package, from "
+        "aoti_compile_and_package, is compiled code: upload the torch.export.save archive "
+        "of the program instead)",
     ),
     (
         r"^data/constants/(custom_obj|opaque_obj)_",

@@ -12,6 +12,10 @@ from .specs import ProgramDescription, PteDescription
 
 _WORKER = "pteforge.server.sandbox.pte_worker"
 _PTE_IDENTIFIER = b"ET12"
+_ZIP_HINT = (
+    ": the file is a zip archive, as a torch.export .pt2 program is: upload a program "
+    "(POST /v1/programs, or `pteforge push`) and compile it to a .pte"
+)
 
 
 def validate_pte_isolated(
@@ -35,8 +39,13 @@ def validate_pte_isolated(
             "sha256_mismatch", f"content hashes to {digest}, expected {expected_sha256}"
         )
     with open(path, "rb") as f:
-        if f.read(8)[4:8] != _PTE_IDENTIFIER:
-            raise InvalidPteError("invalid_pte", "not an ExecuTorch program (no ET12 identifier)")
+        magic = f.read(8)
+    if magic[4:8] != _PTE_IDENTIFIER:
+        raise InvalidPteError(
+            "invalid_pte",
+            "not an ExecuTorch program (no ET12 identifier)"
+            + (_ZIP_HINT if magic[:4] == b"PK\x03\x04" else ""),
+        )
     try:
         isolation = isolation or SubprocessIsolation()
         reply = isolation.run(_WORKER, [str(path.resolve()), digest], limits or ProcessLimits())

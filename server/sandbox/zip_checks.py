@@ -20,6 +20,17 @@ _PTE_IDENTIFIER = b"ET12"  # bytes 4..8 of an ExecuTorch .pte
 _BOMB_FLOOR_BYTES = 1 * MIB  # tiny entries compress oddly; only judge ratios above this
 
 
+def _what_else(magic: bytes) -> str:
+    """What a file that is not a zip may be instead, told by its first 8 bytes: a
+    safetensors file starts with its little-endian header length (a few KiB at most)."""
+    if magic[4:8] == b"\0\0\0\0" and 0 < struct.unpack("<I", magic[:4])[0] < 100 * MIB:
+        return (
+            " (a safetensors file? it holds weights only, not the program: export the "
+            "model with torch.export and save it with torch.export.save)"
+        )
+    return ""
+
+
 @dataclass(frozen=True)
 class ZipIndex:
     """A checked zip: its single root folder and entries keyed by path below that root."""
@@ -47,7 +58,7 @@ def open_checked_zip(
             "upload a .pte as an artifact (POST /v1/artifacts, part 'pte')",
         )
     if magic[:4] != b"PK\x03\x04":
-        raise UnsafeArchiveError("not_a_zip", "the file is not a zip archive")
+        raise UnsafeArchiveError("not_a_zip", "the file is not a zip archive" + _what_else(magic))
     if entries > limits.max_entries:
         raise UnsafeArchiveError(
             "too_many_entries",

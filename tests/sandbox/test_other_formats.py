@@ -74,3 +74,24 @@ def test_an_archive_of_another_version_says_so(
         "archive_version: expected '0', found b'1': the archive was written by another torch "
         "release's torch.export.save; save it again"
     )
+
+
+def test_a_safetensors_file_is_named(tmp_path: Path) -> None:
+    from safetensors.torch import save_file
+
+    path = tmp_path / "model.pt2"
+    save_file(torch.nn.Linear(4, 2).state_dict(), str(path))
+    with pytest.raises(UnsafeArchiveError) as info:
+        check_pt2_container(path)
+    assert info.value.reason == "not_a_zip"
+    assert "a safetensors file? it holds weights only" in info.value.message
+
+
+def test_an_aotinductor_package_says_to_upload_the_export(
+    valid_archives: ValidArchives, tmp_path: Path
+) -> None:
+    path = A.edit_archive(valid_archives.single, tmp_path / "aoti.pt2", A.aoti_library)
+    with pytest.raises(UnsafeArchiveError) as info:
+        check_pt2_container(path)
+    assert info.value.reason == "native_code"
+    assert "upload the torch.export.save archive of the program instead" in info.value.message

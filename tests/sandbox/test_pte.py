@@ -21,6 +21,8 @@ from pteforge.server.sandbox import (
     validate_pte_isolated,
 )
 
+from .conftest import ValidArchives
+
 MUTATION_SEEDS = (10, 161, 5, 1)  # crash, crash, loads, rejected
 # The fixture's .pte as torch 2.13 / executorch 1.5.1 build it; for these bytes seeds 10 and 161
 # make the runtime abort (SIGABRT) even with InternalConsistency verification.
@@ -66,8 +68,17 @@ def test_truncated_pte_is_rejected(mlp_pte: Path, tmp_path: Path) -> None:
 def test_not_a_pte_is_rejected_without_a_worker(tmp_path: Path) -> None:
     bad = tmp_path / "x.pte"
     bad.write_bytes(b"hello world, not a program")
-    with pytest.raises(InvalidPteError, match="ET12"):
+    with pytest.raises(InvalidPteError, match="ET12") as info:
         validate_pte_isolated(bad)
+    assert "zip" not in str(info.value)
+
+
+def test_a_pt2_sent_as_a_pte_is_pointed_to_the_programs_route(
+    valid_archives: ValidArchives,
+) -> None:
+    with pytest.raises(InvalidPteError) as info:
+        validate_pte_isolated(valid_archives.single, isolation=_MustNotLoad())
+    assert "a torch.export .pt2 program is: upload a program (POST /v1/programs" in str(info.value)
 
 
 def test_bit_flips_never_take_the_caller_down(
