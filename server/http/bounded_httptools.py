@@ -9,6 +9,11 @@ server exposed to the network.
   one that sent nothing is closed quietly. A request being handled is never cut.
 - Idle keep-alive connections close after uvicorn's ``timeout_keep_alive``.
 - A response's head goes out with its body, in one write (:class:`HeldHead`).
+- A response is over for the app once the client has taken all but the transport's high
+  water mark of it (:func:`_drained_at_end`): uvicorn's last ``send`` returned as soon as the
+  body was buffered, so what a request held until its answer was sent (a project's share of
+  request memory) was given back while a client that read nothing kept the whole answer in
+  the server (40 unread 4 MiB ``/v2`` answers: 200 MB, past any share).
 - The access log leaves out query strings (:class:`QueryStringHidden`); its lines are
   uvicorn's, formatted with less work (:class:`AccessLineFormatter`) and written once
   the response is out (:class:`AfterResponse`).
@@ -21,12 +26,17 @@ import asyncio
 import copy
 import logging
 from asyncio import TimerHandle
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Message
 from uvicorn import Server
 from uvicorn.config import LOGGING_CONFIG, Config
-from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import (
+    STATUS_LINE,
+    HttpToolsProtocol,
+    RequestResponseCycle,
+)
 
 from pteforge.server.http.access_log import AccessLineFormatter, AfterResponse
 from pteforge.server.http.held_head import HeldHead
@@ -85,6 +95,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             cycle.transport = held  # type: ignore[assignment]
             cycle.on_response = held.response_complete
             cycle.access_logger = self._after_response  # type: ignore[assignment]
+            cycle.send = _drained_at_end(cycle)  # type: ignore[method-assign,assignment]
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
@@ -127,6 +138,20 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         length = b"content-length: %d\r\n\r\n" % len(body)
         self.transport.write(STATUS_LINE[status] + head + length + body)
         self.transport.close()
+
+
+def _drained_at_end(cycle: RequestResponseCycle) -> Callable[[Message], Awaitable[None]]:
+    """``cycle.send`` whose last body message returns once the transport has written all but
+    its high water mark (or the connection is gone: uvicorn then resumes writing)."""
+    send = cycle.send
+
+    async def drained(message: Message) -> None:
+        await send(message)  # type: ignore[arg-type]
+        last = message["type"] == "http.response.body" and not message.get("more_body", False)
+        if last and cycle.flow.write_paused and not cycle.disconnected:
+            await cycle.flow.drain()
+
+    return drained
 
 
 def uvicorn_options(settings: Settings) -> dict[str, Any]:

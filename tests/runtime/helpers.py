@@ -124,10 +124,11 @@ def free_port() -> int:
 
 
 @contextmanager
-def serve(app: FastAPI, deadline_s: float = 30.0) -> Iterator[str]:
-    """Run ``app`` with uvicorn on a free local port in a thread; yield its base URL."""
+def serve(app: FastAPI, deadline_s: float = 30.0, **options: Any) -> Iterator[str]:
+    """Run ``app`` with uvicorn (and its ``options``) on a free local port in a thread; yield
+    its base URL."""
     port = free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", **options)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
