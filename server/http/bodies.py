@@ -10,6 +10,7 @@ those held in memory count in their project's share (``server/http/memory.py``).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
@@ -148,7 +149,29 @@ def _decode_json(request: Request) -> None:
     except RecursionError:
         raise ServiceError("the JSON body nests too deeply to be decoded") from None
     except ValueError:
-        pass
+        return
+    if _SURROGATE_ESCAPE.search(request._body):
+        _refuse_lone_surrogates(request._json)
+
+
+# JSON may escape a UTF-16 surrogate alone (``"\ud800"``): Python decodes it into a string
+# no database or encoder takes, which answered a 500 (``UnicodeEncodeError``) from the
+# routes that store or look up what it names. Only a body with such an escape is checked.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _refuse_lone_surrogates(document: Any) -> None:
+    """A 400 if ``document`` holds a string with a lone surrogate (a pair decodes to one
+    character, which encodes)."""
+    try:
+        json.dumps(document, ensure_ascii=False).encode()
+    except RecursionError:
+        raise ServiceError("the JSON body nests too deeply to be decoded") from None
+    except UnicodeEncodeError as bad:
+        raise ServiceError(
+            f"the JSON body holds a lone UTF-16 surrogate ({bad.object[bad.start]!r} without "
+            "its pair), which is not text"
+        ) from None
 
 
 def check_json_content_type(request: Request) -> None:

@@ -130,6 +130,27 @@ def test_a_body_nested_too_deeply_is_a_400_that_says_so(admin: httpx.Client) -> 
     assert "not valid JSON (Expecting value at character 15)" in broken.text, broken.text
 
 
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/v1/compile-jobs", b'{"program_id": "\\ud800", "plan": {"all": {}}}'),
+        ("/v1/models/m/versions", b'{"artifact_id": "art_\\udc00"}'),
+    ],
+)
+def test_a_lone_surrogate_in_a_json_string_is_a_400_that_says_so(
+    admin: httpx.Client, path: str, body: bytes
+) -> None:
+    """JSON may escape half a UTF-16 pair; Python decodes it into a string the database
+    refused with a 500 (``UnicodeEncodeError``). A whole pair is a character and passes."""
+    answer = admin.post(path, content=body, headers=JSON)
+    assert_error(answer, 400, "bad_request")
+    assert "lone UTF-16 surrogate" in answer.json()["error"]["message"], answer.text
+    emoji = admin.post(
+        "/v1/models/m/versions", content=b'{"artifact_id": "\\ud83d\\ude00"}', headers=JSON
+    )
+    assert_error(emoji, 404, "not_found")
+
+
 ITEMS = b"[" + b",".join([b"[]"] * 200_000) + b"]"  # 0.6 MB of bad items
 KEYS = b"{" + b",".join(b'"k%d": []' % i for i in range(70_000)) + b"}"
 SHAPES = b'{"program_id": "p", "plan": {"all": {"quantize": "q", "calibration": [[{"shape": '
