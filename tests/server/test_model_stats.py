@@ -17,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tritonclient.utils import InferenceServerException
 
 from pteforge.server.inference.statistics import (
+    MAX_SERIES,
     MAX_VERSIONS,
     OTHER,
     ModelStatistics,
@@ -210,6 +211,27 @@ def test_a_model_counts_a_bounded_number_of_versions() -> None:
     versions = _by_version(statistics.answer("project", "art_x.forward"))
     assert len(versions) == MAX_VERSIONS + 1
     assert versions[OTHER]["inference_count"] == 10
+
+
+def test_a_project_keeps_a_bounded_number_of_series_the_latest_counted() -> None:
+    """Series outlived their models: an artifact uploaded, run once and deleted, over and
+    over, grew the statistics and /metrics without end while the project stored nothing."""
+    statistics = ModelStatistics(bounds=(0.001,))
+    phases = PhaseTimes(0.0, 0.0005, 0.0004, 0.0001)
+    kept = StatsKey("project", "art_kept.forward", "latest")
+    statistics.count(kept, 0.001, phases)
+    for n in range(3 * MAX_SERIES):
+        statistics.count(StatsKey("project", f"art_{n}.forward", "latest"), 0.001, phases)
+        if n % 100 == 0:
+            statistics.count(kept, 0.001, None)  # run now and then: kept
+    models = statistics.answer("project")["model_stats"]
+    assert len(models) == MAX_SERIES
+    assert len(statistics.series()) == MAX_SERIES
+    counted = {m["name"]: m for m in models}
+    assert counted["art_kept.forward"]["inference_stats"]["fail"]["count"] == 31
+    assert f"art_{3 * MAX_SERIES - 1}.forward" in counted and "art_0.forward" not in counted
+    statistics.count(StatsKey("other-project", "art_0.forward", "1"), 0.001, phases)
+    assert len(statistics.answer("other-project")["model_stats"]) == 1
 
 
 @pytest.mark.parametrize(("queue_ms", "execute_ms"), [(1.0, 2.0), (4.0, 2.0), (0.5, 9.0)])
