@@ -145,6 +145,7 @@ CHANGES: dict[tuple[str, str], list[Call]] = {
 LISTINGS = {"/v1/programs", "/v1/jobs", "/v1/artifacts", "/v1/models", "/v2/models/stats"}
 UNSCOPED = {  # routes that name no project's thing
     ("GET", "/v1/health"): "health",
+    ("GET", "/health"): "health",
     ("GET", "/v2/health/live"): "health",
     ("GET", "/v2/health/ready"): "health",
     ("GET", "/v2"): "server metadata",

@@ -22,6 +22,8 @@ from tests.server.service import ServiceProcess
 def test_health_needs_no_token(service: ServiceProcess) -> None:
     with service.client() as anonymous:
         assert anonymous.get("/v1/health").json() == {"status": "ok"}
+        # where vLLM, SGLang and TGI answer it: GuideLLM checks it before a benchmark
+        assert anonymous.get("/health").json() == {"status": "ok"}
 
 
 @pytest.mark.parametrize(

@@ -44,13 +44,15 @@ from tests.server.isolation_routes import (
 from tests.server.model_names import INPUT, INPUT_NAME, deploy, infer_body, scale_pte
 from tests.server.service import ServiceProcess
 
+_PREFIXES = ("/v1", "/v2", "/metrics", "/health")
+
 
 def _api_routes(home: Path) -> set[tuple[str, str]]:
-    """(method, path) of every /v1, /v2 and /metrics route (a plain Starlette route's
+    """(method, path) of every /v1, /v2, /metrics and /health route (a plain Starlette route's
     automatic HEAD left out)."""
     found = set()
     for route in app_routes(create_app(Settings(home=home)).routes):
-        if isinstance(route, Route) and route.path.startswith(("/v1", "/v2", "/metrics")):
+        if isinstance(route, Route) and route.path.startswith(_PREFIXES):
             methods = set(route.methods or ())
             if not isinstance(route, APIRoute) and "GET" in methods:
                 methods.discard("HEAD")
