@@ -31,6 +31,9 @@ many of the most likely tokens at its step beside it (OpenAI's ``logprobs`` and
 came, token ids decoded) and, with ``logprobs``, each prompt token's log probability after
 the tokens before it (the first token's is None: nothing predicts it), which is how
 evaluation harnesses score a text. ``max_tokens`` may then be 0: the prompt alone is scored.
+
+``ignore_eos`` (vLLM's extension) keeps generating past end-of-sequence tokens: the text
+ends at ``max_tokens``, a stop string or the context only.
 """
 
 from __future__ import annotations
@@ -105,6 +108,7 @@ class GenerationRequest(Contract):
     frequency_penalty: float = Field(default=0.0, ge=-2.0, le=2.0)
     logprobs: int | None = Field(default=None, ge=0, le=MAX_TOP_LOGPROBS)
     echo: bool = False
+    ignore_eos: bool = False
 
     @model_validator(mode="after")
     def _one_prompt(self) -> GenerationRequest:
@@ -161,3 +165,7 @@ class GenerationEvent(Contract):
     finish_reason: FinishReason | None = None
     usage: Usage | None = None
     logprobs: tuple[TokenLogprob, ...] | None = None
+    prompt_tokens: int | None = None
+    """The prompt's length in tokens, on the first event once the prompt is read (the echoed
+    prompt's last, else the first generated token's): what a stream's running usage counts
+    from (``stream_options.continuous_usage_stats``)."""

@@ -80,6 +80,7 @@ def merged(events: list[GenerationEvent]) -> GenerationEvent:
         finish_reason=last.finish_reason,
         usage=last.usage,
         logprobs=None if last.logprobs is None else _logprobs(events),
+        prompt_tokens=next((e.prompt_tokens for e in events if e.prompt_tokens is not None), None),
     )
 
 

@@ -47,12 +47,7 @@ from pteforge.runtime.metadata import input_name
 from pteforge.runtime.sampling import LogitShaping, Sampler
 from pteforge.runtime.text_codec import TextCodec
 from pteforge.runtime.text_stream import TextStream
-from pteforge.runtime.wire import (
-    encode_message,
-    recv_request,
-    send_frame,
-    token_frame,
-)
+from pteforge.runtime.wire import encode_message, recv_request, send_frame, token_frame
 
 if TYPE_CHECKING:
     from pteforge.runtime.worker import Executor, LoadedProgram
@@ -79,15 +74,20 @@ class Channel:
         """Send an event that does not end the generation."""
         send_frame(self.conn, encode_message(GeneratedReply(event=event), []))
 
-    def send_token(self, text: str, token: int, scored: TokenLogprob | None) -> None:
+    def send_token(
+        self, text: str, token: int, scored: TokenLogprob | None, prompt_tokens: int | None
+    ) -> None:
         """Send the event of one token that does not end the text (``scored``: its
-        logprobs, when asked for)."""
+        logprobs, when asked for; ``prompt_tokens`` on the first one after the prompt)."""
         frame = None
-        if scored is None:  # the usual case, written straight (a text orjson refuses is not)
-            with contextlib.suppress(TypeError):
+        if scored is None and prompt_tokens is None:  # the usual case, written straight (a
+            with contextlib.suppress(TypeError):  # text orjson refuses is not)
                 frame = token_frame(text, token)
         if frame is None:
-            self.send_event(GenerationEvent(text=text, token_ids=(token,), logprobs=_one(scored)))
+            event = GenerationEvent(
+                text=text, token_ids=(token,), logprobs=_one(scored), prompt_tokens=prompt_tokens
+            )
+            self.send_event(event)
         else:
             send_frame(self.conn, frame)
 
@@ -186,9 +186,9 @@ def run(
     if echoed is not None and request.max_tokens == 0:
         return GeneratedReply(event=echoed.model_copy(update=_ending("length", prompt, 0)))
     if echoed is not None:
-        out.send_event(echoed)
+        out.send_event(echoed.model_copy(update={"prompt_tokens": len(prompt)}))
     sampler = Sampler(request.temperature, request.top_p, request.seed, shaping)
-    eos = codec.eos_ids() if step.info.eos_ids is None else step.info.eos_ids
+    eos = step.end_ids(codec.eos_ids, request.ignore_eos)
     text = TextStream(codec.decode, request.stop, context=prompt)
     for count in range(1, request.max_tokens + 1):
         token = sampler.pick(logits)
@@ -203,7 +203,8 @@ def run(
             ending = _ending(reason, prompt, count)
             final = GenerationEvent(text=delta, token_ids=(token,), logprobs=_one(scored), **ending)
             return GeneratedReply(event=final)
-        out.send_token(delta, token, scored)
+        first = echoed is None and count == 1  # the prompt's length goes out once
+        out.send_token(delta, token, scored, len(prompt) if first else None)
         if out.cancelled():
             return CancelledReply()
         logits = step.feed([token], history)

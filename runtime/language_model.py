@@ -223,6 +223,13 @@ class LmMethod:
         history.extend(tokens)
         return logits
 
+    def end_ids(self, tokenizer_eos: Callable[[], frozenset[int]], ignore: bool) -> frozenset[int]:
+        """The tokens that end a text: the program's end-of-sequence ids, else the tokenizer
+        config's (``tokenizer_eos``); none when asked to ``ignore`` them."""
+        if ignore:
+            return frozenset()
+        return tokenizer_eos() if self.info.eos_ids is None else self.info.eos_ids
+
     def score(
         self, prompt: Sequence[int], history: list[int], top: int, token_bytes: TokenBytes
     ) -> Iterator[tuple[TokenLogprob, Any]]:

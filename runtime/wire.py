@@ -260,7 +260,7 @@ def recv_reply(conn: Connection) -> tuple[WorkerReply, list[np.ndarray]]:
 _TOKEN_EVENT = (
     b'{"tensors":[],"message":{"kind":"generated","event":{"text":',
     b',"token_ids":[',
-    b'],"finish_reason":null,"usage":null,"logprobs":null}}}',
+    b'],"finish_reason":null,"usage":null,"logprobs":null,"prompt_tokens":null}}}',
 )
 
 

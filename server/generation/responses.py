@@ -63,6 +63,9 @@ class Shape:
     """Whether each choice carries its ``token_ids`` (the ``return_token_ids`` extension)."""
     include_usage: bool = False
     """Whether a stream ends with a chunk of the usage (``stream_options.include_usage``)."""
+    continuous_usage: bool = False
+    """Whether every chunk carries its choice's usage so far, once the prompt's length is
+    known (``stream_options.continuous_usage_stats``)."""
     logprobs: bool = False
     """Whether each choice carries its tokens' logprobs."""
     n: int = 1
@@ -71,6 +74,8 @@ class Shape:
     _offset: int = field(default=0, init=False, repr=False)  # completions' next text_offset
     _utf8: codecs.IncrementalDecoder = field(default_factory=_utf8_decoder, init=False, repr=False)
     _usages: list[Usage | None] = field(default_factory=list, init=False, repr=False)
+    _so_far: tuple[int | None, int] = field(default=(None, 0), init=False, repr=False)
+    """This choice's prompt tokens (once known) and tokens generated so far."""
     created: int = field(default_factory=lambda: int(time.time()))
 
     def __post_init__(self) -> None:
@@ -138,10 +143,11 @@ class Shape:
         when it ends the choice, and after the ``last`` choice's, the usage of them all when
         asked for."""
         scored = event.logprobs if self.logprobs else None
+        running = self._running(event)
         if event.text or (self.token_ids and event.token_ids) or scored:
-            yield self._chunk(event.text, None, event.token_ids, scored, index)
+            yield {**self._chunk(event.text, None, event.token_ids, scored, index), **running}
         if event.finish_reason is not None:
-            yield self._chunk(None, event.finish_reason, index=index)
+            yield {**self._chunk(None, event.finish_reason, index=index), **running}
             self._usages.append(event.usage)
             usage = _usage(self._usages, self.n) if last and self.include_usage else None
             if usage is not None:
@@ -149,8 +155,23 @@ class Shape:
                 yield {**self._object(kind, []), "usage": usage}
 
     def _start_offsets(self) -> None:
-        """A new choice: its ``text_offset`` counts from its own start."""
+        """A new choice: its ``text_offset`` and its usage count from its own start."""
         self._offset, self._utf8 = 0, _utf8_decoder()
+        self._so_far = (None, 0)
+
+    def _running(self, event: GenerationEvent) -> dict[str, Any]:
+        """The ``usage`` entry of this event's chunks: the choice's so far (with
+        ``continuous_usage``, once the prompt's length is known), or nothing."""
+        prompt, generated = self._so_far
+        if event.usage is not None:
+            prompt, generated = event.usage.prompt_tokens, event.usage.completion_tokens
+        else:
+            prompt, generated = event.prompt_tokens or prompt, generated + len(event.token_ids)
+        self._so_far = (prompt, generated)
+        if not self.continuous_usage or prompt is None:
+            return {}
+        usage = {"prompt_tokens": prompt, "completion_tokens": generated}
+        return {"usage": {**usage, "total_tokens": prompt + generated}}
 
     def _logprobs(self, scored: Sequence[TokenLogprob]) -> dict[str, Any] | None:
         """The choice's ``logprobs`` for these tokens (None unless asked for)."""

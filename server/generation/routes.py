@@ -99,6 +99,7 @@ async def _generate(request: Request, body_type: type[CompletionBody | ChatBody]
         chat=body_type is ChatBody,
         token_ids=body.return_token_ids,
         include_usage=body.include_usage(),
+        continuous_usage=body.continuous_usage(),
         logprobs=generations[0].logprobs is not None,
         n=body.n or 1,
     )

@@ -35,11 +35,13 @@ MAX_CONTENT_PARTS = 16
 
 
 class StreamOptions(BaseModel):
-    """``stream_options``: ``include_usage`` adds a last chunk with the usage."""
+    """``stream_options``: ``include_usage`` adds a last chunk with the usage; with it,
+    ``continuous_usage_stats`` (vLLM's extension) puts the usage so far in every chunk."""
 
     model_config = ConfigDict(extra="forbid")
 
     include_usage: bool = False
+    continuous_usage_stats: bool = False
 
 
 class SamplingFields(BaseModel):
@@ -52,6 +54,8 @@ class SamplingFields(BaseModel):
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
     seed: int | None = Field(default=None, ge=0, lt=1 << 64)
     stop: str | FailFastList[str] | None = None
+    ignore_eos: bool = False
+    """vLLM's extension: past end-of-sequence tokens, up to ``max_tokens`` (for benchmarks)."""
 
     def stops(self) -> tuple[str, ...]:
         """``stop`` as a tuple of strings."""
@@ -67,6 +71,7 @@ class SamplingFields(BaseModel):
             "top_p": 1.0 if self.top_p is None else self.top_p,
             "seed": self.seed,
             "stop": self.stops(),
+            "ignore_eos": self.ignore_eos,
         }
 
 
@@ -133,6 +138,11 @@ class _Sampling(SamplingFields):
     def include_usage(self) -> bool:
         """Whether a stream ends with a usage chunk."""
         return self.stream_options is not None and self.stream_options.include_usage
+
+    def continuous_usage(self) -> bool:
+        """Whether every chunk carries the usage so far (with ``include_usage``, as vLLM)."""
+        options = self.stream_options
+        return options is not None and options.include_usage and options.continuous_usage_stats
 
 
 def _token_id(key: str) -> bool:

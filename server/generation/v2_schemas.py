@@ -24,8 +24,8 @@ DEFAULT_MAX_TOKENS = 16
 
 class GenerateParameters(SamplingFields):
     """The parameters a generate request takes: ``max_tokens``, ``temperature``, ``top_p``,
-    ``seed``, ``stop`` and ``stream`` (``false`` makes ``generate_stream`` send the whole
-    answer as its one event; ``generate`` always answers once)."""
+    ``seed``, ``stop``, ``ignore_eos`` and ``stream`` (``false`` makes ``generate_stream``
+    send the whole answer as its one event; ``generate`` always answers once)."""
 
     max_tokens: int = Field(default=DEFAULT_MAX_TOKENS, ge=1, le=CHAT_MAX_TOKENS)
     stream: bool | None = None

@@ -241,3 +241,60 @@ def test_chat_logprobs_asked_wrongly_are_400(
     body = raised.value.body
     error = body.get("error", body) if isinstance(body, dict) else {}
     assert error["param"] == param and words in error["message"], error
+
+
+def test_ignore_eos_generates_up_to_max_tokens(
+    client: openai.OpenAI, deployed: str, lm: LmFiles
+) -> None:
+    """vLLM's ``ignore_eos`` (GuideLLM sends it to fix each answer's length): an answer
+    whose every token is biased to the end-of-sequence token runs to ``max_tokens``."""
+    eos = lm.eos_ids[0]
+    ids: dict[str, Any] = {"return_token_ids": True}
+    arguments: dict[str, Any] = {"max_tokens": 4, "temperature": 0, "logit_bias": {str(eos): 100}}
+    ended = client.completions.create(model=deployed, prompt=PROMPT, extra_body=ids, **arguments)
+    assert ended.choices[0].to_dict()["token_ids"] == [eos]
+    assert ended.choices[0].finish_reason == "stop"
+    ignoring = {**ids, "ignore_eos": True}
+    full = client.completions.create(
+        model=deployed, prompt=PROMPT, extra_body=ignoring, **arguments
+    )
+    assert full.choices[0].to_dict()["token_ids"] == [eos] * 4
+    assert full.choices[0].finish_reason == "length"
+    assert full.usage is not None and full.usage.completion_tokens == 4
+
+
+@pytest.mark.parametrize("chat", [False, True], ids=["completions", "chat"])
+def test_continuous_usage_counts_every_chunk(
+    client: openai.OpenAI, deployed: str, lm: LmFiles, chat: bool
+) -> None:
+    """``stream_options.continuous_usage_stats`` (vLLM's; GuideLLM asks for it): each chunk
+    carries the usage so far, growing by its tokens, ending at the last chunk's usage."""
+    asked: dict[str, Any] = {"max_tokens": 6, "temperature": 0, "stream": True}
+    asked["extra_body"] = {"return_token_ids": True, "ignore_eos": True}
+    options: Any = {"include_usage": True, "continuous_usage_stats": True}
+    if chat:
+        stream: Any = client.chat.completions.create(
+            model=deployed, messages=CHAT, stream_options=options, **asked
+        )
+    else:
+        stream = client.completions.create(
+            model=deployed, prompt=PROMPT, stream_options=options, **asked
+        )
+    chunks = list(stream)
+    counted = [c for c in chunks if c.choices and c.choices[0].to_dict().get("token_ids")]
+    assert counted and all(c.usage is not None for c in counted)
+    generated = 0
+    for chunk in counted:
+        generated += len(chunk.choices[0].to_dict()["token_ids"])
+        assert chunk.usage.completion_tokens == generated
+        assert chunk.usage.total_tokens == chunk.usage.prompt_tokens + generated
+    assert chunks[-1].usage is not None and not chunks[-1].choices
+    assert chunks[-1].usage.completion_tokens == generated == 6
+    assert counted[0].usage.prompt_tokens == chunks[-1].usage.prompt_tokens
+    if not chat:
+        assert chunks[-1].usage.prompt_tokens == len(lm.encode(PROMPT))
+    options = {"include_usage": True}
+    plain = client.completions.create(
+        model=deployed, prompt=PROMPT, stream_options=options, **asked
+    )
+    assert all(c.usage is None for c in plain if c.choices)
