@@ -108,3 +108,21 @@ def gen_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RuntimePool]:
     """One worker, so that a test can see it freed."""
     with RuntimePool(1, 64 << 20, tmp_path_factory.mktemp("lm-artifacts")) as pool:
         yield pool
+
+
+@pytest.fixture(scope="module")
+def byte_tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A byte-level BPE with no merges: every byte of a multi-byte character is a token."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    trainer = trainers.BpeTrainer(
+        vocab_size=len(alphabet) + 1, special_tokens=["<eos>"], initial_alphabet=alphabet
+    )
+    tokenizer.train_from_iterator(["plain text"], trainer)
+    path = tmp_path_factory.mktemp("tok") / "tokenizer.json"
+    tokenizer.save(str(path))
+    return path

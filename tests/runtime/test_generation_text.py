@@ -3,7 +3,6 @@ stop strings, sampling, and chat templates in Jinja2's sandbox. No model needed.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from multiprocessing import Pipe
 from pathlib import Path
@@ -13,7 +12,6 @@ import pytest
 
 from pteforge.contracts.generation import ChatMessage, GenerationEvent, GenerationRequest
 from pteforge.contracts.runtime_messages import GeneratedReply
-from pteforge.runtime import text_codec
 from pteforge.runtime.errors import ContextLengthError, TokenizerError
 from pteforge.runtime.generation_worker import Channel, run
 from pteforge.runtime.language_model import LmInfo, LmMethod
@@ -23,24 +21,6 @@ from pteforge.runtime.text_stream import TextStream
 from pteforge.runtime.wire import WORKER_REPLY, decode_message, encode_message, token_frame
 
 TEXT = "naïve café ☕ 日本語, emoji 🙂 done"
-
-
-@pytest.fixture(scope="module")
-def byte_tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A byte-level BPE with no merges: every byte of a multi-byte character is a token."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    alphabet = pre_tokenizers.ByteLevel.alphabet()
-    trainer = trainers.BpeTrainer(
-        vocab_size=len(alphabet) + 1, special_tokens=["<eos>"], initial_alphabet=alphabet
-    )
-    tokenizer.train_from_iterator(["plain text"], trainer)
-    path = tmp_path_factory.mktemp("tok") / "tokenizer.json"
-    tokenizer.save(str(path))
-    return path
 
 
 def _stream(codec: TextCodec, ids: list[int], stop: tuple[str, ...] = ()) -> list[str]:
@@ -97,18 +77,6 @@ def test_a_token_event_frame_is_the_models_frame(text: str) -> None:
         assert decode_message(token_frame(text, token), WORKER_REPLY)[0] == reply
 
 
-def test_default_and_configured_chat_templates(byte_tokenizer: Path, tmp_path: Path) -> None:
-    chat = (ChatMessage(role="user", content="hi"), ChatMessage(role="assistant", content="yo"))
-    assert TextCodec(byte_tokenizer, None).render(chat) == "user: hi\nassistant: yo\nassistant:"
-    config = tmp_path / "tokenizer_config.json"
-    template = "{{ bos_token }}{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}"
-    config.write_text(json.dumps({"chat_template": template, "bos_token": {"content": "<s>"}}))
-    codec = TextCodec(byte_tokenizer, config)
-    assert codec.render(chat) == "<s><user>hi<assistant>yo"
-    request = GenerationRequest(messages=chat)
-    assert codec.decode(codec.prompt_ids(request, 64)) == "<s><user>hi<assistant>yo"
-
-
 def test_a_text_no_context_holds_is_refused_before_it_is_tokenized(
     byte_tokenizer: Path, tmp_path: Path
 ) -> None:
@@ -130,27 +98,6 @@ def test_a_text_no_context_holds_is_refused_before_it_is_tokenized(
         TextCodec(tmp_path / "long-piece.json", None).prompt_ids(
             GenerationRequest(prompt="x" * 5000), 8
         )
-
-
-@pytest.mark.parametrize(
-    "template",
-    [
-        "{{ ''.__class__.__mro__[1].__subclasses__() }}",
-        "{{ messages.append(1) }}",
-        "{{ raise_exception('no system role') }}",
-        "{% for m in messages %}",
-        # nested 100000 deep: json.dumps and repr raised RecursionError, not a refusal
-        "{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}"
-        "{% endfor %}{{ ns.x | tojson }}",
-    ],
-)
-def test_unsafe_or_broken_templates_are_refused(
-    byte_tokenizer: Path, tmp_path: Path, template: str
-) -> None:
-    config = tmp_path / "tokenizer_config.json"
-    config.write_text(json.dumps({"chat_template": template}))
-    with pytest.raises(TokenizerError, match="chat template"):
-        TextCodec(byte_tokenizer, config).render((ChatMessage(role="user", content="hi"),))
 
 
 @pytest.mark.parametrize("content", [b"not json", b"[1, 2]", b'{"version": 1}'])
@@ -194,49 +141,11 @@ def test_the_first_word_keeps_its_space_after_the_prompt(tmp_path: Path, strip: 
     assert "".join([*pieces, text.finish()]) == " capital of"
 
 
-def test_a_template_looping_without_output_stops_at_its_deadline(
-    byte_tokenizer: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """10**10 empty iterations: no output to count, so the render's deadline stops it (the
-    worker's main thread; 10 s there, half a second here)."""
-    monkeypatch.setattr(text_codec, "RENDER_SECONDS", 0.5)
-    config = tmp_path / "tokenizer_config.json"
-    loops = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
-    config.write_text(json.dumps({"chat_template": loops}))
-    codec = TextCodec(byte_tokenizer, config)
-    with pytest.raises(TokenizerError, match=r"chat template failed: it renders for over 0\.5 s"):
-        codec.render((ChatMessage(role="user", content="hi"),))
-    assert codec.encode("plain", special=False)  # the alarm is off again
-
-
-HF_STYLE = (
-    "{% generation %}{% for m in messages %}{% if m.role == 'skip' %}{% continue %}{% endif %}"
-    "{{ m.content | tojson }}{% if m.role == 'assistant' %}{% break %}{% endif %}{% endfor %}"
-    "{% endgeneration %}|{{ {'k': '<é>'} | tojson(indent=1) }}|{{ tools is none }}|"
-    "{{ strftime_now('%Y') }}"
-)
-
-
-def test_templates_get_what_transformers_gives_them(byte_tokenizer: Path, tmp_path: Path) -> None:
-    """Loop controls, the ``{% generation %}`` block, a ``tojson`` that keeps non-ASCII and
-    ``<``, ``tools`` as None and ``strftime_now``, as in ``apply_chat_template`` (models
-    pass: each was a 'chat template failed' 400, or a different prompt)."""
-    from datetime import datetime
-
-    config = tmp_path / "tokenizer_config.json"
-    config.write_text(json.dumps({"chat_template": HF_STYLE}))
-    roles = ("user", "skip", "assistant", "user")
-    chat = tuple(ChatMessage(role=r, content=f"{r} ☕") for r in roles)
-    year = datetime.now().strftime("%Y")
-    expected = f'"user ☕""assistant ☕"|{{\n "k": "<é>"\n}}|True|{year}'
-    assert TextCodec(byte_tokenizer, config).render(chat) == expected
-
-
 class _Scripted(LmMethod):
     """A "model" whose logits pick the scripted tokens in turn."""
 
-    def __init__(self, script: list[int], vocab: int) -> None:
-        info = LmInfo(64, "get_max_seq_len", frozenset(), vocab, 64, True, "int64")
+    def __init__(self, script: list[int], vocab: int, eos: frozenset[int] = frozenset()) -> None:
+        info = LmInfo(64, "get_max_seq_len", eos, vocab, 64, True, "int64")
         super().__init__(None, info)
         self.script = iter(script)
 
@@ -287,21 +196,25 @@ def test_a_generation_past_its_seconds_ends_as_at_its_length(byte_tokenizer: Pat
         )
 
 
-def test_a_request_adds_variables_to_the_template(byte_tokenizer: Path, tmp_path: Path) -> None:
-    """``chat_template_kwargs`` (vLLM's extension): Qwen3's template leaves its thinking out
-    with ``enable_thinking`` false, and ``add_generation_prompt`` may be turned off."""
-    config = tmp_path / "tokenizer_config.json"
-    template = (
-        "{{ messages[0].content }}{% if add_generation_prompt %}|A:{% endif %}"
-        "{% if enable_thinking is defined and enable_thinking is false %}<think></think>{% endif %}"
-    )
-    config.write_text(json.dumps({"chat_template": template}))
-    codec = TextCodec(byte_tokenizer, config)
-    chat = (ChatMessage(role="user", content="hi"),)
-    assert codec.render(chat) == "hi|A:"
-    assert codec.render(chat, {"enable_thinking": False}) == "hi|A:<think></think>"
-    assert codec.render(chat, {"add_generation_prompt": False}) == "hi"
-    with pytest.raises(ValueError, match="chat"):
-        GenerationRequest(prompt="hi", template_kwargs={"enable_thinking": False})
-    with pytest.raises(ValueError, match="replace the messages"):
-        GenerationRequest(messages=chat, template_kwargs={"messages": []})
+def test_ignore_eos_runs_past_the_end_token_and_the_prompt_length_goes_first(
+    byte_tokenizer: Path,
+) -> None:
+    """The first token's event says the prompt's length (a stream's running usage counts
+    from it); an end-of-sequence token ends the text unless the request ignores it (vLLM's
+    ``ignore_eos``), which runs to ``max_tokens``."""
+    codec = TextCodec(byte_tokenizer, None)
+    vocab = codec.tokenizer.get_vocab_size()
+    prompt = codec.encode("qr", special=True)
+    for ignore, ending in ((False, ("stop", 2)), (True, ("length", 4))):
+        request = GenerationRequest(prompt="qr", max_tokens=4, temperature=0, ignore_eos=ignore)
+        ours, theirs = Pipe()
+        model = _Scripted([5, 0, 6, 7], vocab, eos=frozenset({0}))
+        reply = run(model, codec, request, [], Channel(ours))
+        assert isinstance(reply, GeneratedReply) and reply.event.usage is not None
+        assert (reply.event.finish_reason, reply.event.usage.completion_tokens) == ending
+        first = decode_message(theirs.recv_bytes(), WORKER_REPLY)[0]
+        assert isinstance(first, GeneratedReply) and first.event.token_ids == (5,)
+        assert first.event.prompt_tokens == len(prompt) == reply.event.usage.prompt_tokens
+        if ignore:
+            later = [decode_message(theirs.recv_bytes(), WORKER_REPLY)[0] for _ in range(2)]
+            assert [r.event.prompt_tokens for r in later] == [None, None]  # type: ignore[union-attr]
