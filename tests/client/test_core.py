@@ -25,7 +25,6 @@ from pteforge.client import (
     Job,
     LoweringFailedError,
     NotFoundError,
-    Program,
     ServiceUnavailableError,
     TooManyRequestsError,
     TransportError,
@@ -35,10 +34,10 @@ from pteforge.client.calls import Attempts, Call, Reply, RetryPolicy
 from pteforge.client.config import NotConfiguredError, load_credentials, save_credentials
 from pteforge.client.errors import error_from_body
 from pteforge.client.profiles import ProfileReport, profile_report
-from pteforge.client.render import ByteProgress, Output, StageDisplay
+from pteforge.client.render import ByteProgress, StageDisplay
 from pteforge.client.sse import EventParser
 from pteforge.client.tensors import decode_response, encode_request, named_inputs
-from pteforge.client.views import listing, plan_text, program_summary, stage_plan
+from pteforge.client.views import stage_plan
 from pteforge.runtime.metadata import MethodSignature, TensorSpec
 from pteforge.runtime.oip_codec import decode_infer_request, encode_infer_response
 
@@ -163,27 +162,6 @@ def test_a_retried_delete_that_went_through_is_done() -> None:
     assert attempts.result(_reply(404)).status == 404
 
 
-def test_stage_plans() -> None:
-    portable = ["queued", "loading", "to_edge", "emit", "verify", "store"]
-    assert stage_plan({}, ["encode", "decode"]) == portable
-    mixed = {"all": {"partitioners": ["xnnpack"]}, "methods": {"decode": {}}}
-    assert "partition" in stage_plan(mixed, ["encode", "decode"])
-    assert stage_plan(mixed, ["decode"]) == portable  # the only method overrides "all"
-    assert "quantize" in stage_plan({"all": {"quantize": "r"}}, ["forward"])
-
-
-def test_plan_texts_say_each_methods_target_as_the_dashboard_does() -> None:
-    """``pteforge ls artifacts`` showed no plan, so an XNNPACK artifact and a portable one
-    looked alike; the texts are the dashboard's (``summaries.js``)."""
-    assert plan_text({}) == "all: portable"
-    quantized = {"all": {"partitioners": ["xnnpack"], "quantize": "int8"}}
-    assert plan_text(quantized, ["forward"]) == "forward: xnnpack, quantize int8"
-    mixed = {"methods": {"encode": {"partitioners": [{"name": "xnnpack"}, "vulkan"]}}}
-    assert plan_text(mixed, ["decode"]) == "decode: portable; encode: xnnpack+vulkan"
-    delegated = {"all": {"delegate": {"backend_id": "XnnpackBackend"}}}
-    assert plan_text(delegated, ["f"]) == "f: delegate XnnpackBackend"
-
-
 def test_login_file_and_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PTEFORGE_CONFIG", str(tmp_path / "dir" / "client.json"))
     monkeypatch.delenv("PTEFORGE_URL", raising=False)
@@ -202,28 +180,6 @@ def test_login_file_and_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
 def _job(status: str, stage: str | None) -> Job:
     return Job.from_json({"id": "job_1", "status": status, "stage": stage})
-
-
-def test_shapes_show_dynamic_dimensions_as_their_ranges(capsys: pytest.CaptureFixture[str]) -> None:
-    """``show`` and ``push`` printed a dynamic batch as ``-1`` (``x: float32[-1, 3, 64,
-    64]``); it is the range the program was exported with, or the planned bound."""
-    batch = {"axis": 0, "symbol": "s0", "min": 1, "max": 8}
-    inputs = [
-        {"name": "x", "dtype": "float32", "shape": [-1, 3], "dynamic_dims": [batch]},
-        {"name": "y", "dtype": "int64", "shape": [-1, -1], "max_shape": [4, 16]},
-    ]
-    method = {"name": "forward", "inputs": inputs, "outputs": []}
-    program = Program.from_json(
-        {"id": "prog_1", "name": "p", "sha256": "0", "size_bytes": 1, "methods": [method]}
-    )
-    program_summary(Output(as_json=False), program)
-    assert "x: float32[1..8, 3], y: int64[<=4, <=16]" in capsys.readouterr().out
-
-
-def test_an_empty_listing_says_so(capsys: pytest.CaptureFixture[str]) -> None:
-    listing(Output(as_json=False), "jobs", [], "failed")  # was a table of headers alone
-    listing(Output(as_json=False), "models", [])
-    assert capsys.readouterr().out.splitlines() == ["no failed jobs", "no models"]
 
 
 def test_stage_display_times_stages_by_the_servers_stamps() -> None:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from pteforge.client.views import numerics_cell
+import pytest
+
+from pteforge.client import Program
+from pteforge.client.render import Output
+from pteforge.client.views import listing, numerics_cell, plan_text, program_summary, stage_plan
 
 
 def _check(metric: str, values: list[float | None]) -> dict[str, object]:
@@ -17,3 +21,46 @@ def test_a_method_shows_the_metric_it_is_judged_on() -> None:
     assert numerics_cell(_check("sqnr_db", [None])) == "passed"  # exact: no SQNR
     assert numerics_cell({"status": "error", "message": "..."}) == "error"
     assert numerics_cell(None) == "-"
+
+
+def test_stage_plans() -> None:
+    portable = ["queued", "loading", "to_edge", "emit", "verify", "store"]
+    assert stage_plan({}, ["encode", "decode"]) == portable
+    mixed = {"all": {"partitioners": ["xnnpack"]}, "methods": {"decode": {}}}
+    assert "partition" in stage_plan(mixed, ["encode", "decode"])
+    assert stage_plan(mixed, ["decode"]) == portable  # the only method overrides "all"
+    assert "quantize" in stage_plan({"all": {"quantize": "r"}}, ["forward"])
+
+
+def test_plan_texts_say_each_methods_target_as_the_dashboard_does() -> None:
+    """``pteforge ls artifacts`` showed no plan, so an XNNPACK artifact and a portable one
+    looked alike; the texts are the dashboard's (``summaries.js``)."""
+    assert plan_text({}) == "all: portable"
+    quantized = {"all": {"partitioners": ["xnnpack"], "quantize": "int8"}}
+    assert plan_text(quantized, ["forward"]) == "forward: xnnpack, quantize int8"
+    mixed = {"methods": {"encode": {"partitioners": [{"name": "xnnpack"}, "vulkan"]}}}
+    assert plan_text(mixed, ["decode"]) == "decode: portable; encode: xnnpack+vulkan"
+    delegated = {"all": {"delegate": {"backend_id": "XnnpackBackend"}}}
+    assert plan_text(delegated, ["f"]) == "f: delegate XnnpackBackend"
+
+
+def test_shapes_show_dynamic_dimensions_as_their_ranges(capsys: pytest.CaptureFixture[str]) -> None:
+    """``show`` and ``push`` printed a dynamic batch as ``-1`` (``x: float32[-1, 3, 64,
+    64]``); it is the range the program was exported with, or the planned bound."""
+    batch = {"axis": 0, "symbol": "s0", "min": 1, "max": 8}
+    inputs = [
+        {"name": "x", "dtype": "float32", "shape": [-1, 3], "dynamic_dims": [batch]},
+        {"name": "y", "dtype": "int64", "shape": [-1, -1], "max_shape": [4, 16]},
+    ]
+    method = {"name": "forward", "inputs": inputs, "outputs": []}
+    program = Program.from_json(
+        {"id": "prog_1", "name": "p", "sha256": "0", "size_bytes": 1, "methods": [method]}
+    )
+    program_summary(Output(as_json=False), program)
+    assert "x: float32[1..8, 3], y: int64[<=4, <=16]" in capsys.readouterr().out
+
+
+def test_an_empty_listing_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    listing(Output(as_json=False), "jobs", [], "failed")  # was a table of headers alone
+    listing(Output(as_json=False), "models", [])
+    assert capsys.readouterr().out.splitlines() == ["no failed jobs", "no models"]
