@@ -1,5 +1,5 @@
 """The client's sans-IO core without a server: event parsing, error mapping, the tensor
-codec against the server's own codec, retry decisions, stage plans and the login file."""
+codec against the server's own codec, retry decisions, the login file and the stage display."""
 
 from __future__ import annotations
 
