@@ -6,7 +6,8 @@ server exposed to the network.
   (uvicorn buffers a head of any size, and parsing a 64 MB one stalls every other request).
 - The head must arrive within ``header_timeout_s`` of the connection opening or of the
   previous response: a client that sends it slowly (slowloris) gets a 408 and is closed,
-  one that sent nothing is closed quietly. A request being handled is never cut.
+  one that sent nothing is closed quietly. A request being handled is never cut; the rest
+  of a body that was answered before it came (a 401, 413 or 429) has the same time.
 - Idle keep-alive connections close after uvicorn's ``timeout_keep_alive``.
 - A response's head goes out with its body, in one write (:class:`HeldHead`).
 - A response is over for the app once the client has taken all but the transport's high
@@ -100,10 +101,16 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def on_message_complete(self) -> None:
         super().on_message_complete()
         self._head_bytes = 0  # what comes next is the head of the next request
+        if self._head_timer is not None:  # answered already: the next head's time from now
+            self._arm_head_timer()
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
-        if self._head_bytes is not None and not self.pipeline:  # waiting for a request
+        if not self.pipeline:
+            # waiting for a request's head, or for the rest of a body answered before it
+            # came whole (a 401 from the headers): each byte put uvicorn's keep-alive timer
+            # off, so a client without a token kept a connection for as long as it trickled
+            # its announced body
             self._arm_head_timer()
 
     def _arm_head_timer(self) -> None:

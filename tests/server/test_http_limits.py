@@ -32,9 +32,18 @@ async def echo_size(request: Request) -> PlainTextResponse:
     return PlainTextResponse(str(len(body)))
 
 
+async def refuse(request: Request) -> PlainTextResponse:
+    """A 401 from the headers, the body left unread (as every route answers without a token)."""
+    return PlainTextResponse("no token", status_code=401)
+
+
 @pytest.fixture(scope="module")
 def port() -> Iterator[int]:
-    app = Starlette(routes=[Route("/", echo_size, methods=["GET", "POST"])])
+    routes = [
+        Route("/", echo_size, methods=["GET", "POST"]),
+        Route("/refuse", refuse, methods=["POST"]),
+    ]
+    app = Starlette(routes=routes)
     protocol = GuardedHttpToolsProtocol.with_limits(MAX_HEAD, HEAD_TIMEOUT_S)
     with uvicorn_in_thread(app, timeout_keep_alive=KEEP_ALIVE_S, http=protocol) as chosen:
         yield chosen
@@ -107,6 +116,27 @@ def test_a_silent_or_idle_connection_is_closed(port: int) -> None:
     with _connect(port) as idle:
         idle.sendall(_request("/", {}))
         assert _read_all(idle).startswith(b"HTTP/1.1 200 ")  # then closed when idle
+
+
+def test_a_body_trickled_after_its_answer_is_cut_off(port: int) -> None:
+    """A client answered 401 before its body (no token) that trickles the 1 GB it announced:
+    each byte put off uvicorn's keep-alive timer, so it held the connection (a descriptor)
+    as long as it liked; the rest of the body has the head's time, then the connection ends."""
+    with _connect(port) as sock:
+        sock.sendall(b"POST /refuse HTTP/1.1\r\nHost: t\r\nContent-Length: 1000000000\r\n\r\n")
+        assert sock.recv(65536).startswith(b"HTTP/1.1 401 ")
+        sock.settimeout(0.1)
+        deadline = time.monotonic() + HEAD_TIMEOUT_S * 10
+        closed = False
+        while not closed and time.monotonic() < deadline:
+            try:
+                sock.sendall(b"x")
+                closed = sock.recv(65536) == b""
+            except TimeoutError:
+                continue
+            except (BrokenPipeError, ConnectionResetError):
+                closed = True
+    assert closed
 
 
 def test_a_handler_slower_than_the_head_timeout_still_answers(port: int) -> None:
