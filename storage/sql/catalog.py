@@ -150,8 +150,10 @@ class SqlArtifacts(_ContentRows[ArtifactRow, domain.Artifact], ArtifactRepositor
         )
 
     def delete(self, project_id: str, row_id: str) -> bool:
-        """Refused (ConflictError naming them) while model versions serve the artifact."""
-        if self._row(project_id, row_id) is None:
+        """Refused (ConflictError naming them) while model versions serve the artifact (the
+        row locked first, so a version being added meanwhile is waited for and seen)."""
+        row = self._session.get(ArtifactRow, row_id, with_for_update=True)
+        if row is None or row.project_id != project_id:
             return False
         serving = versions_serving(self._session, row_id)
         if serving:

@@ -137,7 +137,10 @@ class SqlModels(ModelRepository):
         return int(taken) - 1
 
     def add_version(self, project_id: str, name: str, artifact_id: str) -> domain.ModelVersion:
-        artifact = self._session.get(ArtifactRow, artifact_id)
+        # shared lock: an artifact deleted meanwhile is not found here, or its deletion
+        # waits and sees this version (on PostgreSQL the insert failed its foreign key,
+        # a 409 naming the constraint; SQLite takes one writer at a time)
+        artifact = self._session.get(ArtifactRow, artifact_id, with_for_update={"read": True})
         if artifact is None or artifact.project_id != project_id:
             raise NotFoundError(f"artifact {artifact_id!r} not found")
         model_id = self._model_id_or_new(project_id, name)

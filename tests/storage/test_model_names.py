@@ -4,6 +4,7 @@ concurrent creates, and artifacts that a version serves kept."""
 from __future__ import annotations
 
 import os
+import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
@@ -226,3 +227,48 @@ def test_counting_under_lock_makes_a_projects_writers_take_turns() -> None:
                 assert other.execute(text(lock.format("NO KEY UPDATE")), {"id": alpha}).scalar()
         finally:
             store.close()
+
+
+def _waiting_for_a_lock(store: SqlStore, at_least: int = 1) -> None:
+    """Poll until ``at_least`` other sessions wait for a row lock (deadline 30 s)."""
+    query = text("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")
+    deadline = time.monotonic() + 30
+    with store.engine.connect() as watcher:
+        while watcher.execute(query).scalar_one() < at_least:
+            assert time.monotonic() < deadline, "nothing waited for the lock"
+            watcher.rollback()
+            time.sleep(0.01)
+
+
+@pytest.mark.postgres  # SQLite serialises every writing transaction already (BEGIN IMMEDIATE)
+def test_a_version_added_while_its_artifact_is_deleted_is_404_or_keeps_it() -> None:
+    """On PostgreSQL the insert of a version whose artifact was being deleted failed its
+    foreign key, a ConflictError quoting the constraint (a 409 naming table and constraint);
+    a deletion while a version was being added failed the same way. Whichever comes first
+    now wins, and the other gets the answer it gets when they do not overlap."""
+    with fresh_database("t") as url:
+        store = open_store(url)
+        try:
+            alpha = _project(store, "alpha")
+            art = _artifact(store, alpha, "a")
+            with ThreadPoolExecutor(1) as thread:
+                with store.transaction() as tx:  # the deletion first: the version is 404
+                    assert tx.artifacts.delete(alpha, art)
+                    adding = thread.submit(_add, store, alpha, "m", art)
+                    _waiting_for_a_lock(store)
+                with pytest.raises(NotFoundError, match="not found"):
+                    adding.result()
+                art = _artifact(store, alpha, "b")
+                with store.transaction() as tx:  # the version first: the deletion is 409
+                    tx.models.add_version(alpha, "m", art)
+                    deleting = thread.submit(_delete, store, alpha, art)
+                    _waiting_for_a_lock(store)
+                with pytest.raises(ConflictError, match="served by model 'm' version 1"):
+                    deleting.result()
+        finally:
+            store.close()
+
+
+def _delete(store: SqlStore, project_id: str, artifact_id: str) -> bool:
+    with store.transaction() as tx:
+        return tx.artifacts.delete(project_id, artifact_id)
