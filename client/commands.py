@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import getpass
 import hashlib
-import json
 import os
 import sys
 import warnings
@@ -13,18 +12,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from pteforge.client.browse import cancel, connect, ls, rm, show
 from pteforge.client.chat_command import chat
 from pteforge.client.cli import EXIT_BAD_INPUT, EXIT_ERROR, BadInputError
 from pteforge.client.config import ENV_TOKEN, InvalidURLError, save_credentials
-from pteforge.client.errors import (
-    NotFoundError,
-    NumericsWarning,
-    PteforgeError,
-    UnauthorizedError,
-)
+from pteforge.client.errors import NotFoundError, NumericsWarning, PteforgeError, UnauthorizedError
 from pteforge.client.files import check_tokenizer_files, check_writable, read_arrays
 from pteforge.client.models import Artifact, Program
 from pteforge.client.render import Output
@@ -38,8 +30,7 @@ from pteforge.client.views import (
     stage_plan,
 )
 from pteforge.contracts.names import parse_method_files
-from pteforge.contracts.plan import PlanSpec
-from pteforge.contracts.plan_problems import plan_problem
+from pteforge.contracts.plan_problems import read_plan_option
 
 TOKEN_HINT = (
     "the server checks tokens against its own database: create one on the server host with "
@@ -119,23 +110,11 @@ def _method_files(specs: list[str]) -> dict[str, Path]:
 
 
 def read_plan(value: str) -> dict[str, Any]:
-    """``--plan``: inline JSON (starts with ``{``) or the path of a JSON file."""
-    text = value
-    if not value.lstrip().startswith("{"):
-        try:
-            text = Path(value).read_text()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise BadInputError(f"--plan {value}: not inline JSON and not a readable file") from exc
+    """``--plan``, checked here as the server will check it (:func:`read_plan_option`)."""
     try:
-        plan = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise BadInputError(f"--plan {value}: invalid JSON: {exc}") from exc
-    try:  # the server's rules, here: a typo is refused before anything is uploaded
-        PlanSpec.model_validate(plan)
-    except ValidationError as exc:
-        problem = plan_problem(exc.errors()) or "a plan is a JSON object"
-        raise BadInputError(f"--plan {value}: {problem}") from None
-    return dict(plan)
+        return read_plan_option(value)
+    except ValueError as exc:
+        raise BadInputError(str(exc)) from None
 
 
 def build(args: argparse.Namespace, out: Output) -> None:
@@ -207,7 +186,7 @@ def deploy(args: argparse.Namespace, out: Output) -> None:
         raise BadInputError(str(exc)) from None
     tokenizer, generation = None, None
     with connect() as client:
-        created = client.deploy(args.artifact, args.name)
+        created = client.deploy(_artifact_id(client, args.artifact, out), args.name)
         try:
             if args.tokenizer is not None:
                 tokenizer = client.set_tokenizer(
@@ -230,6 +209,17 @@ def deploy(args: argparse.Namespace, out: Output) -> None:
     out.line(f"{created.name} version {created.version}: {created.artifact_id}")
     if generation:
         out.line(f"tokenizer attached: {created.name}:{created.version} answers text generation")
+
+
+def _artifact_id(client: Client, given: str, out: Output) -> str:
+    """``given``: an artifact id, or a ``.pte`` file built elsewhere, uploaded first."""
+    path = Path(given)
+    if not (path.suffix == ".pte" or path.is_file()):
+        return given
+    artifact = client.upload_artifact(path)
+    if not out.as_json:
+        out.line(f"Uploaded {path} as {artifact.id}.")
+    return artifact.id
 
 
 def profile(args: argparse.Namespace, out: Output) -> None:

@@ -1,20 +1,24 @@
 """A plan's validation errors in the words of a plan: the field as the user wrote it
 (``all.partitioners[0]``, ``methods.encode.delegate.backend_id``) and a reason that names
 what is expected. The library (``PlanError``) and the service (422 ``invalid_plan``) both
-answer with :func:`plan_problem`, so they say the same thing.
+answer with :func:`plan_problem`, so they say the same thing, and both command lines read
+their ``--plan`` with :func:`read_plan_option`.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from pathlib import Path
 from types import UnionType
 from typing import Annotated, Any, NamedTuple, Union, get_args, get_origin
 
+from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from pteforge.contracts.plan import NAME_TAG, OBJECT_TAG, PlanPart, PlanSpec
 
-__all__ = ["PlanProblem", "plan_problem"]
+__all__ = ["PlanProblem", "plan_problem", "read_plan_option"]
 
 Loc = tuple[str | int, ...]
 _TAGS = (NAME_TAG, OBJECT_TAG)
@@ -56,6 +60,28 @@ _REASONS = {
     "greater_than_equal": "must be at least {ge}",
 }
 _OBJECT_TYPES = {"model_type", "model_attributes_type", "dict_type"}
+
+
+def read_plan_option(value: str) -> dict[str, Any]:
+    """``--plan VALUE``: inline JSON (starting with ``{``) or the path of a JSON file, checked
+    by the plan's rules, so a typo is refused before anything is loaded or uploaded;
+    ``ValueError`` naming what is wrong."""
+    text = value
+    if not value.lstrip().startswith("{"):
+        try:
+            text = Path(value).read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValueError(f"--plan {value}: not inline JSON and not a readable file") from exc
+    try:
+        plan = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"--plan {value}: invalid JSON: {exc}") from exc
+    try:
+        PlanSpec.model_validate(plan)
+    except ValidationError as exc:
+        problem = plan_problem(exc.errors()) or "a plan is a JSON object"
+        raise ValueError(f"--plan {value}: {problem}") from None
+    return dict(plan)
 
 
 def _written_path(loc: Loc) -> Loc:

@@ -89,16 +89,13 @@ def _method_files(specs: list[str]) -> dict[str, Path]:
 
 
 def _read_plan(value: str | None) -> Any:
-    """``--plan``: inline JSON (starting with ``{``) or the path of a JSON file."""
-    if value is None:
-        return None
-    text = value
+    """``--plan`` (:func:`read_plan_option`), or None."""
+    from pteforge.contracts.plan_problems import read_plan_option
+
     try:
-        if not value.lstrip().startswith("{"):
-            text = Path(value).read_text()
-        return json.loads(text)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ProgramInputError(f"--plan {value}: cannot read a JSON plan: {exc}") from exc
+        return None if value is None else read_plan_option(value)
+    except ValueError as exc:
+        raise ProgramInputError(str(exc)) from None
 
 
 def _planned_stages(plan: Any, methods: list[str]) -> list[str]:
