@@ -151,9 +151,14 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "deploy",
         "make an artifact the next version of a model name (the first creates the model)",
-        "pteforge deploy art_... tiny-llama --tokenizer tokenizer.json",
+        "pteforge deploy art_... classifier\n"
+        "  pteforge deploy model.pte tiny-llama --tokenizer tokenizer.json",
         (
-            ARTIFACT,
+            _arg(
+                "artifact",
+                help="an artifact id, or a .pte file built elsewhere (optimum-executorch's, "
+                "say), uploaded first",
+            ),
             _arg("name", help="the model name: [A-Za-z0-9][A-Za-z0-9_-]{0,63}"),
             _arg(
                 "--tokenizer",

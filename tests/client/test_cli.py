@@ -216,3 +216,19 @@ def test_deploy_keeps_no_version_whose_tokenizer_was_refused(
     line = _fails(capsys, 1, "deploy", artifact.id, "rolled-back", "--tokenizer", str(bad))
     assert "not a tokenizer.json" in line
     assert _json(capsys, "show", "rolled-back")["latest_version"] is None
+
+
+def test_deploy_uploads_a_pte_file_first(
+    logged_in: Path, artifact: Artifact, tmp_path: Path, capsys: Any
+) -> None:
+    """A ``.pte`` built elsewhere (optimum-executorch's, say) is deployed in one command; it
+    needed a curl upload to get an artifact id first."""
+    pte = tmp_path / "model.pte"
+    _json(capsys, "pull", artifact.id, "-o", str(pte))
+    assert main(["deploy", str(pte), "from-file"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    uploaded = lines[0].removeprefix(f"Uploaded {pte} as ").removesuffix(".")
+    assert lines[1] == f"from-file version 1: {uploaded}"
+    assert _json(capsys, "show", uploaded)["sha256"] == artifact.sha256
+    missing = _fails(capsys, 2, "deploy", str(tmp_path / "none.pte"), "from-file")
+    assert missing.endswith(f"no such file: {tmp_path / 'none.pte'}")
