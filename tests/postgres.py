@@ -5,13 +5,15 @@ skips, so a run can never silently test only SQLite."""
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import psycopg
 import pytest
-from sqlalchemy.engine import make_url
+from sqlalchemy import text
+from sqlalchemy.engine import Engine, make_url
 
 from tests import tiers
 
@@ -44,3 +46,15 @@ def fresh_database(prefix: str) -> Iterator[str]:
     finally:
         with psycopg.connect(conninfo, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def wait_for_a_row_lock(engine: Engine, deadline_s: float = 30.0) -> None:
+    """Poll until another session of the server waits for a row lock (a test's concurrent
+    transaction has reached the lock it is about), within ``deadline_s``."""
+    query = text("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")
+    deadline = time.monotonic() + deadline_s
+    with engine.connect() as watcher:
+        while watcher.execute(query).scalar_one() < 1:
+            assert time.monotonic() < deadline, "nothing waited for a row lock"
+            watcher.rollback()
+            time.sleep(0.01)

@@ -17,6 +17,7 @@ from pteforge.server.jobs.compile_job import CompileJobRunner
 from pteforge.server.jobs.pipe import LoweringOutcome
 from pteforge.server.jobs.runner import Verdict, run_lowering
 from pteforge.storage.domain import Artifact, Job
+from pteforge.storage.errors import NotFoundError
 
 
 def _request(runner: CompileJobRunner, payload: ProfilePayload, artifact: Artifact,
@@ -73,5 +74,9 @@ def _finish(
         runner.settle(job, outcome, verdict)
         return
     profile = outcome.profile.model_copy(update={"artifact_id": artifact_id})
-    with runner.store.transaction() as tx:
-        tx.jobs.succeed(job.id, runner.worker_id, artifact_id, profile.model_dump(mode="json"))
+    try:
+        with runner.store.transaction() as tx:
+            result = profile.model_dump(mode="json")
+            tx.jobs.succeed(job.id, runner.worker_id, artifact_id, result)
+    except NotFoundError:  # deleted while it was measured
+        runner.fail(job, ErrorCode.NOT_FOUND, f"artifact {artifact_id!r} no longer exists")

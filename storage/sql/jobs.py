@@ -21,7 +21,7 @@ from pteforge.storage.errors import (
 from pteforge.storage.ids import new_id
 from pteforge.storage.jobs import DEFAULT_MAX_ATTEMPTS, JobRepository
 from pteforge.storage.jobstate import check_transition
-from pteforge.storage.models import JobEventRow, JobRow, ProjectRow, WorkerRow
+from pteforge.storage.models import ArtifactRow, JobEventRow, JobRow, ProjectRow, WorkerRow
 from pteforge.storage.notifications import JOB_CANCEL_CHANNEL, JOB_QUEUED_CHANNEL
 from pteforge.storage.sql import convert
 from pteforge.storage.sql.job_changes import JobChanges, touch
@@ -75,6 +75,8 @@ class SqlJobs(JobRepository):
             raise NotFoundError(f"project {project_id} not found")
         if unfinished_limit is not None:
             self._check_room(project_id, unfinished_limit)
+        if artifact_id is not None:
+            self._keep_artifact(artifact_id)
         now = self._clock()
         row = JobRow(
             id=new_id("job"), project_id=project_id, kind=kind,
@@ -90,6 +92,13 @@ class SqlJobs(JobRepository):
         self._session.flush()
         self._changes.notify(JOB_QUEUED_CHANNEL, kind)
         return convert.job(row)
+
+    def _keep_artifact(self, artifact_id: str) -> None:
+        """A shared lock on the artifact a job names: one deleted meanwhile is NotFoundError
+        (on PostgreSQL the job's row failed its foreign key: a 409 or a failed job quoting
+        the constraint) and its deletion waits for this transaction."""
+        if self._session.get(ArtifactRow, artifact_id, with_for_update={"read": True}) is None:
+            raise NotFoundError(f"artifact {artifact_id!r} no longer exists")
 
     def _check_room(self, project_id: str, limit: int) -> None:
         unfinished = self._session.scalar(
@@ -194,6 +203,8 @@ class SqlJobs(JobRepository):
         result: Mapping[str, Any] | None = None,
     ) -> domain.Job:
         row = self._held(job_id, worker_id)
+        if artifact_id is not None:
+            self._keep_artifact(artifact_id)
         self._changes.move(row, JobStatus.SUCCEEDED, self._clock())
         row.artifact_id = artifact_id
         row.result = None if result is None else dict(result)

@@ -4,7 +4,7 @@ concurrent creates, and artifacts that a version serves kept."""
 from __future__ import annotations
 
 import os
-import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
@@ -14,7 +14,7 @@ from sqlalchemy.exc import OperationalError
 
 from pteforge.storage import ConflictError, NotFoundError, SqlStore, open_store
 from pteforge.storage.domain import BlobRef
-from tests.postgres import fresh_database
+from tests.postgres import fresh_database, wait_for_a_row_lock
 from tests.storage.conftest import ManualClock
 
 
@@ -229,40 +229,37 @@ def test_counting_under_lock_makes_a_projects_writers_take_turns() -> None:
             store.close()
 
 
-def _waiting_for_a_lock(store: SqlStore, at_least: int = 1) -> None:
-    """Poll until ``at_least`` other sessions wait for a row lock (deadline 30 s)."""
-    query = text("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")
-    deadline = time.monotonic() + 30
-    with store.engine.connect() as watcher:
-        while watcher.execute(query).scalar_one() < at_least:
-            assert time.monotonic() < deadline, "nothing waited for the lock"
-            watcher.rollback()
-            time.sleep(0.01)
+def _profile(store: SqlStore, project_id: str, name: str, artifact_id: str) -> str:
+    with store.transaction() as tx:
+        return tx.jobs.enqueue(project_id, "profile", {}, artifact_id=artifact_id).id
 
 
 @pytest.mark.postgres  # SQLite serialises every writing transaction already (BEGIN IMMEDIATE)
-def test_a_version_added_while_its_artifact_is_deleted_is_404_or_keeps_it() -> None:
-    """On PostgreSQL the insert of a version whose artifact was being deleted failed its
-    foreign key, a ConflictError quoting the constraint (a 409 naming table and constraint);
-    a deletion while a version was being added failed the same way. Whichever comes first
-    now wins, and the other gets the answer it gets when they do not overlap."""
+@pytest.mark.parametrize("refer", [_add, _profile], ids=["version", "profile-job"])
+def test_a_row_added_while_its_artifact_is_deleted_is_404_or_keeps_it(
+    refer: Callable[[SqlStore, str, str, str], object],
+) -> None:
+    """On PostgreSQL the insert of a version (or a profile job) whose artifact was being
+    deleted failed its foreign key, a ConflictError quoting the constraint (a 409 naming table
+    and constraint); a deletion while a version was being added failed the same way. Whichever
+    comes first now wins, and the other gets the answer it gets when they do not overlap."""
     with fresh_database("t") as url:
         store = open_store(url)
         try:
             alpha = _project(store, "alpha")
             art = _artifact(store, alpha, "a")
             with ThreadPoolExecutor(1) as thread:
-                with store.transaction() as tx:  # the deletion first: the version is 404
+                with store.transaction() as tx:  # the deletion first: the row is 404
                     assert tx.artifacts.delete(alpha, art)
-                    adding = thread.submit(_add, store, alpha, "m", art)
-                    _waiting_for_a_lock(store)
-                with pytest.raises(NotFoundError, match="not found"):
+                    adding = thread.submit(refer, store, alpha, "m", art)
+                    wait_for_a_row_lock(store.engine)
+                with pytest.raises(NotFoundError, match=r"not found|no longer exists"):
                     adding.result()
                 art = _artifact(store, alpha, "b")
                 with store.transaction() as tx:  # the version first: the deletion is 409
                     tx.models.add_version(alpha, "m", art)
                     deleting = thread.submit(_delete, store, alpha, art)
-                    _waiting_for_a_lock(store)
+                    wait_for_a_row_lock(store.engine)
                 with pytest.raises(ConflictError, match="served by model 'm' version 1"):
                     deleting.result()
         finally:
@@ -272,3 +269,18 @@ def test_a_version_added_while_its_artifact_is_deleted_is_404_or_keeps_it() -> N
 def _delete(store: SqlStore, project_id: str, artifact_id: str) -> bool:
     with store.transaction() as tx:
         return tx.artifacts.delete(project_id, artifact_id)
+
+
+def test_a_profile_of_an_artifact_deleted_while_it_ran_is_not_found(store: SqlStore) -> None:
+    """The job's row named the artifact again as it succeeded: its foreign key failed, and
+    the job failed as a worker error quoting the constraint."""
+    alpha = _project(store, "alpha")
+    art = _artifact(store, alpha, "a")
+    job = _profile(store, alpha, "m", art)
+    with store.transaction() as tx:
+        assert tx.jobs.claim_next("w1", timedelta(seconds=30)) is not None
+    assert _delete(store, alpha, art)
+    with pytest.raises(NotFoundError, match="no longer exists"), store.transaction() as tx:
+        tx.jobs.succeed(job, "w1", art, {})
+    with pytest.raises(NotFoundError, match="no longer exists"):
+        _profile(store, alpha, "m", art)
