@@ -217,8 +217,15 @@ class SqlModels(ModelRepository):
         deleted = self._session.execute(delete(ModelVersionRow).where(mine))
         return bool(deleted.rowcount)  # type: ignore[attr-defined]
 
-    def _version_row(self, project_id: str, name: str, version: int) -> ModelVersionRow | None:
+    def _version_row(
+        self, project_id: str, name: str, version: int, lock: bool = False
+    ) -> ModelVersionRow | None:
+        """The version's row; ``lock``: under a shared lock, so that a version deleted
+        meanwhile is not found, or its deletion waits (on PostgreSQL a tokenizer's insert
+        failed its foreign key, a 409 naming the constraint)."""
         query = self._versions(project_id, name).where(_is_version(version))
+        if lock:
+            query = query.with_for_update(read=True, of=ModelVersionRow)
         return self._session.scalars(query).first()
 
     def _require_blob(self, blob: domain.BlobRef) -> None:
@@ -234,7 +241,7 @@ class SqlModels(ModelRepository):
         tokenizer: domain.BlobRef,
         config: domain.BlobRef | None,
     ) -> domain.ModelTokenizer:
-        found = self._version_row(project_id, name, version)
+        found = self._version_row(project_id, name, version, lock=True)
         if found is None:
             raise NotFoundError(f"model {name!r} has no version {version}")
         for blob in (tokenizer, config):

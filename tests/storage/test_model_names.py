@@ -284,3 +284,28 @@ def test_a_profile_of_an_artifact_deleted_while_it_ran_is_not_found(store: SqlSt
         tx.jobs.succeed(job, "w1", art, {})
     with pytest.raises(NotFoundError, match="no longer exists"):
         _profile(store, alpha, "m", art)
+
+
+@pytest.mark.postgres  # SQLite serialises every writing transaction already (BEGIN IMMEDIATE)
+def test_a_tokenizer_attached_while_its_version_is_deleted_is_404() -> None:
+    """On PostgreSQL it failed its foreign key: a 409 quoting the constraint."""
+    with fresh_database("t") as url:
+        store = open_store(url)
+        try:
+            alpha = _project(store, "alpha")
+            _add(store, alpha, "m", _artifact(store, alpha, "a"))
+            blob = store.blobs.write([b"{}"])
+            with ThreadPoolExecutor(1) as thread:
+                with store.transaction() as tx:
+                    assert tx.models.delete_version(alpha, "m", 1)
+                    attaching = thread.submit(_attach, store, alpha, blob)
+                    wait_for_a_row_lock(store.engine)
+                with pytest.raises(NotFoundError, match="'m' has no version 1"):
+                    attaching.result()
+        finally:
+            store.close()
+
+
+def _attach(store: SqlStore, project_id: str, blob: BlobRef) -> object:
+    with store.transaction() as tx:
+        return tx.models.set_tokenizer(project_id, "m", 1, blob, None)
