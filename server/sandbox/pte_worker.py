@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -70,15 +71,28 @@ def _dynamism(path: Path) -> Dynamism:
         return {}
 
 
+_EXTERNAL_DATA = (
+    ": the program keeps its constants in a separate .ptd file (ExecuTorch's program-data "
+    "separation: external_constants, or an exporter's external-weights option); pteforge "
+    "takes a self-contained .pte, so export it with its weights inside"
+)
+
+
 def _job(argv: list[str]) -> ProgramDescription:
+    from pteforge.contracts.et_errors import log_suffix, name_error_codes
+    from pteforge.runtime.native_log import LOG_FILE, NativeLog
+
     data = read_verified(argv[0], argv[1])
     _check_length(data)
+    log = NativeLog(Path(tempfile.gettempdir()) / LOG_FILE)  # the child's scratch directory
     try:
         return _describe(data, _dynamism(Path(argv[0])))
     except RuntimeError as exc:  # ExecuTorch's bindings quote only the error code's number
-        from pteforge.contracts.et_errors import name_error_codes
-
-        raise RuntimeError(name_error_codes(str(exc))) from exc
+        said = log.take()  # why, in the runtime's words
+        hint = _EXTERNAL_DATA if "external_data_map is null" in said else ""
+        raise RuntimeError(name_error_codes(str(exc)) + hint + log_suffix(said)) from exc
+    finally:
+        log.close()
 
 
 def _describe(data: bytes, dynamism: Dynamism) -> ProgramDescription:

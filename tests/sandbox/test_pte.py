@@ -20,6 +20,7 @@ from pteforge.server.sandbox import (
     sha256_file,
     validate_pte_isolated,
 )
+from tests.models import small_mlp_programs
 
 from .conftest import ValidArchives
 
@@ -79,6 +80,24 @@ def test_a_pt2_sent_as_a_pte_is_pointed_to_the_programs_route(
     with pytest.raises(InvalidPteError) as info:
         validate_pte_isolated(valid_archives.single, isolation=_MustNotLoad())
     assert "a torch.export .pt2 program is: upload a program (POST /v1/programs" in str(info.value)
+
+
+def test_a_pte_whose_weights_are_in_a_ptd_file_says_so(
+    tmp_path: Path, isolation: Isolation
+) -> None:
+    """ExecuTorch's program-data separation puts a program's constants in a ``.ptd`` file
+    beside it: the upload answered only "Failed to load method forward, error: 0x02"."""
+    from executorch.exir import ExecutorchBackendConfig, to_edge_transform_and_lower
+
+    exported = small_mlp_programs().programs
+    config = ExecutorchBackendConfig(external_constants=True)
+    path = tmp_path / "external.pte"
+    path.write_bytes(to_edge_transform_and_lower(exported).to_executorch(config).buffer)
+    with pytest.raises(InvalidPteError) as info:
+        validate_pte_isolated(path, isolation=isolation)
+    message = str(info.value)
+    assert "keeps its constants in a separate .ptd file" in message
+    assert "runtime log:" in message and "external_data_map is null" in message
 
 
 def test_bit_flips_never_take_the_caller_down(
