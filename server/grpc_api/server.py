@@ -6,9 +6,10 @@ from __future__ import annotations
 import socket
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 import grpc
+from google.protobuf.message import DecodeError
 from tritonclient.grpc import service_pb2_grpc as rpc
 
 from pteforge.contracts.errors import ErrorCode
@@ -94,6 +95,7 @@ class AuthenticateBeforeReading(grpc.aio.ServerInterceptor):
 
     def __init__(self, current: CurrentState) -> None:
         self.current = current
+        self._readable: dict[str, grpc.RpcMethodHandler] = {}  # by method: built once
 
     async def intercept_service(
         self,
@@ -114,7 +116,45 @@ class AuthenticateBeforeReading(grpc.aio.ServerInterceptor):
                     state.memory.check_room(session_scope(caller))
             except Exception as exc:
                 return _stream_unary(handler, partial(_refuse, *grpc_status(exc)))
+        readable = self._readable.get(details.method)
+        if readable is None:
+            readable = self._readable[details.method] = _read_or_refused(handler)
+        return readable
+
+
+class _Unreadable(NamedTuple):
+    """A request message protobuf cannot parse (a string that is not UTF-8, bad wire bytes)."""
+
+    reason: str
+
+
+def _read_or_refused(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+    """``handler``, whose message protobuf cannot parse is INVALID_ARGUMENT naming why:
+    grpcio answered UNKNOWN ("Unexpected DecodeError") and logged a traceback a call."""
+    if handler.unary_unary is None:
         return handler
+    deserialize = handler.request_deserializer
+
+    def read(data: bytes) -> Any:
+        try:
+            return deserialize(data)
+        except DecodeError as exc:
+            return _Unreadable(str(exc))
+
+    return grpc.unary_unary_rpc_method_handler(
+        partial(_unless_unreadable, handler),
+        request_deserializer=read,
+        response_serializer=handler.response_serializer,
+    )
+
+
+async def _unless_unreadable(handler: grpc.RpcMethodHandler, request: Any, context: Any) -> Any:
+    if isinstance(request, _Unreadable):
+        await context.abort(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"the request message cannot be read: {request.reason} (is every string UTF-8?)",
+        )
+    return await handler.unary_unary(request, context)
 
 
 def _stream_unary(handler: grpc.RpcMethodHandler, behavior: Callable[..., Any]) -> Any:

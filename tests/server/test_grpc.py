@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import httpx
 import numpy as np
 import pytest
@@ -148,6 +149,22 @@ def test_a_call_without_a_token_is_refused_before_its_message_is_read(
     assert code == "UNAUTHENTICATED"
     assert grown_kib < 16 * 1024, grown_kib  # without the fix: about 64 MiB
     assert calls.client.is_server_live()  # open calls answer as before
+
+
+@pytest.mark.parametrize("method", ["ModelInfer", "ModelMetadata", "ModelStatistics"])
+def test_a_message_protobuf_cannot_parse_is_invalid_argument(
+    service: ServiceProcess, headers: dict[str, str], method: str
+) -> None:
+    """A model name that is not UTF-8 (protobuf strings must be) was UNKNOWN, "Unexpected
+    DecodeError", with a traceback in the server's log for each call."""
+    name = b"\xed\xa0\x80\xff"
+    message = b"\x0a" + bytes([len(name)]) + name  # field 1, the model's name
+    with grpc.insecure_channel(f"127.0.0.1:{service.grpc_port}") as channel:
+        call = channel.unary_unary(f"/inference.GRPCInferenceService/{method}")
+        with pytest.raises(grpc.RpcError) as refused:
+            call(message, metadata=list(headers.items()), timeout=30)
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT, refused.value.details()
+    assert "cannot be read: Error parsing message" in str(refused.value.details())
 
 
 def _refused(calls: Calls, artifact: str, tensor: triton.InferInput) -> str:
