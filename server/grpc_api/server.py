@@ -6,7 +6,7 @@ from __future__ import annotations
 import socket
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Any, NamedTuple
+from typing import Any
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -18,6 +18,7 @@ from pteforge.server.grpc_api.service import (
     OPEN_METHODS,
     CurrentState,
     InferenceService,
+    Unreadable,
     call_headers,
 )
 from pteforge.server.grpc_api.status import grpc_status
@@ -103,8 +104,10 @@ class AuthenticateBeforeReading(grpc.aio.ServerInterceptor):
         details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler:
         handler = await continuation(details)
-        if handler is None or handler.request_streaming:
-            return handler  # ModelStreamInfer authenticates before it reads
+        if handler is None:
+            return handler
+        if handler.request_streaming:  # ModelStreamInfer authenticates before it reads
+            return self._readable_handler(details.method, handler)
         if details.method.rsplit("/", 1)[-1] in OPEN_METHODS:
             unread = partial(_without_request, handler)
             return _stream_unary(handler, unread)
@@ -116,31 +119,28 @@ class AuthenticateBeforeReading(grpc.aio.ServerInterceptor):
                     state.memory.check_room(session_scope(caller))
             except Exception as exc:
                 return _stream_unary(handler, partial(_refuse, *grpc_status(exc)))
-        readable = self._readable.get(details.method)
+        return self._readable_handler(details.method, handler)
+
+    def _readable_handler(self, method: str, handler: grpc.RpcMethodHandler) -> Any:
+        readable = self._readable.get(method)
         if readable is None:
-            readable = self._readable[details.method] = _read_or_refused(handler)
+            readable = self._readable[method] = _read_or_refused(handler)
         return readable
 
 
-class _Unreadable(NamedTuple):
-    """A request message protobuf cannot parse (a string that is not UTF-8, bad wire bytes)."""
-
-    reason: str
-
-
 def _read_or_refused(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
-    """``handler``, whose message protobuf cannot parse is INVALID_ARGUMENT naming why:
-    grpcio answered UNKNOWN ("Unexpected DecodeError") and logged a traceback a call."""
+    """``handler``, whose message protobuf cannot parse is INVALID_ARGUMENT naming why (on
+    a stream: that request's ``error_message``, the stream left open): grpcio answered
+    UNKNOWN ("Unexpected DecodeError") and logged a traceback a call."""
+    read = partial(_read, handler.request_deserializer)
+    if handler.stream_stream is not None:
+        return grpc.stream_stream_rpc_method_handler(
+            handler.stream_stream,
+            request_deserializer=read,
+            response_serializer=handler.response_serializer,
+        )
     if handler.unary_unary is None:
         return handler
-    deserialize = handler.request_deserializer
-
-    def read(data: bytes) -> Any:
-        try:
-            return deserialize(data)
-        except DecodeError as exc:
-            return _Unreadable(str(exc))
-
     return grpc.unary_unary_rpc_method_handler(
         partial(_unless_unreadable, handler),
         request_deserializer=read,
@@ -148,12 +148,16 @@ def _read_or_refused(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
     )
 
 
+def _read(deserialize: Callable[[bytes], Any], data: bytes) -> Any:
+    try:
+        return deserialize(data)
+    except DecodeError as exc:
+        return Unreadable(str(exc))
+
+
 async def _unless_unreadable(handler: grpc.RpcMethodHandler, request: Any, context: Any) -> Any:
-    if isinstance(request, _Unreadable):
-        await context.abort(
-            grpc.StatusCode.INVALID_ARGUMENT,
-            f"the request message cannot be read: {request.reason} (is every string UTF-8?)",
-        )
+    if isinstance(request, Unreadable):
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.message)
     return await handler.unary_unary(request, context)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from google.protobuf import json_format
 from tritonclient.grpc import service_pb2 as pb
@@ -92,6 +92,17 @@ async def _infer_held(
     return await run_decoded(
         state, principal, model, version, artifact, signature, decoded, encode, started=started
     )
+
+
+class Unreadable(NamedTuple):
+    """A request message protobuf cannot parse (a string that is not UTF-8, bad wire bytes),
+    as the server's deserializer hands it on."""
+
+    reason: str
+
+    @property
+    def message(self) -> str:
+        return f"the request message cannot be read: {self.reason} (is every string UTF-8?)"
 
 
 OPEN_METHODS = frozenset({"ServerLive", "ServerReady"})
@@ -236,6 +247,9 @@ class InferenceService(rpc.GRPCInferenceServiceServicer):
         await self._answer(context, lambda: self._caller(context))
         async for request in requests:
             state, principal = await self._answer(context, lambda: self._caller(context))
+            if isinstance(request, Unreadable):
+                yield pb.ModelStreamInferResponse(error_message=request.message)
+                continue
             try:
                 response = await infer(state, principal, request, self.plans)
             except Exception as exc:

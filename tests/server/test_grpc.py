@@ -167,6 +167,25 @@ def test_a_message_protobuf_cannot_parse_is_invalid_argument(
     assert "cannot be read: Error parsing message" in str(refused.value.details())
 
 
+def test_a_stream_message_protobuf_cannot_parse_is_its_error_message(
+    service: ServiceProcess, headers: dict[str, str]
+) -> None:
+    """On ``ModelStreamInfer`` the same message ended the stream UNKNOWN, with a traceback:
+    it is now that request's ``error_message``, and the stream goes on."""
+    from tritonclient.grpc import service_pb2 as pb
+
+    name = b"\xed\xa0\x80\xff"
+    unreadable = b"\x0a" + bytes([len(name)]) + name
+    readable = pb.ModelInferRequest(model_name="no-such-model.forward").SerializeToString()
+    with grpc.insecure_channel(f"127.0.0.1:{service.grpc_port}") as channel:
+        stream = channel.stream_stream("/inference.GRPCInferenceService/ModelStreamInfer")
+        answers = stream(iter([unreadable, readable]), metadata=list(headers.items()), timeout=30)
+        errors = [pb.ModelStreamInferResponse.FromString(a).error_message for a in answers]
+    assert len(errors) == 2
+    assert errors[0].startswith("the request message cannot be read: Error parsing message")
+    assert "no-such-model" in errors[1]
+
+
 def _refused(calls: Calls, artifact: str, tensor: triton.InferInput) -> str:
     with pytest.raises(InferenceServerException) as refused:
         calls.client.infer(f"{artifact}.prefill", [tensor])  # no token
