@@ -7,6 +7,7 @@ can never silently test only one database.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -54,3 +55,22 @@ def store(database_url: str, clock: ManualClock) -> Iterator[SqlStore]:
         yield opened
     finally:
         opened.close()
+
+
+def new_artifact(store: SqlStore, project_id: str, source: str) -> str:
+    """A stored artifact of random content (``source``: what made it)."""
+    blob = store.blobs.write([os.urandom(64)])
+    with store.transaction() as tx:
+        return tx.artifacts.create(project_id, None, blob, {}, source, {}, []).id
+
+
+def new_project(store: SqlStore, name: str) -> str:
+    """A new project's id."""
+    with store.transaction() as tx:
+        return tx.projects.create(name).id
+
+
+def add_version(store: SqlStore, project_id: str, name: str, artifact_id: str) -> int:
+    """The number of the version of model ``name`` added for ``artifact_id``."""
+    with store.transaction() as tx:
+        return tx.models.add_version(project_id, name, artifact_id).version
