@@ -5,9 +5,12 @@ gets the answer it gets when they do not overlap, never a foreign key's 409."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from datetime import timedelta
+from functools import partial
+from typing import Any, TypeVar
 
 import pytest
 from sqlalchemy import text
@@ -18,6 +21,31 @@ from pteforge.storage.domain import BlobRef
 from tests.postgres import fresh_database, wait_for_a_row_lock
 from tests.storage.conftest import add_version, new_artifact, new_project
 
+T = TypeVar("T")
+
+
+@contextmanager
+def _postgres_store() -> Iterator[SqlStore]:
+    """A store on a fresh PostgreSQL database."""
+    with fresh_database("t") as url:
+        store = open_store(url)
+        try:
+            yield store
+        finally:
+            store.close()
+
+
+def _while_held(store: SqlStore, hold: Callable[[Any], object], then: Callable[[], T]) -> T:
+    """``then()``'s answer, run in another thread while a transaction that did ``hold``
+    (which must succeed) is open: started, waited for until it waits on a row lock that
+    transaction holds, then the transaction commits and ``then`` goes on."""
+    with ThreadPoolExecutor(1) as thread:
+        with store.transaction() as tx:
+            assert hold(tx)
+            later = thread.submit(then)
+            wait_for_a_row_lock(store.engine)
+        return later.result()
+
 
 @pytest.mark.postgres  # SQLite serialises every writing transaction already (BEGIN IMMEDIATE)
 def test_counting_under_lock_makes_a_projects_writers_take_turns() -> None:
@@ -26,21 +54,17 @@ def test_counting_under_lock_makes_a_projects_writers_take_turns() -> None:
     check together stored 4 MiB under a 3 MB quota. The lock leaves rows that reference the
     project (jobs, tokens) insertable meanwhile."""
     lock = "SELECT 1 FROM projects WHERE id = :id FOR {} NOWAIT"
-    with fresh_database("t") as url:
-        store = open_store(url)
-        try:
-            alpha = new_project(store, "alpha")
-            with store.transaction() as tx, store.engine.connect() as other:
-                tx.projects.stored_bytes(alpha, lock=True)
-                with pytest.raises(OperationalError, match="could not obtain lock"):
-                    other.execute(text(lock.format("NO KEY UPDATE")), {"id": alpha})
-                other.rollback()
-                assert other.execute(text(lock.format("KEY SHARE")), {"id": alpha}).scalar()
-                other.rollback()
-            with store.engine.connect() as other:  # the transaction ended: the lock is free
-                assert other.execute(text(lock.format("NO KEY UPDATE")), {"id": alpha}).scalar()
-        finally:
-            store.close()
+    with _postgres_store() as store:
+        alpha = new_project(store, "alpha")
+        with store.transaction() as tx, store.engine.connect() as other:
+            tx.projects.stored_bytes(alpha, lock=True)
+            with pytest.raises(OperationalError, match="could not obtain lock"):
+                other.execute(text(lock.format("NO KEY UPDATE")), {"id": alpha})
+            other.rollback()
+            assert other.execute(text(lock.format("KEY SHARE")), {"id": alpha}).scalar()
+            other.rollback()
+        with store.engine.connect() as other:  # the transaction ended: the lock is free
+            assert other.execute(text(lock.format("NO KEY UPDATE")), {"id": alpha}).scalar()
 
 
 def _profile(store: SqlStore, project_id: str, name: str, artifact_id: str) -> str:
@@ -57,27 +81,16 @@ def test_a_row_added_while_its_artifact_is_deleted_is_404_or_keeps_it(
     deleted failed its foreign key, a ConflictError quoting the constraint (a 409 naming table
     and constraint); a deletion while a version was being added failed the same way. Whichever
     comes first now wins, and the other gets the answer it gets when they do not overlap."""
-    with fresh_database("t") as url:
-        store = open_store(url)
-        try:
-            alpha = new_project(store, "alpha")
-            art = new_artifact(store, alpha, "a")
-            with ThreadPoolExecutor(1) as thread:
-                with store.transaction() as tx:  # the deletion first: the row is 404
-                    assert tx.artifacts.delete(alpha, art)
-                    adding = thread.submit(refer, store, alpha, "m", art)
-                    wait_for_a_row_lock(store.engine)
-                with pytest.raises(NotFoundError, match=r"not found|no longer exists"):
-                    adding.result()
-                art = new_artifact(store, alpha, "b")
-                with store.transaction() as tx:  # the version first: the deletion is 409
-                    tx.models.add_version(alpha, "m", art)
-                    deleting = thread.submit(_delete, store, alpha, art)
-                    wait_for_a_row_lock(store.engine)
-                with pytest.raises(ConflictError, match="served by model 'm' version 1"):
-                    deleting.result()
-        finally:
-            store.close()
+    with _postgres_store() as store:
+        alpha = new_project(store, "alpha")
+        art = new_artifact(store, alpha, "a")
+        with pytest.raises(NotFoundError, match=r"not found|no longer exists"):
+            deleted = lambda tx: tx.artifacts.delete(alpha, art)  # noqa: E731
+            _while_held(store, deleted, partial(refer, store, alpha, "m", art))  # first: 404
+        art = new_artifact(store, alpha, "b")
+        with pytest.raises(ConflictError, match="served by model 'm' version 1"):
+            added = lambda tx: tx.models.add_version(alpha, "m", art)  # noqa: E731
+            _while_held(store, added, partial(_delete, store, alpha, art))  # first: 409
 
 
 def _delete(store: SqlStore, project_id: str, artifact_id: str) -> bool:
@@ -103,21 +116,13 @@ def test_a_profile_of_an_artifact_deleted_while_it_ran_is_not_found(store: SqlSt
 @pytest.mark.postgres  # SQLite serialises every writing transaction already (BEGIN IMMEDIATE)
 def test_a_tokenizer_attached_while_its_version_is_deleted_is_404() -> None:
     """On PostgreSQL it failed its foreign key: a 409 quoting the constraint."""
-    with fresh_database("t") as url:
-        store = open_store(url)
-        try:
-            alpha = new_project(store, "alpha")
-            add_version(store, alpha, "m", new_artifact(store, alpha, "a"))
-            blob = store.blobs.write([b"{}"])
-            with ThreadPoolExecutor(1) as thread:
-                with store.transaction() as tx:
-                    assert tx.models.delete_version(alpha, "m", 1)
-                    attaching = thread.submit(_attach, store, alpha, blob)
-                    wait_for_a_row_lock(store.engine)
-                with pytest.raises(NotFoundError, match="'m' has no version 1"):
-                    attaching.result()
-        finally:
-            store.close()
+    with _postgres_store() as store:
+        alpha = new_project(store, "alpha")
+        add_version(store, alpha, "m", new_artifact(store, alpha, "a"))
+        blob = store.blobs.write([b"{}"])
+        with pytest.raises(NotFoundError, match="'m' has no version 1"):
+            deleted = lambda tx: tx.models.delete_version(alpha, "m", 1)  # noqa: E731
+            _while_held(store, deleted, partial(_attach, store, alpha, blob))
 
 
 def _attach(store: SqlStore, project_id: str, blob: BlobRef) -> object:
