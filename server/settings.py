@@ -224,7 +224,8 @@ class Settings(BaseSettings):
     stream_send_timeout_seconds: float = _positive(
         60.0,
         "Longest one send of a generation stream may wait for its client: past it the "
-        "connection is closed and the generation, if it still runs, cancelled.",
+        "connection is closed and the generation, if it still runs, cancelled. Also how long "
+        "a client may take nothing of any answer before its connection is closed.",
     )
     stream_buffer_bytes: int = _positive(
         4 * 1024**2,

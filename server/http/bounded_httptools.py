@@ -14,7 +14,9 @@ server exposed to the network.
   water mark of it (:func:`_drained_at_end`): uvicorn's last ``send`` returned as soon as the
   body was buffered, so what a request held until its answer was sent (a project's share of
   request memory) was given back while a client that read nothing kept the whole answer in
-  the server (40 unread 4 MiB ``/v2`` answers: 200 MB, past any share).
+  the server (40 unread 4 MiB ``/v2`` answers: 200 MB, past any share). A client that takes
+  nothing of it for ``send_timeout_s`` has its connection closed, so it holds neither that
+  share nor the connection for ever.
 - The access log leaves out query strings (:class:`QueryStringHidden`); its lines are
   uvicorn's, formatted with less work (:class:`AccessLineFormatter`) and written once
   the response is out (:class:`AfterResponse`).
@@ -49,13 +51,18 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     max_header_bytes = 64 * 1024
     header_timeout_s = 10.0
+    send_timeout_s = 60.0
 
     @classmethod
     def with_limits(
-        cls, max_header_bytes: int, header_timeout_s: float
+        cls, max_header_bytes: int, header_timeout_s: float, send_timeout_s: float = 60.0
     ) -> type[GuardedHttpToolsProtocol]:
         """A subclass with these limits (uvicorn builds one protocol per connection)."""
-        limits = {"max_header_bytes": max_header_bytes, "header_timeout_s": header_timeout_s}
+        limits = {
+            "max_header_bytes": max_header_bytes,
+            "header_timeout_s": header_timeout_s,
+            "send_timeout_s": send_timeout_s,
+        }
         return type(cls.__name__, (cls,), limits)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -96,7 +103,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             cycle.transport = held  # type: ignore[assignment]
             cycle.on_response = held.response_complete
             cycle.access_logger = self._after_response  # type: ignore[assignment]
-            cycle.send = _drained_at_end(cycle)  # type: ignore[method-assign,assignment]
+            drained = _drained_at_end(cycle, self.transport, self.send_timeout_s)
+            cycle.send = drained  # type: ignore[method-assign,assignment]
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
@@ -147,25 +155,45 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self.transport.close()
 
 
-def _drained_at_end(cycle: RequestResponseCycle) -> Callable[[Message], Awaitable[None]]:
+def _drained_at_end(
+    cycle: RequestResponseCycle, transport: asyncio.Transport, timeout_s: float
+) -> Callable[[Message], Awaitable[None]]:
     """``cycle.send`` whose last body message returns once the transport has written all but
-    its high water mark (or the connection is gone: uvicorn then resumes writing)."""
+    its high water mark (or the connection is gone: uvicorn then resumes writing), or after
+    ``timeout_s`` with the connection closed if the client took nothing meanwhile."""
     send = cycle.send
 
     async def drained(message: Message) -> None:
         await send(message)  # type: ignore[arg-type]
         last = message["type"] == "http.response.body" and not message.get("more_body", False)
         if last and cycle.flow.write_paused and not cycle.disconnected:
-            await cycle.flow.drain()
+            await _drain(cycle, transport, timeout_s)
 
     return drained
+
+
+async def _drain(
+    cycle: RequestResponseCycle, transport: asyncio.Transport, timeout_s: float
+) -> None:
+    """Wait until ``transport`` drains; a ``timeout_s`` in which the client took nothing
+    (its buffer did not shrink) closes the connection instead."""
+    while cycle.flow.write_paused and not cycle.disconnected:
+        before = transport.get_write_buffer_size()
+        try:
+            await asyncio.wait_for(cycle.flow.drain(), timeout_s)
+        except TimeoutError:
+            if transport.get_write_buffer_size() >= before:  # nothing taken: give up
+                transport.abort()
+                return
 
 
 def uvicorn_options(settings: Settings) -> dict[str, Any]:
     """The uvicorn settings of ``pteforge serve``: httptools and uvloop (they cut the CPU of
     every /v2 call), with the head and idle bounds above."""
     protocol = GuardedHttpToolsProtocol.with_limits(
-        settings.http_max_header_bytes, settings.http_header_timeout_seconds
+        settings.http_max_header_bytes,
+        settings.http_header_timeout_seconds,
+        settings.stream_send_timeout_seconds,
     )
     return {
         "http": protocol,

@@ -8,6 +8,7 @@ past its share (40 unread 4 MiB answers: 200 MB)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import time
@@ -47,9 +48,8 @@ class Repeat(torch.nn.Module):
 
 
 @pytest.fixture(scope="module")
-def big_answers(pool: RuntimePool, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The ``pteforge serve`` protocol over a /v2 app whose projects may each hold one and a
-    half answers."""
+def big_app(pool: RuntimePool, tmp_path_factory: pytest.TempPathFactory) -> FastAPI:
+    """A /v2 app whose projects may each hold one and a half answers."""
     model = export_methods(Repeat(), {"forward": (torch.ones(1, 4),)})
     compiled = compile_pte(model, Path(tmp_path_factory.mktemp("repeat")) / "repeat.pte")
     resolver = MemoryResolver()
@@ -58,8 +58,30 @@ def big_answers(pool: RuntimePool, tmp_path_factory: pytest.TempPathFactory) -> 
     state = new_inference_state(resolver, pool, bearer_auth, CollectorRegistry(), memory=memory)
     app = FastAPI()
     app.include_router(build_inference_router(state))
-    with serve(app, **uvicorn_options(Settings())) as url:
+    return app
+
+
+@pytest.fixture(scope="module")
+def big_answers(big_app: FastAPI) -> Iterator[str]:
+    """``big_app`` behind the ``pteforge serve`` protocol."""
+    with serve(big_app, **uvicorn_options(Settings())) as url:
         yield url
+
+
+def _unread(url: str) -> socket.socket:
+    """A connection that asked for an answer and has read its first 12 bytes only."""
+    host, port = url.removeprefix("http://").split(":")
+    unread = socket.socket()
+    unread.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    unread.connect((host, int(port)))
+    unread.sendall(
+        f"POST /v2/models/big.forward/infer HTTP/1.1\r\nHost: {host}\r\n"
+        "Authorization: Bearer tok-a\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(BODY)}\r\n\r\n".encode()
+        + BODY
+    )
+    assert unread.recv(12) == b"HTTP/1.1 200"  # the answer is written, not yet taken
+    return unread
 
 
 def _infer(url: str) -> httpx.Response:
@@ -68,17 +90,7 @@ def _infer(url: str) -> httpx.Response:
 
 
 def test_an_unread_answer_holds_its_share_until_the_client_takes_it(big_answers: str) -> None:
-    host, port = big_answers.removeprefix("http://").split(":")
-    with socket.socket() as unread:
-        unread.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        unread.connect((host, int(port)))
-        unread.sendall(
-            f"POST /v2/models/big.forward/infer HTTP/1.1\r\nHost: {host}\r\n"
-            "Authorization: Bearer tok-a\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(BODY)}\r\n\r\n".encode()
-            + BODY
-        )
-        assert unread.recv(12) == b"HTTP/1.1 200"  # the answer is written, not yet taken
+    with _unread(big_answers) as unread:
         refused = _infer(big_answers)
         assert refused.status_code == 429, refused.text
         assert "PTEFORGE_REQUEST_MEMORY_BYTES_PER_PROJECT" in refused.json()["error"]
@@ -92,3 +104,22 @@ def test_an_unread_answer_holds_its_share_until_the_client_takes_it(big_answers:
         time.sleep(0.05)
     assert answer.status_code == 200, answer.text
     assert len(answer.content) > ANSWER_BYTES
+
+
+def test_a_client_that_takes_nothing_is_cut_off_and_its_share_comes_back(
+    big_app: FastAPI,
+) -> None:
+    """A client that never reads its answer held its project's share and its connection for
+    as long as it stayed connected; past the send timeout with nothing taken, both go."""
+    options = uvicorn_options(Settings(stream_send_timeout_seconds=1.0))
+    with serve(big_app, **options) as url, _unread(url) as unread:
+        deadline = time.monotonic() + 60
+        while (answer := _infer(url)).status_code != 200 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert answer.status_code == 200, answer.text
+        unread.settimeout(30)
+        taken = 12
+        with contextlib.suppress(ConnectionResetError):
+            while chunk := unread.recv(1 << 20):
+                taken += len(chunk)
+        assert taken < ANSWER_BYTES  # cut off mid-answer
