@@ -59,10 +59,10 @@ def version_label(version: str | None) -> str:
 
 
 def counted_version(version: str | None, resolved: int | None) -> str:
-    """The version a request counts under: ``version`` as named (``version_label``), else
-    the model version the model name ``resolved`` to (its latest when the request came),
-    else ``LATEST`` (an artifact id)."""
-    if version is None and resolved is not None:
+    """The version a request counts under: the model version the model name ``resolved`` to
+    (the one named, however written: ``01`` is version 1, or its latest when the request
+    came), else ``version`` as named (``version_label``: an artifact id ignores it)."""
+    if resolved is not None:
         return str(resolved)
     return version_label(version)
 

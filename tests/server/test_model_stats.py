@@ -97,11 +97,12 @@ def test_tritonclient_reads_counts_per_version(
         _infer(triton_client, token, model)
     for _ in range(2):
         _infer(triton_client, token, model, version="1")
+    _infer(triton_client, token, model, version="01")  # version 1 too, counted as such
     _deployed(admin, "counted", artifact_id)  # version 2 becomes the latest
     _infer(triton_client, token, model)
     versions = _by_version(triton_client.get_inference_statistics(model, headers=dict(token)))
     assert set(versions) == {"1", "2"}
-    _check_counts(versions["1"], 5, 0)
+    _check_counts(versions["1"], 6, 0)
     _check_counts(versions["2"], 1, 0)
     pinned = triton_client.get_inference_statistics(model, "1", headers=dict(token))
     assert [e["version"] for e in pinned["model_stats"]] == ["1"]
