@@ -239,20 +239,23 @@ class MethodSignature(JsonForm):
         return replace(self, inputs=inputs, outputs=outputs)
 
     def pinned_by(self, stored: MethodSignature | None) -> MethodSignature:
-        """This runtime signature with the static dimensions of its dynamic inputs.
+        """This runtime signature with the static dimensions of its dynamic tensors.
 
         A ``.pte`` records dynamism per tensor (every dimension ``-1``, bounded by
         ``max_shape``); ``stored``, the artifact's signature from its program, has ``-1`` only
         where a dimension is dynamic. Where the two agree on an input, the input takes the
         stored shape and dynamic dimensions (ranges, shared symbols), so a wrong static
-        dimension, or a dynamic one out of its range, is refused before it runs.
+        dimension, or a dynamic one out of its range, is refused before it runs; an output
+        likewise (a classifier's ``[-1, 10]``, not ``[-1, -1]``, in ``/v2`` metadata).
         """
         known = () if stored is None else self.sent(stored.inputs)
         if stored is None or len(known) != len(self.inputs):
             return self
-        pairs = zip(self.inputs, known, strict=True)
-        pinned = replace(self, inputs=tuple(_pinned(spec, known) for spec, known in pairs))
-        return pinned.constants_named(stored.constants)
+        inputs = tuple(_pinned(spec, k) for spec, k in zip(self.inputs, known, strict=True))
+        outputs = self.outputs
+        if len(stored.outputs) == len(outputs):
+            outputs = tuple(_pinned(s, k) for s, k in zip(outputs, stored.outputs, strict=True))
+        return replace(self, inputs=inputs, outputs=outputs).constants_named(stored.constants)
 
     def sent(self, every: Sequence[_T]) -> Sequence[_T]:
         """Of one entry per input the method takes (constants in their places, as an

@@ -25,6 +25,7 @@ from pteforge.contracts.oip import config_data_type
 from pteforge.contracts.specs import (
     ET_SCALAR_TYPES,
     OIP_DATATYPES,
+    DynamicDim,
     MethodSignature,
     TensorSpec,
     oip_datatype,
@@ -124,3 +125,23 @@ def test_pinned_by_takes_only_dimensions_the_stored_signature_knows() -> None:
     assert runtime.pinned_by(compiled).inputs[0].shape == (1, -1)
     assert runtime.pinned_by(uploaded) == runtime
     assert runtime.pinned_by(None) == runtime
+
+
+def test_pinned_by_takes_the_static_dimensions_of_outputs_too() -> None:
+    """A classifier exported with a dynamic batch: the ``.pte`` says its logits are
+    ``[-1, -1]`` (up to ``[8, 10]``), and ``/v2`` metadata and Triton's model config showed
+    that, as if the number of classes varied; the program's ``[-1, 10]`` is what it is."""
+    logits = TensorSpec("logits", "float32", (-1, -1), max_shape=(8, 10))
+    pixels = TensorSpec("pixels", "float32", (-1, -1, -1, -1), max_shape=(8, 3, 32, 32))
+    runtime = MethodSignature("forward", (pixels,), (logits,))
+    batch = (DynamicDim(0, "s0", 1, 8),)
+    stored = MethodSignature(
+        "forward",
+        (TensorSpec("pixels", "float32", (-1, 3, 32, 32), dynamic_dims=batch),),
+        (TensorSpec("logits", "float32", (-1, 10), dynamic_dims=batch),),
+    )
+    (served,) = runtime.pinned_by(stored).outputs
+    assert (served.shape, served.max_shape, served.dynamic_dims) == ((-1, 10), (8, 10), batch)
+    assert served.oip_json()["shape"] == [-1, 10]
+    other = MethodSignature("forward", stored.inputs, (TensorSpec("y", "float32", (-1, 5)),))
+    assert runtime.pinned_by(other).outputs == (logits,)  # another tensor: the .pte's word
