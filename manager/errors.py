@@ -89,11 +89,12 @@ class LoweringError(ManagerError, RuntimeError):
         self.node = node
         self.operator = operator
         self.detail = detail
-        where = f"node {node!r} (operator {operator})" if node else "an unidentified node"
         subject = f"method {method!r}" if method is not None else "the program"
-        message = (
-            f"{subject}: backend {backend_id!r} cannot lower {where}"
-            if backend_id is not None
-            else f"{subject} failed before any backend partitioned it"
-        )
+        if backend_id is None:
+            message = f"{subject} failed before any backend partitioned it"
+        elif node:
+            where = f"node {node!r} (operator {operator})"
+            message = f"{subject}: backend {backend_id!r} cannot lower {where}"
+        else:  # upstream raised naming no node pteforge can place: its reason is the detail
+            message = f"{subject}: backend {backend_id!r} could not lower it"
         super().__init__(f"{message}: {detail}" if detail else message)

@@ -223,3 +223,21 @@ def test_a_method_to_edge_refuses_blames_no_backend(catalog: BackendCatalog) -> 
     message = str(raised.value)
     assert message.startswith("method 'forward' failed before any backend partitioned it: ")
     assert "GuardOnDataDependentSymNode" in message and raised.value.backend_id is None
+
+
+def test_a_backend_failure_naming_no_node_reads_as_the_backends() -> None:
+    """SpeechT5's speech encoder with a dynamic length: XNNPACK's preprocess raised "Output
+    node 'aten_linear_default' is already in the inputs", and the job said the backend
+    "cannot lower an unidentified node", as if pteforge had lost a node: it says the backend
+    could not lower the method, then upstream's reason."""
+    reason = "RuntimeError: Output node 'aten_linear_default' is already in the inputs."
+    error = LoweringError(
+        method="forward", backend_id="XnnpackBackend", node=None, operator=None, detail=reason
+    )
+    assert str(error) == f"method 'forward': backend 'XnnpackBackend' could not lower it: {reason}"
+    named = LoweringError(
+        method="forward", backend_id="XnnpackBackend", node="n", operator="aten.x.default"
+    )
+    assert str(named) == "method 'forward': backend 'XnnpackBackend' cannot lower node 'n' " + (
+        "(operator aten.x.default)"
+    )
