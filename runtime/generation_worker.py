@@ -80,9 +80,9 @@ class Channel:
         """Send the event of one token that does not end the text (``scored``: its
         logprobs, when asked for; ``prompt_tokens`` on the first one after the prompt)."""
         frame = None
-        if scored is None and prompt_tokens is None:  # the usual case, written straight (a
-            with contextlib.suppress(TypeError):  # text orjson refuses is not)
-                frame = token_frame(text, token)
+        if scored is None:  # the usual case, written straight (a text orjson refuses is not)
+            with contextlib.suppress(TypeError):
+                frame = token_frame(text, token, prompt_tokens)
         if frame is None:
             event = GenerationEvent(
                 text=text, token_ids=(token,), logprobs=_one(scored), prompt_tokens=prompt_tokens

@@ -260,13 +260,17 @@ def recv_reply(conn: Connection) -> tuple[WorkerReply, list[np.ndarray]]:
 _TOKEN_EVENT = (
     b'{"tensors":[],"message":{"kind":"generated","event":{"text":',
     b',"token_ids":[',
-    b'],"finish_reason":null,"usage":null,"logprobs":null,"prompt_tokens":null}}}',
+    b'],"finish_reason":null,"usage":null,"logprobs":null,"prompt_tokens":',
+    b"}}}",
 )
 
 
-def token_frame(text: str, token: int) -> bytes:
-    """The frame of ``GeneratedReply(event=GenerationEvent(text=text, token_ids=(token,)))``
-    byte for byte as ``encode_message`` writes it (a test holds them equal), without
-    building the two models and walking them (~2.5 us of a token's ~20 us of Python)."""
-    start, ids, end = _TOKEN_EVENT
-    return header_frame(b"".join((start, orjson.dumps(text), ids, b"%d" % token, end)))
+def token_frame(text: str, token: int, prompt_tokens: int | None = None) -> bytes:
+    """The frame of ``GeneratedReply(event=GenerationEvent(text=text, token_ids=(token,),
+    prompt_tokens=prompt_tokens))`` byte for byte as ``encode_message`` writes it (a test
+    holds them equal), without building the two models and walking them (~2.5 us of a
+    token's ~20 us of Python)."""
+    start, ids, prompt, end = _TOKEN_EVENT
+    told = b"null" if prompt_tokens is None else b"%d" % prompt_tokens
+    parts = (start, orjson.dumps(text), ids, b"%d" % token, prompt, told, end)
+    return header_frame(b"".join(parts))

@@ -71,10 +71,11 @@ def test_sampler_greedy_seeded_and_top_p() -> None:
 def test_a_token_event_frame_is_the_models_frame(text: str) -> None:
     """The worker writes each token's event without building the models: the same bytes,
     which the pool reads back as the models say."""
-    for token in (0, 7, 2**31 + 5):
-        reply = GeneratedReply(event=GenerationEvent(text=text, token_ids=(token,)))
-        assert token_frame(text, token) == encode_message(reply, [])
-        assert decode_message(token_frame(text, token), WORKER_REPLY)[0] == reply
+    for token, prompt in ((0, None), (7, 12), (2**31 + 5, None)):
+        event = GenerationEvent(text=text, token_ids=(token,), prompt_tokens=prompt)
+        reply = GeneratedReply(event=event)
+        assert token_frame(text, token, prompt) == encode_message(reply, [])
+        assert decode_message(token_frame(text, token, prompt), WORKER_REPLY)[0] == reply
 
 
 def test_a_text_no_context_holds_is_refused_before_it_is_tokenized(
