@@ -143,11 +143,13 @@ class Shape:
         when it ends the choice, and after the ``last`` choice's, the usage of them all when
         asked for."""
         scored = event.logprobs if self.logprobs else None
-        running = self._running(event)
+        running = self._running(event) if self.continuous_usage else None
         if event.text or (self.token_ids and event.token_ids) or scored:
-            yield {**self._chunk(event.text, None, event.token_ids, scored, index), **running}
+            yield _with_usage(
+                self._chunk(event.text, None, event.token_ids, scored, index), running
+            )
         if event.finish_reason is not None:
-            yield {**self._chunk(None, event.finish_reason, index=index), **running}
+            yield _with_usage(self._chunk(None, event.finish_reason, index=index), running)
             self._usages.append(event.usage)
             usage = _usage(self._usages, self.n) if last and self.include_usage else None
             if usage is not None:
@@ -159,19 +161,22 @@ class Shape:
         self._offset, self._utf8 = 0, _utf8_decoder()
         self._so_far = (None, 0)
 
-    def _running(self, event: GenerationEvent) -> dict[str, Any]:
-        """The ``usage`` entry of this event's chunks: the choice's so far (with
-        ``continuous_usage``, once the prompt's length is known), or nothing."""
+    def _running(self, event: GenerationEvent) -> dict[str, int] | None:
+        """The choice's usage so far, this event counted (``continuous_usage``); None until
+        the prompt's length is known."""
         prompt, generated = self._so_far
         if event.usage is not None:
             prompt, generated = event.usage.prompt_tokens, event.usage.completion_tokens
         else:
             prompt, generated = event.prompt_tokens or prompt, generated + len(event.token_ids)
         self._so_far = (prompt, generated)
-        if not self.continuous_usage or prompt is None:
-            return {}
-        usage = {"prompt_tokens": prompt, "completion_tokens": generated}
-        return {"usage": {**usage, "total_tokens": prompt + generated}}
+        if prompt is None:
+            return None
+        return {
+            "prompt_tokens": prompt,
+            "completion_tokens": generated,
+            "total_tokens": prompt + generated,
+        }
 
     def _logprobs(self, scored: Sequence[TokenLogprob]) -> dict[str, Any] | None:
         """The choice's ``logprobs`` for these tokens (None unless asked for)."""
@@ -189,6 +194,13 @@ class Shape:
             "top_logprobs": [_top_with_chosen(s) for s in scored],
             "text_offset": offsets,
         }
+
+
+def _with_usage(chunk: dict[str, Any], usage: dict[str, int] | None) -> dict[str, Any]:
+    """``chunk``, with ``usage`` when there is one."""
+    if usage is not None:
+        chunk["usage"] = usage
+    return chunk
 
 
 def _usage(each: list[Usage | None], n: int) -> dict[str, int] | None:
