@@ -206,7 +206,8 @@ async def _relay_choices(
     failures: list[Exception] = []
     wire = wire_of(0)
     for index in range(count):
-        wire = wire_of(index)
+        if index:  # the first choice's is built above, for the ending after any break
+            wire = wire_of(index)
         try:
             first, events = started if index == 0 else (await _first(start_one(index)))
         except Exception as exc:
