@@ -165,8 +165,7 @@ def _drained_at_end(
 
     async def drained(message: Message) -> None:
         await send(message)  # type: ignore[arg-type]
-        last = message["type"] == "http.response.body" and not message.get("more_body", False)
-        if last and cycle.flow.write_paused and not cycle.disconnected:
+        if message["type"] == "http.response.body" and not message.get("more_body", False):
             await _drain(cycle, transport, timeout_s)
 
     return drained
