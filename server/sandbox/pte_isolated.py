@@ -9,9 +9,9 @@ from .errors import InvalidPteError, UploadRejectedError
 from .isolation import Isolation, SubprocessIsolation, read_result
 from .limits import ProcessLimits
 from .specs import ProgramDescription, PteDescription
+from .zip_checks import PTE_IDENTIFIER, ZIP_MAGIC
 
 _WORKER = "pteforge.server.sandbox.pte_worker"
-_PTE_IDENTIFIER = b"ET12"
 _ZIP_HINT = (
     ": the file is a zip archive, as a torch.export .pt2 program is: upload a program "
     "(POST /v1/programs, or `pteforge push`) and compile it to a .pte"
@@ -40,11 +40,11 @@ def validate_pte_isolated(
         )
     with open(path, "rb") as f:
         magic = f.read(8)
-    if magic[4:8] != _PTE_IDENTIFIER:
+    if magic[4:8] != PTE_IDENTIFIER:
         raise InvalidPteError(
             "invalid_pte",
             "not an ExecuTorch program (no ET12 identifier)"
-            + (_ZIP_HINT if magic[:4] == b"PK\x03\x04" else ""),
+            + (_ZIP_HINT if magic[:4] == ZIP_MAGIC else ""),
         )
     try:
         isolation = isolation or SubprocessIsolation()

@@ -16,7 +16,10 @@ from .limits import MIB, ArchiveLimits
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-]+)*$")
 _LOCAL_HEADER_SIZE = 30
 _CENTRAL_HEADER_SIZE = 46  # a central directory entry's fixed part; 3 lengths at byte 28
-_PTE_IDENTIFIER = b"ET12"  # bytes 4..8 of an ExecuTorch .pte
+PTE_IDENTIFIER = b"ET12"
+"""Bytes 4..8 of an ExecuTorch ``.pte``."""
+ZIP_MAGIC = b"PK\x03\x04"
+"""The first bytes of a zip archive (a torch.export ``.pt2``): its first local header."""
 _BOMB_FLOOR_BYTES = 1 * MIB  # tiny entries compress oddly; only judge ratios above this
 
 
@@ -51,13 +54,13 @@ def open_checked_zip(
         with open(source, "rb") as f:
             magic = f.read(8)
             entries = _count_entries(f, limits.max_entries + 1)
-    if magic[4:8] == _PTE_IDENTIFIER:
+    if magic[4:8] == PTE_IDENTIFIER:
         raise UnsafeArchiveError(
             "not_a_zip",
             "the file is an ExecuTorch .pte, not a torch.export .pt2 archive: "
             "upload a .pte as an artifact (POST /v1/artifacts, part 'pte')",
         )
-    if magic[:4] != b"PK\x03\x04":
+    if magic[:4] != ZIP_MAGIC:
         raise UnsafeArchiveError("not_a_zip", "the file is not a zip archive" + _what_else(magic))
     if entries > limits.max_entries:
         raise UnsafeArchiveError(
