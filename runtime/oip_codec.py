@@ -26,6 +26,7 @@ from pteforge.runtime.validation import (
     check_output_name,
     check_tensor,
     positional_inputs,
+    tensor_parameters,
 )
 from pteforge.runtime.wire import dumps
 
@@ -141,7 +142,7 @@ def _decode_input(entry: Any, spec: TensorSpec, cursor: _BinaryCursor) -> np.nda
     shape = _shape(entry.get("shape"), name)
     check_tensor(spec, datatype, shape)
     dtype = numpy_dtype(datatype)
-    size = (entry.get("parameters") or {}).get("binary_data_size")
+    size = tensor_parameters(entry.get("parameters"), f"input {name!r}").get("binary_data_size")
     if size is None:
         return _json_data(entry, name, dtype, shape)
     if type(size) is not int or size < 0:  # not a bool: JSON's true is no size
@@ -182,7 +183,7 @@ def input_tensor(
 
 
 def _requested_outputs(header: dict[str, Any], signature: MethodSignature) -> list[RequestedOutput]:
-    params = header.get("parameters") or {}
+    params = tensor_parameters(header.get("parameters"), "the request")
     default_binary = bool(params.get("binary_data_output", False))
     wanted = header.get("outputs")
     if not wanted:
@@ -191,7 +192,9 @@ def _requested_outputs(header: dict[str, Any], signature: MethodSignature) -> li
     for entry in wanted:
         name = str(entry.get("name")) if isinstance(entry, dict) else str(entry)
         check_output_name(name, signature)
-        out_params = (entry.get("parameters") if isinstance(entry, dict) else None) or {}
+        out_params = tensor_parameters(
+            entry.get("parameters") if isinstance(entry, dict) else None, f"output {name!r}"
+        )
         requested.append(RequestedOutput(name, bool(out_params.get("binary_data", default_binary))))
     return requested
 
@@ -215,12 +218,11 @@ def decode_infer_request(
         raise ProtocolError(
             f"the binary section has {len(binary) - cursor.offset} bytes no input claims"
         )
-    params = header.get("parameters") or {}
     return InferRequest(
         id=str(header["id"]) if header.get("id") is not None else None,
         inputs=positional_inputs(signature, decoded),
         outputs=_requested_outputs(header, signature),
-        parameters=params if isinstance(params, dict) else {},
+        parameters=tensor_parameters(header.get("parameters"), "the request"),
     )
 
 

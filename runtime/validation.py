@@ -10,7 +10,7 @@ import numpy as np
 
 from pteforge.contracts.oip import OIP_TO_NUMPY, oip_datatype
 from pteforge.contracts.specs import DYNAMIC_DIM, DynamicDim
-from pteforge.runtime.errors import InvalidInputError
+from pteforge.runtime.errors import InvalidInputError, ProtocolError
 from pteforge.runtime.metadata import MethodSignature, TensorSpec
 
 
@@ -40,6 +40,30 @@ def check_input_names(names: list[str], signature: MethodSignature) -> None:
         if names.count(name) > 1:
             raise InvalidInputError(f"input {name!r} is given more than once")
     check_count(signature, len(names))
+
+
+SHARED_MEMORY_PARAMETERS = (
+    "shared_memory_region",
+    "shared_memory_offset",
+    "shared_memory_byte_size",
+)
+
+
+def tensor_parameters(parameters: object, where: str) -> dict[str, Any]:
+    """The ``parameters`` object of a request or a tensor (``where`` names it), ``{}`` when
+    absent; refused when not an object, or when it names a shared-memory region: the
+    shared-memory extensions are not served, so such a tensor would be ignored or unread."""
+    if parameters is None:
+        return {}
+    if not isinstance(parameters, Mapping):
+        raise ProtocolError(f"{where}: 'parameters' must be an object, got {parameters!r:.80}")
+    shared = [key for key in SHARED_MEMORY_PARAMETERS if key in parameters]
+    if shared:
+        raise ProtocolError(
+            f"{where}: {shared[0]!r}: shared memory is not supported (no shared-memory "
+            "extension is served); tensors travel in the request and response bodies"
+        )
+    return dict(parameters)
 
 
 def check_output_name(name: str, signature: MethodSignature) -> None:

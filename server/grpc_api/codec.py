@@ -23,7 +23,12 @@ from pteforge.runtime.oip_codec import (
     input_tensor,
     requested_outputs,
 )
-from pteforge.runtime.validation import check_input_names, check_output_name, positional_inputs
+from pteforge.runtime.validation import (
+    check_input_names,
+    check_output_name,
+    positional_inputs,
+    tensor_parameters,
+)
 
 # Which typed ``InferTensorContents`` field carries each datatype (FP16/BF16: raw only).
 CONTENTS_FIELD = {
@@ -86,6 +91,8 @@ def decode_request(request: Any, signature: MethodSignature) -> InferRequest:
     each input's typed ``contents``."""
     tensors = list(request.inputs)
     check_input_names([t.name for t in tensors], signature)
+    for kind, entry in [("input", t) for t in tensors] + [("output", o) for o in request.outputs]:
+        tensor_parameters(parameters_of(entry.parameters), f"{kind} {entry.name!r}")
     raw = list(request.raw_input_contents)
     if raw and len(raw) != len(tensors):
         raise ProtocolError(f"{len(raw)} raw_input_contents for {len(tensors)} inputs")

@@ -185,6 +185,25 @@ def test_bad_inputs_get_400_naming_the_input(
     assert message in response.json()["error"]
 
 
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"parameters": [1]}, "the request: 'parameters' must be an object, got [1]"),
+        ({"outputs": [{"name": "output_0", "parameters": {"shared_memory_region": "o"}}]},
+         "output 'output_0': 'shared_memory_region': shared memory is not supported"),
+    ],
+)  # fmt: skip
+def test_parameters_not_an_object_or_naming_shared_memory_get_400(
+    server: Server, extra: dict[str, object], message: str
+) -> None:
+    """The first was a 500 (AttributeError); the second answered in the body while the
+    client read its shared-memory region (attack pass)."""
+    tensor = {"name": "input_0", "datatype": "FP32", "shape": [1, 16], "data": [0] * 16}
+    body = {"inputs": [tensor], **extra}
+    response = httpx.post(f"{server.url}/v2/models/mlp.forward/infer", json=body, headers=auth())
+    assert response.status_code == 400 and response.json()["error"].startswith(message)
+
+
 def test_tritonclient_sees_the_400_message(server: Server, artifacts: dict[str, Compiled]) -> None:
     entry = triton.InferInput("input_0", [1, 8], "FP32")
     entry.set_data_from_numpy(np.zeros((1, 8), np.float32))

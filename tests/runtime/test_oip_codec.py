@@ -122,6 +122,32 @@ def test_malformed_bodies_are_protocol_errors() -> None:
         decode_infer_request(head + b"\0" * 8, len(head), SIG)
 
 
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (_body(_with(TOKENS, parameters=[1]), MEMORY),
+         "input 'input_0': 'parameters' must be an object, got [1]"),
+        (_body(TOKENS, MEMORY, parameters=[1, 2]),
+         "the request: 'parameters' must be an object, got [1, 2]"),
+        (_body(TOKENS, MEMORY, outputs=[{"name": "output_0", "parameters": 5}]),
+         "output 'output_0': 'parameters' must be an object, got 5"),
+        (_body(_with(TOKENS, parameters={"shared_memory_region": "r"}), MEMORY),
+         "input 'input_0': 'shared_memory_region': shared memory is not supported"),
+        (_body(TOKENS, MEMORY, outputs=[
+            {"name": "output_0", "parameters": {"shared_memory_region": "o"}}]),
+         "output 'output_0': 'shared_memory_region': shared memory is not supported"),
+    ],
+)  # fmt: skip
+def test_parameters_that_are_not_an_object_or_name_shared_memory_are_refused(
+    body: bytes, message: str
+) -> None:
+    """They were a 500 (AttributeError), and a shared-memory output came back in the body
+    while the client read its region (attack pass)."""
+    with pytest.raises(ProtocolError) as refused:
+        decode_infer_request(body, None, SIG)
+    assert str(refused.value).startswith(message)
+
+
 def test_response_mixes_json_and_binary_outputs() -> None:
     request = decode_infer_request(
         _body(

@@ -18,7 +18,7 @@ from tritonclient.grpc import service_pb2_grpc as rpc
 
 from pteforge.cli import main
 from pteforge.runtime import InvalidInputError, WorkerTimeoutError
-from pteforge.runtime.errors import SessionLimitError
+from pteforge.runtime.errors import ProtocolError, SessionLimitError
 from pteforge.runtime.metadata import MethodSignature, TensorSpec
 from pteforge.server.errors import UnauthorizedError
 from pteforge.server.grpc_api import GrpcPortError, start_grpc_server
@@ -71,6 +71,19 @@ def test_a_wrong_shape_or_size_names_the_input() -> None:
     unknown.outputs.add(name="nope")
     with pytest.raises(InvalidInputError, match="unknown output 'nope'"):
         decode_request(unknown, SIG)
+
+
+def test_shared_memory_tensors_are_refused_not_ignored() -> None:
+    """No shared-memory extension is served: an output asked into a region came back in
+    the response while the client read its region (attack pass)."""
+    into_region = _request(raw=True)
+    into_region.outputs.add(name="logits").parameters["shared_memory_region"].string_param = "o"
+    with pytest.raises(ProtocolError, match="output 'logits': 'shared_memory_region': shared"):
+        decode_request(into_region, SIG)
+    from_region = _request(raw=False)
+    from_region.inputs[0].parameters["shared_memory_byte_size"].int64_param = 8
+    with pytest.raises(ProtocolError, match="input 'memory': 'shared_memory_byte_size'"):
+        decode_request(from_region, SIG)
 
 
 def test_outputs_go_back_as_raw_contents() -> None:
