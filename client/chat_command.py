@@ -21,7 +21,7 @@ from typing import TextIO
 from pteforge.client.browse import connect
 from pteforge.client.errors import APIError
 from pteforge.client.generation import Generation
-from pteforge.client.render import Output
+from pteforge.client.render import Output, terminal_safe
 from pteforge.client.sync import Client
 
 
@@ -33,7 +33,7 @@ def _turn(
     out: Output,
 ) -> Generation:
     def show(text: str) -> None:
-        sys.stdout.write(text)
+        sys.stdout.write(terminal_safe(text))
         sys.stdout.flush()
 
     return client.chat(
@@ -65,7 +65,7 @@ def _fitting_turn(
                 raise
             first = 1 if messages[0]["role"] == "system" else 0
             if len(messages) - first <= 1:
-                print(f"pteforge chat: {exc.message}: this turn is left out", file=sys.stderr)
+                out.error(f"pteforge chat: {exc.message}: this turn is left out")
                 messages.pop()
                 return None
             del messages[first : first + 2]  # the oldest user turn and its answer

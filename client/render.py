@@ -5,6 +5,7 @@ for ``--json``."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -23,10 +24,27 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 from rich.table import Table
+from rich.text import Text
 
 from pteforge.client.models import Job
 
 PIPED_WIDTH = 240
+# C0 (but newline and tab), DEL and C1: ESC and CSI start the sequences that move the cursor,
+# retitle the window or write the clipboard (OSC 52).
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with each control character but newline and tab written as its escape
+    (``\\x1b``): what the server sends (names, error messages, a model's generated text) is
+    the uploader's, and must not drive the terminal it is printed on."""
+    return _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
+
+
+def plain(text: object) -> Text:
+    """``text`` as rich prints it without reading ``[...]`` as markup: a program named
+    ``[link=URL]x[/link]`` printed as a hyperlink to URL, ``[/b]`` stopped the command."""
+    return Text(terminal_safe(str(text)))
 
 
 class Output:
@@ -43,7 +61,7 @@ class Output:
         sys.stdout.write(json.dumps(value, indent=2, default=str) + "\n")
 
     def line(self, text: str) -> None:
-        self.out.print(text)
+        self.out.print(plain(text))
 
     def table(
         self, title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]
@@ -52,11 +70,11 @@ class Output:
         for i, column in enumerate(columns):
             table.add_column(column, no_wrap=i == 0)  # ids are never split
         for row in rows:
-            table.add_row(*(str(cell) for cell in row))
+            table.add_row(*(plain(cell) for cell in row))
         self.out.print(table)
 
     def error(self, text: str) -> None:
-        sys.stderr.write(text + "\n")
+        sys.stderr.write(terminal_safe(text) + "\n")
 
     @contextmanager
     def stages(self, planned: Sequence[str]) -> Iterator[StageDisplay]:
@@ -134,9 +152,10 @@ class StageDisplay(_LiveBar):
 
     def _show(self, text: str, took: str, completed: int | None) -> None:
         if not self.live or self.task is None:
-            self.console.print(f"{text}{took}")
+            self.console.print(plain(f"{text}{took}"))
             return
-        self.progress.update(self.task, description=text, total=len(self.planned))
+        description = plain(text).markup  # the markup that prints the text as it is
+        self.progress.update(self.task, description=description, total=len(self.planned))
         if completed is not None:
             self.progress.update(self.task, completed=completed)
 

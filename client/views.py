@@ -62,14 +62,12 @@ def _method_table(out: Output, methods: Sequence[MethodSignature]) -> None:
 
 
 def program_summary(out: Output, program: Program) -> None:
-    out.line(f"program [bold]{program.id}[/] {program.name!r}, {size(program.size_bytes)}")
+    out.line(f"program {program.id} {program.name!r}, {size(program.size_bytes)}")
     _method_table(out, program.methods)
 
 
 def artifact_summary(out: Output, artifact: Artifact) -> None:
-    out.line(
-        f"artifact [bold]{artifact.id}[/], {size(artifact.size_bytes)}, sha256 {artifact.sha256}"
-    )
+    out.line(f"artifact {artifact.id}, {size(artifact.size_bytes)}, sha256 {artifact.sha256}")
     _method_table(out, artifact.methods)
     methods = artifact.report.get("methods") or {}
     checks = (artifact.numerics or {}).get("methods") or {}
@@ -121,10 +119,7 @@ def numerics_cell(check: Any) -> str:
 
 def job_summary(out: Output, job: Job) -> None:
     """``pteforge show job_...``: status and stage, its times, and its artifact or error."""
-    out.line(
-        f"job [bold]{job.id}[/] ({job.kind}): {job.status}"
-        + (f", {job.stage}" if job.stage else "")
-    )
+    out.line(f"job {job.id} ({job.kind}): {job.status}" + (f", {job.stage}" if job.stage else ""))
     times = [
         (n, t)
         for n, t in (

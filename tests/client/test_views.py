@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pteforge.client import Program
-from pteforge.client.render import Output
+from pteforge.client.render import Output, terminal_safe
 from pteforge.client.views import listing, numerics_cell, plan_text, program_summary, stage_plan
 
 
@@ -64,3 +64,26 @@ def test_an_empty_listing_says_so(capsys: pytest.CaptureFixture[str]) -> None:
     listing(Output(as_json=False), "jobs", [], "failed")  # was a table of headers alone
     listing(Output(as_json=False), "models", [])
     assert capsys.readouterr().out.splitlines() == ["no failed jobs", "no models"]
+
+
+def test_what_the_server_sends_cannot_drive_the_terminal(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Names are read as rich markup no more (attack pass, item 4): a program named
+    ``[link=URL]safe[/link]`` was listed as ``safe``, a hyperlink to URL on a terminal, and
+    ``[/b]`` stopped ``pteforge ls`` with a MarkupError; control characters from the server
+    (an error message, a job's error, a model's generated text) are written as escapes."""
+    name = "[link=https://evil.example/]safe[/link][/b]"
+    program = Program.from_json(
+        {"id": "prog_1", "name": name, "sha256": "0", "size_bytes": 1, "methods": []}
+    )
+    out = Output(as_json=False)
+    listing(out, "programs", [program])
+    program_summary(out, program)
+    out.line("error x: \x1b]52;c;cm0gLXJmIH4=\x07 and \x9b2J")
+    out.error("pteforge run: error: \x1b[2J\x1b[Hmodel\r\nok\t.")
+    captured = capsys.readouterr()
+    assert captured.out.count(name) == 2 and "\x1b" not in captured.out
+    assert "\\x1b]52;c;cm0gLXJmIH4=\\x07 and \\x9b2J" in captured.out
+    assert captured.err == "pteforge run: error: \\x1b[2J\\x1b[Hmodel\\x0d\nok\t.\n"
+    assert terminal_safe("text\n\ttoken\x1b[1A") == "text\n\ttoken\\x1b[1A"
