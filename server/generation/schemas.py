@@ -57,6 +57,16 @@ class SamplingFields(BaseModel):
     ignore_eos: bool = False
     """vLLM's extension: past end-of-sequence tokens, up to ``max_tokens`` (for benchmarks)."""
 
+    UNSUPPORTED: ClassVar[dict[str, tuple[object, ...]]] = {}
+    """Fields pteforge takes only at these values (OpenAI's defaults)."""
+
+    def unsupported(self) -> str | None:
+        """The first field set to a value pteforge does not do, or None."""
+        for name, allowed in self.UNSUPPORTED.items():
+            if getattr(self, name) not in allowed:
+                return name
+        return None
+
     def stops(self) -> tuple[str, ...]:
         """``stop`` as a tuple of strings."""
         if self.stop is None:
@@ -94,9 +104,6 @@ class _Sampling(SamplingFields):
     return_token_ids: bool = False
     """pteforge's extension (as vLLM's): each choice carries the ``token_ids`` generated."""
 
-    UNSUPPORTED: ClassVar[dict[str, tuple[object, ...]]] = {}
-    """Fields pteforge takes only at these values (OpenAI's defaults)."""
-
     def each_n(self, requests: list[GenerationRequest]) -> list[GenerationRequest]:
         """``n`` generations of each request, in choice order: with a ``seed``, the j-th of
         each draws from ``seed + j`` (the first one is what ``n`` 1 gives)."""
@@ -108,13 +115,6 @@ class _Sampling(SamplingFields):
             for one in requests
             for j in range(n)
         ]
-
-    def unsupported(self) -> str | None:
-        """The first field set to a value pteforge does not do, or None."""
-        for name, allowed in self.UNSUPPORTED.items():
-            if getattr(self, name) not in allowed:
-                return name
-        return None
 
     @field_validator("logit_bias")
     @classmethod

@@ -123,14 +123,15 @@ def sse(payload: Payload) -> bytes:
 
 @dataclass(frozen=True)
 class StreamFormat:
-    """How a route writes a generation as server-sent events: ``opening`` first, what
-    ``render`` makes of each event, then ``ending`` (raw bytes); ``fail`` is the last event
-    of an answer that failed once it started."""
+    """How a route writes a generation as server-sent events (each payload by ``encode``):
+    ``opening`` first, what ``render`` makes of each event, then ``ending`` (raw bytes);
+    ``fail`` is the last event of an answer that failed once it started."""
 
     render: Callable[[GenerationEvent], Iterable[Payload]]
     fail: Callable[[Exception], Payload]
     opening: Iterable[Payload] = ()
     ending: bytes = b""
+    encode: Callable[[Payload], bytes] = sse
 
 
 async def relay(
@@ -148,17 +149,17 @@ async def relay(
     ahead = None if first.finish_reason is not None else Backlog(events, buffer_bytes)
     try:
         for payload in wire.opening:
-            yield sse(payload)
+            yield wire.encode(payload)
         event: GenerationEvent | None = first
         while event is not None:
             await recheck()
             for payload in wire.render(event):
-                yield sse(payload)
+                yield wire.encode(payload)
             if event.finish_reason is not None or ahead is None:
                 break
             event = await ahead.next()
     except Exception as exc:
-        yield sse(wire.fail(exc))
+        yield wire.encode(wire.fail(exc))
     finally:
         if ahead is not None:
             await ahead.close()
@@ -211,7 +212,7 @@ async def _relay_choices(
         try:
             first, events = started if index == 0 else (await _first(start_one(index)))
         except Exception as exc:
-            yield sse(wire.fail(exc))
+            yield wire.encode(wire.fail(exc))
             break
         noting = dataclasses.replace(wire, fail=partial(_noted, failures, wire.fail), ending=b"")
         relayed = relay(first, events, noting, recheck, state.streams.buffer_bytes)
