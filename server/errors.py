@@ -30,7 +30,8 @@ log = logging.getLogger(__name__)
 V2_PREFIX = "/v2/"
 _HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
 _OPENAI_UNSERVED = ("/v1/responses", "/v1/embeddings", "/v1/moderations", "/v1/audio")
-"""OpenAI API paths an OpenAI client may call that pteforge does not serve."""
+"""OpenAI API paths an OpenAI client may call that pteforge does not serve (of
+``/v1/responses``, only ``POST`` on the path itself is served)."""
 
 
 HTTP_STATUS: Mapping[ErrorCode, int] = MappingProxyType(
@@ -178,12 +179,12 @@ def _routing_message(request: Request, exc: StarletteHTTPException, allowed: lis
 
 def _openai_hint(path: str) -> str:
     """Which OpenAI routes pteforge serves, for an OpenAI client that called one it lacks
-    (the Responses API, embeddings); nothing for any other path."""
+    (a stored response of the Responses API, embeddings); nothing for any other path."""
     if not any(path == p or path.startswith(f"{p}/") for p in _OPENAI_UNSERVED):
         return ""
     return (
-        " (of OpenAI's API pteforge serves only /v1/completions, /v1/chat/completions and"
-        " /v1/models)"
+        " (of OpenAI's API pteforge serves only /v1/completions, /v1/chat/completions,"
+        " POST /v1/responses, which stores no response to read back, and /v1/models)"
     )
 
 

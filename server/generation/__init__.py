@@ -1,7 +1,7 @@
 """Text generation over the runtime pool's generation engine (``RuntimePool.generate_async``):
-OpenAI-compatible ``POST /v1/completions`` and ``/v1/chat/completions`` (``routes.py``), and
-Triton's generate extension ``POST /v2/models/{model}/generate[_stream]`` (``v2_routes.py``),
-as one ``router``."""
+OpenAI-compatible ``POST /v1/completions``, ``/v1/chat/completions`` and ``/v1/responses``
+(``routes.py``), and Triton's generate extension ``POST /v2/models/{model}/generate[_stream]``
+(``v2_routes.py``), as one ``router``."""
 
 from fastapi import APIRouter
 

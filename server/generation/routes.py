@@ -1,4 +1,6 @@
-"""``POST /v1/completions`` and ``POST /v1/chat/completions``, OpenAI-compatible.
+"""``POST /v1/completions``, ``POST /v1/chat/completions`` and ``POST /v1/responses`` (text
+only: the chat's request building, ``responses_body.py``; its answer, ``responses_answer.py``),
+OpenAI-compatible.
 
 Each request is authenticated like ``/v2`` (cached bearer tokens), its body checked against
 what OpenAI accepts, its ``model`` resolved to a model version's ``.pte`` and tokenizer,
@@ -12,6 +14,7 @@ OpenAI's shape (``errors.py``).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
@@ -24,7 +27,9 @@ from pteforge.server.common.openapi_doc import answers, json_body
 from pteforge.server.common.services import get_services
 from pteforge.server.generation import streaming
 from pteforge.server.generation.errors import OpenAIError, answer_of
-from pteforge.server.generation.responses import Shape
+from pteforge.server.generation.responses import Collected, Shape
+from pteforge.server.generation.responses_answer import ResponseShape
+from pteforge.server.generation.responses_body import ResponsesBody
 from pteforge.server.generation.schemas import MAX_CHOICES, ChatBody, CompletionBody
 from pteforge.server.generation.target import parse_model, target_of
 from pteforge.server.http.bodies import read_json_body
@@ -43,13 +48,19 @@ DONE = b"data: [DONE]\n\n"
 LEFT = 499
 """The status logged for a request whose client left before its answer (nginx's)."""
 
+Body = CompletionBody | ChatBody | ResponsesBody
+Whole = Callable[[Sequence[Collected]], dict[str, Any]]
+"""The answer object of finished generations, one a choice."""
+Wire = Callable[[int, int], streaming.StreamFormat]
+"""How choice ``index`` of ``count`` (the arguments) is streamed."""
+
 # Each route answers a JSON object, or server-sent events when the body asks for a stream.
 router = APIRouter(tags=[TAG], route_class=BareRoute, responses=answers(streaming.SSE))
 
 
 async def _parse(
-    request: Request, body_type: type[CompletionBody | ChatBody], held: HeldBytes
-) -> tuple[CompletionBody | ChatBody, list[GenerationRequest]]:
+    request: Request, body_type: type[Body], held: HeldBytes
+) -> tuple[Body, list[GenerationRequest]]:
     raw = await read_json_body(request, RequestTooLargeError, held)
     body = body_type.model_validate_json(raw)
     field = body.unsupported()
@@ -66,7 +77,7 @@ async def _parse(
 
 
 def _check_choices(
-    body: CompletionBody | ChatBody, generations: list[GenerationRequest], session: str | None
+    body: Body, generations: list[GenerationRequest], session: str | None
 ) -> list[GenerationRequest]:
     """Several choices (``n``, a batch of prompts) run one after another."""
     if len(generations) > MAX_CHOICES:
@@ -87,22 +98,14 @@ def _failed(exc: Exception) -> dict[str, Any]:
     return answer_of(exc).body()
 
 
-async def _generate(request: Request, body_type: type[CompletionBody | ChatBody]) -> Response:
+async def _generate(request: Request, body_type: type[Body]) -> Response:
     state = inference_state(request)
     principal = await state.authenticate(request)
     with state.memory.holding(principal.project_id) as held:  # the body, while it is read
         body, generations = await _parse(request, body_type, held)
     store = get_services(request).store
     target = await target_of(state.targets, store, principal.project_id, *parse_model(body.model))
-    shape = Shape(
-        model=body.model,
-        chat=body_type is ChatBody,
-        token_ids=body.return_token_ids,
-        include_usage=body.include_usage(),
-        continuous_usage=body.continuous_usage(),
-        logprobs=generations[0].logprobs is not None,
-        n=body.n or 1,
-    )
+    whole, wire = _format(body, generations)
     recheck = partial(state.authenticate, request)  # a revoked token ends the generation
     count = len(generations)
 
@@ -113,12 +116,27 @@ async def _generate(request: Request, body_type: type[CompletionBody | ChatBody]
         bound = state.streams.buffer_bytes
         gather = streaming.collect_choices(choice, count, recheck, bound)
         done = await unless_client_leaves(request.receive, gather)
-        return Response(status_code=LEFT) if done is None else JSONResponse(shape.whole(done))
+        return Response(status_code=LEFT) if done is None else JSONResponse(whole(done))
     if count == 1:
-        wire = streaming.StreamFormat(shape.chunks, _failed, shape.opening(), DONE)
-        return await streaming.answer_stream(state, choice(0), wire, recheck)
-    wires = partial(_wire, shape, count)
-    return await streaming.answer_choices(state, choice, count, wires, recheck)
+        return await streaming.answer_stream(state, choice(0), wire(1, 0), recheck)
+    return await streaming.answer_choices(state, choice, count, partial(wire, count), recheck)
+
+
+def _format(body: Body, generations: list[GenerationRequest]) -> tuple[Whole, Wire]:
+    """How the route of ``body`` writes its answer: whole, and streamed."""
+    if isinstance(body, ResponsesBody):
+        answer = ResponseShape(body)
+        return answer.whole, answer.wire
+    shape = Shape(
+        model=body.model,
+        chat=isinstance(body, ChatBody),
+        token_ids=body.return_token_ids,
+        include_usage=body.include_usage(),
+        continuous_usage=body.continuous_usage(),
+        logprobs=generations[0].logprobs is not None,
+        n=body.n or 1,
+    )
+    return shape.whole, partial(_wire, shape)
 
 
 def _wire(shape: Shape, count: int, index: int) -> streaming.StreamFormat:
@@ -127,7 +145,7 @@ def _wire(shape: Shape, count: int, index: int) -> streaming.StreamFormat:
     return streaming.StreamFormat(chunks, _failed, shape.opening(index), DONE)
 
 
-async def _answer(request: Request, body_type: type[CompletionBody | ChatBody]) -> Response:
+async def _answer(request: Request, body_type: type[Body]) -> Response:
     try:
         return await _generate(request, body_type)
     except Exception as exc:
@@ -156,3 +174,17 @@ async def chat_completions(request: Request) -> Response:
     """OpenAI's chat completions: `messages` rendered by the chat template of the version's
     `tokenizer_config` (or the documented default), then continued as in completions."""
     return await _answer(request, ChatBody)
+
+
+@router.post(
+    "/v1/responses",
+    summary="Answer with a response (OpenAI's Responses API, text only)",
+    openapi_extra=json_body("An OpenAI Responses body: model, input, instructions, ..."),
+)
+async def responses(request: Request) -> Response:
+    """OpenAI's Responses API, text only: `input` (a text, or message items) after
+    `instructions`, answered as the chat route answers the same messages, as one `response`
+    object or its named events (`stream`). Nothing is stored (`store` true is taken as
+    false); tools, `previous_response_id`, reasoning, images, files and `text.format` other
+    than text are a 400 naming the field."""
+    return await _answer(request, ResponsesBody)

@@ -48,6 +48,7 @@ def _req(method: str, url: str, **kwargs: Any) -> Call:
 _INFER = infer_body()
 _TEXT = {"text_input": "a", "parameters": {"max_tokens": 1}}
 _CHAT = {"model": "{model}", "messages": [{"role": "user", "content": "a"}], "max_tokens": 1}
+_RESPONSE = {"model": "{model}", "input": "a", "max_output_tokens": 1}
 _SESSION = {"X-Pteforge-Session": "iso-chat"}  # a session key B may use too
 TOKENIZER_FILES = {"tokenizer": ("tokenizer.json", json.dumps(TOKENIZER).encode())}
 # Routes that read (asked by the owner too) and routes that change things (A's only).
@@ -120,6 +121,11 @@ READS: dict[tuple[str, str], list[Call]] = {
     ("POST", "/v1/chat/completions"): [
         _post("/v1/chat/completions", _CHAT),
         _req("POST", "/v1/chat/completions", json=_CHAT, headers=_SESSION),
+    ],
+    ("POST", "/v1/responses"): [
+        _post("/v1/responses", _RESPONSE),
+        _post("/v1/responses", {**_RESPONSE, "stream": True}),
+        _req("POST", "/v1/responses", json=_RESPONSE, headers=_SESSION),
     ],
 }
 CHANGES: dict[tuple[str, str], list[Call]] = {

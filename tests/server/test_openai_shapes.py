@@ -1,10 +1,14 @@
-"""The OpenAI objects an answer is written as (``server/generation/responses.py``), on
-events made here: the parts of them no real model's output pins down reliably."""
+"""The OpenAI objects an answer is written as (``server/generation/responses.py``,
+``responses_answer.py``), on events made here: the parts of them no real model's output
+pins down reliably."""
 
 from __future__ import annotations
 
 from pteforge.contracts.generation import TokenLogprob
+from pteforge.server.generation.errors import OpenAIError
 from pteforge.server.generation.responses import Collected, Shape
+from pteforge.server.generation.responses_answer import ResponseShape, named_sse
+from pteforge.server.generation.responses_body import ResponsesBody
 
 
 def test_text_offsets_count_characters_not_the_escapes_of_their_parts() -> None:
@@ -19,3 +23,21 @@ def test_text_offsets_count_characters_not_the_escapes_of_their_parts() -> None:
     done = Collected(pieces=["a…b"], logprobs=[scored(p) for p in pieces], finish_reason="stop")
     shape = Shape(model="m", chat=False, logprobs=True)
     assert shape.whole([done])["choices"][0]["logprobs"]["text_offset"] == [0, 1, 1, 2]
+
+
+def test_a_responses_stream_that_fails_ends_with_an_error_event() -> None:
+    """The Responses API's ``error`` event, numbered after the events before it and named by
+    its ``event:`` line, as OpenAI sends it."""
+    body = ResponsesBody(model="m", input="hi")
+    answer = ResponseShape(body)
+    opening = list(answer.opening())
+    error = answer.failed(OpenAIError(400, "too long", "input", "context_length_exceeded"))
+    assert error == {
+        "type": "error",
+        "code": "context_length_exceeded",
+        "message": "too long",
+        "param": "input",
+        "sequence_number": len(opening),
+    }
+    assert named_sse(error).startswith(b"event: error\ndata: {")
+    assert answer.failed(RuntimeError("bug"))["code"] == "server_error"

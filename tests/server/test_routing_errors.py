@@ -32,14 +32,15 @@ def test_no_route_and_a_wrong_method_are_named(tmp_path: Path) -> None:
 
 
 def test_openai_routes_pteforge_lacks_name_those_it_serves(tmp_path: Path) -> None:
-    """The unmodified ``openai`` client's Responses API call shows which routes exist."""
+    """The unmodified ``openai`` client's call of a route pteforge lacks (a stored response:
+    nothing is stored) shows which routes exist."""
     app = TestClient(create_app(Settings(home=tmp_path)))
     client = openai.OpenAI(
         base_url="http://testserver/v1", api_key="any", http_client=app, max_retries=0
     )
-    served = "of OpenAI's API pteforge serves only /v1/completions, /v1/chat/completions and"
-    with pytest.raises(openai.NotFoundError, match="no route POST /v1/responses") as raised:
-        client.responses.create(model="tiny", input="hi")
+    served = "of OpenAI's API pteforge serves only /v1/completions, /v1/chat/completions,"
+    with pytest.raises(openai.NotFoundError, match="no route GET /v1/responses/resp_1") as raised:
+        client.responses.retrieve("resp_1")
     assert served in raised.value.message
     with pytest.raises(openai.NotFoundError, match=served):
         client.embeddings.create(model="tiny", input="hi")
