@@ -1,7 +1,7 @@
 """Streams opened with a token end once it is revoked: a job's event stream and a gRPC
 ``ModelStreamInfer`` stream ran on for as long as the client kept them open, and text
-generation streams (``/v1/completions``, ``/v1/chat/completions``, ``/v2`` generate_stream)
-to their ``max_tokens`` or the request timeout."""
+generation streams (``/v1/completions``, ``/v1/chat/completions``, ``/v1/responses``, ``/v2``
+generate_stream) to their ``max_tokens`` or the request timeout."""
 
 from __future__ import annotations
 
@@ -230,3 +230,20 @@ def test_a_generation_not_streamed_is_401_when_its_token_is_revoked(
         answer.begin()
         error = json.loads(answer.read())["error"]
     assert answer.status == 401 and error["type"] == "authentication_error", error
+
+
+def test_a_responses_stream_ends_with_an_error_event_when_its_token_is_revoked(
+    quiet_service: ServiceProcess, lm_model: str
+) -> None:
+    """``/v1/responses`` streamed: the response started, then its last event is the Responses
+    API's ``error`` event, never a ``response.completed``."""
+    token = quiet_service.create_token("gen-responses", PROJECT)
+    body = {"model": lm_model, "input": "Hi", "stream": True, "max_output_tokens": 1000}
+    payload = json.dumps(body).encode()
+    sock = _past_authentication(quiet_service, "/v1/responses", token, payload)
+    _revoke_with_the_cli(quiet_service, "gen-responses")
+    wait_until(lambda: _refused(quiet_service, "/v1/responses", token), 60, "the revocation")
+    events = [json.loads(line.removeprefix("data: ")) for line in _events_after(sock, payload)]
+    assert events[0]["type"] == "response.created"
+    assert (events[-1]["type"], events[-1]["message"]) == ("error", "invalid or revoked token")
+    assert "response.completed" not in {event["type"] for event in events}
