@@ -72,8 +72,10 @@ def test_greedy_responses_are_the_chat_routes_streamed_or_not(
     chat = _chat(client, deployed, CHAT)
     expected = greedy_reference(lm, _chat_prompt(lm, CHAT), MAX_TOKENS)
     assert chat.choices[0].message.content == lm.decode(expected)
-    whole = client.responses.create(model=deployed, input=CHAT, **GREEDY)  # type: ignore[arg-type]
+    taken = {"store": True, "metadata": {"k": "v"}, "text": {"format": {"type": "text"}}}
+    whole = client.responses.create(model=deployed, input=CHAT, **GREEDY, **taken)  # type: ignore[arg-type]
     _check_like_chat(whole, chat)
+    assert (whole.metadata, whole.text.format.type) == ({"k": "v"}, "text")  # type: ignore[union-attr]
     events = list(client.responses.create(model=deployed, input=CHAT, stream=True, **GREEDY))  # type: ignore[arg-type]
     kinds = [event.type for event in events]
     deltas = [event for event in events if event.type == "response.output_text.delta"]
@@ -136,6 +138,19 @@ def test_max_output_tokens_makes_it_incomplete(client: openai.OpenAI, deployed: 
     assert whole.output[0].status == "incomplete" and whole.usage and whole.usage.output_tokens == 1  # type: ignore[union-attr]
     last = list(client.responses.create(**arguments, stream=True))[-1]
     assert last.type == "response.incomplete" and last.response.status == "incomplete"
+
+
+def test_a_stream_closed_early_leaves_the_next_answer_right(
+    client: openai.OpenAI, deployed: str, lm: LmFiles
+) -> None:
+    arguments: dict[str, Any] = {"model": deployed, "input": "Hi", "temperature": 0}
+    whole = client.responses.create(**arguments, max_output_tokens=MAX_TOKENS)
+    long = {"max_output_tokens": lm.max_seq_len, "extra_body": {"ignore_eos": True}}
+    stream = client.responses.create(**arguments, **long, stream=True)
+    next(iter(stream))
+    stream.close()  # the client goes away mid-generation
+    again = client.responses.create(**arguments, max_output_tokens=MAX_TOKENS)
+    assert again.output_text == whole.output_text
 
 
 def test_events_are_named_as_their_type(
