@@ -41,6 +41,18 @@ class Principal:
     token_id: str
 
 
+def authorization_of(call: HasHeaders) -> str | None:
+    """The ``Authorization`` header of a request or gRPC call; 401 when it has more than one:
+    /v1 and /v2 read the first and gRPC the last, while a proxy in front may check or add
+    another, so two are never taken."""
+    headers = call.headers
+    getlist = getattr(headers, "getlist", None)
+    values = getlist("authorization") if getlist else [headers.get("authorization")]
+    if len(values) > 1:
+        raise UnauthorizedError(f"the request has {len(values)} Authorization headers: send one")
+    return values[0] if values else None
+
+
 def no_bearer_token(authorization: str | None) -> UnauthorizedError:
     """The 401 for a call without a bearer token, saying what came instead: a token sent
     without its ``Bearer`` scheme (``-H "Authorization: $TOKEN"``) was 'missing'. The
@@ -104,7 +116,7 @@ async def require_principal(
     known: Principal | None = getattr(request.state, "principal", None)
     if known is not None:
         return known
-    authorization = request.headers.get("authorization")
+    authorization = authorization_of(request)
     return await run_in_threadpool(
         resolve_bearer, get_services(request), credentials, authorization
     )
@@ -115,7 +127,7 @@ async def authenticate_before_body(request: Request) -> Principal:
     :func:`require_principal`. FastAPI reads a JSON body before it solves a
     route's dependencies, so without this a client with no token at all made the server
     read and hold 16 MiB per connection (30 connections: 480 MB) before answering 401."""
-    authorization = request.headers.get("authorization")
+    authorization = authorization_of(request)
     token = bearer_token(authorization)
     if token is None:
         raise no_bearer_token(authorization)
@@ -141,7 +153,7 @@ def cached_principal(
     """
 
     async def principal_of(request: HasHeaders) -> Principal:
-        authorization = request.headers.get("authorization")
+        authorization = authorization_of(request)
         token = bearer_token(authorization)
         if token is None:
             raise no_bearer_token(authorization)

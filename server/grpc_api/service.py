@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, NamedTuple, TypeVar
 
 from google.protobuf import json_format
+from starlette.datastructures import ImmutableMultiDict
 from tritonclient.grpc import service_pb2 as pb
 from tritonclient.grpc import service_pb2_grpc as rpc
 
@@ -53,7 +54,8 @@ class CallHeaders:
 
 def call_headers(metadata: Iterable[tuple[str, Any]] | None) -> CallHeaders:
     """A call's text ``metadata`` entries as headers (gRPC keys are lower-case)."""
-    return CallHeaders({key: value for key, value in metadata or () if isinstance(value, str)})
+    entries = [(key, value) for key, value in metadata or () if isinstance(value, str)]
+    return CallHeaders(ImmutableMultiDict(entries))  # all kept: two authorizations are refused
 
 
 async def infer(

@@ -270,3 +270,25 @@ def test_the_load_balancers_grpc_frontend_reaches_a_replica(
     finally:
         balancer.stop()
     _assert_eager(got, model, "decode", *step)
+
+
+def test_two_authorizations_are_refused_over_http_and_grpc(
+    service: ServiceProcess, headers: dict[str, str]
+) -> None:
+    """HTTP took the first Authorization header and gRPC the last authorization entry, so a
+    valid token next to another passed or not by their order, as a proxy in front that
+    checks or adds one may not (attack pass, item 7): two are now 401 / UNAUTHENTICATED."""
+    valid, other = headers["authorization"], "Bearer ptf_someone-elses"
+    for pair in ([valid, other], [other, valid]):
+        sent = [("authorization", value) for value in pair]
+        for path in ("/v1/programs", "/v2/models/x/ready"):
+            answer = httpx.get(f"{service.url}{path}", headers=sent)
+            assert answer.status_code == 401, answer.text
+            assert "2 Authorization headers: send one" in answer.text
+        with grpc.insecure_channel(f"127.0.0.1:{service.grpc_port}") as channel:
+            call = channel.unary_unary("/inference.GRPCInferenceService/ModelMetadata")
+            with pytest.raises(grpc.RpcError) as refused:
+                call(b"\x0a\x01x", metadata=sent, timeout=30)
+        assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        assert "2 Authorization headers" in str(refused.value.details())
+    assert httpx.get(f"{service.url}/v1/programs", headers=headers).status_code == 200
