@@ -82,6 +82,16 @@ async def read_capped(
     return b"".join([chunk async for chunk in chunks])
 
 
+def refuse_content_encoding(request: Request, bodies: str) -> None:
+    """415 for a body sent with a ``Content-Encoding`` (``bodies`` names the kind): nothing
+    inflates it, so its parser would report the compressed bytes as malformed."""
+    encoding = request.headers.get("content-encoding", "identity").lower()
+    if encoding != "identity":
+        raise UnsupportedMediaTypeError(
+            f"Content-Encoding {encoding!r} is not taken on {bodies}: send them as is"
+        )
+
+
 async def read_json_body(
     request: Request, too_large: TooLarge = PayloadTooLargeError, held: HeldBytes | None = None
 ) -> bytes:
@@ -91,11 +101,7 @@ async def read_json_body(
     size once parsed and validated: no more than the limit is ever held. It counts in
     ``held`` (its project's share of the requests in flight) as it arrives.
     A compressed body is refused (415): FastAPI would not inflate it."""
-    encoding = request.headers.get("content-encoding", "identity").lower()
-    if encoding != "identity":
-        raise UnsupportedMediaTypeError(
-            f"Content-Encoding {encoding!r} is not taken on /v1 JSON bodies: send them as is"
-        )
+    refuse_content_encoding(request, "/v1 JSON bodies")
     limit = get_services(request).settings.max_json_body_bytes
 
     def refused(message: str) -> Exception:

@@ -21,7 +21,11 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from pteforge.server.errors import InvalidRequestError, UnsupportedMediaTypeError
-from pteforge.server.http.bodies import capped_chunks, check_content_length
+from pteforge.server.http.bodies import (
+    capped_chunks,
+    check_content_length,
+    refuse_content_encoding,
+)
 from pteforge.server.settings import Settings
 
 T = TypeVar("T")
@@ -165,6 +169,7 @@ async def receive_multipart(
     """
     check_content_length(request, limit)
     boundary = _boundary(request)
+    refuse_content_encoding(request, "multipart uploads")
     await run_in_threadpool(directory.mkdir, parents=True, exist_ok=True)
     upload = MultipartUpload()
     writer = _PartWriter(upload, directory, check_name)
