@@ -13,6 +13,8 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from openai.types.responses import Response, ResponseStreamEvent
+from pydantic import TypeAdapter
 
 from tests.generation.lm_builder import LmFiles
 from tests.server.lm_serving import greedy_reference
@@ -153,19 +155,28 @@ def test_a_stream_closed_early_leaves_the_next_answer_right(
     assert again.output_text == whole.output_text
 
 
-def test_events_are_named_as_their_type(
+def test_events_are_named_as_their_type_and_valid(
     service: ServiceProcess, admin: httpx.Client, deployed: str
 ) -> None:
-    """Each event's ``event:`` line is its ``type``, as the API sends them; no ``[DONE]``."""
-    body = {"model": deployed, "input": "Hi", "stream": True, "max_output_tokens": 2}
+    """Each event's ``event:`` line is its ``type``, as the API sends them, and its data is
+    what the ``openai`` package's models take, validated strictly (the client itself
+    builds them without checking); no ``[DONE]``."""
+    body = {"model": deployed, "input": "Hi", "stream": True, **GREEDY}
     with admin.stream("POST", "/v1/responses", json=body) as answer:
-        assert answer.status_code == 200 and answer.headers["content-type"].startswith(
-            "text/event-stream"
-        )
+        assert answer.status_code == 200
+        assert answer.headers["content-type"].startswith("text/event-stream")
         lines = [line for line in answer.iter_lines() if line]
     names = [line.removeprefix("event: ") for line in lines[0::2]]
-    assert [json.loads(line.removeprefix("data: "))["type"] for line in lines[1::2]] == names
+    events = [json.loads(line.removeprefix("data: ")) for line in lines[1::2]]
+    assert [event["type"] for event in events] == names
     assert names[:4] == STREAMED and "[DONE]" not in lines[-1]
+    valid = TypeAdapter(ResponseStreamEvent)
+    assert [valid.validate_python(event).type for event in events] == names
+    whole = admin.post("/v1/responses", json={**body, "stream": False}).raise_for_status()
+    assert (
+        Response.model_validate(whole.json()).output_text
+        == events[-1]["response"]["output"][0]["content"][0]["text"]
+    )
 
 
 def test_no_token_is_401(service: ServiceProcess, deployed: str) -> None:
