@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pteforge.contracts.names import InvalidMethodNameError, check_method_name
+
 from .digests import sha256_file
 from .errors import InvalidPteError, UploadRejectedError
 from .isolation import Isolation, SubprocessIsolation, read_result
@@ -52,4 +54,9 @@ def validate_pte_isolated(
         described = read_result(ProgramDescription, reply)
     except UploadRejectedError as e:
         raise InvalidPteError("invalid_pte", f"{e.reason}: {e.message}") from e
+    for name in described.method_names:  # a program's methods follow it at upload too
+        try:
+            check_method_name(name)
+        except InvalidMethodNameError as e:
+            raise InvalidPteError("invalid_pte", str(e)) from None
     return PteDescription(digest, path.stat().st_size, described.methods, described.generation)

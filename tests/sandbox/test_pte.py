@@ -56,6 +56,22 @@ def test_read_verified_checks_the_bytes_it_returns(mlp_pte: Path) -> None:
         read_verified(mlp_pte, "f" * 64)
 
 
+def test_a_method_name_the_rule_refuses_is_rejected(
+    mlp_pte: Path, tmp_path: Path, isolation: Isolation
+) -> None:
+    """Only programs' method names were checked: a .pte whose method is named
+    'f ESC ]0;X BEL' (a terminal's set-title sequence) was stored and listed as it is, and
+    became /v2 model names (attack pass, item 4)."""
+    data = mlp_pte.read_bytes()
+    assert data.count(b"forward") == 1  # a flatbuffer string: same length, same layout
+    hostile = tmp_path / "hostile.pte"
+    hostile.write_bytes(data.replace(b"forward", b"f\x1b]0;X\x07"))
+    with pytest.raises(InvalidPteError) as refused:
+        validate_pte_isolated(hostile, isolation=isolation)
+    assert refused.value.reason == "invalid_pte"
+    assert str(refused.value.message).startswith("invalid method name 'f\\x1b]0;X\\x07': a ")
+
+
 def test_truncated_pte_is_rejected(mlp_pte: Path, tmp_path: Path) -> None:
     data = mlp_pte.read_bytes()
     bad = tmp_path / "t.pte"
