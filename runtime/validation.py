@@ -190,9 +190,24 @@ def check_json_numbers(data: Any, listed: np.ndarray, dtype: np.dtype) -> None:
     if listed.dtype.kind == "O" and dtype.kind != "O":
         raise ValueError("it holds null or values that are not numbers; send numbers")
     if dtype.kind in "iu" and listed.dtype.kind == "f" and listed.size:
-        raise ValueError("it holds numbers with a fraction or exponent; send integers")
+        raise ValueError(
+            "it holds numbers with a fraction or exponent (or integers past int64's range, "
+            "which are read as such); send integers"
+        )
+    if dtype.kind in "iu" and listed.dtype.kind in "iu" and listed.size:
+        _check_range(listed, dtype)
     if dtype.kind != "b" and (listed.dtype.kind == "b" or _holds_bool(data)):
         raise ValueError("it holds true/false; send numbers (BOOL takes true/false)")
+
+
+def _check_range(listed: np.ndarray, dtype: np.dtype) -> None:
+    """Raise a ValueError naming the first of the integers ``listed`` that ``dtype`` cannot
+    hold: casting wrapped them (300 as INT8 was 44, 2**64-1 as INT64 was -1)."""
+    info = np.iinfo(dtype)
+    lowest, highest = int(listed.min()), int(listed.max())
+    if lowest < info.min or highest > info.max:
+        outside = lowest if lowest < info.min else highest
+        raise ValueError(f"it holds {outside}, outside {dtype.name}'s [{info.min}, {info.max}]")
 
 
 def _holds_bool(data: Any) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import ml_dtypes
 import numpy as np
@@ -83,12 +84,40 @@ def test_binary_inputs_follow_the_json_header() -> None:
         ([_with(TOKENS, data=[[1, 2], [True, 4]]), MEMORY], "not int64: it holds true/false"),
         ([TOKENS, _with(MEMORY, data=[0.5, False])], "data is not float32: it holds true/false"),
         ([TOKENS, _with(MEMORY, data=[0.5, None])], "data is not float32: it holds null"),
+        # an integer the dtype cannot hold wrapped (attack pass): 2**64-1 was -1, 2**63 -2**63
+        (
+            [_with(TOKENS, data=[2**64 - 1] * 4), MEMORY],
+            "data is not int64: it holds 18446744073709551615, outside int64's [",
+        ),
+        ([_with(TOKENS, data=[2**63] * 4), MEMORY], "it holds 9223372036854775808, outside"),
+        ([_with(TOKENS, data=[2**64 + 1, 2, 3, 4]), MEMORY], "(or integers past int64's range"),
     ],
 )
 def test_mismatches_name_the_input(tensors: list[dict[str, object]], message: str) -> None:
     with pytest.raises(InvalidInputError) as err:
         decode_infer_request(_body(*tensors), None, SIG)
     assert message in str(err.value)
+
+
+def test_an_integer_its_dtype_cannot_hold_is_refused_not_wrapped() -> None:
+    """JSON data (and gRPC's typed int_contents, decoded alike) was cast with wraparound:
+    300 as INT8 became 44, -1 as UINT8 255 (attack pass, item 2)."""
+    for datatype, dtype, value, shown in (
+        ("INT8", "int8", 300, "it holds 300, outside int8's [-128, 127]"),
+        ("UINT8", "uint8", -1, "it holds -1, outside uint8's [0, 255]"),
+        ("INT32", "int32", 2**31, "it holds 2147483648, outside int32's"),
+    ):
+        signature = MethodSignature("f", (TensorSpec("x", dtype, (2,)),), SIG.outputs)
+        body = _body(_tensor("x", datatype, [2], [0, value]))
+        with pytest.raises(
+            InvalidInputError, match=re.escape(f"input 'x': data is not {dtype}: {shown}")
+        ):
+            decode_infer_request(body, None, signature)
+        edges = np.iinfo(dtype)
+        fits = decode_infer_request(
+            _body(_tensor("x", datatype, [2], [int(edges.min), int(edges.max)])), None, signature
+        )
+        assert fits.inputs[0].tolist() == [edges.min, edges.max]
 
 
 def test_malformed_bodies_are_protocol_errors() -> None:
