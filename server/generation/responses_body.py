@@ -17,7 +17,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+)
 
 from pteforge.contracts.generation import MAX_CHAT_MESSAGES, GenerationRequest
 from pteforge.contracts.json_types import FailFastList, at_most_entries
@@ -163,6 +170,15 @@ class ResponsesBody(SamplingFields):
         "truncation": (None, "disabled"),
         "service_tier": (None, "auto", "default"),
     }
+
+    @field_validator("instructions")
+    @classmethod
+    def _room_for_instructions(cls, text: str | None, info: ValidationInfo) -> str | None:
+        if text is not None and len(info.data.get("input", ())) >= MAX_CHAT_MESSAGES:
+            raise ValueError(
+                f"a chat holds at most {MAX_CHAT_MESSAGES} messages, instructions one of them"
+            )
+        return text
 
     def unsupported(self) -> str | None:
         """The first field set to a value pteforge does not do (``text.format`` other than

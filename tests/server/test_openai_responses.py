@@ -95,11 +95,12 @@ def test_greedy_responses_are_the_chat_routes_streamed_or_not(
 def test_the_stream_helper_gives_the_whole_answer(client: openai.OpenAI, deployed: str) -> None:
     """``responses.stream``'s final response; ``instructions`` is a system message first,
     and an earlier answer's output item may be sent back as it came."""
-    earlier = client.responses.create(model=deployed, input="Hi", max_output_tokens=3)
+    earlier = client.responses.create(
+        model=deployed, input="Hi", max_output_tokens=3, temperature=0
+    )
     messages: list[dict[str, Any]] = [
         {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Hi"}]},
         earlier.output[0].model_dump(exclude_none=True),
-        {"role": "user", "content": "Go"},
     ]
     chat = _chat(
         client,
@@ -108,7 +109,6 @@ def test_the_stream_helper_gives_the_whole_answer(client: openai.OpenAI, deploye
             {"role": "system", "content": "Be brief."},
             {"role": "user", "content": "Hi"},
             {"role": "assistant", "content": earlier.output_text},
-            {"role": "user", "content": "Go"},
         ],
     )
     arguments: dict[str, Any] = {"model": deployed, "input": messages, **GREEDY}
@@ -210,6 +210,11 @@ def test_no_token_is_401(service: ServiceProcess, deployed: str) -> None:
         ),
         ({"input": [{"role": "user", "content": "a"}] * 2049}, "input", "at most 2048 entries"),
         ({"input": []}, "input", "at least 1 item"),
+        (
+            {"input": [{"role": "user", "content": "a"}] * 2048, "instructions": "b"},
+            "instructions",
+            "at most 2048 messages",
+        ),
         ({"max_output_tokens": 0}, "max_output_tokens", "greater than or equal to 1"),
         ({"extra_body": {"colour": "red"}}, "colour", "Unrecognized request argument"),
     ],
