@@ -147,6 +147,8 @@ def _decode_input(entry: Any, spec: TensorSpec, cursor: _BinaryCursor) -> np.nda
         return _json_data(entry, name, dtype, shape)
     if type(size) is not int or size < 0:  # not a bool: JSON's true is no size
         raise ProtocolError(f"input {name!r}: binary_data_size must be a non-negative integer")
+    if "data" in entry:
+        raise ProtocolError(f"input {name!r}: both 'data' and binary_data_size: send one")
     return _binary_data(name, dtype, shape, size, cursor.take(size, name))
 
 

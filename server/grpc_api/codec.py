@@ -96,6 +96,9 @@ def decode_request(request: Any, signature: MethodSignature) -> InferRequest:
     raw = list(request.raw_input_contents)
     if raw and len(raw) != len(tensors):
         raise ProtocolError(f"{len(raw)} raw_input_contents for {len(tensors)} inputs")
+    both = [t.name for t in tensors if raw and t.HasField("contents")]
+    if both:
+        raise ProtocolError(f"input {both[0]!r}: both raw_input_contents and contents: send one")
     decoded = {
         t.name: input_tensor(
             signature, t.name, t.datatype, list(t.shape), raw[i] if raw else _contents(t)

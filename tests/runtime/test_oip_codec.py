@@ -149,6 +149,10 @@ def test_malformed_bodies_are_protocol_errors() -> None:
     )  # fmt: skip
     with pytest.raises(ProtocolError, match="binary section ends"):
         decode_infer_request(head + b"\0" * 8, len(head), SIG)
+    both = _with(TOKENS, parameters={"binary_data_size": 32})  # data was ignored
+    head = _body(both, MEMORY)
+    with pytest.raises(ProtocolError, match="'input_0': both 'data' and binary_data_size"):
+        decode_infer_request(head + b"\0" * 32, len(head), SIG)
 
 
 @pytest.mark.parametrize(

@@ -67,6 +67,10 @@ def test_a_wrong_shape_or_size_names_the_input() -> None:
     short.raw_input_contents[0] = b"\0" * 4
     with pytest.raises(InvalidInputError, match="'memory': raw contents are 4 bytes"):
         decode_request(short, SIG)
+    both = _request(raw=True)  # the raw bytes were taken, the contents ignored
+    both.inputs[0].contents.fp32_contents.extend([0.5, 1.5])
+    with pytest.raises(ProtocolError, match="'memory': both raw_input_contents and contents"):
+        decode_request(both, SIG)
     unknown = _request(raw=True)
     unknown.outputs.add(name="nope")
     with pytest.raises(InvalidInputError, match="unknown output 'nope'"):
