@@ -101,7 +101,7 @@ async def read_json_body(
     size once parsed and validated: no more than the limit is ever held. It counts in
     ``held`` (its project's share of the requests in flight) as it arrives.
     A compressed body is refused (415): FastAPI would not inflate it."""
-    refuse_content_encoding(request, "/v1 JSON bodies")
+    refuse_content_encoding(request, "JSON bodies")  # /v2 generate reads through here too
     limit = get_services(request).settings.max_json_body_bytes
 
     def refused(message: str) -> Exception:
