@@ -6,8 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
+from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from tests.generation.lm_builder import LmFiles, eager_greedy, pte_greedy
+from tests.generation.lm_tokenizer import BOS, CHAT_TEMPLATE
 from tests.server.model_names import deploy
 
 MODEL = "tiny-llama"
@@ -34,3 +36,10 @@ def greedy_reference(lm: LmFiles, prompt_ids: list[int], max_tokens: int) -> lis
     tokens = pte_greedy(lm.pte, prompt_ids, max_tokens, lm.eos_ids)
     assert tokens == eager_greedy(lm, prompt_ids, max_tokens)
     return tokens
+
+
+def chat_prompt(lm: LmFiles, messages: list[dict[str, str]]) -> list[int]:
+    """The prompt ids of a chat, rendered by the tokenizer config's template."""
+    template = ImmutableSandboxedEnvironment().from_string(CHAT_TEMPLATE)
+    rendered = template.render(messages=messages, bos_token=BOS, add_generation_prompt=True)
+    return lm.encode(rendered.removeprefix(BOS))  # the encoder puts BOS first itself

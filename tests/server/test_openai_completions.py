@@ -22,7 +22,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from tests.generation.lm_builder import LmFiles
 from tests.generation.lm_tokenizer import BOS, CHAT_TEMPLATE
-from tests.server.lm_serving import MODEL, deploy_lm, greedy_reference
+from tests.server.lm_serving import MODEL, chat_prompt, deploy_lm, greedy_reference
 from tests.server.model_names import deploy
 from tests.server.service import ServiceProcess
 
@@ -41,13 +41,6 @@ def client(service: ServiceProcess) -> openai.OpenAI:
 def _expected(lm: LmFiles, prompt_ids: list[int]) -> list[int]:
     """The greedy tokens of the same ``.pte`` in process, checked against eager PyTorch."""
     return greedy_reference(lm, prompt_ids, MAX_TOKENS)
-
-
-def _chat_prompt(lm: LmFiles, messages: list[dict[str, str]]) -> list[int]:
-    """The prompt ids of a chat, rendered by the tokenizer config's template."""
-    template = ImmutableSandboxedEnvironment().from_string(CHAT_TEMPLATE)
-    rendered = template.render(messages=messages, bos_token=BOS, add_generation_prompt=True)
-    return lm.encode(rendered.removeprefix(BOS))  # the encoder puts BOS first itself
 
 
 def _finish(lm: LmFiles, tokens: list[int]) -> str:
@@ -96,7 +89,7 @@ def test_greedy_completions_are_the_pte_tokens(
 
 
 def test_greedy_chats_are_the_pte_tokens(client: openai.OpenAI, deployed: str, lm: LmFiles) -> None:
-    prompt_ids = _chat_prompt(lm, CHAT)
+    prompt_ids = chat_prompt(lm, CHAT)
     expected = _expected(lm, prompt_ids)
     arguments: dict[str, Any] = {"max_tokens": MAX_TOKENS, "temperature": 0, "extra_body": IDS}
     whole = client.chat.completions.create(model=deployed, messages=CHAT, **arguments)  # type: ignore[arg-type]
@@ -126,7 +119,7 @@ def test_a_chat_template_file_serves_chats(
     }
     put = admin.put("/v1/models/tiny-llama-jinja/versions/1/tokenizer", files=parts)
     assert put.status_code == 201, put.text
-    expected = _expected(lm, _chat_prompt(lm, CHAT))
+    expected = _expected(lm, chat_prompt(lm, CHAT))
     arguments: dict[str, Any] = {"max_tokens": MAX_TOKENS, "temperature": 0, "extra_body": IDS}
     whole = client.chat.completions.create(model="tiny-llama-jinja", messages=CHAT, **arguments)  # type: ignore[arg-type]
     assert whole.choices[0].to_dict()["token_ids"] == expected
@@ -247,7 +240,7 @@ def test_the_python_client_generates_and_streams(
 def test_pteforge_chat_streams_the_greedy_answers(
     service: ServiceProcess, deployed: str, lm: LmFiles, tmp_path: Path
 ) -> None:
-    expected = lm.decode(_expected(lm, _chat_prompt(lm, CHAT)))
+    expected = lm.decode(_expected(lm, chat_prompt(lm, CHAT)))
     env = {
         **os.environ,
         "PTEFORGE_CONFIG": str(tmp_path / "none.json"),

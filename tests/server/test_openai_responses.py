@@ -17,9 +17,8 @@ from openai.types.responses import Response, ResponseStreamEvent
 from pydantic import TypeAdapter
 
 from tests.generation.lm_builder import LmFiles
-from tests.server.lm_serving import greedy_reference
+from tests.server.lm_serving import chat_prompt, greedy_reference
 from tests.server.service import ServiceProcess
-from tests.server.test_openai_completions import _chat_prompt
 
 MAX_TOKENS = 12
 GREEDY: dict[str, Any] = {"temperature": 0, "max_output_tokens": MAX_TOKENS}
@@ -72,7 +71,7 @@ def test_greedy_responses_are_the_chat_routes_streamed_or_not(
     client: openai.OpenAI, deployed: str, lm: LmFiles
 ) -> None:
     chat = _chat(client, deployed, CHAT)
-    expected = greedy_reference(lm, _chat_prompt(lm, CHAT), MAX_TOKENS)
+    expected = greedy_reference(lm, chat_prompt(lm, CHAT), MAX_TOKENS)
     assert chat.choices[0].message.content == lm.decode(expected)
     taken = {"store": True, "metadata": {"k": "v"}, "text": {"format": {"type": "text"}}}
     whole = client.responses.create(model=deployed, input=CHAT, **GREEDY, **taken)  # type: ignore[arg-type]
