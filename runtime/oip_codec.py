@@ -23,7 +23,7 @@ from pteforge.runtime.metadata import MethodSignature, TensorSpec
 from pteforge.runtime.validation import (
     check_input_names,
     check_json_numbers,
-    check_output_name,
+    check_output_names,
     check_tensor,
     positional_inputs,
     tensor_parameters,
@@ -190,10 +190,12 @@ def _requested_outputs(header: dict[str, Any], signature: MethodSignature) -> li
     wanted = header.get("outputs")
     if not wanted:
         return [RequestedOutput(spec.name, default_binary) for spec in signature.outputs]
+    if not isinstance(wanted, list):
+        raise ProtocolError("'outputs' must be a list of output objects")
+    names = [str(entry.get("name")) if isinstance(entry, dict) else str(entry) for entry in wanted]
+    check_output_names(names, signature)
     requested = []
-    for entry in wanted:
-        name = str(entry.get("name")) if isinstance(entry, dict) else str(entry)
-        check_output_name(name, signature)
+    for name, entry in zip(names, wanted, strict=True):
         out_params = tensor_parameters(
             entry.get("parameters") if isinstance(entry, dict) else None, f"output {name!r}"
         )

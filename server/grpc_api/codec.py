@@ -25,7 +25,7 @@ from pteforge.runtime.oip_codec import (
 )
 from pteforge.runtime.validation import (
     check_input_names,
-    check_output_name,
+    check_output_names,
     positional_inputs,
     tensor_parameters,
 )
@@ -105,8 +105,7 @@ def decode_request(request: Any, signature: MethodSignature) -> InferRequest:
         )
         for i, t in enumerate(tensors)
     }
-    for wanted in request.outputs:
-        check_output_name(wanted.name, signature)
+    check_output_names([wanted.name for wanted in request.outputs], signature)
     names = [o.name for o in request.outputs] or [spec.name for spec in signature.outputs]
     return InferRequest(
         id=request.id or None,

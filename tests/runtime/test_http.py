@@ -191,13 +191,16 @@ def test_bad_inputs_get_400_naming_the_input(
         ({"parameters": [1]}, "the request: 'parameters' must be an object, got [1]"),
         ({"outputs": [{"name": "output_0", "parameters": {"shared_memory_region": "o"}}]},
          "output 'output_0': 'shared_memory_region': shared memory is not supported"),
+        ({"outputs": [{"name": "output_0"}] * 300},  # was 300 copies of the output
+         "output 'output_0' is asked for more than once"),
     ],
 )  # fmt: skip
-def test_parameters_not_an_object_or_naming_shared_memory_get_400(
+def test_bad_parameters_and_outputs_get_400(
     server: Server, extra: dict[str, object], message: str
 ) -> None:
     """The first was a 500 (AttributeError); the second answered in the body while the
-    client read its shared-memory region (attack pass)."""
+    client read its shared-memory region; the third sent the output 300 times (attack
+    pass)."""
     tensor = {"name": "input_0", "datatype": "FP32", "shape": [1, 16], "data": [0] * 16}
     body = {"inputs": [tensor], **extra}
     response = httpx.post(f"{server.url}/v2/models/mlp.forward/infer", json=body, headers=auth())

@@ -181,6 +181,16 @@ def test_parameters_that_are_not_an_object_or_name_shared_memory_are_refused(
     assert str(refused.value).startswith(message)
 
 
+def test_an_output_asked_for_twice_is_refused() -> None:
+    """Each output asked for is sent: one output named 300 times in a 17 KB request was a
+    300 MiB answer (a 1 MiB output), past what the memory ledger counts (attack pass)."""
+    twice = [{"name": "output_0"}, {"name": "output_0", "parameters": {"binary_data": True}}]
+    with pytest.raises(InvalidInputError, match="output 'output_0' is asked for more than once"):
+        decode_infer_request(_body(TOKENS, MEMORY, outputs=twice), None, SIG)
+    with pytest.raises(ProtocolError, match="'outputs' must be a list"):
+        decode_infer_request(_body(TOKENS, MEMORY, outputs="output_0"), None, SIG)
+
+
 def test_response_mixes_json_and_binary_outputs() -> None:
     request = decode_infer_request(
         _body(

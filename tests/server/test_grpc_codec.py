@@ -71,6 +71,11 @@ def test_a_wrong_shape_or_size_names_the_input() -> None:
     both.inputs[0].contents.fp32_contents.extend([0.5, 1.5])
     with pytest.raises(ProtocolError, match="'memory': both raw_input_contents and contents"):
         decode_request(both, SIG)
+    twice = _request(raw=True)  # each is sent: 300 times a 1 MiB output, 300 MiB
+    twice.outputs.add(name="logits")
+    twice.outputs.add(name="logits")
+    with pytest.raises(InvalidInputError, match="output 'logits' is asked for more than once"):
+        decode_request(twice, SIG)
     unknown = _request(raw=True)
     unknown.outputs.add(name="nope")
     with pytest.raises(InvalidInputError, match="unknown output 'nope'"):
