@@ -67,7 +67,11 @@ def _build_services(settings: Settings) -> Services:
     settings.uploads_dir.mkdir(parents=True, exist_ok=True)
     store = open_service_store(settings)
     isolation = ForkServerIsolation(start_fork_server())
-    memory = RequestMemory(settings.request_memory_bytes, settings.request_memory_bytes_per_project)
+    memory = RequestMemory(
+        settings.request_memory_bytes,
+        settings.request_memory_bytes_per_project,
+        settings.requests_per_project,
+    )
     streams = OpenStreams(settings.event_streams_per_project)
     return Services(
         settings,

@@ -180,6 +180,13 @@ class Settings(BaseSettings):
         "needing more alone, 413), so one project's waiting requests cannot take the "
         "server's memory (default: half of request_memory_bytes).",
     )
+    requests_per_project: int = Field(
+        default=256,
+        ge=1,
+        description="How many requests with a body (uploads, JSON bodies, /v2 and gRPC "
+        "infer, generation) one project may have in flight (429 above): each holds a "
+        "connection, so one project's slow uploads cannot take every file descriptor.",
+    )
     runtime_request_threads: int = Field(
         default=0,
         ge=0,

@@ -93,7 +93,7 @@ async def upload_artifact(
     request: Request, services: ServicesDep, principal: CurrentPrincipal
 ) -> ArtifactOut:
     artifact = await store_upload(
-        request, services.settings, service.create_uploaded_artifact, services, principal.project_id
+        request, services, principal.project_id, service.create_uploaded_artifact
     )
     return ArtifactOut.of(artifact)
 

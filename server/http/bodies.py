@@ -9,9 +9,10 @@ those held in memory count in their project's share (``server/http/memory.py``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any
 
 from fastapi import HTTPException
@@ -131,7 +132,7 @@ class CappedJsonRoute(APIRoute):
 
         async def capped(request: Request) -> Response:
             principal = await authenticate_before_body(request)
-            with get_services(request).memory.holding(principal.project_id) as held:
+            with held_in_v1(request, principal.project_id) as held:
                 try:
                     # Starlette's Request.body() returns what it finds in _body; FastAPI
                     # decodes that.
@@ -193,6 +194,18 @@ def check_json_content_type(request: Request) -> None:
         f"expected a JSON body with Content-Type: application/json, got {got} "
         "(with curl: -H 'content-type: application/json')"
     )
+
+
+@contextlib.contextmanager
+def held_in_v1(request: Request, project_id: str) -> Iterator[HeldBytes]:
+    """The request's place among its project's requests in flight, and the bytes it holds
+    (``RequestMemory.holding``), for a ``/v1`` route: refused in ``/v1``'s error shape."""
+    try:
+        held = get_services(request).memory.holding(project_id)
+    except MemoryRefusal as refused:
+        raise refused_in_v1(refused) from None
+    with held:
+        yield held
 
 
 def refused_in_v1(refused: MemoryRefusal) -> HTTPException:

@@ -5,9 +5,11 @@ without a bound one project's many large requests took the server's memory: 24 `
 requests of 128 MiB held 6.5 GB, 4 requests of 4 bytes whose answers take 1 GiB 6 GB, 60
 ``/v1`` JSON bodies of 16 MiB left unfinished 1 GB. :class:`RequestMemory` is the one
 ledger: ``/v2`` and gRPC infer requests count their bodies, decoded inputs and the most their
-outputs can take until answered, ``/v1`` JSON requests their bodies. Each refusal declares
-its status: 429 past the project's share, 503 past the server's total (both with
-``Retry-After``), 413 for a request that needs more than a share alone.
+outputs can take until answered, ``/v1`` JSON requests their bodies. It also counts the
+requests with a body each project has in flight (uploads among them), whatever they hold:
+each holds a connection. Each refusal declares its status: 429 past the project's share or
+number, 503 past the server's total (both with ``Retry-After``), 413 for a request that
+needs more than a share alone.
 """
 
 from __future__ import annotations
@@ -23,6 +25,11 @@ from pteforge.runtime.validation import most_output_bytes
 MEMORY_SETTING = "PTEFORGE_REQUEST_MEMORY_BYTES"
 DEFAULT_REQUEST_MEMORY = 4 << 30
 """What requests in flight may hold where no setting says (apps built by tests, benches)."""
+REQUESTS_SETTING = "PTEFORGE_REQUESTS_PER_PROJECT"
+DEFAULT_REQUESTS_PER_PROJECT = 256
+"""How many requests with a body one project may have in flight. Each holds a connection
+(a file descriptor) whatever its bytes: 1,000 uploads of one project, each trickling a byte
+now and then, took every descriptor of a server limited to 1,024, and it answered no one."""
 
 
 class MemoryRefusal(RuntimeLayerError):
@@ -43,6 +50,12 @@ class ServerMemoryError(MemoryRefusal):
     """All requests in flight would hold more than the server allows them."""
 
 
+class ProjectRequestsError(MemoryRefusal):
+    """The project already has its whole number of requests in flight."""
+
+    status = 429
+
+
 class OverShareError(MemoryRefusal):
     """One request needs more than a project's whole share: it can never be taken."""
 
@@ -54,16 +67,36 @@ class RequestMemory:
     """The bytes requests in flight hold, per project and in all (see the module docstring).
     Used on the event loop only (HTTP and gRPC share it): no lock."""
 
-    def __init__(self, total: int, per_project: int | None = None) -> None:
+    def __init__(
+        self,
+        total: int,
+        per_project: int | None = None,
+        requests_per_project: int = DEFAULT_REQUESTS_PER_PROJECT,
+    ) -> None:
         self.total = total
         self.per_project = min(per_project or total // 2, total)
+        self.requests_per_project = requests_per_project
         self.held = 0
         self._projects: dict[str, int] = {}
+        self._requests: dict[str, int] = {}
 
     def holding(self, project: str) -> HeldBytes:
-        """What one request of ``project`` holds: a context manager whose bytes are given
-        back when its block ends, however it ends (or by ``release``)."""
+        """What one request of ``project`` holds: a context manager whose bytes, and the
+        request's place among its project's requests in flight, are given back when its
+        block ends, however it ends (or by ``release``). Refused (429) when the project
+        already has ``requests_per_project`` in flight."""
+        count = self._requests.get(project, 0)
+        if count >= self.requests_per_project:
+            raise ProjectRequestsError(
+                f"this project has {count} requests in flight, as many as it may "
+                f"({REQUESTS_SETTING}): retry when some have ended"
+            )
+        self._requests[project] = count + 1
         return HeldBytes(self, project)
+
+    def requests_of(self, project: str) -> int:
+        """How many requests of ``project`` are in flight."""
+        return self._requests.get(project, 0)
 
     def take(self, project: str, nbytes: int, mine: int) -> None:
         """Count ``nbytes`` more for a request of ``project`` holding ``mine``, or refuse."""
@@ -100,12 +133,20 @@ class RequestMemory:
 
     def release(self, project: str, nbytes: int) -> None:
         """Give back ``nbytes`` that a request of ``project`` held."""
-        left = self._projects[project] - nbytes
-        if left:
-            self._projects[project] = left
-        else:
-            del self._projects[project]
+        _lower(self._projects, project, nbytes)
         self.held -= nbytes
+
+    def leave(self, project: str) -> None:
+        """A request of ``project`` is no longer in flight."""
+        _lower(self._requests, project, 1)
+
+
+def _lower(counts: dict[str, int], project: str, by: int) -> None:
+    left = counts[project] - by
+    if left:
+        counts[project] = left
+    else:
+        del counts[project]
 
 
 class HeldBytes:
@@ -115,6 +156,7 @@ class HeldBytes:
         self.memory = memory
         self.project = project
         self.nbytes = 0
+        self.in_flight = True  # counted by ``RequestMemory.holding``
 
     def __enter__(self) -> HeldBytes:
         return self
@@ -139,3 +181,6 @@ class HeldBytes:
         if self.nbytes:
             self.memory.release(self.project, self.nbytes)
             self.nbytes = 0
+        if self.in_flight:
+            self.in_flight = False
+            self.memory.leave(self.project)

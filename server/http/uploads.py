@@ -20,13 +20,14 @@ from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
+from pteforge.server.common.services import Services
 from pteforge.server.errors import InvalidRequestError, UnsupportedMediaTypeError
 from pteforge.server.http.bodies import (
     capped_chunks,
     check_content_length,
+    held_in_v1,
     refuse_content_encoding,
 )
-from pteforge.server.settings import Settings
 
 T = TypeVar("T")
 
@@ -216,7 +217,8 @@ def owned(upload: MultipartUpload) -> Iterator[MultipartUpload]:
 
 async def store_upload(
     request: Request,
-    settings: Settings,
+    services: Services,
+    project_id: str,
     store: Callable[..., T],
     *args: object,
     check_name: FieldNameCheck | None = None,
@@ -224,9 +226,12 @@ async def store_upload(
 ) -> T:
     """Receive the request's multipart body under ``settings.uploads_dir`` (413 over
     ``settings.max_upload_bytes``, or over ``cap`` where that is lower), call
-    ``store(*args, upload)`` in a worker thread and return its result; the upload's files are
-    deleted when it returns or raises."""
+    ``store(services, project_id, *args, upload)`` in a worker thread and return its result;
+    the upload's files are deleted when it returns or raises. While it is received it counts
+    among the project's requests in flight (429 past their number)."""
+    settings = services.settings
     limit = settings.max_upload_bytes if cap is None else min(settings.max_upload_bytes, cap)
-    upload = await receive_multipart(request, settings.uploads_dir, limit, check_name)
+    with held_in_v1(request, project_id):
+        upload = await receive_multipart(request, settings.uploads_dir, limit, check_name)
     with owned(upload):
-        return await run_in_threadpool(store, *args, upload)
+        return await run_in_threadpool(store, services, project_id, *args, upload)

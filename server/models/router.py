@@ -125,10 +125,9 @@ async def put_tokenizer(
     runs them. 404 for a version the project does not have."""
     found = await store_upload(
         request,
-        services.settings,
-        tokenizers.attach_tokenizer,
         services,
         principal.project_id,
+        tokenizers.attach_tokenizer,
         name,
         version,
         check_name=tokenizers.check_part_name,

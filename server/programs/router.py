@@ -40,10 +40,9 @@ async def upload_program(
     """Streams each part to disk (413 over the size limit), validates, describes, stores."""
     program = await store_upload(
         request,
-        services.settings,
-        service.create_program,
         services,
         principal.project_id,
+        service.create_program,
         check_name=service.check_part_name,
     )
     return ProgramOut.of(program)

@@ -1,14 +1,15 @@
-"""Per-project bounds on what waiting requests hold, over a real server: the memory of
-requests in flight (``server/http/memory.py``: /v1 JSON, generation and /v2 bodies in one
-ledger) and the job event streams open (``server/jobs/streams.py``). One project at its
-limit gets 429; another is served; what it held comes back when its connections close."""
+"""Per-project bounds on what waiting requests hold, over a real server: the memory and the
+number of requests in flight (``server/http/memory.py``: /v1 JSON, uploads, generation, /v2
+and gRPC in one ledger) and the job event streams open (``server/jobs/streams.py``). One
+project at its limit gets 429; another is served; what it held comes back when its
+connections close."""
 
 from __future__ import annotations
 
 import io
 import socket
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 
 import httpx
 import numpy as np
@@ -27,12 +28,14 @@ MIB = 1 << 20
 
 @pytest.fixture(scope="module")
 def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
-    """64 MiB of request memory (32 per project), 2 event streams and 3 unfinished jobs a
-    project, and no compile workers, so a job stays queued and its stream open."""
+    """64 MiB of request memory (32 per project), 4 requests in flight, 2 event streams and
+    3 unfinished jobs a project, and no compile workers, so a job stays queued and its
+    stream open."""
     env = {
         "PTEFORGE_REQUEST_MEMORY_BYTES": str(64 * MIB),
         "PTEFORGE_REQUEST_MEMORY_BYTES_PER_PROJECT": str(32 * MIB),
         "PTEFORGE_EVENT_STREAMS_PER_PROJECT": "2",
+        "PTEFORGE_REQUESTS_PER_PROJECT": "4",
         "PTEFORGE_UNFINISHED_JOBS_PER_PROJECT": "3",
         "PTEFORGE_COMPILE_WORKERS": "0",
     }
@@ -101,15 +104,46 @@ def test_requests_in_flight_share_one_memory_across_v1_and_v2(limited: ServicePr
         until(lambda: client.post("/v1/compile-jobs", json=job), 404)  # the bytes came back
 
 
-def _program(client: httpx.Client) -> str:
+def _upload(client: httpx.Client) -> httpx.Response:
     class AddOne(torch.nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return x + 1
 
     saved = io.BytesIO()
     torch.export.save(torch.export.export(AddOne(), (torch.zeros(2),)), saved)
-    files = {"forward": ("forward.pt2", saved.getvalue())}
-    return str(client.post("/v1/programs", files=files).json()["id"])
+    return client.post("/v1/programs", files={"forward": ("forward.pt2", saved.getvalue())})
+
+
+def _program(client: httpx.Client) -> str:
+    return str(_upload(client).json()["id"])
+
+
+def test_a_project_keeps_a_bounded_number_of_requests_in_flight(limited: ServiceProcess) -> None:
+    """Each request with a body holds a connection, whatever its bytes: 1,000 uploads of one
+    project, each trickling a byte now and then, took every file descriptor of a server
+    limited to 1,024, and it answered no one. Past the limit the project's next request with
+    a body is refused (429: an upload, a /v2 infer, a gRPC call); another project is served;
+    the places come back when the connections close."""
+    a, b = (limited.create_token(f"flight-{p}", f"flight-{p}") for p in "ab")
+    head = (
+        "POST /v1/programs HTTP/1.1\r\nContent-Type: multipart/form-data; boundary=b\r\n"
+        f"Authorization: Bearer {a}\r\nContent-Length: {MIB}\r\n"
+    )
+    infer = {"inputs": [{"name": "x", "shape": [1], "datatype": "FP32", "data": [0.0]}]}
+    with ExitStack() as uploads, limited.client(a) as client, limited.client(b) as other:
+        for _ in range(4):
+            uploads.enter_context(sent_headers(limited, head))
+        refused = until(lambda: _upload(client), 429)
+        assert_error(refused, 429, "too_many_requests")
+        assert "PTEFORGE_REQUESTS_PER_PROJECT" in refused.text
+        assert client.post("/v2/models/m/infer", json=infer).status_code == 429
+        with triton.InferenceServerClient(f"127.0.0.1:{limited.grpc_port}") as grpc:
+            with pytest.raises(InferenceServerException) as error:
+                grpc.infer("m", [], headers={"authorization": f"Bearer {a}"})
+            assert "RESOURCE_EXHAUSTED" in str(error.value.status())
+        assert _upload(other).status_code == 201
+    with limited.client(a) as client:
+        until(lambda: _upload(client), 201)  # the connections closed: their places came back
 
 
 def _queued_job(client: httpx.Client) -> str:

@@ -20,6 +20,7 @@ from pteforge.server.grpc_api.status import grpc_status
 from pteforge.server.http.memory import (
     OverShareError,
     ProjectMemoryError,
+    ProjectRequestsError,
     RequestMemory,
     ServerMemoryError,
 )
@@ -41,6 +42,22 @@ def test_a_project_past_its_share_gets_429_and_the_server_past_its_total_503() -
     assert memory.held == 0
     with memory.holding("a") as again:
         again.grow(60)  # the share is whole again
+
+
+def test_a_project_past_its_number_of_requests_gets_429_and_places_come_back_once() -> None:
+    memory = RequestMemory(total=100, requests_per_project=2)
+    first, second = memory.holding("a"), memory.holding("a")
+    with pytest.raises(ProjectRequestsError, match="2 requests in flight") as refused:
+        memory.holding("a")
+    assert status_of(refused.value) == (429, {"Retry-After": "1"})
+    with memory.holding("b"):  # another project is still served
+        assert memory.requests_of("b") == 1
+    first.release()
+    first.release()  # a request released twice (its answer sent, then its block ended)
+    assert memory.requests_of("a") == 1
+    with second, memory.holding("a"):
+        assert memory.requests_of("a") == 2
+    assert memory.requests_of("a") == memory.requests_of("b") == 0
 
 
 def test_a_request_larger_than_a_share_alone_is_413_and_bytes_come_back_on_errors() -> None:
