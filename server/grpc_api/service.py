@@ -59,12 +59,18 @@ def call_headers(metadata: Iterable[tuple[str, Any]] | None) -> CallHeaders:
 
 
 async def infer(
-    state: InferenceState, principal: Principal, request: Any, plans: RequestPlans
+    state: InferenceState,
+    principal: Principal,
+    request: Any,
+    plans: RequestPlans,
+    stream: HeldBytes | None = None,
 ) -> Any:
     """Run one ``ModelInferRequest`` for ``principal`` (decoded through ``plans``, the
     layouts already checked): its ``ModelInferResponse``. The message and its decoded
-    inputs count in ``state.memory`` until it is answered."""
-    with state.memory.holding(session_scope(principal)) as held:
+    inputs count in ``state.memory`` until it is answered, as a request in flight of its
+    own, or within the place of the ``stream`` it came on."""
+    place = stream.within() if stream else state.memory.holding(session_scope(principal))
+    with place as held:
         held.grow(request.ByteSize())
         return await _infer_held(state, principal, request, held, plans)
 
@@ -245,16 +251,24 @@ class InferenceService(rpc.GRPCInferenceServiceServicer):
         arrive one after another on the stream, so a decode loop keeps its state.
 
         The token is checked again at each request (a cache hit within the token TTL), so
-        a revoked token ends its open streams with UNAUTHENTICATED, as it does new calls."""
-        await self._answer(context, lambda: self._caller(context))
-        async for request in requests:
-            state, principal = await self._answer(context, lambda: self._caller(context))
-            if isinstance(request, Unreadable):
-                yield pb.ModelStreamInferResponse(error_message=request.message)
-                continue
-            try:
-                response = await infer(state, principal, request, self.plans)
-            except Exception as exc:
-                yield pb.ModelStreamInferResponse(error_message=grpc_status(exc)[1])
-                continue
-            yield pb.ModelStreamInferResponse(infer_response=response)
+        a revoked token ends its open streams with UNAUTHENTICATED, as it does new calls.
+        An open stream is one of its project's requests in flight until it ends (each held
+        ~9 KB however idle, and one token opened 20,000: 185 MB), so past
+        ``PTEFORGE_REQUESTS_PER_PROJECT`` a new one is RESOURCE_EXHAUSTED."""
+
+        async def opened() -> HeldBytes:
+            state, principal = await self._caller(context)
+            return state.memory.holding(session_scope(principal))
+
+        with await self._answer(context, opened) as place:
+            async for request in requests:
+                state, principal = await self._answer(context, lambda: self._caller(context))
+                if isinstance(request, Unreadable):
+                    yield pb.ModelStreamInferResponse(error_message=request.message)
+                    continue
+                try:
+                    response = await infer(state, principal, request, self.plans, place)
+                except Exception as exc:
+                    yield pb.ModelStreamInferResponse(error_message=grpc_status(exc)[1])
+                    continue
+                yield pb.ModelStreamInferResponse(infer_response=response)

@@ -176,6 +176,14 @@ class HeldBytes:
         what such a request holds (one of 128 MiB held about twice that, measured)."""
         self.grow(sum(array.nbytes for array in inputs) + most_output_bytes(signature))
 
+    def within(self) -> HeldBytes:
+        """The bytes of one message of the stream that holds this place (a gRPC
+        ``ModelStreamInfer``): counted in the same project and given back on their own,
+        while the place stays the stream's."""
+        part = HeldBytes(self.memory, self.project)
+        part.in_flight = False
+        return part
+
     def release(self) -> None:
         """Give back what this request holds (once its answer is sent, or it failed)."""
         if self.nbytes:

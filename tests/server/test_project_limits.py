@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import io
 import socket
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
+from typing import Any
 
+import grpc
 import httpx
 import numpy as np
 import pytest
 import torch
 import tritonclient.grpc as triton
+from tritonclient.grpc import service_pb2 as pb
 from tritonclient.utils import InferenceServerException
 
 from tests.server.helpers import assert_error, peak_growth_kib
@@ -217,3 +221,48 @@ def test_a_grpc_call_of_a_project_at_its_share_is_refused_unread(limited: Servic
         code, grown_kib = peak_growth_kib(limited.proc.pid, refused)
         assert code == "StatusCode.RESOURCE_EXHAUSTED", code
         assert grown_kib < 12 * 1024, grown_kib  # read, it would be 48 MiB and more
+
+
+def test_a_project_keeps_a_bounded_number_of_grpc_streams_open(limited: ServiceProcess) -> None:
+    """An open ModelStreamInfer stream held ~9 KB in the server however idle, and nothing
+    bounded how many one token opened (20,000 took 185 MB; attack pass, item 6): each now
+    is one of its project's requests in flight, the requests on it counted within its place,
+    so the 5th is RESOURCE_EXHAUSTED, another project's stream is served, and the places
+    come back when the streams end."""
+    a, b = (limited.create_token(f"streams-{p}", f"streams-{p}") for p in "ab")
+    ended = threading.Event()
+
+    def one_then_idle() -> Iterator[pb.ModelInferRequest]:
+        yield pb.ModelInferRequest(model_name="m")  # answered once the stream is counted
+        ended.wait()
+
+    with grpc.insecure_channel(f"127.0.0.1:{limited.grpc_port}") as channel:
+        stream = channel.stream_stream(
+            "/inference.GRPCInferenceService/ModelStreamInfer",
+            request_serializer=pb.ModelInferRequest.SerializeToString,
+            response_deserializer=pb.ModelStreamInferResponse.FromString,
+        )
+
+        def opened(token: str) -> Any:
+            call = stream(one_then_idle(), metadata=[("authorization", f"Bearer {token}")])
+            assert "no artifact or model 'm'" in next(call).error_message
+            return call
+
+        held = [opened(a) for _ in range(4)]
+        with pytest.raises(grpc.RpcError) as refused:
+            opened(a)
+        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "PTEFORGE_REQUESTS_PER_PROJECT" in str(refused.value.details())
+        held.append(opened(b))
+        ended.set()
+        for call in held:
+            call.cancel()
+
+        def reopened() -> bool:
+            try:
+                opened(a).cancel()
+            except grpc.RpcError:
+                return False
+            return True
+
+        wait_until(reopened, 30, "a stream once the others ended")
