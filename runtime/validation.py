@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -251,11 +251,16 @@ def most_elements(spec: TensorSpec) -> int | None:
     return None if any(d < 0 for d in dims) else math.prod(dims)
 
 
-def most_output_bytes(signature: MethodSignature) -> int:
+def most_output_bytes(signature: MethodSignature, as_json: Collection[str] = ()) -> int:
     """The most bytes the method's outputs can take (an output without a bound counts
-    nothing): what its answer holds, known before it runs."""
+    nothing): what its answer holds, known before it runs. An output named in ``as_json``
+    is answered as JSON text, :data:`JSON_BYTES_PER_ELEMENT` an element at most (a float32
+    takes ~19 bytes of text where its array took 4: counted as 4, 40 unread JSON answers of
+    a 1 MiB output held 195 MiB where the ledger counted 40)."""
     total = 0
     for spec in signature.outputs:
         dtype = OIP_TO_NUMPY.get(spec.datatype)
-        total += (most_elements(spec) or 0) * (8 if dtype is None else dtype.itemsize)
+        itemsize = 8 if dtype is None else dtype.itemsize
+        per_element = JSON_BYTES_PER_ELEMENT + itemsize if spec.name in as_json else itemsize
+        total += (most_elements(spec) or 0) * per_element
     return total

@@ -90,7 +90,7 @@ async def _infer_held(
     except Exception:
         count_undecodable(state, principal, model, version, artifact, started)
         raise
-    held.grow_by_run(decoded.inputs, signature)
+    held.grow_by_run(decoded, signature)
 
     async def encode(result: InferResult) -> Any:
         parameters = response_parameters(result)

@@ -14,12 +14,9 @@ needs more than a share alone.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
-import numpy as np
-
 from pteforge.runtime.errors import RuntimeLayerError
 from pteforge.runtime.metadata import MethodSignature
+from pteforge.runtime.oip_codec import InferRequest
 from pteforge.runtime.validation import most_output_bytes
 
 MEMORY_SETTING = "PTEFORGE_REQUEST_MEMORY_BYTES"
@@ -170,11 +167,14 @@ class HeldBytes:
             self.memory.take(self.project, nbytes, self.nbytes)
             self.nbytes += nbytes
 
-    def grow_by_run(self, inputs: Iterable[np.ndarray], signature: MethodSignature) -> None:
-        """Count a decoded request's inputs and the most its method's outputs can take,
-        before it runs. Binary inputs are views of the body, counted again: that is near
-        what such a request holds (one of 128 MiB held about twice that, measured)."""
-        self.grow(sum(array.nbytes for array in inputs) + most_output_bytes(signature))
+    def grow_by_run(self, request: InferRequest, signature: MethodSignature) -> None:
+        """Count a decoded request's inputs and the most its method's outputs can take
+        (those it wants as JSON as their text), before it runs. Binary inputs are views of
+        the body, counted again: that is near what such a request holds (one of 128 MiB
+        held about twice that, measured)."""
+        as_json = {wanted.name for wanted in request.outputs if not wanted.binary}
+        inputs = sum(array.nbytes for array in request.inputs)
+        self.grow(inputs + most_output_bytes(signature, as_json))
 
     def within(self) -> HeldBytes:
         """The bytes of one message of the stream that holds this place (a gRPC

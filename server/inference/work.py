@@ -147,7 +147,7 @@ async def infer(
     except Exception:
         count_undecodable(state, principal, model, version, artifact, started)
         raise
-    held.grow_by_run(request.inputs, signature)
+    held.grow_by_run(request, signature)
     encode = partial(_encode, model, served_version(artifact), request, signature, cheap)
     return await run_decoded(
         state, principal, model, version, artifact, signature, request, encode, started=started

@@ -14,6 +14,8 @@ import pytest
 from tritonclient.grpc import service_pb2 as pb
 
 from pteforge.runtime.metadata import MethodSignature, TensorSpec
+from pteforge.runtime.oip_codec import InferRequest, RequestedOutput
+from pteforge.runtime.validation import JSON_BYTES_PER_ELEMENT
 from pteforge.server.grpc_api.plans import RequestPlans
 from pteforge.server.grpc_api.service import infer
 from pteforge.server.grpc_api.status import grpc_status
@@ -86,13 +88,20 @@ def test_a_run_counts_its_inputs_and_the_most_its_outputs_can_take() -> None:
             TensorSpec("unbounded", "float32", (-1,)),
         ),
     )
-    memory = RequestMemory(total=4 << 30)
+    memory = RequestMemory(total=64 << 30)
+    binary = [RequestedOutput(spec.name, binary=True) for spec in signature.outputs]
     with memory.holding("a") as held:
-        held.grow_by_run([np.zeros(1, dtype=np.float32)], signature)
+        held.grow_by_run(InferRequest(None, [np.zeros(1, dtype=np.float32)], binary), signature)
         assert held.nbytes == 4 + (1 << 30) + 16 * 8
+    # an answer as JSON holds its text, ~19 bytes a float32 (40 unread JSON answers of a
+    # 1 MiB output held 195 MiB where 40 were counted): 48 bytes an element more
+    as_json = [RequestedOutput("ids", binary=False), RequestedOutput("big", binary=True)]
+    with memory.holding("a") as held:
+        held.grow_by_run(InferRequest(None, [], as_json), signature)
+        assert held.nbytes == (1 << 30) + 16 * (8 + JSON_BYTES_PER_ELEMENT)
     small = RequestMemory(total=1 << 30)  # a share of 512 MiB
     with small.holding("b") as held, pytest.raises(OverShareError):
-        held.grow_by_run([], signature)
+        held.grow_by_run(InferRequest(None, [], binary), signature)
     assert small.held == 0
 
 
