@@ -25,6 +25,7 @@ from pteforge.runtime.validation import (
     check_json_numbers,
     check_output_names,
     check_tensor,
+    flag,
     positional_inputs,
     tensor_parameters,
 )
@@ -186,7 +187,7 @@ def input_tensor(
 
 def _requested_outputs(header: dict[str, Any], signature: MethodSignature) -> list[RequestedOutput]:
     params = tensor_parameters(header.get("parameters"), "the request")
-    default_binary = bool(params.get("binary_data_output", False))
+    default_binary = flag(params, "binary_data_output")
     wanted = header.get("outputs")
     if not wanted:
         return [RequestedOutput(spec.name, default_binary) for spec in signature.outputs]
@@ -199,7 +200,7 @@ def _requested_outputs(header: dict[str, Any], signature: MethodSignature) -> li
         out_params = tensor_parameters(
             entry.get("parameters") if isinstance(entry, dict) else None, f"output {name!r}"
         )
-        requested.append(RequestedOutput(name, bool(out_params.get("binary_data", default_binary))))
+        requested.append(RequestedOutput(name, flag(out_params, "binary_data", default_binary)))
     return requested
 
 

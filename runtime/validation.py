@@ -66,6 +66,15 @@ def tensor_parameters(parameters: object, where: str) -> dict[str, Any]:
     return dict(parameters)
 
 
+def flag(parameters: Mapping[str, Any], name: str, default: bool = False) -> bool:
+    """The boolean parameter ``name`` (``default`` when absent); a ProtocolError for any
+    other value: the string "false" was true."""
+    value = parameters.get(name, default)
+    if not isinstance(value, bool):
+        raise ProtocolError(f"parameter {name!r} must be true or false, got {value!r:.80}")
+    return value
+
+
 def check_output_names(names: Sequence[str], signature: MethodSignature) -> None:
     """Raise unless each of ``names`` is an output of ``signature``, asked for once: each
     asked for is sent, so one output named 300 times in a 17 KB request was sent 300 times

@@ -11,6 +11,7 @@ from typing import Any
 
 from pteforge.runtime.errors import ProtocolError
 from pteforge.runtime.sessions import Sequence
+from pteforge.runtime.validation import flag
 
 MAX_SEQUENCE_ID_CHARS = 256
 SEQUENCE_EXTENSION = "sequence"  # announced in the server metadata, as Triton does
@@ -22,17 +23,10 @@ def session_scope(principal: Any) -> str:
     return str(getattr(principal, "project_id", principal))
 
 
-def _flag(parameters: dict[str, Any], name: str) -> bool:
-    value = parameters.get(name, False)
-    if not isinstance(value, bool):
-        raise ProtocolError(f"parameter {name!r} must be true or false, got {value!r}")
-    return value
-
-
 def sequence_of(principal: Any, parameters: dict[str, Any]) -> Sequence | None:
     """The sequence an infer request belongs to, or None for a stateless request."""
     raw = parameters.get("sequence_id")
-    start, end = _flag(parameters, "sequence_start"), _flag(parameters, "sequence_end")
+    start, end = flag(parameters, "sequence_start"), flag(parameters, "sequence_end")
     if raw is None or raw == 0 or raw == "":
         if start or end:
             raise ProtocolError("sequence_start and sequence_end need a sequence_id")

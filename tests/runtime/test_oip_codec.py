@@ -164,6 +164,11 @@ def test_malformed_bodies_are_protocol_errors() -> None:
          "the request: 'parameters' must be an object, got [1, 2]"),
         (_body(TOKENS, MEMORY, outputs=[{"name": "output_0", "parameters": 5}]),
          "output 'output_0': 'parameters' must be an object, got 5"),
+        (_body(TOKENS, MEMORY, outputs=[{"name": "output_0", "parameters": {
+            "binary_data": "false"}}]),  # a non-empty string was true: a binary answer
+         "parameter 'binary_data' must be true or false, got 'false'"),
+        (_body(TOKENS, MEMORY, parameters={"binary_data_output": 0}),
+         "parameter 'binary_data_output' must be true or false, got 0"),
         (_body(_with(TOKENS, parameters={"shared_memory_region": "r"}), MEMORY),
          "input 'input_0': 'shared_memory_region': shared memory is not supported"),
         (_body(TOKENS, MEMORY, outputs=[
