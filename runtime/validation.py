@@ -212,6 +212,10 @@ def check_json_numbers(data: Any, listed: np.ndarray, dtype: np.dtype) -> None:
         )
     if dtype.kind in "iu" and listed.dtype.kind in "iu" and listed.size:
         _check_range(listed, dtype)
+    if dtype.kind == "f" and listed.dtype.kind in "iuf" and listed.size:
+        _check_float_range(listed, dtype)
+    if dtype.kind == "b" and listed.size and listed.dtype.kind != "b":
+        raise ValueError("it holds numbers; BOOL takes true/false")
     if dtype.kind != "b" and (listed.dtype.kind == "b" or _holds_bool(data)):
         raise ValueError("it holds true/false; send numbers (BOOL takes true/false)")
 
@@ -224,6 +228,15 @@ def _check_range(listed: np.ndarray, dtype: np.dtype) -> None:
     if lowest < info.min or highest > info.max:
         outside = lowest if lowest < info.min else highest
         raise ValueError(f"it holds {outside}, outside {dtype.name}'s [{info.min}, {info.max}]")
+
+
+def _check_float_range(listed: np.ndarray, dtype: np.dtype) -> None:
+    """Raise a ValueError for a number past ``dtype``'s largest: casting made it infinite
+    (70000 as FP16, 1e39 as FP32)."""
+    largest = float(np.finfo(dtype).max)
+    outside = float(np.abs(listed).max())
+    if outside > largest:
+        raise ValueError(f"it holds {outside:g}, past {dtype.name}'s largest {largest:g}")
 
 
 def _holds_bool(data: Any) -> bool:

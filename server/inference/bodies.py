@@ -23,10 +23,9 @@ def header_length(request: Request) -> int | None:
     raw = request.headers.get(HEADER_LENGTH)
     if raw is None:
         return None
-    try:
-        return int(raw)
-    except ValueError:
-        raise ProtocolError(f"{HEADER_LENGTH} must be an integer, got {raw!r}") from None
+    if not (raw.isascii() and raw.isdigit()):  # int() also takes '+16', '1_6' and ' 16'
+        raise ProtocolError(f"{HEADER_LENGTH} must be a count of bytes, got {raw!r}")
+    return int(raw)
 
 
 def content_encoding(request: Request) -> str:

@@ -272,3 +272,19 @@ def test_model_names() -> None:
     assert split_model_name("abc") == ("abc", "forward")
     with pytest.raises(ProtocolError):
         split_model_name("abc.")
+
+
+def test_a_float_its_dtype_cannot_hold_and_numbers_as_bool_are_refused() -> None:
+    """A number past the float dtype's largest became inf, and BOOL data took numbers (2 as
+    true) (attack pass, found and left open)."""
+    for datatype, dtype, data, shown in (
+        ("FP16", "float16", [0.5, 70000.0], "it holds 70000, past float16's largest 65504"),
+        ("FP32", "float32", [1e39, 0.0], "it holds 1e+39, past float32's largest"),
+        ("BOOL", "bool", [2, 0], "it holds numbers; BOOL takes true/false"),
+    ):
+        signature = MethodSignature("f", (TensorSpec("x", dtype, (2,)),), SIG.outputs)
+        with pytest.raises(InvalidInputError, match=re.escape(f"data is not {dtype}: {shown}")):
+            decode_infer_request(_body(_tensor("x", datatype, [2], data)), None, signature)
+    signature = MethodSignature("f", (TensorSpec("x", "float16", (2,)),), SIG.outputs)
+    taken = decode_infer_request(_body(_tensor("x", "FP16", [2], [-65504, 65504])), None, signature)
+    assert taken.inputs[0].tolist() == [-65504.0, 65504.0]
