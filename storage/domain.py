@@ -93,6 +93,7 @@ class Artifact:
     methods: tuple[MethodSignature, ...]
     created_at: datetime
     bundle_sha256: str | None = None  # its BundledProgram (.bpte), if its compile stored one
+    data: BlobRef | None = None  # the .ptd holding the constants the .pte keeps outside
 
 
 @dataclass(frozen=True)

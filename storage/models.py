@@ -148,6 +148,9 @@ class ArtifactRow(_StoredContent, Base):
     # The artifact as an ExecuTorch BundledProgram (.bpte: its numerics check's inputs and
     # expected outputs), where its compile stored one.
     bundle_sha256: Mapped[str | None] = mapped_column(ForeignKey("blobs.sha256"), index=True)
+    # The .ptd holding the constants the .pte keeps outside (program-data separation), if any.
+    data_sha256: Mapped[str | None] = mapped_column(ForeignKey("blobs.sha256"), index=True)
+    data_size: Mapped[int | None] = mapped_column(BigInteger)
 
 
 class ModelRow(_ProjectOwned, Base):

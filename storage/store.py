@@ -54,8 +54,8 @@ class ProjectRepository(ABC):
     @abstractmethod
     def stored_bytes(self, project_id: str, lock: bool = False) -> int:
         """The size of what the project stores: its programs, its artifacts (with their
-        bundles) and its models' tokenizers, each counted in full even where another row
-        or project shares the content. ``lock``: first lock the project's row until the
+        bundles and .ptd files) and its models' tokenizers, each counted in full even where
+        another row or project shares the content. ``lock``: first lock the project's row until the
         transaction ends, so transactions that check this and then add content take turns."""
 
 
@@ -113,9 +113,11 @@ class ArtifactRepository(ContentRepository[Artifact]):
         report: Mapping[str, Any],
         methods: Sequence[MethodSignature],
         bundle: BlobRef | None = None,
+        data: BlobRef | None = None,
     ) -> Artifact:
         """Record a `.pte` (and ``bundle``, the same program as a BundledProgram with its
-        test suite); ConflictError if (program_id, plan_hash) already has one."""
+        test suite; ``data``, the `.ptd` holding the constants it keeps outside);
+        ConflictError if (program_id, plan_hash) already has one."""
 
     @abstractmethod
     def get_any(self, artifact_id: str) -> Artifact | None:

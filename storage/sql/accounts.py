@@ -55,11 +55,15 @@ _STORED = (
     _total(BlobRow.size)
     .join_from(ArtifactRow, BlobRow, BlobRow.sha256 == ArtifactRow.bundle_sha256)
     .where(ArtifactRow.project_id == bindparam("project")),
+    _total(func.coalesce(ArtifactRow.data_size, 0)).where(
+        ArtifactRow.project_id == bindparam("project")
+    ),
     _total(ModelTokenizerRow.tokenizer_size + func.coalesce(ModelTokenizerRow.config_size, 0))
     .join_from(ModelTokenizerRow, ModelRow, ModelRow.id == ModelTokenizerRow.model_id)
     .where(ModelRow.project_id == bindparam("project")),
 )
-"""What a project stores: programs, artifacts, artifacts' bundles, tokenizers and configs."""
+"""What a project stores: programs, artifacts, artifacts' bundles and .ptd files,
+tokenizers and configs."""
 
 
 def hash_token(plaintext: str) -> str:

@@ -34,7 +34,11 @@ def _delete_releasing_content(session: Session, row: ProgramRow | ArtifactRow | 
     """Delete ``row`` and release its content, which goes only if no other row references it."""
     if row is None:
         return False
-    contents = [row.blob_sha256, getattr(row, "bundle_sha256", None)]
+    contents = [
+        row.blob_sha256,
+        getattr(row, "bundle_sha256", None),
+        getattr(row, "data_sha256", None),
+    ]
     session.delete(row)
     session.flush()
     for sha256 in contents:
@@ -129,10 +133,11 @@ class SqlArtifacts(_ContentRows[ArtifactRow, domain.Artifact], ArtifactRepositor
         report: Mapping[str, Any],
         methods: Sequence[domain.MethodSignature],
         bundle: domain.BlobRef | None = None,
+        data: domain.BlobRef | None = None,
     ) -> domain.Artifact:
-        _check_owner_and_blob(self._session, project_id, blob)
-        if bundle is not None:
-            _check_owner_and_blob(self._session, project_id, bundle)
+        for content in (blob, bundle, data):
+            if content is not None:
+                _check_owner_and_blob(self._session, project_id, content)
         if program_id is not None and self._session.get(ProgramRow, program_id) is None:
             raise NotFoundError(f"program {program_id} not found")
         what = f"artifact of program {program_id} plan {plan_hash}"
@@ -147,6 +152,8 @@ class SqlArtifacts(_ContentRows[ArtifactRow, domain.Artifact], ArtifactRepositor
             report=dict(report),
             methods=domain.methods_to_json(methods),
             bundle_sha256=None if bundle is None else bundle.sha256,
+            data_sha256=None if data is None else data.sha256,
+            data_size=None if data is None else data.size,
         )
 
     def delete(self, project_id: str, row_id: str) -> bool:

@@ -10,6 +10,7 @@ from sqlalchemy import Row
 from pteforge.storage.domain import (
     ApiToken,
     Artifact,
+    BlobRef,
     Job,
     JobEvent,
     JobStatus,
@@ -58,6 +59,9 @@ def artifact(row: ArtifactRow) -> Artifact:
         plan=dict(row.plan),
         report=dict(row.report),
         methods=methods_from_json(row.methods),
+        data=None
+        if row.data_sha256 is None or row.data_size is None
+        else BlobRef(row.data_sha256, row.data_size),
     )
 
 

@@ -16,12 +16,13 @@ from pteforge.storage.models import (
 
 
 def referenced(sha256: ColumnElement[str] | QueryableAttribute[str] | str) -> ColumnElement[bool]:
-    """Whether a program, an artifact (its .pte or bundle) or a model version's tokenizer
+    """Whether a program, an artifact (its .pte, bundle or .ptd) or a model version's tokenizer
     references the content."""
     return or_(
         exists().where(ProgramRow.blob_sha256 == sha256),
         exists().where(ArtifactRow.blob_sha256 == sha256),
         exists().where(ArtifactRow.bundle_sha256 == sha256),
+        exists().where(ArtifactRow.data_sha256 == sha256),
         exists().where(ModelTokenizerRow.tokenizer_sha256 == sha256),
         exists().where(ModelTokenizerRow.config_sha256 == sha256),
     )

@@ -145,3 +145,36 @@ def test_bad_method_specs_are_named() -> None:
         MethodSignature.from_json({"name": "f", "inputs": [bad], "outputs": []})
     spec = METHODS[0]
     assert MethodSignature.from_json(spec.to_json()) == spec
+
+
+def test_an_artifacts_ptd_is_counted_kept_while_shared_and_released(store: SqlStore) -> None:
+    """The ``.ptd`` holding a ``.pte``'s constants (program-data separation) is content like
+    the ``.pte``: counted in the project's usage, kept while another artifact shares it (two
+    LoRA adapters over one foundation), released with the last artifact."""
+    alpha, _ = _projects(store)
+    pte_a = store.blobs.write([b"a program without its weights"])
+    pte_b = store.blobs.write([b"another program without weights"])
+    ptd = store.blobs.write([os.urandom(3000)])
+    with store.transaction() as tx:
+        before = tx.projects.stored_bytes(alpha)
+        first = tx.artifacts.create(alpha, None, pte_a, {}, "u", {}, METHODS, data=ptd)
+        second = tx.artifacts.create(alpha, None, pte_b, {}, "u", {}, METHODS, data=ptd)
+        plain = tx.artifacts.create(alpha, None, pte_b, {}, "u", {}, METHODS)
+        used = tx.projects.stored_bytes(alpha) - before
+    assert used == pte_a.size + 2 * pte_b.size + 2 * ptd.size
+    with store.transaction() as tx:
+        assert tx.artifacts.get(alpha, first.id).data == ptd  # type: ignore[union-attr]
+        assert tx.artifacts.get(alpha, plain.id).data is None  # type: ignore[union-attr]
+        assert tx.artifacts.delete(alpha, first.id)
+    assert store.blobs.exists(ptd.sha256)  # the second artifact still uses it
+    with store.transaction() as tx:
+        assert tx.artifacts.delete(alpha, second.id)
+    assert not store.blobs.exists(ptd.sha256)
+    assert store.blobs.exists(pte_b.sha256)  # the plain artifact's
+
+
+def test_an_artifacts_ptd_must_exist_with_its_stated_size(store: SqlStore) -> None:
+    alpha, _ = _projects(store)
+    pte = store.blobs.write([b"pte"])
+    with pytest.raises(NotFoundError), store.transaction() as tx:
+        tx.artifacts.create(alpha, None, pte, {}, "u", {}, METHODS, data=BlobRef("0" * 64, 3))

@@ -14,7 +14,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import inspect, text
 
-from pteforge.storage import SqlStore, StorageError, default_sqlite_url, open_store
+from pteforge.storage import BlobRef, SqlStore, StorageError, default_sqlite_url, open_store
 from pteforge.storage.engine import create_store_engine
 from pteforge.storage.models import Base
 from tests.storage.legacy import current_store, insert_old_job, schema_at
@@ -34,7 +34,7 @@ def test_schema_is_built_only_by_migrations(database_url: str) -> None:
     tables = set(inspect(store.engine).get_table_names())
     assert set(Base.metadata.tables) | {"alembic_version"} == tables
     with store.engine.connect() as conn:
-        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0009"
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0010"
     store.close()
 
 
@@ -99,3 +99,42 @@ def test_jobs_from_before_0003_start_their_event_log(database_url: str) -> None:
         (event,) = tx.jobs.events("prj_old", "job_old")
     assert (event.version, event.status.value, event.stage) == (7, "succeeded", "store")
     assert event.at == now
+
+
+def test_artifacts_from_before_0010_have_no_ptd(database_url: str) -> None:
+    """Rows written at 0009 read back with ``data`` None, and take a ``.ptd`` after."""
+    now = datetime.now(UTC)
+    sha = hashlib.sha256(b"old").hexdigest()
+    with schema_at(database_url, "0009") as conn:
+        conn.execute(
+            text("INSERT INTO projects (id, name, created_at) VALUES ('prj_old', 'old', :now)"),
+            {"now": now},
+        )
+        conn.execute(
+            text("INSERT INTO blob_uploads (id, started_at) VALUES ('upl_old', :now)"),
+            {"now": now},
+        )
+        conn.execute(
+            text("INSERT INTO blobs VALUES (:sha, 3, 4096, 'upl_old', :now)"),
+            {"sha": sha, "now": now},
+        )
+        conn.execute(
+            text(
+                "INSERT INTO artifacts (id, project_id, blob_sha256, size_bytes, methods, plan,"
+                " plan_hash, report, created_at) VALUES ('art_old', 'prj_old', :sha, 3, '[]',"
+                " '{}', 'uploaded', '{}', :now)"
+            ),
+            {"sha": sha, "now": now},
+        )
+    with current_store(database_url) as store:
+        with store.transaction() as tx:
+            old = tx.artifacts.get("prj_old", "art_old")
+            assert old is not None and old.data is None and old.sha256 == sha
+            assert tx.projects.stored_bytes("prj_old") == 3
+        ptd = store.blobs.write([b"weights"])
+        with store.transaction() as tx:
+            pte = BlobRef(sha, 3)
+            new = tx.artifacts.create("prj_old", None, pte, {}, "u", {}, [], data=ptd)
+        with store.transaction() as tx:
+            assert tx.artifacts.get("prj_old", new.id).data == ptd  # type: ignore[union-attr]
+            assert tx.projects.stored_bytes("prj_old") == 3 + 3 + ptd.size
