@@ -14,10 +14,24 @@ from .specs import ProgramDescription, PteDescription
 from .zip_checks import PTE_IDENTIFIER, ZIP_MAGIC
 
 _WORKER = "pteforge.server.sandbox.pte_worker"
+PTD_IDENTIFIER = b"FT01"  # a FlatTensor file's, where a .pte has ET12
+_PTD_REASONS = ("invalid_ptd", "ptd_not_needed")
 _ZIP_HINT = (
     ": the file is a zip archive, as a torch.export .pt2 program is: upload a program "
     "(POST /v1/programs, or `pteforge push`) and compile it to a .pte"
 )
+
+
+def _checked_ptd(path: Path) -> Path:
+    """``path`` if it starts as a FlatTensor file (``.ptd``) does."""
+    with open(path, "rb") as f:
+        magic = f.read(8)
+    if magic[4:8] != PTD_IDENTIFIER:
+        raise InvalidPteError(
+            "invalid_ptd",
+            "the .ptd (part 'ptd') is not an ExecuTorch data file (no FT01 identifier)",
+        )
+    return path
 
 
 def validate_pte_isolated(
@@ -25,6 +39,7 @@ def validate_pte_isolated(
     expected_sha256: str | None = None,
     limits: ProcessLimits | None = None,
     isolation: Isolation | None = None,
+    data: str | Path | None = None,
 ) -> PteDescription:
     """Check the sha256, then load every method with ``InternalConsistency`` verification.
 
@@ -33,6 +48,11 @@ def validate_pte_isolated(
     taking the caller down.  ``expected_sha256`` (e.g. the stored digest) is checked first and
     again by the child on the exact bytes it loads. The child also reads the runner metadata
     of a language model (``generation``, :mod:`pteforge.runtime.runner_metadata`).
+
+    ``data``: the ``.ptd`` (FlatTensor) holding the constants the program keeps outside
+    (program-data separation); loaded with it, its sha256 checked in the child too. A
+    ``.ptd`` that does not fit is ``invalid_ptd``; one sent with a program that needs none,
+    ``ptd_not_needed``.
     """
     path = Path(path)
     digest = sha256_file(path)
@@ -48,11 +68,16 @@ def validate_pte_isolated(
             "not an ExecuTorch program (no ET12 identifier)"
             + (_ZIP_HINT if magic[:4] == ZIP_MAGIC else ""),
         )
+    args = [str(path.resolve()), digest]
+    if data is not None:
+        args += [str(_checked_ptd(Path(data)).resolve()), sha256_file(data)]
     try:
         isolation = isolation or SubprocessIsolation()
-        reply = isolation.run(_WORKER, [str(path.resolve()), digest], limits or ProcessLimits())
+        reply = isolation.run(_WORKER, args, limits or ProcessLimits())
         described = read_result(ProgramDescription, reply)
     except UploadRejectedError as e:
+        if e.reason in _PTD_REASONS:
+            raise InvalidPteError(e.reason, e.message) from e
         raise InvalidPteError("invalid_pte", f"{e.reason}: {e.message}") from e
     for name in described.method_names:  # a program's methods follow it at upload too
         try:

@@ -73,34 +73,70 @@ def _dynamism(path: Path) -> Dynamism:
 
 _EXTERNAL_DATA = (
     ": the program keeps its constants in a separate .ptd file (ExecuTorch's program-data "
-    "separation: external_constants, or an exporter's external-weights option); pteforge "
-    "takes a self-contained .pte, so export it with its weights inside"
+    "separation: external_constants, or an exporter's external-weights option); send that "
+    "file with it, as the upload's 'ptd' part (`pteforge push model.pte --ptd model.ptd`)"
+)
+_WRONG_DATA = "the .ptd (part 'ptd') does not hold the data this .pte needs: "
+_NO_DATA_NEEDED = (
+    "the .pte keeps no constants outside: it needs no .ptd (part 'ptd'); send the .pte alone"
 )
 
 
 def _job(argv: list[str]) -> ProgramDescription:
+    """``argv``: the ``.pte``'s path and sha256, then those of its ``.ptd`` if it has one."""
     from pteforge.contracts.et_errors import log_suffix, name_error_codes
     from pteforge.runtime.native_log import LOG_FILE, NativeLog
 
     data = read_verified(argv[0], argv[1])
     _check_length(data)
+    ptd = _private_copy(argv[2], argv[3]) if len(argv) > 2 else None
     log = NativeLog(Path(tempfile.gettempdir()) / LOG_FILE)  # the child's scratch directory
     try:
-        return _describe(data, _dynamism(Path(argv[0])))
+        if ptd is not None and _loads_alone(data):
+            raise InvalidPteError("ptd_not_needed", _NO_DATA_NEEDED)
+        log.take()
+        return _describe(data, _dynamism(Path(argv[0])), ptd)
     except RuntimeError as exc:  # ExecuTorch's bindings quote only the error code's number
         said = log.take()  # why, in the runtime's words
+        if ptd is not None:
+            raise InvalidPteError(
+                "invalid_ptd", _WRONG_DATA + name_error_codes(str(exc)) + log_suffix(said)
+            ) from exc
         hint = _EXTERNAL_DATA if "external_data_map is null" in said else ""
         raise RuntimeError(name_error_codes(str(exc)) + hint + log_suffix(said)) from exc
     finally:
         log.close()
 
 
-def _describe(data: bytes, dynamism: Dynamism) -> ProgramDescription:
+def _private_copy(path: str, sha256: str) -> Path:
+    """The ``.ptd``, once it hashes to ``sha256``, copied into the child's scratch directory:
+    the runtime reads it by path, and this copy cannot change after the check."""
+    copy = Path(tempfile.gettempdir()) / "program.ptd"
+    copy.write_bytes(read_verified(path, sha256))
+    return copy
+
+
+def _loads_alone(data: bytes) -> bool:
+    """Whether every method of the program loads without any ``.ptd``."""
+    from executorch.runtime import Runtime, Verification
+
+    try:
+        program = Runtime.get().load_program(data, verification=Verification.InternalConsistency)
+        for name in program.method_names:
+            program.load_method(name)
+    except RuntimeError:
+        return False
+    return True
+
+
+def _describe(data: bytes, dynamism: Dynamism, ptd: Path | None = None) -> ProgramDescription:
     from executorch.runtime import Runtime, Verification
 
     from pteforge.runtime.runner_metadata import describe_generation
 
-    program = Runtime.get().load_program(data, verification=Verification.InternalConsistency)
+    program = Runtime.get().load_program(
+        data, verification=Verification.InternalConsistency, data_path=ptd
+    )
     methods = []
     for name in sorted(program.method_names):
         meta = program.load_method(name).metadata

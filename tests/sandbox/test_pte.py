@@ -21,6 +21,7 @@ from pteforge.server.sandbox import (
     validate_pte_isolated,
 )
 from tests.models import small_mlp_programs
+from tests.program_data import SeparatedProgram
 
 from .conftest import ValidArchives
 
@@ -113,6 +114,7 @@ def test_a_pte_whose_weights_are_in_a_ptd_file_says_so(
         validate_pte_isolated(path, isolation=isolation)
     message = str(info.value)
     assert "keeps its constants in a separate .ptd file" in message
+    assert "send that file with it, as the upload's 'ptd' part" in message
     assert "runtime log:" in message and "external_data_map is null" in message
 
 
@@ -173,3 +175,51 @@ def test_a_dynamic_dimension_is_described_as_the_runtime_does(
         return
     assert (given.shape, given.max_shape) == ((-1, -1), (4, 16))
     assert (answered.shape, answered.max_shape) == ((-1, -1), (4, 2))
+
+
+@pytest.fixture(scope="module")
+def separated(tmp_path_factory: pytest.TempPathFactory) -> tuple[SeparatedProgram, Path]:
+    """A two-method program with its constants in a .ptd, and another architecture's .ptd."""
+    from tests.program_data import separated_program
+
+    root = tmp_path_factory.mktemp("ptd")
+    other = separated_program(root / "other", seed=1, features=6)
+    return separated_program(root / "first", seed=0), other.ptd
+
+
+def test_a_pte_loads_with_its_ptd(
+    separated: tuple[SeparatedProgram, Path], isolation: Isolation
+) -> None:
+    program, _ = separated
+    description = validate_pte_isolated(program.pte, isolation=isolation, data=program.ptd)
+    assert description.method_names == ("decode", "encode")
+
+
+@pytest.mark.parametrize("isolation", ["forkserver"], indirect=True)  # as served
+def test_a_ptd_that_does_not_fit_is_named(
+    separated: tuple[SeparatedProgram, Path], isolation: Isolation, tmp_path: Path
+) -> None:
+    """Another architecture's .ptd, a cut one, and a file that is no .ptd at all."""
+    program, other = separated
+    cut = tmp_path / "cut.ptd"
+    cut.write_bytes(program.ptd.read_bytes()[:-40])
+    for wrong in (other, cut):
+        with pytest.raises(InvalidPteError) as info:
+            validate_pte_isolated(program.pte, isolation=isolation, data=wrong)
+        assert info.value.reason == "invalid_ptd"
+        assert "the .ptd (part 'ptd') does not hold the data this .pte needs" in str(info.value)
+        assert "runtime log:" in str(info.value)
+    with pytest.raises(InvalidPteError) as info:
+        validate_pte_isolated(program.pte, isolation=isolation, data=program.pte)
+    assert "is not an ExecuTorch data file (no FT01 identifier)" in str(info.value)
+
+
+@pytest.mark.parametrize("isolation", ["forkserver"], indirect=True)  # as served
+def test_a_ptd_sent_with_a_self_contained_pte_is_refused(
+    separated: tuple[SeparatedProgram, Path], mlp_pte: Path, isolation: Isolation
+) -> None:
+    program, _ = separated
+    with pytest.raises(InvalidPteError) as info:
+        validate_pte_isolated(mlp_pte, isolation=isolation, data=program.ptd)
+    assert info.value.reason == "ptd_not_needed"
+    assert "it needs no .ptd (part 'ptd'); send the .pte alone" in str(info.value)

@@ -1,0 +1,40 @@
+"""Programs whose constants live in a ``.ptd`` beside the ``.pte`` (ExecuTorch's program-data
+separation: ``ExecutorchBackendConfig(external_constants=True)``), as exporters of LoRA
+adapters over one foundation write them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from tests.models import MultiMethod, SharedLinearPair, export_methods
+
+
+@dataclass(frozen=True)
+class SeparatedProgram:
+    """A ``.pte`` without its constants, the ``.ptd`` holding them, and the eager model."""
+
+    pte: Path
+    ptd: Path
+    model: MultiMethod
+
+
+def separated_program(directory: Path, seed: int, features: int = 8) -> SeparatedProgram:
+    """Two methods (``encode``, ``decode``) sharing a linear layer, exported with random
+    weights from ``seed`` and the constants written to a ``.ptd`` (portable kernels). The
+    same architecture under another seed gives a byte-identical ``.pte``."""
+    from executorch.exir import ExecutorchBackendConfig, to_edge_transform_and_lower
+
+    torch.manual_seed(seed)
+    x = torch.randn(2, features)
+    model = export_methods(SharedLinearPair(features), {"encode": (x,), "decode": (x,)})
+    config = ExecutorchBackendConfig(external_constants=True)
+    program = to_edge_transform_and_lower(model.programs).to_executorch(config)
+    directory.mkdir(parents=True, exist_ok=True)
+    pte = directory / "model.pte"
+    pte.write_bytes(program.buffer)
+    program.write_tensor_data_to_file(str(directory))
+    (ptd,) = directory.glob("*.ptd")
+    return SeparatedProgram(pte, ptd, model)
