@@ -19,6 +19,7 @@ import numpy as np
 
 from pteforge.contracts.oip import BFLOAT16, tensor_numpy
 from pteforge.contracts.specs import MethodSignature
+from pteforge.runtime.artifact_files import data_beside
 from pteforge.runtime.errors import ExecutionError, ProgramLoadError
 from pteforge.runtime.state import MethodState, ProgramState
 
@@ -42,7 +43,7 @@ class ProgramInstance:
         loading: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext,
     ) -> None:
         try:
-            self.program = runtime.load_program(path)
+            self.program = runtime.load_program(path, data_path=data_beside(path))
         except Exception as exc:
             raise ProgramLoadError(f"ExecuTorch cannot load the artifact: {exc}") from exc
         self.state = state

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from pteforge.children.limits import memory_figure
+from pteforge.runtime.artifact_files import data_beside
 from pteforge.runtime.dtypes import numpy_dtype
 from pteforge.runtime.instances import to_tensor
 from pteforge.runtime.metadata import MethodSignature, describe_program
@@ -36,7 +37,7 @@ def _probe(path: Path, first: str, second: str, library: Path | None) -> dict[st
         from pteforge.runtime.native import set_xnnpack_weight_cache
 
         enabled = set_xnnpack_weight_cache(library, True)
-    program = Runtime.get().load_program(path)
+    program = Runtime.get().load_program(path, data_path=data_beside(path))
     signatures = describe_program(program)
     before = memory_figure("VmRSS")
     program.load_method(first).execute(_zeros(signatures[first]))

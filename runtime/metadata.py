@@ -17,6 +17,7 @@ from pteforge.contracts.specs import (
     TensorSpec,
     et_dtype_name,
 )
+from pteforge.runtime.artifact_files import data_beside
 from pteforge.runtime.errors import MalformedProgramError, ProgramLoadError
 from pteforge.runtime.flatbuffer_readers import (
     PROGRAM_SCHEMA,
@@ -203,7 +204,7 @@ def describe_pte(path: str | Path) -> dict[str, MethodSignature]:
     from pteforge.runtime.constant_inputs import held_apart, read_constants  # it imports us
 
     try:
-        program = Runtime.get().load_program(Path(path))
+        program = Runtime.get().load_program(Path(path), data_path=data_beside(Path(path)))
     except Exception as exc:
         raise ProgramLoadError(f"cannot load {path}: {exc}") from exc
     flatbuffer = ProgramFlatbuffer(Path(path))

@@ -33,6 +33,7 @@ import numpy as np
 from pteforge.children.limits import memory_figure, reset_memory_peak
 from pteforge.contracts.jobs import LatencySummary, LoadTimes, ProfileReport
 from pteforge.contracts.specs import MethodSignature
+from pteforge.runtime.artifact_files import data_beside
 from pteforge.runtime.errors import ExecutionError
 from pteforge.runtime.instances import run_method
 from pteforge.runtime.profiling import (
@@ -91,7 +92,9 @@ def latency_summary(samples: list[float]) -> LatencySummary:
 
 def _load(runtime: Any, path: Path, method: str, etdump: bool) -> tuple[Any, Any, float]:
     start = time.perf_counter()
-    program = runtime.load_program(path, enable_etdump=etdump, debug_buffer_size=0)
+    program = runtime.load_program(
+        path, enable_etdump=etdump, debug_buffer_size=0, data_path=data_beside(path)
+    )
     try:
         loaded = program.load_method(method)
     except Exception as exc:

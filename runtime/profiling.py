@@ -13,6 +13,7 @@ import numpy as np
 from pteforge.contracts.jobs import OperatorTime
 from pteforge.contracts.runtime_messages import Profile, ProfileEvent
 from pteforge.contracts.specs import MethodSignature
+from pteforge.runtime.artifact_files import data_beside
 from pteforge.runtime.errors import ExecutionError, MalformedProgramError
 from pteforge.runtime.flatbuffer_readers import (
     ETDUMP_SCHEMA,
@@ -232,7 +233,9 @@ def profile_method(
     """
     from pteforge.runtime.instances import run_method
 
-    program = runtime.load_program(Path(path), enable_etdump=True, debug_buffer_size=0)
+    program = runtime.load_program(
+        Path(path), enable_etdump=True, debug_buffer_size=0, data_path=data_beside(Path(path))
+    )
     try:
         method = program.load_method(signature.name)
     except Exception as exc:

@@ -118,11 +118,12 @@ class ModelTokenizer:
 @dataclass(frozen=True)
 class ServedVersion:
     """What one model version serves, read in one go: its number, its artifact's ``.pte``
-    content and the tokenizer attached to it (None when it has none)."""
+    content (and ``.ptd``) and the tokenizer attached to it (None when it has none)."""
 
     version: int
     program: BlobRef
     tokenizer: ModelTokenizer | None
+    data: BlobRef | None = None  # the artifact's .ptd, if its .pte keeps constants outside
 
 
 @dataclass(frozen=True)

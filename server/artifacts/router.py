@@ -1,5 +1,5 @@
-"""Routes of artifacts: metadata, listing, deletion, `.pte` and `.bpte` download, `.pte`
-upload."""
+"""Routes of artifacts: metadata, listing, deletion, `.pte`, `.ptd` and `.bpte` download,
+`.pte` (and `.ptd`) upload."""
 
 from __future__ import annotations
 
@@ -65,6 +65,35 @@ def download_bpte(
     return content_response(request, services.store.blobs, ref, f"{artifact.id}.bpte")
 
 
+@router.get(
+    "/artifacts/{artifact_id}/ptd",
+    summary="Download the .ptd holding the constants the .pte keeps outside",
+    response_class=Response,
+    responses=DOWNLOAD_ANSWERS,
+)
+def download_ptd(
+    artifact_id: str, request: Request, services: ServicesDep, principal: CurrentPrincipal
+) -> Response:
+    """The FlatTensor file uploaded with the `.pte` (ExecuTorch's program-data separation;
+    ETag = its sha256, Range honoured); 409 for an artifact whose `.pte` holds all its
+    constants."""
+    artifact = service.ARTIFACTS.get(services, principal.project_id, artifact_id)
+    ref = service.data_of(artifact)
+    return content_response(request, services.store.blobs, ref, f"{artifact.id}.ptd")
+
+
+@router.head(
+    "/artifacts/{artifact_id}/ptd",
+    summary="The .ptd download's status and headers (size, ETag), without the body",
+    response_class=Response,
+    responses=RANGE_ANSWERS,
+)
+def head_ptd(
+    artifact_id: str, request: Request, services: ServicesDep, principal: CurrentPrincipal
+) -> Response:
+    return download_ptd(artifact_id, request, services, principal)
+
+
 @router.head(
     "/artifacts/{artifact_id}/pte",
     summary="The download's status and headers (size, ETag), without the body",
@@ -84,7 +113,10 @@ def head_pte(
     openapi_extra=multipart_body(
         {
             "type": "object",
-            "properties": {"pte": {"type": "string", "format": "binary"}},
+            "properties": {
+                "pte": {"type": "string", "format": "binary"},
+                "ptd": {"type": "string", "format": "binary"},
+            },
             "required": ["pte"],
         }
     ),
@@ -92,6 +124,11 @@ def head_pte(
 async def upload_artifact(
     request: Request, services: ServicesDep, principal: CurrentPrincipal
 ) -> ArtifactOut:
+    """The `.pte`, and (part `ptd`) the `.ptd` holding the constants it keeps outside
+    (ExecuTorch's program-data separation) if it was exported so. Every method is loaded in
+    a confined child first: 422 naming the file for a `.pte` or `.ptd` that does not load, a
+    `.ptd` that does not fit the `.pte`, a `.pte` that needs a `.ptd` sent without one, or a
+    `.ptd` sent with a `.pte` that needs none."""
     artifact = await store_upload(
         request, services, principal.project_id, service.create_uploaded_artifact
     )

@@ -19,6 +19,13 @@ NUMERICS_KEY = "numerics"  # where a compile job stores the numerics check in th
 GENERATION_KEY = "generation"  # where the runner metadata of a language model is stored
 
 
+class DataFileOut(BaseModel):
+    """The `.ptd` (FlatTensor) holding the constants an artifact's `.pte` keeps outside."""
+
+    sha256: str
+    size_bytes: int
+
+
 class ArtifactOut(BaseModel):
     """An artifact: the `.pte` digest, what it was built from, the manager's report and the
     numerics check of the compiled methods against the exported program."""
@@ -50,6 +57,14 @@ class ArtifactOut(BaseModel):
             "answered, read in a confined child. Null for any other program."
         ),
     )
+    data: DataFileOut | None = Field(
+        default=None,
+        description=(
+            "The .ptd holding the constants the .pte keeps outside (ExecuTorch's program-data "
+            "separation), uploaded with it and loaded with it everywhere; download it from "
+            "/v1/artifacts/{id}/ptd. Null for a self-contained .pte."
+        ),
+    )
     created_at: datetime
     toolchain: Toolchain = Field(
         default_factory=toolchain, description="torch and executorch versions of this server."
@@ -70,6 +85,9 @@ class ArtifactOut(BaseModel):
             report=CompileReport.model_validate(report),
             numerics=_numerics(artifact.report.get(NUMERICS_KEY)),
             generation=_generation(artifact.report.get(GENERATION_KEY)),
+            data=None
+            if artifact.data is None
+            else DataFileOut(sha256=artifact.data.sha256, size_bytes=artifact.data.size),
             created_at=artifact.created_at,
         )
 

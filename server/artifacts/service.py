@@ -14,6 +14,7 @@ from pteforge.server.http.uploads import MultipartUpload
 from pteforge.storage.domain import Artifact, BlobRef
 
 PTE_PART = "pte"
+PTD_PART = "ptd"
 UPLOADED_PLAN_HASH = "uploaded"
 
 
@@ -37,30 +38,53 @@ def bundle_of(services: Services, artifact: Artifact) -> BlobRef:
     return ref
 
 
-def _pte_part(upload: MultipartUpload) -> Path:
-    parts = [p for p in upload.files if p.field_name == PTE_PART]
-    if len(parts) != 1 or len(upload.files) != 1:
-        raise InvalidUploadError("send exactly one file part named 'pte' holding the .pte")
-    return parts[0].path
+def data_of(artifact: Artifact) -> BlobRef:
+    """The artifact's `.ptd` (the constants its `.pte` keeps outside); 409 if it has none."""
+    if artifact.data is None:
+        raise ConflictError(
+            f"artifact {artifact.id!r} has no .ptd: its .pte holds all its constants"
+        )
+    return artifact.data
+
+
+def _parts(upload: MultipartUpload) -> tuple[Path, Path | None]:
+    """The `.pte` part, and the optional `.ptd` part."""
+    ptes = [p.path for p in upload.files if p.field_name == PTE_PART]
+    ptds = [p.path for p in upload.files if p.field_name == PTD_PART]
+    if len(ptes) != 1 or len(ptds) > 1 or len(upload.files) != len(ptes) + len(ptds):
+        raise InvalidUploadError(
+            "send exactly one file part named 'pte' holding the .pte, and at most one named "
+            "'ptd' holding the .ptd its constants are in (program-data separation)"
+        )
+    return ptes[0], ptds[0] if ptds else None
 
 
 def create_uploaded_artifact(
     services: Services, project_id: str, upload: MultipartUpload
 ) -> Artifact:
-    """Verify the `.pte` by loading it in a disposable process, then store it (with the
-    runner metadata of a language model, read there too)."""
+    """Verify the `.pte` (with its `.ptd`, if sent) by loading every method in a disposable
+    process, then store them (with the runner metadata of a language model, read there
+    too)."""
     from pteforge.server.sandbox import validate_pte_isolated
 
-    path = _pte_part(upload)
+    path, ptd = _parts(upload)
     described = validate_pte_isolated(
-        path, None, services.process_limits, isolation=services.isolation
+        path, None, services.process_limits, isolation=services.isolation, data=ptd
     )
     report: JsonObject = {"source": "upload"}
     if described.generation is not None:
         report[GENERATION_KEY] = described.generation.model_dump(mode="json")
-    (blob,) = store_project_files(services.store, services.settings, project_id, [path])
+    files = [path] if ptd is None else [path, ptd]
+    blob, *data = store_project_files(services.store, services.settings, project_id, files)
     with services.store.transaction() as tx:
-        check_quota(tx, services.settings, project_id, blob.size)
+        check_quota(tx, services.settings, project_id, blob.size + sum(d.size for d in data))
         return tx.artifacts.create(
-            project_id, None, blob, {}, UPLOADED_PLAN_HASH, report, described.methods
+            project_id,
+            None,
+            blob,
+            {},
+            UPLOADED_PLAN_HASH,
+            report,
+            described.methods,
+            data=data[0] if data else None,
         )

@@ -16,7 +16,9 @@ from pathlib import Path
 
 from starlette.concurrency import run_in_threadpool
 
+from pteforge.runtime.artifact_files import ArtifactSource
 from pteforge.server.auth.cache import TtlCache
+from pteforge.server.common.program_source import program_source, stored_writer
 from pteforge.server.generation.errors import OpenAIError
 from pteforge.storage.domain import BlobRef
 from pteforge.storage.store import Store
@@ -31,7 +33,7 @@ class Target:
 
     name: str
     version: int
-    program: BlobSource
+    program: tuple[str, ArtifactSource]  # its identity and source (``program_source``)
     tokenizer: BlobSource
     tokenizer_config: BlobSource | None
 
@@ -39,10 +41,7 @@ class Target:
 def blob_source(store: Store, blob: BlobRef) -> BlobSource:
     """``blob`` as the pool takes it: verified against its sha256 while it is copied."""
 
-    def write(path: Path) -> None:
-        store.blobs.export_to_file(blob.sha256, path)
-
-    return blob.sha256, write
+    return blob.sha256, stored_writer(store.blobs, blob.sha256)
 
 
 def parse_model(model: str) -> tuple[str, int | None]:
@@ -82,7 +81,9 @@ def resolve_version(store: Store, project_id: str, name: str, asked: int | None)
     return Target(
         name=name,
         version=version,
-        program=blob_source(store, served.program),
+        program=program_source(
+            store.blobs, served.program.sha256, None if served.data is None else served.data.sha256
+        ),
         tokenizer=blob_source(store, tokenizer.tokenizer),
         tokenizer_config=None if config is None else blob_source(store, config),
     )

@@ -17,8 +17,10 @@ from pteforge.storage.model_names import MAX_VERSION
 class ResolvedArtifact:
     """An artifact the caller may run: its content hash, where its bytes come from, its methods.
 
-    ``source`` is a local ``Path`` or a callable that writes the ``.pte`` to the path it is
-    given (called at most once per sha256; the pool caches the file on local disk).
+    ``sha256`` is the program's identity: its ``.pte``'s sha256, or with a ``.ptd`` a digest
+    of both (``runtime.artifact_files.program_identity``). ``source`` is a local ``Path``, a
+    callable that writes the ``.pte`` to the path it is given (called at most once per
+    identity; the pool caches the file on local disk), or a ``WithData`` of two of them.
     ``names`` holds, per method, the program's own input and output names (from its graph
     signature); a method without them is served under positional names (``input_0``).
     ``signatures`` holds, per method, the stored signature, whose static dimensions pin the

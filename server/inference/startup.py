@@ -4,7 +4,6 @@ routes' state over the store (artifacts by project, cached bearer tokens)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry
@@ -19,6 +18,7 @@ from pteforge.runtime.sessions import SessionLimits
 from pteforge.runtime.supervisor import RestartPolicy
 from pteforge.server.auth.cache import TtlCache
 from pteforge.server.auth.dependencies import DEFAULT_TOKEN_TTL_S, Principal, cached_principal
+from pteforge.server.common.program_source import program_source
 from pteforge.server.common.services import Services
 from pteforge.server.inference.dependencies import (
     DEFAULT_RESOLVE_TTL_S,
@@ -82,9 +82,11 @@ class StoreArtifactResolver:
         return [IndexedVersion(name, v, self._resolved(a, v)) for name, v, a in found]
 
     def _resolved(self, artifact: Artifact, version: int | None) -> ResolvedArtifact:
+        data = None if artifact.data is None else artifact.data.sha256
+        identity, source = program_source(self.store.blobs, artifact.sha256, data)
         return ResolvedArtifact(
-            sha256=artifact.sha256,
-            source=self._writer(artifact.sha256),
+            sha256=identity,
+            source=source,
             methods=tuple(m.name for m in artifact.methods),
             names={m.name: tensor_names(m) for m in artifact.methods},
             signatures={m.name: m for m in artifact.methods},
@@ -101,12 +103,6 @@ class StoreArtifactResolver:
             self._executable = frozenset(executable_backend_ids())
         missing = {m: tuple(sorted(ids - self._executable)) for m, ids in used.items()}
         return {m: ids for m, ids in missing.items() if ids}
-
-    def _writer(self, sha256: str) -> Callable[[Path], None]:
-        def write(path: Path) -> None:
-            self.store.blobs.export_to_file(sha256, path)  # sha256 checked while copying
-
-        return write
 
 
 def _model_version(

@@ -22,10 +22,13 @@ from pteforge.storage.errors import NotFoundError
 
 def _request(runner: CompileJobRunner, payload: ProfilePayload, artifact: Artifact,
              scratch: Path) -> ProfileRequest:  # fmt: skip
-    """The child's request; the ``.pte`` (and, for the default inputs, the program archive)
+    """The child's request; the ``.pte`` and its ``.ptd`` (and, for the default inputs, the
+    program archive)
     copied into the job's scratch directory, their sha256 verified on the way."""
     pte = scratch / "artifact.pte"
     runner.store.blobs.export_to_file(artifact.sha256, pte)
+    if artifact.data is not None:  # loaded from beside the .pte (``data_beside``)
+        runner.store.blobs.export_to_file(artifact.data.sha256, pte.with_suffix(".ptd"))
     program_path = None
     if payload.inputs is None and artifact.program_id is not None:
         with runner.store.transaction() as tx:

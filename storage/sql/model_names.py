@@ -192,7 +192,13 @@ class SqlModels(ModelRepository):
     def served(
         self, project_id: str, name: str, version: int | None = None
     ) -> domain.ServedVersion | None:
-        columns = (ModelVersionRow.version, ArtifactRow.blob_sha256, ArtifactRow.size_bytes)
+        columns = (
+            ModelVersionRow.version,
+            ArtifactRow.blob_sha256,
+            ArtifactRow.size_bytes,
+            ArtifactRow.data_sha256,
+            ArtifactRow.data_size,
+        )
         query = (
             self._versions(project_id, name, *columns, ModelTokenizerRow)
             .join(ArtifactRow, ArtifactRow.id == ModelVersionRow.artifact_id)
@@ -202,11 +208,12 @@ class SqlModels(ModelRepository):
         found = self._session.execute(_one_version(query, version)).first()
         if found is None:
             return None
-        number, sha256, size, tokenizer = found
+        number, sha256, size, data_sha256, data_size, tokenizer = found
         return domain.ServedVersion(
             int(number),
             domain.BlobRef(sha256, size),
             None if tokenizer is None else _tokenizer(tokenizer),
+            None if data_sha256 is None else domain.BlobRef(data_sha256, data_size),
         )
 
     def delete_version(self, project_id: str, name: str, version: int) -> bool:

@@ -20,6 +20,7 @@ MISSING = {
     "pjob": "job_" + "1" * 32,
     "art": "art_" + "0" * 32,
     "up": "art_" + "1" * 32,
+    "sep": "art_" + "2" * 32,  # an uploaded .pte with its .ptd
     "model": "iso-absent",
 }
 
@@ -64,6 +65,11 @@ READS: dict[tuple[str, str], list[Call]] = {
     ],
     ("HEAD", "/v1/artifacts/{artifact_id}/pte"): [_req("HEAD", "/v1/artifacts/{art}/pte")],
     ("GET", "/v1/artifacts/{artifact_id}/bpte"): [_req("GET", "/v1/artifacts/{art}/bpte")],
+    ("GET", "/v1/artifacts/{artifact_id}/ptd"): [
+        _req("GET", "/v1/artifacts/{sep}/ptd"),
+        _req("GET", "/v1/artifacts/{sep}/ptd", headers={"Range": "bytes=0-9"}),
+    ],
+    ("HEAD", "/v1/artifacts/{artifact_id}/ptd"): [_req("HEAD", "/v1/artifacts/{sep}/ptd")],
     ("GET", "/v1/models/{name}"): [_req("GET", "/v1/models/{model}")],
     ("GET", "/v1/models/{name}/versions/{version}/tokenizer"): [
         _req("GET", "/v1/models/{model}/versions/1/tokenizer")

@@ -29,6 +29,7 @@ from pteforge.server.app import create_app
 from pteforge.server.grpc_api.service import InferenceService
 from pteforge.server.settings import Settings
 from tests.models import small_mlp_programs
+from tests.program_data import separated_program
 from tests.server.helpers import app_routes, submit, upload_methods, wait_job
 from tests.server.isolation_routes import (
     CHANGES,
@@ -82,8 +83,13 @@ def owned(admin: httpx.Client, tmp_path_factory: pytest.TempPathFactory) -> dict
     deploy(admin, MODEL, uploaded.json()["id"])
     put = admin.put(f"/v1/models/{MODEL}/versions/1/tokenizer", files=TOKENIZER_FILES)
     assert put.status_code == 201, put.text
+    pair = separated_program(path.parent / "ptd", seed=0)
+    files = {"pte": ("m.pte", pair.pte.read_bytes()), "ptd": ("m.ptd", pair.ptd.read_bytes())}
+    separated = admin.post("/v1/artifacts", files=files)
+    assert separated.status_code == 201, separated.text
     jobs = {"prog": program["id"], "job": job["id"], "pjob": profile.json()["id"]}
-    return jobs | {"art": job["artifact_id"], "up": uploaded.json()["id"], "model": MODEL}
+    artifacts = {"art": job["artifact_id"], "up": uploaded.json()["id"]}
+    return jobs | artifacts | {"sep": separated.json()["id"], "model": MODEL}
 
 
 @pytest.fixture(scope="module")
