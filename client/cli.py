@@ -136,7 +136,7 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "pull",
         "download an artifact's .pte (its sha256 checked)",
-        "pteforge pull art_... -o model.pte",
+        "pteforge pull art_... -o model.pte\n  pteforge pull art_... --ptd -o model.ptd",
         (
             ARTIFACT,
             _arg("-o", "--output", type=Path, help="where to write (default: ID.pte or ID.bpte)"),
@@ -146,13 +146,20 @@ COMMANDS: tuple[Command, ...] = (
                 help="the ExecuTorch BundledProgram (.bpte) instead: the .pte with the numerics "
                 "check's inputs and expected outputs, for verifying on a device",
             ),
+            _arg(
+                "--ptd",
+                action="store_true",
+                help="the .ptd instead: the constants a .pte exported with program-data "
+                "separation keeps outside (default: ID.ptd)",
+            ),
         ),
     ),
     Command(
         "deploy",
         "make an artifact the next version of a model name (the first creates the model)",
         "pteforge deploy art_... classifier\n"
-        "  pteforge deploy model.pte tiny-llama --tokenizer tokenizer.json",
+        "  pteforge deploy model.pte tiny-llama --tokenizer tokenizer.json\n"
+        "  pteforge deploy model.pte adapter --ptd model.ptd",
         (
             _arg(
                 "artifact",
@@ -160,6 +167,13 @@ COMMANDS: tuple[Command, ...] = (
                 "say), uploaded first",
             ),
             _arg("name", help="the model name: [A-Za-z0-9][A-Za-z0-9_-]{0,63}"),
+            _arg(
+                "--ptd",
+                type=Path,
+                metavar="FILE",
+                help="the .ptd holding the .pte's constants (ExecuTorch's program-data "
+                "separation, external_constants), uploaded with it",
+            ),
             _arg(
                 "--tokenizer",
                 type=Path,

@@ -157,20 +157,25 @@ def _program(client: Client, ref: str) -> Program:
 
 
 def _download(
-    client: Client, out: Output, artifact: Artifact, path: Path, bundled: bool = False
+    client: Client, out: Output, artifact: Artifact, path: Path, part: str = "pte"
 ) -> None:
     with out.bytes_progress(path.name) as progress:
-        client.download(artifact, path, on_progress=progress, bundled=bundled)
+        client.download(
+            artifact, path, on_progress=progress, bundled=part == "bpte", data=part == "ptd"
+        )
 
 
 def pull(args: argparse.Namespace, out: Output) -> None:
-    path = args.output or Path(f"{args.artifact}.{'bpte' if args.bundled else 'pte'}")
+    if args.bundled and args.ptd:
+        raise BadInputError("--bundled and --ptd name different files: pass one")
+    part = "bpte" if args.bundled else "ptd" if args.ptd else "pte"
+    path = args.output or Path(f"{args.artifact}.{part}")
     check_writable(path)
     with connect() as client:
         artifact = client.get_artifact(args.artifact)
-        _download(client, out, artifact, path, args.bundled)
+        _download(client, out, artifact, path, part)
     sha256, size = artifact.sha256, artifact.size_bytes
-    if args.bundled:
+    if part != "pte":
         with path.open("rb") as file:
             sha256, size = hashlib.file_digest(file, "sha256").hexdigest(), path.stat().st_size
     if out.as_json:
@@ -186,7 +191,7 @@ def deploy(args: argparse.Namespace, out: Output) -> None:
         raise BadInputError(str(exc)) from None
     tokenizer, generation = None, None
     with connect() as client:
-        created = client.deploy(_artifact_id(client, args.artifact, out), args.name)
+        created = client.deploy(_artifact_id(client, args.artifact, out, args.ptd), args.name)
         try:
             if args.tokenizer is not None:
                 tokenizer = client.set_tokenizer(
@@ -211,12 +216,15 @@ def deploy(args: argparse.Namespace, out: Output) -> None:
         out.line(f"tokenizer attached: {created.name}:{created.version} answers text generation")
 
 
-def _artifact_id(client: Client, given: str, out: Output) -> str:
-    """``given``: an artifact id, or a ``.pte`` file built elsewhere, uploaded first."""
+def _artifact_id(client: Client, given: str, out: Output, ptd: Path | None = None) -> str:
+    """``given``: an artifact id, or a ``.pte`` file built elsewhere, uploaded first (with
+    ``ptd``, the ``.ptd`` holding its constants)."""
     path = Path(given)
     if not (path.suffix == ".pte" or path.is_file()):
+        if ptd is not None:
+            raise BadInputError("--ptd goes with a .pte file, uploaded with it, not an id")
         return given
-    artifact = client.upload_artifact(path)
+    artifact = client.upload_artifact(path, ptd)
     if not out.as_json:
         out.line(f"Uploaded {path} as {artifact.id}.")
     return artifact.id

@@ -141,6 +141,9 @@ class Artifact(_Stored):
     plan: dict[str, Any]
     report: dict[str, Any]
     numerics: dict[str, Any] | None
+    data: dict[str, Any] | None = None
+    """The ``.ptd`` holding the constants the ``.pte`` keeps outside (``sha256``,
+    ``size_bytes``), or None for a self-contained ``.pte``."""
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> Artifact:
@@ -149,8 +152,15 @@ class Artifact(_Stored):
             plan=dict(obj.get("plan") or {}),
             report=dict(obj.get("report") or {}),
             numerics=obj.get("numerics"),
+            data=obj.get("data"),
             **_stored_fields(obj),
         )
+
+    def file_sha256(self, part: str) -> str | None:
+        """The sha256 of the file ``part`` names (``pte``, ``ptd``), None for ``bpte``."""
+        if part == "pte":
+            return self.sha256
+        return str(self.data["sha256"]) if part == "ptd" and self.data else None
 
     def method(self, name: str) -> MethodSignature | None:
         """The method called ``name``, or None."""

@@ -76,21 +76,11 @@ class Operations:
 
     # jobs
     @overload
-    def compile(
-        self,
-        program: Ref,
-        plan: Mapping[str, Any],
-        wait: Literal[True] = True,
-        on_stage: StageCallback | None = None,
-    ) -> Op[Artifact]: ...
+    def compile(self, program: Ref, plan: Mapping[str, Any], wait: Literal[True] = True,
+                on_stage: StageCallback | None = None) -> Op[Artifact]: ...  # fmt: skip
     @overload
-    def compile(
-        self,
-        program: Ref,
-        plan: Mapping[str, Any],
-        wait: Literal[False],
-        on_stage: StageCallback | None = None,
-    ) -> Op[Job]: ...
+    def compile(self, program: Ref, plan: Mapping[str, Any], wait: Literal[False],
+                on_stage: StageCallback | None = None) -> Op[Job]: ...  # fmt: skip
     def compile(
         self,
         program: Ref,
@@ -157,9 +147,11 @@ class Operations:
     def delete_artifact(self, artifact: Ref) -> Op[None]:
         return _delete("artifacts", artifact)
 
-    def upload_artifact(self, path: str | Path) -> Op[Artifact]:
-        """Upload a ``.pte`` built elsewhere (streamed from disk)."""
-        reply = yield Call("POST", "/v1/artifacts", ok=(201,), files={"pte": Path(path)})
+    def upload_artifact(self, path: str | Path, ptd: str | Path | None = None) -> Op[Artifact]:
+        """Upload a ``.pte`` built elsewhere, and the ``.ptd`` holding its constants if it
+        was exported with them outside (program-data separation); streamed from disk."""
+        files = {"pte": Path(path)} | ({} if ptd is None else {"ptd": Path(ptd)})
+        reply = yield Call("POST", "/v1/artifacts", ok=(201,), files=files)
         return Artifact.from_json(reply.json())
 
     def download(
@@ -168,13 +160,16 @@ class Operations:
         path: str | Path,
         on_progress: ProgressCallback | None = None,
         bundled: bool = False,
+        data: bool = False,
     ) -> Op[Path]:
-        """Stream the artifact's ``.pte`` (``bundled``: its BundledProgram ``.bpte``) to ``path``
-        (``on_progress(bytes, total)``, resumed by ``Range``), there once its sha256 matched."""
-        sha256 = artifact.sha256 if isinstance(artifact, Artifact) and not bundled else None
+        """Stream the artifact's ``.pte`` (``bundled``: its BundledProgram ``.bpte``; ``data``:
+        its ``.ptd``) to ``path`` (``on_progress(bytes, total)``, resumed by ``Range``), there
+        once its sha256 matched (that of an ``Artifact`` given, or the server's ``ETag``)."""
+        part = "bpte" if bundled else "ptd" if data else "pte"
+        sha256 = artifact.file_sha256(part) if isinstance(artifact, Artifact) else None
         with partial_file(Path(path)) as file:
             sink = DownloadSink(file, sha256, on_progress)
-            url = f"/v1/artifacts/{ref(artifact)}/{'bpte' if bundled else 'pte'}"
+            url = f"/v1/artifacts/{ref(artifact)}/{part}"
             yield Call("GET", url, ok=(200, 206), sink=sink, idempotent=True)
             sink.check()
         return Path(path)

@@ -74,7 +74,7 @@ def _dynamism(path: Path) -> Dynamism:
 _EXTERNAL_DATA = (
     ": the program keeps its constants in a separate .ptd file (ExecuTorch's program-data "
     "separation: external_constants, or an exporter's external-weights option); send that "
-    "file with it, as the upload's 'ptd' part (`pteforge push model.pte --ptd model.ptd`)"
+    "file with it, as the upload's 'ptd' part (`pteforge deploy model.pte NAME --ptd model.ptd`)"
 )
 _WRONG_DATA = "the .ptd (part 'ptd') does not hold the data this .pte needs: "
 _NO_DATA_NEEDED = (

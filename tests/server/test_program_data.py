@@ -4,6 +4,7 @@ another ``.ptd`` (a LoRA adapter over one foundation) is another program everywh
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -12,9 +13,12 @@ import numpy as np
 import pytest
 import torch
 
+from pteforge.cli import main
+from pteforge.client import Client
 from tests.program_data import SeparatedProgram, separated_program
 from tests.server.helpers import assert_error
 from tests.server.model_names import deploy, scale_pte
+from tests.server.service import ServiceProcess
 
 pytestmark = pytest.mark.server
 
@@ -135,3 +139,32 @@ def test_an_artifact_without_a_ptd_has_none_to_download(
     refused = admin.post("/v1/artifacts", files={"pte": ("s.pte", scale_pte(3.0))} | extra)
     assert_error(refused, 422)
     assert "it needs no .ptd (part 'ptd'); send the .pte alone" in refused.text
+
+
+def test_the_client_and_the_command_line_take_and_give_the_ptd(
+    service: ServiceProcess,
+    pairs: tuple[SeparatedProgram, SeparatedProgram],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    program = pairs[1]
+    with Client(service.url, service.admin_token) as client:
+        artifact = client.upload_artifact(program.pte, ptd=program.ptd)
+        assert artifact.data is not None
+        assert artifact.data["size_bytes"] == program.ptd.stat().st_size
+        got = client.download(artifact, tmp_path / "got.ptd", data=True)
+        assert got.read_bytes() == program.ptd.read_bytes()
+        x = torch.randn(2, 8)
+        (out,) = client.infer(artifact, "encode", [x.numpy()])
+        np.testing.assert_allclose(out, _eager(program, "encode", x), rtol=1e-5, atol=1e-6)
+    monkeypatch.setenv("PTEFORGE_URL", service.url)
+    monkeypatch.setenv("PTEFORGE_TOKEN", str(service.admin_token))
+    argv = ["deploy", str(program.pte), "ptd-cli", "--ptd", str(program.ptd), "--json"]
+    assert main(argv) == 0
+    deployed = json.loads(capsys.readouterr().out)
+    pulled = tmp_path / "pulled.ptd"
+    assert main(["pull", deployed["artifact_id"], "--ptd", "-o", str(pulled)]) == 0
+    assert pulled.read_bytes() == program.ptd.read_bytes()
+    assert main(["deploy", deployed["artifact_id"], "ptd-cli", "--ptd", str(program.ptd)]) == 2
+    assert "--ptd goes with a .pte file" in capsys.readouterr().err
