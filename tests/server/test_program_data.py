@@ -16,7 +16,7 @@ import torch
 from pteforge.cli import main
 from pteforge.client import Client
 from tests.program_data import SeparatedProgram, separated_program
-from tests.server.helpers import assert_error
+from tests.server.helpers import assert_error, wait_job
 from tests.server.model_names import deploy, scale_pte
 from tests.server.service import ServiceProcess
 
@@ -168,3 +168,40 @@ def test_the_client_and_the_command_line_take_and_give_the_ptd(
     assert pulled.read_bytes() == program.ptd.read_bytes()
     assert main(["deploy", deployed["artifact_id"], "ptd-cli", "--ptd", str(program.ptd)]) == 2
     assert "--ptd goes with a .pte file" in capsys.readouterr().err
+
+
+def test_grpc_sessions_and_profile_jobs_run_the_pair(
+    admin: httpx.Client,
+    service: ServiceProcess,
+    pairs: tuple[SeparatedProgram, SeparatedProgram],
+    uploaded: list[dict[str, Any]],
+) -> None:
+    import tritonclient.grpc as triton
+
+    x = torch.randn(2, 8)
+    with triton.InferenceServerClient(f"127.0.0.1:{service.grpc_port}") as client:
+        headers = {"authorization": str(admin.headers["Authorization"])}
+        for artifact, program in zip(uploaded, pairs, strict=True):
+            entry = triton.InferInput("input_0", [2, 8], "FP32")
+            entry.set_data_from_numpy(x.numpy())
+            result = client.infer(f"{artifact['id']}.decode", [entry], headers=headers)
+            got = result.as_numpy(result.get_response().outputs[0].name)
+            np.testing.assert_allclose(got, _eager(program, "decode", x), rtol=1e-5, atol=1e-6)
+    for sequence, (artifact, program) in enumerate(zip(uploaded, pairs, strict=True), 70):
+        tensor = {"name": "input_0", "shape": [2, 8], "datatype": "FP32"}
+        body = {
+            "inputs": [{**tensor, "data": x.reshape(-1).tolist()}],
+            "parameters": {"sequence_id": sequence, "sequence_start": True, "sequence_end": True},
+        }
+        answer = admin.post(f"/v2/models/{artifact['id']}.encode/infer", json=body)
+        assert answer.status_code == 200, answer.text
+        got = np.asarray(answer.json()["outputs"][0]["data"], dtype=np.float32).reshape(2, 8)
+        np.testing.assert_allclose(got, _eager(program, "encode", x), rtol=1e-5, atol=1e-6)
+    inputs = [{"name": "input_0", "datatype": "FP32", "shape": [2, 8], "data": [0.5] * 16}]
+    body = {"artifact_id": uploaded[1]["id"], "method": "decode", "iterations": 2}
+    job = admin.post("/v1/profile-jobs", json={**body, "inputs": inputs})
+    assert job.status_code == 202, job.text
+    done = wait_job(admin, job.json()["id"])
+    assert done["status"] == "succeeded", done
+    profile = admin.get(f"/v1/jobs/{done['id']}/profile").raise_for_status().json()
+    assert profile["artifact_id"] == uploaded[1]["id"] and profile["operators"]
