@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -21,20 +22,44 @@ class SeparatedProgram:
     model: MultiMethod
 
 
-def separated_program(directory: Path, seed: int, features: int = 8) -> SeparatedProgram:
+def separated_program(
+    directory: Path, seed: int, features: int = 8, xnnpack: bool = False
+) -> SeparatedProgram:
     """Two methods (``encode``, ``decode``) sharing a linear layer, exported with random
-    weights from ``seed`` and the constants written to a ``.ptd`` (portable kernels). The
-    same architecture under another seed gives a byte-identical ``.pte``."""
+    weights from ``seed`` and the constants written to a ``.ptd``: on portable kernels (the
+    same architecture under another seed gives a byte-identical ``.pte``), or ``xnnpack``
+    with XNNPACK's external weights (tagged as upstream's LLM export tags them)."""
     from executorch.exir import ExecutorchBackendConfig, to_edge_transform_and_lower
 
     torch.manual_seed(seed)
     x = torch.randn(2, features)
     model = export_methods(SharedLinearPair(features), {"encode": (x,), "decode": (x,)})
     config = ExecutorchBackendConfig(external_constants=True)
-    program = to_edge_transform_and_lower(model.programs).to_executorch(config)
+    if xnnpack:
+        program = _xnnpack(model, config)
+    else:
+        program = to_edge_transform_and_lower(model.programs).to_executorch(config)
     directory.mkdir(parents=True, exist_ok=True)
     pte = directory / "model.pte"
     pte.write_bytes(program.buffer)
     program.write_tensor_data_to_file(str(directory))
     (ptd,) = directory.glob("*.ptd")
     return SeparatedProgram(pte, ptd, model)
+
+
+def _xnnpack(model: MultiMethod, config: Any) -> Any:
+    """Each method re-exported with its weights tagged for the delegate's external data
+    (``delegate_external_constants_pass_unlifted``), then lowered to XNNPACK."""
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+    from executorch.exir.passes.external_constants_pass import (
+        delegate_external_constants_pass_unlifted,
+    )
+
+    programs = {}
+    for name, exported in model.programs.items():
+        module = exported.module()
+        delegate_external_constants_pass_unlifted(module, gen_tag_fn=lambda _: "model")
+        programs[name] = torch.export.export(module, model.inputs[name])
+    lowered = to_edge_transform_and_lower(programs, partitioner=[XnnpackPartitioner()])
+    return lowered.to_executorch(config)

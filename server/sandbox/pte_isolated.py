@@ -15,7 +15,12 @@ from .zip_checks import PTE_IDENTIFIER, ZIP_MAGIC
 
 _WORKER = "pteforge.server.sandbox.pte_worker"
 PTD_IDENTIFIER = b"FT01"  # a FlatTensor file's, where a .pte has ET12
-_PTD_REASONS = ("invalid_ptd", "ptd_not_needed")
+_PTD_REASONS = ("invalid_ptd",)
+_CRASH_HINT = (
+    " (a program whose weights are in a separate .ptd file, as XNNPACK's external weights "
+    "put them, crashes ExecuTorch's loader without it: if it has one, send that file as the "
+    "upload's 'ptd' part)"
+)
 _ZIP_HINT = (
     ": the file is a zip archive, as a torch.export .pt2 program is: upload a program "
     "(POST /v1/programs, or `pteforge push`) and compile it to a .pte"
@@ -51,8 +56,10 @@ def validate_pte_isolated(
 
     ``data``: the ``.ptd`` (FlatTensor) holding the constants the program keeps outside
     (program-data separation); loaded with it, its sha256 checked in the child too. A
-    ``.ptd`` that does not fit is ``invalid_ptd``; one sent with a program that needs none,
-    ``ptd_not_needed``.
+    ``.ptd`` that does not fit is ``invalid_ptd``. One sent with a program that needs none is
+    taken if it loads with it (the runtime reads only what a method asks for): whether a
+    program needs data cannot be probed safely, as ExecuTorch 1.5.1 crashes loading an
+    XNNPACK program without the external weights it names.
     """
     path = Path(path)
     digest = sha256_file(path)
@@ -78,7 +85,8 @@ def validate_pte_isolated(
     except UploadRejectedError as e:
         if e.reason in _PTD_REASONS:
             raise InvalidPteError(e.reason, e.message) from e
-        raise InvalidPteError("invalid_pte", f"{e.reason}: {e.message}") from e
+        hint = _CRASH_HINT if e.reason == "worker_crashed" and data is None else ""
+        raise InvalidPteError("invalid_pte", f"{e.reason}: {e.message}{hint}") from e
     for name in described.method_names:  # a program's methods follow it at upload too
         try:
             check_method_name(name)

@@ -76,10 +76,7 @@ _EXTERNAL_DATA = (
     "separation: external_constants, or an exporter's external-weights option); send that "
     "file with it, as the upload's 'ptd' part (`pteforge deploy model.pte NAME --ptd model.ptd`)"
 )
-_WRONG_DATA = "the .ptd (part 'ptd') does not hold the data this .pte needs: "
-_NO_DATA_NEEDED = (
-    "the .pte keeps no constants outside: it needs no .ptd (part 'ptd'); send the .pte alone"
-)
+_WRONG_DATA = "the .pte does not load with the .ptd (part 'ptd') sent with it: "
 
 
 def _job(argv: list[str]) -> ProgramDescription:
@@ -92,9 +89,6 @@ def _job(argv: list[str]) -> ProgramDescription:
     ptd = _private_copy(argv[2], argv[3]) if len(argv) > 2 else None
     log = NativeLog(Path(tempfile.gettempdir()) / LOG_FILE)  # the child's scratch directory
     try:
-        if ptd is not None and _loads_alone(data):
-            raise InvalidPteError("ptd_not_needed", _NO_DATA_NEEDED)
-        log.take()
         return _describe(data, _dynamism(Path(argv[0])), ptd)
     except RuntimeError as exc:  # ExecuTorch's bindings quote only the error code's number
         said = log.take()  # why, in the runtime's words
@@ -114,19 +108,6 @@ def _private_copy(path: str, sha256: str) -> Path:
     copy = Path(tempfile.gettempdir()) / "program.ptd"
     copy.write_bytes(read_verified(path, sha256))
     return copy
-
-
-def _loads_alone(data: bytes) -> bool:
-    """Whether every method of the program loads without any ``.ptd``."""
-    from executorch.runtime import Runtime, Verification
-
-    try:
-        program = Runtime.get().load_program(data, verification=Verification.InternalConsistency)
-        for name in program.method_names:
-            program.load_method(name)
-    except RuntimeError:
-        return False
-    return True
 
 
 def _describe(data: bytes, dynamism: Dynamism, ptd: Path | None = None) -> ProgramDescription:

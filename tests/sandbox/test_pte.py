@@ -207,7 +207,7 @@ def test_a_ptd_that_does_not_fit_is_named(
         with pytest.raises(InvalidPteError) as info:
             validate_pte_isolated(program.pte, isolation=isolation, data=wrong)
         assert info.value.reason == "invalid_ptd"
-        assert "the .ptd (part 'ptd') does not hold the data this .pte needs" in str(info.value)
+        assert "the .pte does not load with the .ptd (part 'ptd') sent with it" in str(info.value)
         assert "runtime log:" in str(info.value)
     with pytest.raises(InvalidPteError) as info:
         validate_pte_isolated(program.pte, isolation=isolation, data=program.pte)
@@ -215,11 +215,25 @@ def test_a_ptd_that_does_not_fit_is_named(
 
 
 @pytest.mark.parametrize("isolation", ["forkserver"], indirect=True)  # as served
-def test_a_ptd_sent_with_a_self_contained_pte_is_refused(
+def test_a_ptd_sent_with_a_self_contained_pte_is_taken(
     separated: tuple[SeparatedProgram, Path], mlp_pte: Path, isolation: Isolation
 ) -> None:
+    """Whether a program needs data cannot be probed safely (an XNNPACK program loaded
+    without its external weights crashes the runtime): a .ptd it loads with is taken."""
     program, _ = separated
+    description = validate_pte_isolated(mlp_pte, isolation=isolation, data=program.ptd)
+    assert description.method_names == ("forward",)
+
+
+@pytest.mark.parametrize("isolation", ["forkserver"], indirect=True)  # as served
+def test_xnnpack_external_weights_load_with_their_ptd(tmp_path: Path, isolation: Isolation) -> None:
+    """Without its .ptd such a program crashes ExecuTorch 1.5.1's loader (in the child):
+    the refusal says what may be missing."""
+    from tests.program_data import separated_program
+
+    program = separated_program(tmp_path, seed=0, xnnpack=True)
+    description = validate_pte_isolated(program.pte, isolation=isolation, data=program.ptd)
+    assert description.method_names == ("decode", "encode")
     with pytest.raises(InvalidPteError) as info:
-        validate_pte_isolated(mlp_pte, isolation=isolation, data=program.ptd)
-    assert info.value.reason == "ptd_not_needed"
-    assert "it needs no .ptd (part 'ptd'); send the .pte alone" in str(info.value)
+        validate_pte_isolated(program.pte, isolation=isolation)
+    assert "send that file as the upload's 'ptd' part" in str(info.value)

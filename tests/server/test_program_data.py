@@ -115,7 +115,7 @@ def test_a_pte_without_its_ptd_and_a_wrong_ptd_are_refused(
     cut.write_bytes(program.ptd.read_bytes()[:-40])
     wrong = _upload(admin, program, ptd=cut)
     assert_error(wrong, 422)
-    assert "the .ptd (part 'ptd') does not hold the data this .pte needs" in wrong.text
+    assert "the .pte does not load with the .ptd (part 'ptd') sent with it" in wrong.text
     other = _upload(admin, program, ptd=program.ptd, other=program.ptd)
     assert_error(other, 422)  # as any unexpected part
     assert "at most one named 'ptd'" in other.text
@@ -136,9 +136,9 @@ def test_an_artifact_without_a_ptd_has_none_to_download(
     assert_error(answer, 409)
     assert artifact_id in answer.text and "has no .ptd" in answer.text
     extra = {"ptd": ("model.ptd", pairs[0].ptd.read_bytes())}
-    refused = admin.post("/v1/artifacts", files={"pte": ("s.pte", scale_pte(3.0))} | extra)
-    assert_error(refused, 422)
-    assert "it needs no .ptd (part 'ptd'); send the .pte alone" in refused.text
+    taken = admin.post("/v1/artifacts", files={"pte": ("s.pte", scale_pte(3.0))} | extra)
+    assert taken.status_code == 201, taken.text  # documented: loads with it, so taken
+    assert taken.json()["data"]["size_bytes"] == len(extra["ptd"][1])
 
 
 def test_the_client_and_the_command_line_take_and_give_the_ptd(
@@ -205,3 +205,15 @@ def test_grpc_sessions_and_profile_jobs_run_the_pair(
     assert done["status"] == "succeeded", done
     profile = admin.get(f"/v1/jobs/{done['id']}/profile").raise_for_status().json()
     assert profile["artifact_id"] == uploaded[1]["id"] and profile["operators"]
+
+
+def test_xnnpack_external_weights_are_served_with_their_ptd(
+    admin: httpx.Client, tmp_path: Path
+) -> None:
+    program = separated_program(tmp_path, seed=2, xnnpack=True)
+    created = _upload(admin, program, ptd=program.ptd)
+    assert created.status_code == 201, created.text
+    x = torch.randn(2, 8)
+    for method in ("encode", "decode"):
+        got = _infer(admin, f"{created.json()['id']}.{method}", x)
+        np.testing.assert_allclose(got, _eager(program, method, x), rtol=1e-5, atol=1e-5)
