@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from tests.generation.lm_builder import LmFiles
 from tests.models import MultiMethod, SharedLinearPair, export_methods
 
 
@@ -63,3 +64,37 @@ def _xnnpack(model: MultiMethod, config: Any) -> Any:
         programs[name] = torch.export.export(module, model.inputs[name])
     lowered = to_edge_transform_and_lower(programs, partitioner=[XnnpackPartitioner()])
     return lowered.to_executorch(config)
+
+
+def separated_lm(lm: LmFiles, directory: Path) -> tuple[Path, Path]:
+    """``lm``'s model exported again in the LLM runner convention with its constants in a
+    ``.ptd`` (portable kernels, as a CUDA or LoRA export leaves the weights outside):
+    the ``.pte`` and the ``.ptd``."""
+    from executorch.exir import (
+        EdgeCompileConfig,
+        ExecutorchBackendConfig,
+        to_edge_transform_and_lower,
+    )
+    from executorch.exir.passes import MemoryPlanningPass
+    from executorch.exir.passes.sym_shape_eval_pass import ConstraintBasedSymShapeEvalPass
+
+    from tests.generation import lm_export
+
+    program = lm_export.export_lm(lm.eager, lm.max_seq_len, dynamic=True)
+    edge = to_edge_transform_and_lower(
+        program,
+        constant_methods=lm.metadata,
+        compile_config=EdgeCompileConfig(_check_ir_validity=False),
+    )
+    config = ExecutorchBackendConfig(
+        memory_planning_pass=MemoryPlanningPass(alloc_graph_input=False),
+        sym_shape_eval_pass=ConstraintBasedSymShapeEvalPass(),
+        external_constants=True,
+    )
+    lowered = edge.to_executorch(config)
+    directory.mkdir(parents=True, exist_ok=True)
+    pte = directory / "lm.pte"
+    pte.write_bytes(lowered.buffer)
+    lowered.write_tensor_data_to_file(str(directory))
+    (ptd,) = directory.glob("*.ptd")
+    return pte, ptd

@@ -20,9 +20,13 @@ def _files(*paths: tuple[str, Path]) -> dict[str, tuple[str, bytes]]:
     return {field: (path.name, path.read_bytes()) for field, path in paths}
 
 
-def deploy_lm(admin: httpx.Client, lm: LmFiles, model: str = MODEL) -> str:
-    """``lm`` as version 1 of ``model``, with its tokenizer and chat template."""
-    artifact = admin.post("/v1/artifacts", files=_files(("pte", lm.pte)))
+def deploy_lm(
+    admin: httpx.Client, lm: LmFiles, model: str = MODEL, ptd: tuple[Path, Path] | None = None
+) -> str:
+    """``lm`` as version 1 of ``model``, with its tokenizer and chat template (``ptd``: a
+    ``.pte`` of it with its constants in a ``.ptd``, and that ``.ptd``, instead of its own)."""
+    parts = [("pte", lm.pte)] if ptd is None else [("pte", ptd[0]), ("ptd", ptd[1])]
+    artifact = admin.post("/v1/artifacts", files=_files(*parts))
     assert artifact.status_code == 201, artifact.text
     deploy(admin, model, artifact.json()["id"])
     parts = _files(("tokenizer", lm.tokenizer_json), ("tokenizer_config", lm.tokenizer_config))
