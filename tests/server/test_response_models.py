@@ -97,6 +97,7 @@ def _open_dict_json(artifact: Artifact) -> dict[str, Any]:
         "report": report,
         "numerics": artifact.report.get(NUMERICS_KEY),
         "generation": None,  # only a language model's artifact has one (GENERATION_KEY)
+        "data": None,  # only a .pte uploaded with its .ptd has one
         "created_at": "2026-01-01T00:00:00Z",
     }
 
