@@ -27,11 +27,24 @@ _ZIP_HINT = (
 )
 
 
+def _magic(path: Path) -> bytes:
+    """The file's first 8 bytes: a flatbuffer's size and file identifier."""
+    with open(path, "rb") as f:
+        return f.read(8)
+
+
+def _check_method_names(described: ProgramDescription) -> None:
+    """A program's methods follow the method-name rules at upload too."""
+    for name in described.method_names:
+        try:
+            check_method_name(name)
+        except InvalidMethodNameError as e:
+            raise InvalidPteError("invalid_pte", str(e)) from None
+
+
 def _checked_ptd(path: Path) -> Path:
     """``path`` if it starts as a FlatTensor file (``.ptd``) does."""
-    with open(path, "rb") as f:
-        magic = f.read(8)
-    if magic[4:8] != PTD_IDENTIFIER:
+    if _magic(path)[4:8] != PTD_IDENTIFIER:
         raise InvalidPteError(
             "invalid_ptd",
             "the .ptd (part 'ptd') is not an ExecuTorch data file (no FT01 identifier)",
@@ -67,8 +80,7 @@ def validate_pte_isolated(
         raise InvalidPteError(
             "sha256_mismatch", f"content hashes to {digest}, expected {expected_sha256}"
         )
-    with open(path, "rb") as f:
-        magic = f.read(8)
+    magic = _magic(path)
     if magic[4:8] != PTE_IDENTIFIER:
         raise InvalidPteError(
             "invalid_pte",
@@ -87,9 +99,5 @@ def validate_pte_isolated(
             raise InvalidPteError(e.reason, e.message) from e
         hint = _CRASH_HINT if e.reason == "worker_crashed" and data is None else ""
         raise InvalidPteError("invalid_pte", f"{e.reason}: {e.message}{hint}") from e
-    for name in described.method_names:  # a program's methods follow it at upload too
-        try:
-            check_method_name(name)
-        except InvalidMethodNameError as e:
-            raise InvalidPteError("invalid_pte", str(e)) from None
+    _check_method_names(described)
     return PteDescription(digest, path.stat().st_size, described.methods, described.generation)

@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from pteforge.runtime import RuntimePool
-from pteforge.runtime.artifact_files import ArtifactFiles
+from pteforge.runtime.artifact_files import (
+    ArtifactFiles,
+    WithData,
+    program_identity,
+    verified_path,
+)
+from pteforge.runtime.errors import ArtifactIntegrityError
 from tests.runtime.helpers import Compiled
 
 
@@ -101,3 +109,27 @@ def test_the_pool_refetches_an_evicted_copy(artifacts: dict[str, Compiled], tmp_
     assert len(calls) == 3
     for outcome in (again, result):
         np.testing.assert_array_equal(outcome.outputs[0], first.outputs[0])
+
+
+def test_a_pte_and_its_ptd_are_one_copy_checked_as_a_pair(tmp_path: Path) -> None:
+    """The .ptd is written beside the .pte under the pair's identity, counted with it,
+    evicted with it, and verified with it: the same .pte with another .ptd is another
+    identity, and a swapped .ptd fails the check."""
+    clock = Clock()
+    files = ArtifactFiles(tmp_path / "copies", capacity_bytes=250, grace_s=10, clock=clock)
+    pte, ptds = tmp_path / "m.pte", [tmp_path / "a.ptd", tmp_path / "b.ptd"]
+    pte.write_bytes(b"p" * 50)
+    ptds[0].write_bytes(b"a" * 100)
+    ptds[1].write_bytes(b"b" * 100)
+    digest = [hashlib.sha256(p.read_bytes()).hexdigest() for p in (pte, *ptds)]
+    first, second = (program_identity(digest[0], d) for d in digest[1:])
+    assert program_identity(digest[0], None) == digest[0] and first != second
+    copy = files.local(first, WithData(pte, ptds[0]))
+    assert copy.with_suffix(".ptd").read_bytes() == ptds[0].read_bytes()
+    assert files.total_bytes == 150 and verified_path(first, str(copy)) == copy
+    with pytest.raises(ArtifactIntegrityError):
+        verified_path(second, str(copy))
+    clock.now += 100
+    files.local(second, WithData(pte, ptds[1]))  # 300 bytes: the first pair goes, whole
+    assert not copy.exists() and not copy.with_suffix(".ptd").exists()
+    assert files.total_bytes == 150
