@@ -93,7 +93,7 @@ class ArtifactFiles:
         files = sorted(self.directory.glob("*.pte"), key=lambda p: p.stat().st_mtime)
         stale = self._clock() - self.grace_s - 1.0
         for path in files:
-            self._copies[path.stem] = _Copy(_size(path), stale, path)
+            self._copies[path.stem] = _Copy(copy_size(path), stale, path)
 
     @property
     def total_bytes(self) -> int:
@@ -169,7 +169,7 @@ class ArtifactFiles:
     def _used(self, sha256: str, target: Path) -> None:
         copy = self._copies.get(sha256)
         if copy is None:
-            copy = self._copies[sha256] = _Copy(_size(target), 0.0, target)
+            copy = self._copies[sha256] = _Copy(copy_size(target), 0.0, target)
         copy.last_used = self._clock()
         self._copies.move_to_end(sha256)
 
@@ -188,7 +188,7 @@ class ArtifactFiles:
             total -= copy.size
 
 
-def _size(pte: Path) -> int:
+def copy_size(pte: Path) -> int:
     """The bytes a copy holds: its ``.pte``, and its ``.ptd`` if it has one."""
     data = data_beside(pte)
     return pte.stat().st_size + (0 if data is None else data.stat().st_size)

@@ -37,7 +37,7 @@ from pteforge.contracts.runtime_messages import (
     WorkerReply,
     WorkerRequest,
 )
-from pteforge.runtime.artifact_files import verified_path
+from pteforge.runtime.artifact_files import copy_size, verified_path
 from pteforge.runtime.constant_inputs import held_apart, read_constants
 from pteforge.runtime.errors import (
     RuntimeLayerError,
@@ -135,7 +135,7 @@ class Executor:
         signatures = held_apart(described, read_constants(flatbuffer))
         guarded = kernel_guards(flatbuffer)
         loaded = LoadedProgram(sha256, local, instance, signatures, state, {}, guarded, loading)
-        self.programs.put(sha256, loaded, local.stat().st_size)
+        self.programs.put(sha256, loaded, copy_size(local))  # with its .ptd
         return loaded, False
 
     def instance(self, loaded: LoadedProgram, *, eager: bool) -> ProgramInstance:
