@@ -40,6 +40,10 @@ from pteforge.server.generation.schemas import (
 TEXT_PARTS = ("input_text", "output_text")
 """The content parts pteforge reads: text only."""
 
+NO_REASONING = "reasoning.encrypted_content"
+"""The one ``include`` entry taken: an answer holds no reasoning item whose content it asks
+for (pydantic-ai sends it for a model named as OpenAI's reasoning models, gpt-5 or o3)."""
+
 
 def _listed(key: str, **fields: str) -> BeforeValidator:
     """A text taken as the list of one ``{key: text, **fields}``: one shape of the field to
@@ -162,7 +166,7 @@ class ResponsesBody(SamplingFields):
         "previous_response_id": (None,),
         "conversation": (None,),
         "reasoning": (None, {}, {"effort": None}, {"effort": None, "summary": None}),
-        "include": (None, []),
+        "include": (None, [], [NO_REASONING]),
         "background": (None, False),
         "top_logprobs": (None, 0),
         "prompt": (None,),

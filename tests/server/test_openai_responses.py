@@ -227,6 +227,29 @@ def test_what_it_does_not_do_is_400_naming_it(
     assert error["param"] == param and words in error["message"], error
 
 
+def test_a_client_asking_for_reasoning_content_gets_the_same_answer(
+    admin: httpx.Client, deployed: str
+) -> None:
+    """pydantic-ai's body (2.68, ``OpenAIResponsesModel`` for a model named as OpenAI's
+    reasoning models) asks to include ``reasoning.encrypted_content``: there is none, so the
+    answer is the one without it."""
+    body: dict[str, Any] = {
+        "model": deployed,
+        "stream": False,
+        "include": ["reasoning.encrypted_content"],
+        "input": [{"role": "user", "content": "Hi"}],
+        "instructions": "Be",
+        **GREEDY,
+    }
+    asked = admin.post("/v1/responses", json=body)
+    assert asked.status_code == 200, asked.text
+    plain = admin.post("/v1/responses", json={**body, "include": None}).raise_for_status()
+    assert (
+        Response.model_validate(asked.json()).output_text
+        == plain.json()["output"][0]["content"][0]["text"]
+    )
+
+
 def test_a_prompt_longer_than_the_context_is_400(
     client: openai.OpenAI, deployed: str, lm: LmFiles
 ) -> None:
