@@ -18,7 +18,7 @@ from pteforge.contracts import METHOD_NAME_PATTERN
 V1_ERROR = "Error"
 V2_ERROR = "InferenceError"
 OPENAI_ERROR = "OpenAIError"
-OPENAI_PATHS = frozenset({"/v1/completions", "/v1/chat/completions"})
+OPENAI_PATHS = frozenset({"/v1/completions", "/v1/chat/completions", "/v1/responses"})
 """The OpenAI-compatible routes, whose errors are OpenAI's shape (``server/generation``)."""
 GENERATE_SUFFIXES = ("/generate", "/generate_stream")
 """The /v2 generate extension's routes, whose ``{model}`` is a model name."""
