@@ -263,3 +263,28 @@ def test_an_artifact_page_downloads_its_bundle_and_deploys_it(
     expect(page).to_have_url(re.compile(r"#/models/pages-deployed$"), timeout=WAIT_MS)
     expect(page.locator("#models tr[data-version] [data-field=artifact]")).to_have_text(artifact)
     assert not errors, errors
+
+
+def test_an_artifact_with_a_ptd_shows_it_and_downloads_it(
+    service: ServiceProcess, browser: Browser, tmp_path: Path
+) -> None:
+    """A .pte whose constants are in a .ptd: the page shows the data file and downloads it."""
+    from tests.program_data import separated_program
+
+    token = service.admin_token
+    assert token
+    pair = separated_program(tmp_path / "pair", seed=3)
+    with Client(service.url, token) as client:
+        artifact = client.upload_artifact(pair.pte, ptd=pair.ptd)
+    assert artifact.data is not None
+    page = new_page(browser)
+    errors = script_errors(page)
+    page.goto(f"{service.url}/#/artifacts/{artifact.id}")
+    sign_in(page, token)
+    expect(page.locator("#artifact-data")).to_contain_text(artifact.data["sha256"], timeout=WAIT_MS)
+    with page.expect_download() as download:
+        page.click("#artifact-download-data")
+    saved = tmp_path / "saved.ptd"
+    download.value.save_as(saved)
+    assert saved.read_bytes() == pair.ptd.read_bytes()
+    assert not errors, errors

@@ -99,7 +99,8 @@ async function programText(id) {
   return program ? `${program.name} · ${id}` : id;
 }
 
-/** The artifact's actions: its .pte and .bpte, and deploying it as a model's next version. */
+/** The artifact's actions: its .pte, its .ptd (the data a program-data-separated .pte
+ * loads with) and .bpte, and deploying it as a model's next version. */
 function actions(artifact) {
   const save = (kind) => () =>
     download(`/v1/artifacts/${artifact.id}/${kind}`, `${artifact.id}.${kind}`).catch((e) => say(e.message, true));
@@ -116,6 +117,8 @@ function actions(artifact) {
   };
   return el("div", { class: "actions" },
     el("button", { id: "artifact-download", onclick: save("pte") }, "Download .pte"), " ",
+    ...(artifact.data ? [el("button", { id: "artifact-download-data", title: "the data the .pte loads with",
+      onclick: save("ptd") }, "Download .ptd"), " "] : []),
     el("button", { id: "artifact-download-bundled", title: "with each method's numerics-check inputs and expected outputs",
       onclick: save("bpte") }, "Download bundled .bpte"), " ",
     el("form", { id: "deploy-form", class: "inline", onsubmit: deploy }, name, " ",
@@ -129,6 +132,8 @@ export async function showArtifact(section, artifactId) {
     el("h2", {}, "Artifact ", el("span", { class: "muted", id: "artifact-id" }, artifact.id)),
     pairs([["program", el("span", { id: "artifact-program" }, await programText(artifact.program_id))],
       ["sha256", artifact.sha256], ["size", bytes(artifact.size_bytes)],
+      ...(artifact.data ? [["data (.ptd)", el("span", { id: "artifact-data" },
+        `${bytes(artifact.data.size_bytes)} · ${artifact.data.sha256}`)]] : []),
       ["plan", el("code", {}, JSON.stringify(artifact.plan))], ["toolchain", el("span", { id: "artifact-toolchain" }, toolchainText(artifact.toolchain))],
       ["created", artifact.created_at]]),
     actions(artifact),
