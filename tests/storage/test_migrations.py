@@ -126,7 +126,20 @@ def test_artifacts_from_before_0010_have_no_ptd(database_url: str) -> None:
             ),
             {"sha": sha, "now": now},
         )
+        # a model version serves it: on SQLite, 0010 copies the artifacts table and drops
+        # the old one, which failed on this reference ('FOREIGN KEY constraint failed')
+        conn.execute(
+            text("INSERT INTO models VALUES ('mdl_old', 'prj_old', :now, 'old-model', 2)"),
+            {"now": now},
+        )
+        conn.execute(
+            text("INSERT INTO model_versions VALUES ('mdl_old', 1, 'art_old', :now)"),
+            {"now": now},
+        )
     with current_store(database_url) as store:
+        with store.engine.connect() as conn:
+            served = conn.execute(text("SELECT artifact_id FROM model_versions")).scalars()
+            assert list(served) == ["art_old"]
         with store.transaction() as tx:
             old = tx.artifacts.get("prj_old", "art_old")
             assert old is not None and old.data is None and old.sha256 == sha
