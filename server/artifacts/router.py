@@ -127,8 +127,8 @@ async def upload_artifact(
     """The `.pte`, and (part `ptd`) the `.ptd` holding the constants it keeps outside
     (ExecuTorch's program-data separation) if it was exported so. Every method is loaded in
     a confined child first: 422 naming the file for a `.pte` or `.ptd` that does not load, a
-    `.ptd` that does not fit the `.pte`, a `.pte` that needs a `.ptd` sent without one, or a
-    `.ptd` sent with a `.pte` that needs none."""
+    `.ptd` that does not fit the `.pte`, or a `.pte` that needs a `.ptd` sent without one (a
+    `.ptd` sent with a `.pte` that loads with it is taken, even if no method reads it)."""
     artifact = await store_upload(
         request, services, principal.project_id, service.create_uploaded_artifact
     )
