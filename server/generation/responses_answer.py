@@ -21,8 +21,8 @@ from typing import Any
 import orjson
 
 from pteforge.contracts.generation import GenerationEvent, Usage
+from pteforge.server.generation.completion_objects import Collected
 from pteforge.server.generation.errors import answer_of
-from pteforge.server.generation.responses import Collected
 from pteforge.server.generation.responses_body import ResponsesBody
 from pteforge.server.generation.streaming import Payload, StreamFormat, sse
 

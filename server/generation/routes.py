@@ -26,8 +26,8 @@ from pteforge.contracts.generation import GenerationRequest
 from pteforge.server.common.openapi_doc import answers, json_body
 from pteforge.server.common.services import get_services
 from pteforge.server.generation import streaming
+from pteforge.server.generation.completion_objects import Collected, Shape
 from pteforge.server.generation.errors import OpenAIError, answer_of
-from pteforge.server.generation.responses import Collected, Shape
 from pteforge.server.generation.responses_answer import ResponseShape
 from pteforge.server.generation.responses_body import ResponsesBody
 from pteforge.server.generation.schemas import MAX_CHOICES, ChatBody, CompletionBody

@@ -35,7 +35,7 @@ from starlette.types import Message, Send
 
 from pteforge.contracts.generation import GenerationEvent, GenerationRequest
 from pteforge.server.generation.backlog import Backlog, answer_too_large, event_bytes
-from pteforge.server.generation.responses import Collected
+from pteforge.server.generation.completion_objects import Collected
 from pteforge.server.generation.target import Target
 from pteforge.server.inference.dependencies import InferenceState
 

@@ -29,8 +29,8 @@ from pteforge.contracts.generation import GenerationEvent, Usage
 from pteforge.server.common.openapi_doc import answers, json_body
 from pteforge.server.common.services import get_services
 from pteforge.server.generation import streaming
+from pteforge.server.generation.completion_objects import Collected
 from pteforge.server.generation.errors import OpenAIError, answer_of
-from pteforge.server.generation.responses import Collected
 from pteforge.server.generation.routes import LEFT, SESSION_HEADER, TAG
 from pteforge.server.generation.target import target_of
 from pteforge.server.generation.v2_schemas import GenerateBody, parse_generate

@@ -1,12 +1,12 @@
-"""The OpenAI objects an answer is written as (``server/generation/responses.py``,
+"""The OpenAI objects an answer is written as (``server/generation/completion_objects.py``,
 ``responses_answer.py``), on events made here: the parts of them no real model's output
 pins down reliably."""
 
 from __future__ import annotations
 
 from pteforge.contracts.generation import TokenLogprob
+from pteforge.server.generation.completion_objects import Collected, Shape
 from pteforge.server.generation.errors import OpenAIError
-from pteforge.server.generation.responses import Collected, Shape
 from pteforge.server.generation.responses_answer import ResponseShape, named_sse
 from pteforge.server.generation.responses_body import ResponsesBody
 

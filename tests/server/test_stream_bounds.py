@@ -13,8 +13,8 @@ from starlette.types import Message
 
 from pteforge.contracts.generation import GenerationEvent
 from pteforge.server.generation.backlog import EVENT_BYTES, TOKEN_ID_BYTES, Backlog
+from pteforge.server.generation.completion_objects import Collected
 from pteforge.server.generation.errors import OpenAIError
-from pteforge.server.generation.responses import Collected
 from pteforge.server.generation.streaming import EventStream, collect, collect_choices
 
 FOUR = EVENT_BYTES + 4 + TOKEN_ID_BYTES

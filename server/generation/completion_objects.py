@@ -1,4 +1,5 @@
-"""The OpenAI objects a generation answers with: a whole completion, or stream chunks.
+"""The OpenAI objects a completion or chat generation answers with: a whole completion, or
+stream chunks (the Responses API's are ``responses_answer.py``'s).
 
 A stream's chunks are OpenAI's: for chat, a first chunk with the assistant's role, then one
 per text delta, then one with the ``finish_reason``; with ``stream_options.include_usage``
