@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from pteforge.client import Program
+from pteforge.client import Artifact, Program
 from pteforge.client.render import Output, terminal_safe
-from pteforge.client.views import listing, numerics_cell, plan_text, program_summary, stage_plan
+from pteforge.client.views import (
+    artifact_summary,
+    listing,
+    numerics_cell,
+    plan_text,
+    program_summary,
+    stage_plan,
+)
 
 
 def _check(metric: str, values: list[float | None]) -> dict[str, object]:
@@ -58,6 +65,19 @@ def test_shapes_show_dynamic_dimensions_as_their_ranges(capsys: pytest.CaptureFi
     )
     program_summary(Output(as_json=False), program)
     assert "x: float32[1..8, 3], y: int64[<=4, <=16]" in capsys.readouterr().out
+
+
+def test_an_artifact_shows_its_ptd(capsys: pytest.CaptureFixture[str]) -> None:
+    """``pteforge show ART`` names the .ptd a .pte was uploaded with (the dashboard shows it):
+    without it nothing said the .pte alone would not load."""
+    stored = {"id": "art_1", "sha256": "a" * 64, "size_bytes": 4096, "methods": []}
+    data = {"sha256": "d" * 64, "size_bytes": 3 << 20}
+    artifact_summary(Output(as_json=False), Artifact.from_json({**stored, "data": data}))
+    artifact_summary(Output(as_json=False), Artifact.from_json(stored))
+    lines = capsys.readouterr().out.splitlines()
+    assert [line for line in lines if line.startswith(".ptd")] == [
+        f".ptd 3.0 MiB, sha256 {'d' * 64}"
+    ]
 
 
 def test_an_empty_listing_says_so(capsys: pytest.CaptureFixture[str]) -> None:
