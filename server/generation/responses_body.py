@@ -40,6 +40,14 @@ from pteforge.server.generation.schemas import (
 TEXT_PARTS = ("input_text", "output_text")
 """The content parts pteforge reads: text only."""
 
+NOT_STORED = (
+    "an 'item_reference' names a stored item, and pteforge stores nothing (its answers say "
+    '"store": false): send the item itself (the Vercel AI SDK does with providerOptions '
+    "{openai: {store: false}})"
+)
+"""Why an ``item_reference`` is refused: the Vercel AI SDK sends one for each earlier answer
+of a chat unless told that nothing is stored."""
+
 NO_REASONING = "reasoning.encrypted_content"
 """The one ``include`` entry taken: an answer holds no reasoning item whose content it asks
 for (pydantic-ai sends it for a model named as OpenAI's reasoning models, gpt-5 or o3)."""
@@ -91,6 +99,8 @@ class InputMessage(BaseModel):
     @field_validator("type")
     @classmethod
     def _messages_only(cls, kind: str) -> str:
+        if kind == "item_reference":
+            raise ValueError(NOT_STORED)
         if kind != "message":
             raise ValueError(f"pteforge serves text only: an item is a message, not {kind[:40]!r}")
         return kind

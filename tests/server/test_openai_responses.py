@@ -250,6 +250,27 @@ def test_a_client_asking_for_reasoning_content_gets_the_same_answer(
     )
 
 
+def test_an_item_reference_is_refused_naming_what_to_send(
+    admin: httpx.Client, deployed: str
+) -> None:
+    """The Vercel AI SDK's second turn (ai 6.0, @ai-sdk/openai 3.0, store not set): the
+    earlier answer as a reference to a stored item, which pteforge never stores."""
+    body = {
+        "model": deployed,
+        "input": [
+            {"role": "user", "content": [{"type": "input_text", "text": "Hi"}]},
+            {"type": "item_reference", "id": "msg_2b3d83c123644f3e9462e9c823c4a205"},
+            {"role": "user", "content": [{"type": "input_text", "text": "Hey"}]},
+        ],
+        **GREEDY,
+    }
+    refused = admin.post("/v1/responses", json=body)
+    assert refused.status_code == 400, refused.text
+    error = refused.json()["error"]
+    assert error["param"] == "input" and "stores nothing" in error["message"], error
+    assert "store: false" in error["message"]
+
+
 def test_a_prompt_longer_than_the_context_is_400(
     client: openai.OpenAI, deployed: str, lm: LmFiles
 ) -> None:
