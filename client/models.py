@@ -156,7 +156,7 @@ class Artifact(_Stored):
             **_stored_fields(obj),
         )
 
-    def file_sha256(self, part: str) -> str | None:
+    def sha256_of(self, part: str) -> str | None:
         """The sha256 of the file ``part`` names (``pte``, ``ptd``), None for ``bpte``."""
         if part == "pte":
             return self.sha256

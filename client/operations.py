@@ -166,7 +166,7 @@ class Operations:
         its ``.ptd``) to ``path`` (``on_progress(bytes, total)``, resumed by ``Range``), there
         once its sha256 matched (that of an ``Artifact`` given, or the server's ``ETag``)."""
         part = "bpte" if bundled else "ptd" if data else "pte"
-        sha256 = artifact.file_sha256(part) if isinstance(artifact, Artifact) else None
+        sha256 = artifact.sha256_of(part) if isinstance(artifact, Artifact) else None
         with partial_file(Path(path)) as file:
             sink = DownloadSink(file, sha256, on_progress)
             url = f"/v1/artifacts/{ref(artifact)}/{part}"
