@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pteforge.runtime.artifact_files import ArtifactSource, WithData, program_identity
 from pteforge.storage.blobs import BlobStore
+from pteforge.storage.domain import BlobRef
 
 
 def stored_writer(blobs: BlobStore, sha256: str) -> Callable[[Path], None]:
@@ -20,12 +21,13 @@ def stored_writer(blobs: BlobStore, sha256: str) -> Callable[[Path], None]:
 
 
 def program_source(
-    blobs: BlobStore, pte_sha256: str, data_sha256: str | None
+    blobs: BlobStore, pte_sha256: str, data: BlobRef | None
 ) -> tuple[str, ArtifactSource]:
-    """The program's identity (the ``.pte``'s sha256, or a digest of both files': the same
-    ``.pte`` with another ``.ptd`` is another program to every cache) and its source."""
-    identity = program_identity(pte_sha256, data_sha256)
+    """The program's identity (the ``.pte``'s sha256, or with its ``.ptd`` ``data`` a digest
+    of both files': the same ``.pte`` with another ``.ptd`` is another program to every
+    cache) and its source."""
     program = stored_writer(blobs, pte_sha256)
-    if data_sha256 is None:
-        return identity, program
-    return identity, WithData(program, stored_writer(blobs, data_sha256))
+    if data is None:
+        return program_identity(pte_sha256, None), program
+    identity = program_identity(pte_sha256, data.sha256)
+    return identity, WithData(program, stored_writer(blobs, data.sha256))

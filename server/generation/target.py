@@ -81,9 +81,7 @@ def resolve_version(store: Store, project_id: str, name: str, asked: int | None)
     return Target(
         name=name,
         version=version,
-        program=program_source(
-            store.blobs, served.program.sha256, None if served.data is None else served.data.sha256
-        ),
+        program=program_source(store.blobs, served.program.sha256, served.data),
         tokenizer=blob_source(store, tokenizer.tokenizer),
         tokenizer_config=None if config is None else blob_source(store, config),
     )

@@ -82,8 +82,7 @@ class StoreArtifactResolver:
         return [IndexedVersion(name, v, self._resolved(a, v)) for name, v, a in found]
 
     def _resolved(self, artifact: Artifact, version: int | None) -> ResolvedArtifact:
-        data = None if artifact.data is None else artifact.data.sha256
-        identity, source = program_source(self.store.blobs, artifact.sha256, data)
+        identity, source = program_source(self.store.blobs, artifact.sha256, artifact.data)
         return ResolvedArtifact(
             sha256=identity,
             source=source,
