@@ -184,8 +184,9 @@ class Settings(BaseSettings):
         default=256,
         ge=1,
         description="How many requests with a body (uploads, JSON bodies, /v2 and gRPC "
-        "infer, generation) one project may have in flight (429 above): each holds a "
-        "connection, so one project's slow uploads cannot take every file descriptor.",
+        "infer, generation, open gRPC streams) one project may have in flight (429 above): "
+        "each holds a connection, so one project's slow uploads cannot take every file "
+        "descriptor.",
     )
     runtime_request_threads: int = Field(
         default=0,
