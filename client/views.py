@@ -70,7 +70,7 @@ def artifact_summary(out: Output, artifact: Artifact) -> None:
     out.line(f"artifact {artifact.id}, {size(artifact.size_bytes)}, sha256 {artifact.sha256}")
     if artifact.data is not None:  # the .pte loads with it: `pteforge pull ID --ptd`
         data = artifact.data
-        out.line(f".ptd {size(int(data['size_bytes']))}, sha256 {data['sha256']}")
+        out.line(f"data (.ptd) {size(int(data['size_bytes']))}, sha256 {data['sha256']}")
     _method_table(out, artifact.methods)
     methods = artifact.report.get("methods") or {}
     checks = (artifact.numerics or {}).get("methods") or {}

@@ -75,8 +75,8 @@ def test_an_artifact_shows_its_ptd(capsys: pytest.CaptureFixture[str]) -> None:
     artifact_summary(Output(as_json=False), Artifact.from_json({**stored, "data": data}))
     artifact_summary(Output(as_json=False), Artifact.from_json(stored))
     lines = capsys.readouterr().out.splitlines()
-    assert [line for line in lines if line.startswith(".ptd")] == [
-        f".ptd 3.0 MiB, sha256 {'d' * 64}"
+    assert [line for line in lines if line.startswith("data")] == [
+        f"data (.ptd) 3.0 MiB, sha256 {'d' * 64}"
     ]
 
 
