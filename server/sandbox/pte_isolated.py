@@ -18,8 +18,8 @@ PTD_IDENTIFIER = b"FT01"  # a FlatTensor file's, where a .pte has ET12
 _PTD_REASONS = ("invalid_ptd",)
 _CRASH_HINT = (
     " (a program whose weights are in a separate .ptd file, as XNNPACK's external weights "
-    "put them, crashes ExecuTorch's loader without it: if it has one, send that file as the "
-    "upload's 'ptd' part)"
+    "put them, crashes ExecuTorch's loader without it: if it has one, send that file with it, "
+    "as the upload's 'ptd' part (`pteforge deploy model.pte NAME --ptd model.ptd`))"
 )
 _ZIP_HINT = (
     ": the file is a zip archive, as a torch.export .pt2 program is: upload a program "

@@ -236,4 +236,4 @@ def test_xnnpack_external_weights_load_with_their_ptd(tmp_path: Path, isolation:
     assert description.method_names == ("decode", "encode")
     with pytest.raises(InvalidPteError) as info:
         validate_pte_isolated(program.pte, isolation=isolation)
-    assert "send that file as the upload's 'ptd' part" in str(info.value)
+    assert "send that file with it, as the upload's 'ptd' part (`pteforge deploy" in str(info.value)
