@@ -227,11 +227,12 @@ async def store_upload(
     """Receive the request's multipart body under ``settings.uploads_dir`` (413 over
     ``settings.max_upload_bytes``, or over ``cap`` where that is lower), call
     ``store(services, project_id, *args, upload)`` in a worker thread and return its result;
-    the upload's files are deleted when it returns or raises. While it is received it counts
-    among the project's requests in flight (429 past their number)."""
+    the upload's files are deleted when it returns or raises. Until then, while it is received
+    and while it is checked and stored, it counts among the project's requests in flight (429
+    past their number): it holds its connection and its files on disk all that time."""
     settings = services.settings
     limit = settings.max_upload_bytes if cap is None else min(settings.max_upload_bytes, cap)
     with held_in_v1(request, project_id):
         upload = await receive_multipart(request, settings.uploads_dir, limit, check_name)
-    with owned(upload):
-        return await run_in_threadpool(store, services, project_id, *args, upload)
+        with owned(upload):
+            return await run_in_threadpool(store, services, project_id, *args, upload)

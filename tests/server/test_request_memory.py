@@ -6,11 +6,17 @@ in the same ledger as HTTP (the HTTP side over a real socket: ``test_http_limits
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from types import SimpleNamespace
 
 import grpc
 import numpy as np
 import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse
+from starlette.routing import Route
+from starlette.testclient import TestClient
 from tritonclient.grpc import service_pb2 as pb
 
 from pteforge.runtime.metadata import MethodSignature, TensorSpec
@@ -26,6 +32,7 @@ from pteforge.server.http.memory import (
     RequestMemory,
     ServerMemoryError,
 )
+from pteforge.server.http.uploads import MultipartUpload, store_upload
 from pteforge.server.inference.statuses import status_of
 
 
@@ -117,3 +124,29 @@ def test_grpc_messages_count_in_the_same_memory() -> None:
             asyncio.run(infer(state, "project-a", request, RequestPlans()))  # type: ignore[arg-type]
     assert grpc_status(refused.value)[0] == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert memory.held == 0
+
+
+def test_an_upload_counts_in_flight_until_it_is_stored(tmp_path: Path) -> None:
+    """An upload holds its connection and its files on disk while the sandbox checks it: it
+    counted among its project's requests in flight only while its body came, so uploads
+    waiting for their check were not bounded (12 uploads 50 ms apart, each checked for about
+    0.5 s, were all served under a limit of 2)."""
+    memory = RequestMemory(total=1 << 30, requests_per_project=1)
+    settings = SimpleNamespace(uploads_dir=tmp_path, max_upload_bytes=1 << 20)
+    services = SimpleNamespace(settings=settings, memory=memory)
+    counted_while_stored = []
+
+    def store(services: object, project_id: str, upload: MultipartUpload) -> str:
+        counted_while_stored.append(memory.requests_of(project_id))
+        return upload.files[0].field_name
+
+    async def upload(request: Request) -> PlainTextResponse:
+        stored = await store_upload(request, services, "p", store)  # type: ignore[arg-type]
+        return PlainTextResponse(stored)
+
+    app = Starlette(routes=[Route("/upload", upload, methods=["POST"])])
+    app.state.services = services
+    with TestClient(app) as client:
+        answer = client.post("/upload", files={"part": ("f.bin", b"bytes")})
+    assert answer.text == "part" and counted_while_stored == [1]
+    assert memory.requests_of("p") == 0
