@@ -11,6 +11,7 @@ import pytest
 from tritonclient.grpc import service_pb2 as pb
 
 from pteforge.runtime import InvalidInputError
+from pteforge.runtime.errors import ProtocolError
 from pteforge.runtime.metadata import MethodSignature, TensorSpec
 from pteforge.server.grpc_api.codec import decode_request
 from pteforge.server.grpc_api.plans import RequestPlans
@@ -70,15 +71,17 @@ def test_another_signature_or_parameters_are_not_served_from_a_plan() -> None:
     assert plans.decode(stepped, SIG).parameters == {"sequence_id": 9}
 
 
-def test_a_description_carrying_what_the_decode_ignores_is_not_kept() -> None:
-    """Typed contents sent beside raw ones are ignored by the decode: a plan keyed on them
-    would keep 4 MB per request layout beyond the request."""
+def test_a_description_carrying_what_the_decode_refuses_is_not_kept() -> None:
+    """Typed contents sent beside raw ones are refused (a tensor sent twice); the plans keep
+    nothing of such a request: a plan keyed on its description would keep 4 MB per request
+    layout beyond the request."""
     plans = RequestPlans()
     padded = _request(1)
     padded.inputs[0].contents.fp32_contents.extend(np.zeros(1 << 20, dtype=np.float32))
     tracemalloc.start()
     try:
-        plans.decode(padded, SIG)
+        with pytest.raises(ProtocolError, match="both raw_input_contents and contents"):
+            plans.decode(padded, SIG)
         del padded
         held = tracemalloc.get_traced_memory()[0]
     finally:
