@@ -205,12 +205,7 @@ class GenerationCalls:
                 elif ending is not None or events[-1].finish_reason is not None:
                     self.calls.workers.checkout.put(worker)
                     worker = None
-                if len(events) > 1 and events[-1].finish_reason is not None:
-                    # the last event apart: a stream's bound (server/generation/backlog.py)
-                    # sees the text before the end, not a whole generation in one final event
-                    yield merged(events[:-1])
-                    yield events[-1]
-                elif events:
+                if events:
                     yield merged(events)
                 if ending is not None:
                     raise ending if isinstance(ending, RuntimeLayerError) else _error(ending)
