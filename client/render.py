@@ -5,7 +5,6 @@ for ``--json``."""
 from __future__ import annotations
 
 import json
-import re
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -27,18 +26,16 @@ from rich.table import Table
 from rich.text import Text
 
 from pteforge.client.models import Job
+from pteforge.contracts.et_errors import CONTROL_CHARACTERS
 
 PIPED_WIDTH = 240
-# C0 (but newline and tab), DEL and C1: ESC and CSI start the sequences that move the cursor,
-# retitle the window or write the clipboard (OSC 52).
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def terminal_safe(text: str) -> str:
     """``text`` with each control character but newline and tab written as its escape
     (``\\x1b``): what the server sends (names, error messages, a model's generated text) is
     the uploader's, and must not drive the terminal it is printed on."""
-    return _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
+    return CONTROL_CHARACTERS.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
 
 
 def plain(text: object) -> Text:

@@ -43,7 +43,9 @@ MAX_LOG_CHARS = 2000
 
 # ANSI escape sequences (CSI and two-character ones), then any other control character.
 _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|[@-Z\\-_])")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""C0 but newline and tab, DEL and C1: what must not reach a terminal or a log as it is
+(ESC and CSI start the sequences that move the cursor or write the clipboard)."""
 
 # "error 0x12", "error: 0x:23", "error 0x12" at the end of a sentence; never a longer hex.
 _CODE = re.compile(r"\b(error:? )0x:?([0-9a-fA-F]{1,2})\b")
@@ -67,7 +69,7 @@ def name_error_codes(message: str) -> str:
 
 def clean_lines(text: str) -> list[str]:
     """The non-blank lines of ``text`` without ANSI escapes or control characters."""
-    lines = (_CONTROL.sub("", _ANSI.sub("", line)).strip() for line in text.splitlines())
+    lines = (CONTROL_CHARACTERS.sub("", _ANSI.sub("", line)).strip() for line in text.splitlines())
     return [line for line in lines if line]
 
 
